@@ -1,0 +1,24 @@
+/* bit_width_reduction.c - STUB: to be implemented. */
+#include "../tf_filter.h"
+
+static tf_status decode(const tf_filter_opts *o, const tf_stage *st, tf_stream *s, tf_error *err)
+{
+	(void)o; (void)st; (void)s;
+	return tf_err(err, TF_E_UNSUPPORTED, "not implemented yet");
+}
+
+static tf_status encode(const tf_filter_opts *o, const tf_stage *st, tf_parts *md,
+			tf_parts *data, tf_error *err)
+{
+	(void)o; (void)st; (void)md; (void)data;
+	return tf_err(err, TF_E_UNSUPPORTED, "not implemented yet");
+}
+
+const tf_filter_class tf_filter_bit_width_reduction = {
+	.id = TF_F_BIT_WIDTH_REDUCTION,
+	.name = "bit_width_reduction",
+	.alias = "bwr",
+	.layout = TF_OPTS_WINDOW,
+	.decode = decode,
+	.encode = encode,
+};
