@@ -1,0 +1,146 @@
+/* tf_test.c - shared helpers of the unit tests. */
+#include "tf_test.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+const char *tf_test_corpus(void)
+{
+	static const char *const candidates[] = { "../shared/corpus", "../../shared/corpus" };
+	const char *env = getenv("TF_CORPUS");
+	struct stat sb;
+
+	if (env && *env)
+		return stat(env, &sb) == 0 ? env : NULL;
+	for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++)
+		if (stat(candidates[i], &sb) == 0 && S_ISDIR(sb.st_mode))
+			return candidates[i];
+	return NULL;
+}
+
+static uint64_t next(uint64_t *s)	/* splitmix64 */
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static void put_elem(uint8_t *p, size_t n, size_t at, unsigned elem, uint64_t v)
+{
+	for (unsigned b = 0; b < elem && at + b < n; b++)
+		p[at + b] = (uint8_t)(v >> (8 * b));
+}
+
+void tf_test_fill(uint8_t *p, size_t n, tf_gen kind, unsigned elem, uint64_t seed)
+{
+	uint64_t s = seed, v = next(&s), run = 0;
+
+	if (elem == 0)
+		elem = 1;
+	for (size_t i = 0, at = 0; at < n; i++, at += elem) {
+		switch (kind) {
+		case TF_GEN_RANDOM: v = next(&s); break;
+		case TF_GEN_WALK: v += (next(&s) % 7) - 3; break;
+		case TF_GEN_RUNS:
+			if (run-- == 0) { v = next(&s) % 5; run = next(&s) % 40; }
+			break;
+		case TF_GEN_RAMP: v = i * 3 + 7; break;
+		case TF_GEN_ZERO: v = 0; break;
+		case TF_GEN_FLOATS:
+			if (elem == 8) {
+				double d = (double)(int64_t)(next(&s) % 200000) / 16.0 - 5000.0;
+				memcpy(&v, &d, 8);
+			} else {
+				float f = (float)(int64_t)(next(&s) % 200000) / 16.0f - 5000.0f;
+				uint32_t u;
+				memcpy(&u, &f, 4);
+				v = u;
+			}
+			break;
+		}
+		put_elem(p, n, at, elem, v);
+	}
+}
+
+uint8_t *tf_test_data(size_t n, tf_gen kind, unsigned elem, uint64_t seed)
+{
+	uint8_t *p = malloc(n ? n : 1);
+
+	ck_assert_ptr_nonnull(p);
+	tf_test_fill(p, n, kind, elem, seed);
+	return p;
+}
+
+size_t tf_test_roundtrip_env(const tf_pipeline *p, const tf_chunk_env *env,
+			     const uint8_t *in, size_t n)
+{
+	tf_workspace *ws = tf_workspace_new();
+	tf_buf chunk = TF_BUF_INIT(SIZE_MAX);
+	uint8_t *back = malloc(n ? n : 1);
+	tf_error err = { 0 };
+	tf_status rc;
+
+	ck_assert_ptr_nonnull(ws);
+	rc = tf_pipeline_encode(p, env, ws, tf_span_of(in, n), NULL, 0, &chunk, &err);
+	ck_assert_msg(rc == TF_OK, "encode: %s", err.msg);
+	rc = tf_chunk_decode(p, env, ws, tf_span_of(chunk.p, chunk.len), back, NULL, &err);
+	ck_assert_msg(rc == TF_OK, "decode: %s", err.msg);
+	ck_assert_msg(n == 0 || memcmp(in, back, n) == 0, "round trip of %zu bytes differs", n);
+	free(back);
+	tf_workspace_free(ws);
+	n = chunk.len;
+	tf_buf_free(&chunk);
+	return n;
+}
+
+size_t tf_test_roundtrip(const char *spec, tf_datatype type, uint32_t cell_size,
+			 const uint8_t *in, size_t n)
+{
+	tf_chunk_env env = { .type = type, .cell_size = cell_size, .version = 22 };
+	tf_pipeline *p;
+	tf_error err;
+	size_t stored;
+
+	ck_assert_msg(tf_pipeline_parse(spec, &p, &err) == TF_OK, "%s: %s", spec, err.msg);
+	stored = tf_test_roundtrip_env(p, &env, in, n);
+	tf_pipeline_free(p);
+	return stored;
+}
+
+uint8_t *tf_test_read_file(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *p;
+	long len;
+
+	ck_assert_msg(f != NULL, "cannot open %s", path);
+	fseek(f, 0, SEEK_END);
+	len = ftell(f);
+	rewind(f);
+	p = malloc(len ? (size_t)len : 1);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_eq(fread(p, 1, (size_t)len, f), (size_t)len);
+	fclose(f);
+	*n = (size_t)len;
+	return p;
+}
+
+tf_status tf_test_decode_tiles(const char *spec, const tf_chunk_env *env, const uint8_t *file,
+			       size_t n, tf_buf *out, tf_error *err)
+{
+	tf_workspace *ws = tf_workspace_new();
+	tf_pipeline *p = NULL;
+	tf_status rc = tf_pipeline_parse(spec, &p, err);
+
+	tf_buf_init(out, SIZE_MAX);
+	for (size_t pos = 0; rc == TF_OK && pos < n;) {
+		uint64_t used;
+		rc = tf_tile_decode(p, env, ws, tf_span_of(file + pos, n - pos), out, NULL, &used, err);
+		pos += used;
+	}
+	tf_pipeline_free(p);
+	tf_workspace_free(ws);
+	return rc;
+}
