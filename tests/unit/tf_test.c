@@ -1,6 +1,7 @@
 /* tf_test.c - shared helpers of the unit tests. */
 #include "tf_test.h"
 
+#include <glob.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -143,4 +144,34 @@ tf_status tf_test_decode_tiles(const char *spec, const tf_chunk_env *env, const 
 	tf_pipeline_free(p);
 	tf_workspace_free(ws);
 	return rc;
+}
+
+bool tf_test_corpus_check(const char *case_name, unsigned frag, const char *file,
+			  const char *spec, const tf_chunk_env *env)
+{
+	const char *root = tf_test_corpus();
+	char pattern[4096], expected[4096];
+	uint8_t *data, *want;
+	size_t n, wn;
+	tf_buf out;
+	tf_error err = { 0 };
+	glob_t g;
+
+	if (!root)
+		return false;
+	snprintf(pattern, sizeof(pattern), "%s/%s/array/__fragments/*/%s", root, case_name, file);
+	ck_assert_msg(glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > frag, "no %s", pattern);
+	data = tf_test_read_file(g.gl_pathv[frag], &n);
+	snprintf(expected, sizeof(expected), "%s/%s/expected/unfiltered/f%u/%s.bin", root, case_name,
+		 frag, file);
+	want = tf_test_read_file(expected, &wn);
+	ck_assert_msg(tf_test_decode_tiles(spec, env, data, n, &out, &err) == TF_OK, "%s/%s: %s",
+		      case_name, file, err.msg);
+	ck_assert_msg(out.len == wn && memcmp(out.p, want, wn) == 0,
+		      "%s/%s: decoded %zu bytes differ from the %zu expected", case_name, file, out.len, wn);
+	tf_buf_free(&out);
+	free(data);
+	free(want);
+	globfree(&g);
+	return true;
 }

@@ -9,6 +9,7 @@
 #define TF_TEST_H
 
 #include <check.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -51,6 +52,16 @@ uint8_t *tf_test_read_file(const char *path, size_t *n);
  */
 tf_status tf_test_decode_tiles(const char *spec, const tf_chunk_env *env, const uint8_t *file,
 			       size_t n, tf_buf *out, tf_error *err);
+
+/*
+ * Known-answer test against the corpus: decode data file `file` (e.g.
+ * "a0.tdb") of fragment `frag` (0-based, fragments sorted by name) of corpus
+ * case `case_name` with pipeline `spec` and env, and ck_assert the bytes
+ * equal expected/unfiltered/f<frag>/<file>.bin.  Returns false (and
+ * checks nothing) when the corpus is absent.
+ */
+bool tf_test_corpus_check(const char *case_name, unsigned frag, const char *file,
+			  const char *spec, const tf_chunk_env *env);
 
 #define TF_TEST_MAIN(suite_fn)                                              \
 	int main(void)                                                      \
