@@ -266,6 +266,7 @@ tf_status tf_pipeline_serialize(const tf_pipeline *p, tf_buf *out, tf_error *err
 
 struct tf_workspace {
 	tf_buf md[2], data[2];	/* ping-pong buffers between stages */
+	tf_buf user[2];		/* TF_WS_IO, TF_WS_AUX */
 	tf_scratch *scratch;
 };
 
@@ -287,6 +288,7 @@ tf_workspace *tf_workspace_new(void)
 	for (int i = 0; i < 2; i++) {
 		tf_buf_init(&ws->md[i], SIZE_MAX);
 		tf_buf_init(&ws->data[i], SIZE_MAX);
+		tf_buf_init(&ws->user[i], SIZE_MAX);
 	}
 	return ws;
 }
@@ -298,18 +300,29 @@ void tf_workspace_free(tf_workspace *ws)
 	for (int i = 0; i < 2; i++) {
 		tf_buf_free(&ws->md[i]);
 		tf_buf_free(&ws->data[i]);
+		tf_buf_free(&ws->user[i]);
 	}
 	tf_scratch_free(ws->scratch);
 	free(ws);
 }
 
+tf_buf *tf_workspace_buf(tf_workspace *ws, unsigned which)
+{
+	return &ws->user[which & 1];
+}
+
+static void trim(tf_buf *b)
+{
+	if (b->cap > KEEP_SCRATCH_BYTES)
+		tf_buf_free(b);
+}
+
 static void workspace_trim(tf_workspace *ws)
 {
 	for (int i = 0; i < 2; i++) {
-		if (ws->md[i].cap > KEEP_SCRATCH_BYTES)
-			tf_buf_free(&ws->md[i]);
-		if (ws->data[i].cap > KEEP_SCRATCH_BYTES)
-			tf_buf_free(&ws->data[i]);
+		trim(&ws->md[i]);
+		trim(&ws->data[i]);
+		trim(&ws->user[i]);
 	}
 }
 

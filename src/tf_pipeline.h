@@ -64,6 +64,10 @@ typedef struct tf_chunk_env {
 typedef struct tf_workspace tf_workspace;
 tf_workspace *tf_workspace_new(void);
 void tf_workspace_free(tf_workspace *ws);
+/* Two more scratch buffers for the caller's own use (reading stored bytes,
+ * decoding a whole tile); the pipeline never touches them. */
+enum { TF_WS_IO, TF_WS_AUX };
+tf_buf *tf_workspace_buf(tf_workspace *ws, unsigned which);
 
 /* Largest orig_len a chunk may claim, so a lying header cannot make us
  * allocate without bound.  TileDB's own limit is 4 GiB (u32). */

@@ -1,6 +1,8 @@
 /* tf_tile.c - chunks, tiles and generic tiles in memory (FORMAT-NOTES §3, §6). */
 #include "tf_tile.h"
 
+#include <stdlib.h>
+
 tf_status tf_chunk_decode(const tf_pipeline *p, const tf_chunk_env *env, tf_workspace *ws,
 			  tf_span stored, uint8_t *dst, tf_buf *offsets, tf_error *err)
 {
@@ -135,5 +137,122 @@ tf_status tf_generic_decode(tf_span bytes, const tf_key *key, tf_workspace *ws, 
 		*used = h.header_size + h.persisted_size;
 done:
 	tf_generic_header_free(&h);
+	return rc;
+}
+
+/* ---- writer side (§3.3) -------------------------------------------------------------- */
+
+bool tf_tile_unchunked(const tf_pipeline *p, const tf_chunk_env *env, bool var)
+{
+	bool var_string = var && tf_datatype_is_var_string(env->type);
+
+	if (tf_pipeline_max_chunk_size(p) == 0)
+		return true;
+	if (var_string && env->var_string)
+		return true;
+	return !var_string && tf_pipeline_has(p, TF_F_WEBP);
+}
+
+static tf_status push_start(uint64_t **v, size_t *n, size_t *cap, uint64_t x, tf_error *err)
+{
+	if (*n == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 16;
+		uint64_t *nv = realloc(*v, ncap * sizeof(*nv));
+		if (!nv)
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		*v = nv;
+		*cap = ncap;
+	}
+	(*v)[(*n)++] = x;
+	return TF_OK;
+}
+
+/* get_var_chunk_sizes (filter_pipeline.cc): keep a cell that overflows the
+ * chunk when the chunk is at most half full or stays within 1.5x, else
+ * start a new chunk with it; an oversized cell gets a chunk of its own. */
+static tf_status var_starts(uint64_t chunk, uint64_t tile_size, const uint64_t *off, size_t ncells,
+			    uint64_t **v, size_t *n, size_t *cap, tf_error *err)
+{
+	uint64_t cur = 0, lo = chunk / 2, hi = chunk + chunk / 2;
+	tf_status rc = push_start(v, n, cap, 0, err);
+
+	for (size_t c = 0; c < ncells && rc == TF_OK; c++) {
+		uint64_t end = c + 1 < ncells ? off[c + 1] : tile_size, size = end - off[c];
+		uint64_t grown = cur + size;
+
+		if (grown <= chunk) {
+			cur = grown;
+		} else if (cur <= lo || grown <= hi) {
+			rc = push_start(v, n, cap, end, err);
+			cur = 0;
+		} else {
+			rc = push_start(v, n, cap, off[c], err);
+			cur = size;
+			if (rc == TF_OK && size > chunk) {
+				if (c + 1 < ncells)
+					rc = push_start(v, n, cap, end, err);
+				cur = 0;
+			}
+		}
+	}
+	return rc;
+}
+
+tf_status tf_tile_chunk_starts(const tf_pipeline *p, const tf_chunk_env *env, uint64_t tile_size,
+			       const uint64_t *cell_offsets, size_t ncells, uint64_t **starts,
+			       size_t *n, tf_error *err)
+{
+	uint64_t cell = cell_offsets ? tf_datatype_size(env->type) : env->cell_size, chunk;
+	size_t cap = 0;
+	tf_status rc = TF_OK;
+
+	*starts = NULL;
+	*n = 0;
+	if (cell == 0)
+		return tf_err(err, TF_E_INVAL, "cell size 0");
+	/* compute_chunk_size (tile.cc): whole cells, at least one, at most 64 KiB. */
+	chunk = (tile_size < TF_WRITER_CHUNK ? tile_size : TF_WRITER_CHUNK) / cell * cell;
+	if (chunk < cell)
+		chunk = cell;
+	if (tf_tile_unchunked(p, env, cell_offsets != NULL) || tile_size == chunk)
+		return tile_size || cell_offsets ? push_start(starts, n, &cap, 0, err) : TF_OK;
+	if (cell_offsets)
+		return var_starts(chunk, tile_size, cell_offsets, ncells, starts, n, &cap, err);
+	for (uint64_t at = 0; at < tile_size && rc == TF_OK; at += chunk)
+		rc = push_start(starts, n, &cap, at, err);
+	return rc;
+}
+
+tf_status tf_tile_encode(const tf_pipeline *p, const tf_chunk_env *env, tf_workspace *ws,
+			 tf_span tile, const uint64_t *cell_offsets, size_t ncells, tf_buf *out,
+			 tf_error *err)
+{
+	uint64_t *starts;
+	size_t n, cell = 0;
+	tf_status rc = tf_tile_chunk_starts(p, env, tile.n, cell_offsets, ncells, &starts, &n, err);
+
+	if (rc == TF_OK)
+		rc = tf_buf_put_u64(out, n, err);
+	for (size_t i = 0; i < n && rc == TF_OK; i++) {
+		uint64_t end = i + 1 < n ? starts[i + 1] : tile.n, base = starts[i];
+		uint64_t *rel = NULL;
+		size_t first = cell, count = 0;
+
+		/* The var-string encoder wants the chunk's own cell offsets. */
+		while (cell_offsets && cell < ncells && cell_offsets[cell] < end)
+			cell++;
+		count = cell - first;
+		if (env->var_string && count && !(rel = malloc(count * sizeof(*rel))))
+			rc = tf_err(err, TF_E_NOMEM, "out of memory");
+		for (size_t c = 0; rel && c < count; c++)
+			rel[c] = cell_offsets[first + c] - base;
+		if (rc == TF_OK)
+			rc = tf_pipeline_encode(p, env, ws, tf_span_of(tile.p + base, (size_t)(end - base)),
+						rel, count, out, err);
+		free(rel);
+		if (rc != TF_OK)
+			tf_err_prefix(err, "chunk %zu", i);
+	}
+	free(starts);
 	return rc;
 }

@@ -10,6 +10,7 @@
 #ifndef TF_TILE_H
 #define TF_TILE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "tf_bytes.h"
@@ -74,5 +75,25 @@ void tf_generic_header_free(tf_generic_header *h);
  */
 tf_status tf_generic_decode(tf_span bytes, const tf_key *key, tf_workspace *ws, tf_buf *out,
 			    uint64_t *used, tf_error *err);
+
+/*
+ * Writer side (§3.3): where TileDB starts the chunks of a tile of
+ * tile_size bytes.  For var data (cell_offsets != NULL) cells are never
+ * split; otherwise chunks hold whole cells of env->cell_size bytes.
+ * *starts is malloc'd; *n chunks (0 for an empty fixed tile).
+ */
+tf_status tf_tile_chunk_starts(const tf_pipeline *p, const tf_chunk_env *env, uint64_t tile_size,
+			       const uint64_t *cell_offsets, size_t ncells, uint64_t **starts,
+			       size_t *n, tf_error *err);
+
+/* Encode one whole tile as TileDB stores it, appending to out. */
+tf_status tf_tile_encode(const tf_pipeline *p, const tf_chunk_env *env, tf_workspace *ws,
+			 tf_span tile, const uint64_t *cell_offsets, size_t ncells, tf_buf *out,
+			 tf_error *err);
+
+/* Whether a writer would put the whole tile in one chunk (§3.3 step 1). */
+bool tf_tile_unchunked(const tf_pipeline *p, const tf_chunk_env *env, bool var);
+
+#define TF_WRITER_CHUNK 65536	/* max_tile_chunk_size (constants.cc) */
 
 #endif

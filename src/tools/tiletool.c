@@ -1,19 +1,513 @@
-/* scratch: decode a whole tile file with a spec */
+/*
+ * tiletool - decode, inspect, verify and write TileDB tile files.
+ *
+ *   tiletool decode [-F SPEC] [-t TYPE] [-n CELLS|var] [-k KEYFILE] [-V VERSION]
+ *                   [-o OUT] [--generic] [--var-data FILE --var-filters SPEC
+ *                   --var-type TYPE] FILE
+ *   tiletool info [-v] [decode options] FILE...
+ *   tiletool verify [decode options] FILE...
+ *   tiletool encode -F SPEC -t TYPE [-n CELLS] [--tile-size BYTES] [-k KEYFILE] IN OUT
+ *
+ * Exit status: 0 success, 1 data error, 2 usage error.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tf_file.h"
+#include "tf_keys.h"
+#include "tf_pipeline.h"
 #include "tf_tile.h"
-int main(int argc, char **argv)
-{ (void)argc;
-	tf_pipeline *p; tf_error e; tf_datatype t = TF_DT_UINT8;
-	if (tf_pipeline_parse(argv[1], &p, &e)) { fprintf(stderr, "%s\n", e.msg); return 2; }
-	tf_datatype_parse(argv[2], &t);
-	FILE *f = fopen(argv[3], "rb"); fseek(f, 0, SEEK_END); long n = ftell(f); rewind(f);
-	uint8_t *b = malloc(n); fread(b, 1, n, f);
-	tf_workspace *ws = tf_workspace_new(); tf_buf out = TF_BUF_INIT(SIZE_MAX);
-	tf_chunk_env env = { t, tf_datatype_size(t), 22, false, NULL };
-	size_t pos = 0;
-	while (pos < (size_t)n) { uint64_t used; if (tf_tile_decode(p, &env, ws, tf_span_of(b+pos, n-pos), &out, NULL, &used, &e)) { fprintf(stderr, "%s\n", e.msg); return 1;} pos += used; }
-	fwrite(out.p, 1, out.len, stdout);
-	char *s = tf_pipeline_text(p); fprintf(stderr, "%s\n", s); free(s);
+
+enum { EXIT_DATA = 1, EXIT_USAGE = 2 };
+
+typedef struct opts {
+	const char *spec, *keyfile, *out, *var_data, *var_spec;
+	tf_datatype type, var_type;
+	uint32_t cell_val_num, version;
+	uint64_t tile_size;
+	bool generic, verbose, have_spec;
+	/* resolved */
+	tf_pipeline *pipeline, *var_pipeline;
+	tf_key *key;
+} opts;
+
+static const char *prog = "tiletool";
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "%s: ", prog);
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nTry '%s --help'.\n", prog);
+	return EXIT_USAGE;
+}
+
+static void print_help(const char *cmd)
+{
+	static const char decode_opts[] =
+		"  -F, --filters SPEC     pipeline in write order, e.g. 'delta(reinterpret=int64) | zstd'\n"
+		"                         or numeric 'tiledb:19 | 8 | 2,7'; empty = no filters\n"
+		"  -t, --type TYPE        datatype (int8..uint64, float32, float64, char,\n"
+		"                         string_ascii, string_utf8, datetime_ms, ...; default uint8)\n"
+		"  -n, --cells N|var      cell_val_num (default 1); fixed RLE's value width is\n"
+		"                         the type size times N\n"
+		"  -k, --key FILE         key file (32 raw bytes or 64 hex digits, mode 0600):\n"
+		"                         adds AES-256-GCM as the last filter\n"
+		"  -V, --format-version V format version of the fragment (default 22)\n"
+		"  -g, --generic          FILE is a generic tile (schema, metadata): its header\n"
+		"                         carries the pipeline\n"
+		"      --var-data FILE    for an offsets file whose tiles were folded into the\n"
+		"                         data (string RLE/dictionary): the var data file ...\n"
+		"      --var-filters SPEC ... its pipeline\n"
+		"      --var-type TYPE    ... and its datatype\n";
+
+	if (!cmd) {
+		printf("Usage: %s COMMAND [OPTIONS] ...\n\n"
+		       "Commands:\n"
+		       "  decode   write the decoded bytes of a tile file\n"
+		       "  info     tiles, chunks, sizes and pipeline of tile files\n"
+		       "  verify   decode everything and check checksums; non-zero exit on error\n"
+		       "  encode   write a tile file from raw bytes, chunked as TileDB does\n\n"
+		       "'%s COMMAND --help' describes a command.  Exit status: 0 ok, 1 data\n"
+		       "error, 2 usage error.\n", prog, prog);
+	} else if (!strcmp(cmd, "decode")) {
+		printf("Usage: %s decode [OPTIONS] FILE\n\nWrite FILE's decoded bytes to stdout.\n\n%s"
+		       "  -o, --output OUT       write to OUT instead of stdout\n", prog, decode_opts);
+	} else if (!strcmp(cmd, "info")) {
+		printf("Usage: %s info [-v] [OPTIONS] FILE...\n\nDescribe tile files.\n\n%s"
+		       "  -v, --verbose          list every chunk\n", prog, decode_opts);
+	} else if (!strcmp(cmd, "verify")) {
+		printf("Usage: %s verify [OPTIONS] FILE...\n\nDecode every chunk (checking checksums"
+		       " and authentication tags); report each error.\n\n%s", prog, decode_opts);
+	} else {
+		printf("Usage: %s encode -F SPEC -t TYPE [-n CELLS] [--tile-size BYTES] [-k KEYFILE] IN OUT\n\n"
+		       "Write tile file OUT holding the raw bytes of IN, in tiles of --tile-size\n"
+		       "bytes (default: all of IN in one tile), chunked as TileDB does (64 KiB\n"
+		       "of whole cells).\n", prog);
+	}
+}
+
+/* ---- options ------------------------------------------------------------------------- */
+
+enum { OPT_VAR_DATA = 256, OPT_VAR_FILTERS, OPT_VAR_TYPE, OPT_TILE_SIZE, OPT_HELP };
+
+static const struct option long_opts[] = {
+	{ "filters", required_argument, NULL, 'F' },
+	{ "type", required_argument, NULL, 't' },
+	{ "cells", required_argument, NULL, 'n' },
+	{ "key", required_argument, NULL, 'k' },
+	{ "format-version", required_argument, NULL, 'V' },
+	{ "output", required_argument, NULL, 'o' },
+	{ "generic", no_argument, NULL, 'g' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "var-data", required_argument, NULL, OPT_VAR_DATA },
+	{ "var-filters", required_argument, NULL, OPT_VAR_FILTERS },
+	{ "var-type", required_argument, NULL, OPT_VAR_TYPE },
+	{ "tile-size", required_argument, NULL, OPT_TILE_SIZE },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ NULL, 0, NULL, 0 },
+};
+
+static bool parse_u64(const char *s, uint64_t *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtoull(s, &end, 10);
+	return errno == 0 && end != s && *end == '\0' && s[0] != '-';
+}
+
+static int parse_cells(const char *s, uint32_t *v)
+{
+	uint64_t n;
+
+	if (!strcmp(s, "var")) {
+		*v = TF_CELL_VAR;
+		return 0;
+	}
+	if (!parse_u64(s, &n) || n == 0 || n >= TF_CELL_VAR)
+		return usage_error("bad cell count '%s' (a positive number or 'var')", s);
+	*v = (uint32_t)n;
 	return 0;
+}
+
+static int parse_type(const char *s, tf_datatype *t)
+{
+	return tf_datatype_parse(s, t) ? 0 : usage_error("unknown datatype '%s'", s);
+}
+
+/* Parse argv; returns -1 to go on, or an exit status (help: 0). */
+static int parse_opts(const char *cmd, int argc, char **argv, opts *o)
+{
+	uint64_t n;
+	int c, rc = 0;
+
+	while (rc == 0 && (c = getopt_long(argc, argv, "F:t:n:k:V:o:gv", long_opts, NULL)) != -1) {
+		switch (c) {
+		case 'F': o->spec = optarg; o->have_spec = true; break;
+		case 't': rc = parse_type(optarg, &o->type); break;
+		case 'n': rc = parse_cells(optarg, &o->cell_val_num); break;
+		case 'k': o->keyfile = optarg; break;
+		case 'V':
+			if (!parse_u64(optarg, &n) || n > UINT32_MAX)
+				rc = usage_error("bad format version '%s'", optarg);
+			o->version = (uint32_t)n;
+			break;
+		case 'o': o->out = optarg; break;
+		case 'g': o->generic = true; break;
+		case 'v': o->verbose = true; break;
+		case OPT_VAR_DATA: o->var_data = optarg; break;
+		case OPT_VAR_FILTERS: o->var_spec = optarg; break;
+		case OPT_VAR_TYPE: rc = parse_type(optarg, &o->var_type); break;
+		case OPT_TILE_SIZE:
+			if (!parse_u64(optarg, &o->tile_size) || o->tile_size == 0)
+				rc = usage_error("bad tile size '%s'", optarg);
+			break;
+		case OPT_HELP: print_help(cmd); return 0;
+		default: return EXIT_USAGE;
+		}
+	}
+	return rc ? rc : -1;
+}
+
+/* Turn option text into objects; errors are usage (spec) or data (key). */
+static int resolve(opts *o)
+{
+	tf_error err;
+
+	if (tf_pipeline_parse(o->spec, &o->pipeline, &err) != TF_OK)
+		return usage_error("-F: %s", err.msg);
+	if (o->var_data && tf_pipeline_parse(o->var_spec ? o->var_spec : "", &o->var_pipeline, &err) != TF_OK)
+		return usage_error("--var-filters: %s", err.msg);
+	if (o->var_data && !o->var_spec)
+		return usage_error("%s", "--var-data needs --var-filters (and --var-type)");
+	if (o->keyfile && tf_key_load_file(o->keyfile, &o->key, &err) != TF_OK) {
+		fprintf(stderr, "%s: key: %s\n", prog, err.msg);
+		return err.code == TF_E_INVAL ? EXIT_USAGE : EXIT_DATA;
+	}
+	return -1;
+}
+
+static void opts_free(opts *o)
+{
+	tf_pipeline_free(o->pipeline);
+	tf_pipeline_free(o->var_pipeline);
+	tf_key_free(o->key);
+}
+
+static tf_status open_file(const opts *o, const char *path, tf_file **f, tf_error *err)
+{
+	tf_file_spec spec = {
+		.pipeline = o->pipeline, .type = o->type, .cell_val_num = o->cell_val_num,
+		.version = o->version, .key = o->key, .generic = o->generic,
+		.var_data = o->var_data, .var_pipeline = o->var_pipeline, .var_type = o->var_type,
+	};
+	return tf_file_open(path, NULL, &spec, f, err);
+}
+
+/* ---- decode / verify ---------------------------------------------------------------- */
+
+static bool write_all(FILE *out, const uint8_t *p, size_t n)
+{
+	return fwrite(p, 1, n, out) == n;
+}
+
+/* Decode every chunk of f in order; hand each to out (if non-NULL).  With
+ * keep_going, report every failing chunk and go on.  Returns errors seen. */
+static unsigned decode_chunks(tf_file *f, FILE *out, bool keep_going)
+{
+	tf_workspace *ws = tf_workspace_new();
+	uint8_t *buf = NULL;
+	size_t cap = 0;
+	unsigned errors = 0;
+	tf_error err;
+
+	for (size_t i = 0; ws && i < tf_file_nchunks(f); i++) {
+		uint64_t off;
+		uint32_t len;
+
+		tf_file_chunk_range(f, i, &off, &len);
+		if (len > cap) {
+			free(buf);
+			cap = len;
+			if (!(buf = malloc(cap))) {
+				fprintf(stderr, "%s: out of memory\n", prog);
+				errors++;
+				break;
+			}
+		}
+		if (tf_file_decode_chunk(f, ws, i, buf, &err) != TF_OK) {
+			fprintf(stderr, "%s: %s\n", prog, err.msg);
+			errors++;
+			if (!keep_going)
+				break;
+		} else if (out && !write_all(out, buf, len)) {
+			fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
+			errors++;
+			break;
+		}
+	}
+	if (!ws)
+		errors++;
+	free(buf);
+	tf_workspace_free(ws);
+	return errors;
+}
+
+static void warn_folded(const tf_file *f, const opts *o)
+{
+	tf_file_info info;
+
+	tf_file_get_info(f, &info);
+	if (!o->var_data && info.decoded_bytes == 0 && info.tiles > 0)
+		fprintf(stderr, "%s: %s: its %" PRIu64 " tiles hold no chunks; if it is the offsets file of a "
+			"string field with rle or dictionary, pass --var-data, --var-filters, --var-type\n",
+			prog, tf_file_name(f), info.tiles);
+}
+
+static int cmd_decode(opts *o, int nfiles, char **files)
+{
+	FILE *out = stdout;
+	tf_file *f;
+	tf_error err;
+	unsigned errors;
+
+	if (nfiles != 1)
+		return usage_error("%s", "decode takes exactly one FILE");
+	if (open_file(o, files[0], &f, &err) != TF_OK) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		return EXIT_DATA;
+	}
+	warn_folded(f, o);
+	if (o->out && !(out = fopen(o->out, "wb"))) {
+		fprintf(stderr, "%s: %s: %s\n", prog, o->out, strerror(errno));
+		tf_file_unref(f);
+		return EXIT_DATA;
+	}
+	errors = decode_chunks(f, out, false);
+	if (fflush(out) != 0 && !errors) {
+		fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
+		errors++;
+	}
+	if (out != stdout)
+		fclose(out);
+	tf_file_unref(f);
+	return errors ? EXIT_DATA : 0;
+}
+
+static int cmd_verify(opts *o, int nfiles, char **files)
+{
+	unsigned bad = 0;
+
+	if (nfiles < 1)
+		return usage_error("%s", "verify needs at least one FILE");
+	for (int i = 0; i < nfiles; i++) {
+		tf_file *f;
+		tf_error err;
+		unsigned errors;
+
+		if (open_file(o, files[i], &f, &err) != TF_OK) {
+			fprintf(stderr, "%s: %s\n", prog, err.msg);
+			bad++;
+			continue;
+		}
+		errors = decode_chunks(f, NULL, true);
+		printf("%s: %s (%zu chunks, %" PRIu64 " bytes decoded%s)\n", files[i],
+		       errors ? "FAILED" : "ok", tf_file_nchunks(f), tf_file_size(f),
+		       errors ? ", see errors above" : "");
+		bad += errors != 0;
+		tf_file_unref(f);
+	}
+	return bad ? EXIT_DATA : 0;
+}
+
+/* ---- info ------------------------------------------------------------------------------ */
+
+static void print_chunks(const tf_file *f)
+{
+	printf("  %-6s %-6s %14s %10s %14s %10s\n", "tile", "chunk", "decoded at", "bytes",
+	       "stored at", "bytes");
+	for (size_t i = 0; i < tf_file_nchunks(f); i++) {
+		uint64_t off, src_off, src_len;
+		uint32_t len, tile, chunk;
+
+		tf_file_chunk_range(f, i, &off, &len);
+		tf_file_chunk_where(f, i, &tile, &chunk, &src_off, &src_len);
+		printf("  %-6u %-6u %14" PRIu64 " %10u %14" PRIu64 " %10" PRIu64 "\n", tile, chunk, off,
+		       len, src_off, src_len);
+	}
+}
+
+static void print_info(const tf_file *f)
+{
+	char *pipe = tf_file_pipeline_text(f);
+	tf_file_info i;
+
+	tf_file_get_info(f, &i);
+	printf("%s:\n", tf_file_name(f));
+	printf("  kind:      %s%s%s\n", i.generic ? "generic tile" : "tile file",
+	       i.encrypted ? ", encrypted (AES-256-GCM)" : "",
+	       i.var_string ? ", var-string layout (offsets folded into the data)" : "");
+	printf("  pipeline:  %s\n", pipe && *pipe ? pipe : "(none)");
+	if (i.cell_val_num == TF_CELL_VAR)
+		printf("  datatype:  %s, var-sized cells\n", tf_datatype_name(i.type));
+	else
+		printf("  datatype:  %s, %u value%s per cell\n", tf_datatype_name(i.type),
+		       i.cell_val_num, i.cell_val_num == 1 ? "" : "s");
+	printf("  version:   %u\n", i.version);
+	printf("  tiles:     %" PRIu64 "%s\n", i.tiles, i.folded_tiles ? " (offsets rebuilt from data)" : "");
+	printf("  chunks:    %" PRIu64 "\n", i.chunks);
+	printf("  stored:    %" PRIu64 " bytes\n", i.stored_bytes);
+	printf("  decoded:   %" PRIu64 " bytes", i.decoded_bytes);
+	if (i.stored_bytes)
+		printf(" (ratio %.2f)", (double)i.decoded_bytes / (double)i.stored_bytes);
+	printf("\n");
+	free(pipe);
+}
+
+static int cmd_info(opts *o, int nfiles, char **files)
+{
+	int rc = 0;
+
+	if (nfiles < 1)
+		return usage_error("%s", "info needs at least one FILE");
+	for (int i = 0; i < nfiles; i++) {
+		tf_file *f;
+		tf_error err;
+
+		if (open_file(o, files[i], &f, &err) != TF_OK) {
+			fprintf(stderr, "%s: %s\n", prog, err.msg);
+			rc = EXIT_DATA;
+			continue;
+		}
+		print_info(f);
+		if (o->verbose)
+			print_chunks(f);
+		tf_file_unref(f);
+	}
+	return rc;
+}
+
+/* ---- encode ---------------------------------------------------------------------------- */
+
+/* Read up to n bytes (fewer only at end of file). */
+static size_t read_full(FILE *in, uint8_t *p, size_t n)
+{
+	size_t got = 0, r;
+
+	while (got < n && (r = fread(p + got, 1, n - got, in)) > 0)
+		got += r;
+	return got;
+}
+
+static int encode_stream(const opts *o, FILE *in, FILE *out, uint64_t total)
+{
+	tf_chunk_env env = { .type = o->type, .version = o->version ? o->version : 22, .key = o->key };
+	uint64_t cell = (uint64_t)o->cell_val_num * tf_datatype_size(o->type);
+	uint64_t tile_size = o->tile_size ? o->tile_size : total;
+	tf_workspace *ws = tf_workspace_new();
+	tf_buf tile = TF_BUF_INIT(SIZE_MAX), enc = TF_BUF_INIT(SIZE_MAX);
+	tf_error err;
+	int rc = 0;
+
+	env.cell_size = (uint32_t)cell;
+	if (tile_size % cell)
+		rc = usage_error("%s", "the tile size must be a multiple of the cell size");
+	/* One tile at a time, so memory stays bounded by the tile size. */
+	for (uint64_t done = 0; !rc && ws && (done < total || total == 0); done += tile.len) {
+		uint64_t want = total - done < tile_size ? total - done : tile_size;
+
+		enc.len = tile.len = 0;
+		if (tf_buf_reserve(&tile, (size_t)want, &err) != TF_OK ||
+		    (tile.len = read_full(in, tile.p, (size_t)want)) != want) {
+			fprintf(stderr, "%s: cannot read input\n", prog);
+			rc = EXIT_DATA;
+		} else if (tf_tile_encode(o->pipeline, &env, ws, tf_span_of(tile.p, tile.len), NULL, 0,
+					  &enc, &err) != TF_OK) {
+			fprintf(stderr, "%s: encode: %s\n", prog, err.msg);
+			rc = EXIT_DATA;
+		} else if (!write_all(out, enc.p, enc.len)) {
+			fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
+			rc = EXIT_DATA;
+		}
+		if (total == 0)
+			break;
+	}
+	tf_buf_free(&tile);
+	tf_buf_free(&enc);
+	tf_workspace_free(ws);
+	return ws ? rc : EXIT_DATA;
+}
+
+static int cmd_encode(opts *o, int nfiles, char **files)
+{
+	FILE *in, *out;
+	long long total;
+	int rc;
+
+	if (nfiles != 2)
+		return usage_error("%s", "encode takes IN and OUT");
+	if (!o->have_spec)
+		return usage_error("%s", "encode needs -F SPEC (use -F '' for no filters)");
+	if (o->cell_val_num == TF_CELL_VAR)
+		return usage_error("%s", "encode writes fixed-size cells only");
+	if (!(in = fopen(files[0], "rb")) || fseeko(in, 0, SEEK_END) != 0 || (total = ftello(in)) < 0 ||
+	    fseeko(in, 0, SEEK_SET) != 0) {
+		fprintf(stderr, "%s: %s: %s\n", prog, files[0], strerror(errno));
+		return EXIT_DATA;
+	}
+	if (!(out = fopen(files[1], "wb"))) {
+		fprintf(stderr, "%s: %s: %s\n", prog, files[1], strerror(errno));
+		fclose(in);
+		return EXIT_DATA;
+	}
+	rc = encode_stream(o, in, out, (uint64_t)total);
+	fclose(in);
+	if (fclose(out) != 0 && !rc) {
+		fprintf(stderr, "%s: %s: %s\n", prog, files[1], strerror(errno));
+		rc = EXIT_DATA;
+	}
+	return rc;
+}
+
+/* ---- main ------------------------------------------------------------------------------- */
+
+static const struct {
+	const char *name;
+	int (*run)(opts *o, int nfiles, char **files);
+} commands[] = {
+	{ "decode", cmd_decode }, { "info", cmd_info }, { "verify", cmd_verify }, { "encode", cmd_encode },
+};
+
+int main(int argc, char **argv)
+{
+	opts o = { .type = TF_DT_UINT8, .var_type = TF_DT_STRING_ASCII, .cell_val_num = 1 };
+	int rc;
+
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		print_help(NULL);
+		return argc < 2 ? EXIT_USAGE : 0;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("tiletool (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (strcmp(argv[1], commands[i].name))
+			continue;
+		rc = parse_opts(argv[1], argc - 1, argv + 1, &o);
+		if (rc < 0)
+			rc = resolve(&o);
+		if (rc < 0)
+			rc = commands[i].run(&o, argc - 1 - optind, argv + 1 + optind);
+		opts_free(&o);
+		return rc;
+	}
+	return usage_error("unknown command '%s'", argv[1]);
 }
