@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tf_cache.h"
 #include "tf_tile.h"
 
 #define WALK_BUF (64 * 1024)
@@ -52,6 +53,8 @@ struct tf_file {
 	uint64_t folded;
 	bool generic;
 	uint32_t cell_val_num;
+	tf_cache *cache;	/* bound on first read through a cache */
+	_Atomic uint64_t owner;	/* our id in that cache */
 };
 
 /* ---- I/O ------------------------------------------------------------------------ */
@@ -409,6 +412,8 @@ static tf_status open_tiles(tf_file *f, const tf_file_spec *spec, tf_error *err)
 
 static void file_free(tf_file *f)
 {
+	if (f->cache)
+		tf_cache_drop(f->cache, atomic_load(&f->owner));
 	if (f->fd >= 0)
 		close(f->fd);
 	if (f->var_fd >= 0)
@@ -467,6 +472,12 @@ void tf_file_unref(tf_file *f)
 uint64_t tf_file_size(const tf_file *f) { return f->idx.size; }
 size_t tf_file_nchunks(const tf_file *f) { return f->idx.n; }
 const char *tf_file_name(const tf_file *f) { return f->name; }
+
+size_t tf_file_index_bytes(const tf_file *f)
+{
+	return sizeof(*f) + f->idx.cap * sizeof(chunk_ent) + f->idx.tcap * sizeof(tile_ent) +
+	       f->var_idx.cap * sizeof(chunk_ent) + f->var_idx.tcap * sizeof(tile_ent);
+}
 
 size_t tf_file_chunk_at(const tf_file *f, uint64_t off)
 {
@@ -561,4 +572,94 @@ bool tf_file_is_current(const tf_file *f, const struct stat *now)
 	return now->st_dev == f->st.st_dev && now->st_ino == f->st.st_ino &&
 	       now->st_size == f->st.st_size && now->st_mtim.tv_sec == f->st.st_mtim.tv_sec &&
 	       now->st_mtim.tv_nsec == f->st.st_mtim.tv_nsec;
+}
+
+/* ---- reading through the cache ------------------------------------------------------------------ */
+
+#define AHEAD_MAX_BYTES ((uint64_t)16 << 20)
+
+static tf_status load_chunk(void *ctx, uint64_t index, uint8_t *dst, tf_workspace *ws, tf_error *err)
+{
+	return tf_file_decode_chunk(ctx, ws, (size_t)index, dst, err);
+}
+
+static void hold_file(void *ctx) { tf_file_ref(ctx); }
+static void release_file(void *ctx) { tf_file_unref(ctx); }
+
+static uint64_t owner_in(tf_file *f, tf_cache *c)
+{
+	uint64_t id = atomic_load(&f->owner), fresh;
+
+	if (id)
+		return id;
+	/* First read through a cache: take an id; a racing reader's id wins. */
+	fresh = tf_cache_owner(c);
+	if (atomic_compare_exchange_strong(&f->owner, &id, fresh)) {
+		f->cache = c;
+		return fresh;
+	}
+	return id;
+}
+
+/* Queue decode-ahead for a sequential reader now at `off`: keep the
+ * workers busy on the chunks it will want next, within a window small
+ * against the cache budget so prefetched chunks are not evicted unread. */
+static void decode_ahead(tf_file *f, tf_cache *c, tf_read_state *rs, uint64_t off, uint64_t owner,
+			 const tf_cache_source *src)
+{
+	tf_cache_stats st;
+	uint64_t window, from, to;
+
+	if (!rs || !tf_cache_workers(c) || off != atomic_load(&rs->next))
+		return;
+	tf_cache_get_stats(c, &st);
+	window = st.budget / 4 < AHEAD_MAX_BYTES ? st.budget / 4 : AHEAD_MAX_BYTES;
+	from = atomic_load(&rs->ahead);
+	if (from < off)
+		from = off;
+	to = off + window < f->idx.size ? off + window : f->idx.size;
+	for (size_t i = tf_file_chunk_at(f, from); from < to && i < f->idx.n; i++) {
+		const chunk_ent *ce = &f->idx.chunks[i];
+
+		if (ce->dec_off >= to)
+			break;
+		if (ce->dec_off + ce->orig_len > from && ce->orig_len)
+			tf_cache_prefetch(c, owner, i, ce->orig_len, src);
+		from = ce->dec_off + ce->orig_len;
+	}
+	if (from > atomic_load(&rs->ahead))
+		atomic_store(&rs->ahead, from);
+}
+
+tf_status tf_file_read(tf_file *f, tf_cache *c, tf_workspace *ws, tf_read_state *rs, uint64_t off,
+		       size_t len, uint8_t *dst, size_t *got, tf_error *err)
+{
+	const tf_cache_source src = { f, load_chunk, hold_file, release_file };
+	uint64_t owner = owner_in(f, c), end, pos = off;
+	tf_status rc = TF_OK;
+
+	*got = 0;
+	if (off >= f->idx.size || len == 0)
+		return TF_OK;
+	end = len < f->idx.size - off ? off + len : f->idx.size;
+	decode_ahead(f, c, rs, off, owner, &src);
+	for (size_t i = tf_file_chunk_at(f, off); pos < end && i < f->idx.n; i++) {
+		const chunk_ent *ce = &f->idx.chunks[i];
+		uint64_t from = pos - ce->dec_off, n = ce->orig_len - from;
+		tf_cache_entry *e;
+
+		if (ce->orig_len == 0 || pos >= ce->dec_off + ce->orig_len)
+			continue;
+		if (n > end - pos)
+			n = end - pos;
+		if ((rc = tf_cache_get(c, owner, i, ce->orig_len, &src, ws, &e, err)) != TF_OK)
+			break;
+		memcpy(dst + (pos - off), tf_cache_data(e) + from, (size_t)n);
+		tf_cache_release(c, e);
+		pos += n;
+	}
+	if (rs)
+		atomic_store(&rs->next, pos);
+	*got = (size_t)(pos - off);
+	return rc;
 }

@@ -75,9 +75,26 @@ void tf_file_get_info(const tf_file *f, tf_file_info *info);
 /* Canonical text of the effective pipeline (malloc'd). */
 char *tf_file_pipeline_text(const tf_file *f);
 const char *tf_file_name(const tf_file *f);
+/* Memory held by the chunk index, for index budgets. */
+size_t tf_file_index_bytes(const tf_file *f);
 /* Per-chunk facts for listings: tile, chunk-in-tile, stored offset/size. */
 void tf_file_chunk_where(const tf_file *f, size_t i, uint32_t *tile, uint32_t *chunk,
 			 uint64_t *src_off, uint64_t *src_len);
+
+/*
+ * Reading through a cache.  A tf_read_state per open file lets sequential
+ * readers be detected; their next chunks are then decoded ahead on the
+ * cache's workers.  rs may be NULL (no decode-ahead).  Reads past the end
+ * return fewer bytes.  Safe to call from many threads at once.
+ */
+typedef struct tf_cache tf_cache;
+typedef struct tf_read_state {
+	_Atomic uint64_t next;		/* where a sequential reader goes next */
+	_Atomic uint64_t ahead;		/* decode-ahead already queued up to here */
+} tf_read_state;
+
+tf_status tf_file_read(tf_file *f, tf_cache *c, tf_workspace *ws, tf_read_state *rs, uint64_t off,
+		       size_t len, uint8_t *dst, size_t *got, tf_error *err);
 
 /* Whether the source file on disk is still the one this index describes. */
 bool tf_file_is_current(const tf_file *f, const struct stat *now);

@@ -106,6 +106,11 @@ tf_status tf_key_load_file(const char *path, tf_key **out, tf_error *err)
 	return rc == TF_OK ? rc : tf_err_prefix(err, "%s", path);
 }
 
+void tf_key_lock(tf_key *k)
+{
+	k->locked = mlock(k, sizeof(*k)) == 0;
+}
+
 const uint8_t *tf_key_bytes(const tf_key *k)
 {
 	return k->bytes;

@@ -24,6 +24,8 @@ tf_status tf_key_from_bytes(const void *text, size_t len, tf_key **out, tf_error
 /* Read a key file, refusing one that group or others can read. */
 tf_status tf_key_load_file(const char *path, tf_key **out, tf_error *err);
 const uint8_t *tf_key_bytes(const tf_key *k);
+/* Lock the key's page again, e.g. in a daemon after fork(). */
+void tf_key_lock(tf_key *k);
 void tf_key_free(tf_key *k);
 
 #endif

@@ -1,0 +1,191 @@
+/*
+ * main.c - tilefs [options] SOURCE MOUNTPOINT
+ *
+ * Everything that can be wrong with the configuration is found before the
+ * mount is made, and reported with a distinct exit status; the cache's
+ * threads start only after daemonizing (fork keeps no threads).
+ */
+#include "tilefs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct cli {
+	char *config, *cache_size, *source;
+	int help, version;
+} cli;
+
+#define CLI_OPT(t, p) { t, offsetof(cli, p), 1 }
+static const struct fuse_opt cli_spec[] = {
+	CLI_OPT("config=%s", config),
+	CLI_OPT("cache_size=%s", cache_size),
+	CLI_OPT("--help", help), CLI_OPT("-h", help),
+	CLI_OPT("--version", version), CLI_OPT("-V", version),
+	FUSE_OPT_END
+};
+
+/* The first non-option argument is SOURCE; FUSE gets the rest. */
+static int take_source(void *data, const char *arg, int key, struct fuse_args *out)
+{
+	cli *c = data;
+
+	(void)out;
+	if (key == FUSE_OPT_KEY_NONOPT && !c->source) {
+		c->source = strdup(arg);
+		return 0;
+	}
+	return 1;
+}
+
+static void usage(const char *prog)
+{
+	printf("Usage: %s [options] SOURCE MOUNTPOINT\n\n"
+	       "Show every TileDB tile file under SOURCE, decoded, at the same path under\n"
+	       "MOUNTPOINT (read-only).\n\n"
+	       "tilefs options:\n"
+	       "    -o config=FILE         INI configuration (see tilefs.ini(5))\n"
+	       "    -o cache_size=SIZE     decoded-chunk cache budget, e.g. 512M (default 256M)\n"
+	       "    -o allow_other         let other users read the mount\n"
+	       "    -f                     stay in the foreground, log to stderr\n"
+	       "    -s                     one thread\n"
+	       "    -d                     FUSE debug output (implies -f)\n"
+	       "    -V, --version          print the version\n\n"
+	       "Exit status: 0 unmounted cleanly, 1 mount/FUSE error, 2 usage error,\n"
+	       "3 configuration error, 4 key error.\n\n", prog);
+}
+
+static int load_config(tilefs *fs, const cli *c)
+{
+	tf_error err;
+	uint64_t size;
+	tf_status rc = c->config ? tf_config_load(c->config, &fs->config, &err)
+				 : tf_config_default(&fs->config, &err);
+
+	if (rc != TF_OK) {
+		fprintf(stderr, "tilefs: %s\n", err.msg);
+		return rc == TF_E_NOKEY ? TFS_EXIT_KEY : TFS_EXIT_CONFIG;
+	}
+	if (c->cache_size) {
+		if (!tf_parse_size(c->cache_size, &size) || size < 65536) {
+			fprintf(stderr, "tilefs: cache_size: bad size '%s' (e.g. 256M)\n", c->cache_size);
+			return TFS_EXIT_USAGE;
+		}
+		tf_config_set_cache_size(fs->config, size);
+	}
+	fs->settings = tf_config_settings(fs->config);
+	return 0;
+}
+
+static int open_source(tilefs *fs, const char *source)
+{
+	char real[PATH_MAX];
+
+	if (!realpath(source, real) || !(fs->source = strdup(real)) ||
+	    (fs->source_fd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		fprintf(stderr, "tilefs: %s: %s\n", source, strerror(errno));
+		return TFS_EXIT_USAGE;
+	}
+	return 0;
+}
+
+static void free_workspace(void *ws)
+{
+	tf_workspace_free(ws);
+}
+
+/* After daemonizing: threads, locked keys, logging. */
+static int start(tilefs *fs)
+{
+	unsigned workers = fs->settings->workers;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	tf_error err;
+
+	fs_log_init(fs->foreground, fs->settings->log_level);
+	tf_config_lock_keys(fs->config);
+	if (!workers)
+		workers = ncpu > 0 ? (unsigned)ncpu : 2;
+	if (tf_cache_new(fs->settings->cache_size, workers, &fs->cache, &err) != TF_OK ||
+	    fs_table_init(&fs->table, fs->settings->index_budget) != 0 ||
+	    pthread_key_create(&fs->workspace_key, free_workspace) != 0) {
+		fs_log(TF_LOG_ERROR, "cannot start: out of memory");
+		return -1;
+	}
+	fs_log(TF_LOG_INFO, "serving %s (cache %llu bytes, %u decode workers)", fs->source,
+	       (unsigned long long)fs->settings->cache_size, workers);
+	return 0;
+}
+
+static int serve(tilefs *fs, struct fuse_args *args, const struct fuse_cmdline_opts *o)
+{
+	struct fuse *fuse = fuse_new(args, &tilefs_ops, sizeof(tilefs_ops), fs);
+	int rc = TFS_EXIT_FUSE;
+
+	if (!fuse)
+		return TFS_EXIT_USAGE;	/* fuse_new has said which option it rejected */
+	if (fuse_mount(fuse, o->mountpoint) != 0)
+		goto out;
+	fs->foreground = o->foreground;
+	if (fuse_daemonize(o->foreground) != 0 || start(fs) != 0 ||
+	    fuse_set_signal_handlers(fuse_get_session(fuse)) != 0)
+		goto unmount;
+	rc = (o->singlethread ? fuse_loop(fuse) : fuse_loop_mt(fuse, 0)) ? TFS_EXIT_FUSE : 0;
+	fuse_remove_signal_handlers(fuse_get_session(fuse));
+unmount:
+	fuse_unmount(fuse);
+out:
+	fuse_destroy(fuse);
+	return rc;
+}
+
+static void teardown(tilefs *fs)
+{
+	if (fs->cache) {
+		fs_table_destroy(&fs->table);
+		tf_cache_free(fs->cache);
+	}
+	tf_config_free(fs->config);	/* wipes the keys */
+	if (fs->source_fd > 0)
+		close(fs->source_fd);
+	free(fs->source);
+}
+
+int main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct fuse_cmdline_opts o = { 0 };
+	tilefs fs = { .source_fd = -1 };
+	cli c = { 0 };
+	int rc;
+
+	if (fuse_opt_parse(&args, &c, cli_spec, take_source) != 0)
+		return TFS_EXIT_USAGE;
+	if (c.help || c.version) {
+		if (c.help)
+			usage(argv[0]);
+		printf("tilefs %s (libfuse %s)\n", PACKAGE_VERSION, fuse_pkgversion());
+		rc = 0;
+	} else if (!c.source) {
+		fprintf(stderr, "tilefs: missing SOURCE and MOUNTPOINT (see tilefs --help)\n");
+		rc = TFS_EXIT_USAGE;
+	} else if (!(rc = open_source(&fs, c.source)) && !(rc = load_config(&fs, &c))) {
+		/* Read-only for the kernel too: writes fail with EROFS before reaching us. */
+		if (fuse_opt_add_arg(&args, "-oro") || fuse_opt_add_arg(&args, "-osubtype=tilefs") ||
+		    fuse_parse_cmdline(&args, &o) != 0 || !o.mountpoint) {
+			fprintf(stderr, "tilefs: missing MOUNTPOINT (see tilefs --help)\n");
+			rc = TFS_EXIT_USAGE;
+		} else {
+			rc = serve(&fs, &args, &o);
+		}
+	}
+	teardown(&fs);
+	free(o.mountpoint);
+	free(c.config), free(c.cache_size), free(c.source);
+	fuse_opt_free_args(&args);
+	return rc;
+}

@@ -1,0 +1,400 @@
+/*
+ * ops.c - FUSE operations.  Paths arrive as "/a/b"; the source file is
+ * "a/b" relative to SOURCE's directory handle.  Decoded files answer reads
+ * through the library; anything else is passed through read-only.
+ */
+#include "tilefs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#define XATTR_PREFIX "user.tilefs."
+
+static tilefs *this_fs(void)
+{
+	return fuse_get_context()->private_data;
+}
+
+static const char *rel_of(const char *path)
+{
+	while (*path == '/')
+		path++;
+	return *path ? path : ".";
+}
+
+tf_workspace *fs_workspace(tilefs *fs)
+{
+	tf_workspace *ws = pthread_getspecific(fs->workspace_key);
+
+	if (!ws && (ws = tf_workspace_new()))
+		pthread_setspecific(fs->workspace_key, ws);
+	return ws;
+}
+
+/* An open file: a decoded one (file != NULL) or a raw pass-through (fd). */
+typedef struct handle {
+	tf_file *file;
+	fs_node *node;
+	tf_read_state rs;
+	int fd;
+} handle;
+
+/* ---- attributes and directories ------------------------------------------------------------ */
+
+static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
+{
+	(void)conn;
+	cfg->nullpath_ok = 1;		/* reads use the handle, not the path */
+	cfg->entry_timeout = 1.0;	/* see source changes within a second */
+	cfg->attr_timeout = 1.0;
+	cfg->negative_timeout = 1.0;
+	return this_fs();
+}
+
+/* Size a regular file as it will read: decoded, raw, or hidden. */
+static int regular_attr(tilefs *fs, const char *rel, struct stat *st)
+{
+	tf_file *f;
+	bool reused;
+	int err;
+
+	if (!fs_lookup(fs, rel, st, false, &f, &reused, &err))
+		return err ? err : fs->settings->hide_unmatched ? -ENOENT : 0;
+	/* A file whose index cannot be built is listed empty; opening it says EIO. */
+	st->st_size = f ? (off_t)tf_file_size(f) : 0;
+	st->st_blocks = (st->st_size + 511) / 512;
+	tf_file_unref(f);
+	return 0;
+}
+
+static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
+{
+	tilefs *fs = this_fs();
+	const char *rel = rel_of(path);
+	int rc = 0;
+
+	(void)fi;
+	if (fstatat(fs->source_fd, rel, st, AT_SYMLINK_NOFOLLOW) != 0)
+		return -errno;
+	if (S_ISREG(st->st_mode))
+		rc = regular_attr(fs, rel, st);
+	st->st_mode &= ~(mode_t)(S_IWUSR | S_IWGRP | S_IWOTH);
+	return rc;
+}
+
+static bool hidden(tilefs *fs, const char *dir, const struct dirent *d)
+{
+	char rel[4096];
+	struct stat st;
+
+	if (!fs->settings->hide_unmatched || d->d_type == DT_DIR || d->d_type == DT_LNK)
+		return false;
+	if (snprintf(rel, sizeof(rel), "%s%s%s", strcmp(dir, ".") ? dir : "",
+		     strcmp(dir, ".") ? "/" : "", d->d_name) >= (int)sizeof(rel))
+		return false;
+	if (d->d_type == DT_UNKNOWN &&
+	    (fstatat(fs->source_fd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)))
+		return false;
+	return !fs_is_decoded(fs, rel);
+}
+
+static int op_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t off,
+		      struct fuse_file_info *fi, enum fuse_readdir_flags flags)
+{
+	tilefs *fs = this_fs();
+	const char *rel = rel_of(path);
+	int fd = openat(fs->source_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct dirent *d;
+	DIR *dir;
+
+	(void)off, (void)fi, (void)flags;
+	if (fd < 0 || !(dir = fdopendir(fd))) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return -e;
+	}
+	while ((d = readdir(dir))) {
+		struct stat st = { .st_ino = d->d_ino, .st_mode = (mode_t)DTTOIF(d->d_type) };
+
+		if (!hidden(fs, rel, d) && fill(buf, d->d_name, &st, 0, 0))
+			break;
+	}
+	closedir(dir);
+	return 0;
+}
+
+static int op_readlink(const char *path, char *buf, size_t size)
+{
+	ssize_t n = readlinkat(this_fs()->source_fd, rel_of(path), buf, size ? size - 1 : 0);
+
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	return 0;
+}
+
+static int op_statfs(const char *path, struct statvfs *sv)
+{
+	(void)path;
+	return fstatvfs(this_fs()->source_fd, sv) ? -errno : 0;
+}
+
+static int op_access(const char *path, int mask)
+{
+	struct stat st;
+
+	if (mask & W_OK)
+		return -EROFS;
+	return fstatat(this_fs()->source_fd, rel_of(path), &st, AT_SYMLINK_NOFOLLOW) ? -errno : 0;
+}
+
+/* ---- files ------------------------------------------------------------------------------------ */
+
+static int op_open(const char *path, struct fuse_file_info *fi)
+{
+	tilefs *fs = this_fs();
+	const char *rel = rel_of(path);
+	handle *h;
+	struct stat st;
+	bool reused;
+	int err;
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
+		return -EROFS;
+	if (fstatat(fs->source_fd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return -errno;
+	if (!(h = calloc(1, sizeof(*h))))
+		return -ENOMEM;
+	h->fd = -1;
+	h->node = fs_lookup(fs, rel, &st, true, &h->file, &reused, &err);
+	if (h->node && !h->file) {
+		fs_node_release(fs, h->node);
+		free(h);
+		return err ? err : -EIO;
+	}
+	if (!h->node && (err || (h->fd = openat(fs->source_fd, rel, O_RDONLY | O_CLOEXEC)) < 0)) {
+		err = err ? err : -errno;
+		free(h);
+		return err;
+	}
+	/* The kernel may keep its cached pages only if they came from this index. */
+	fi->keep_cache = h->file && reused;
+	fi->fh = (uintptr_t)h;
+	return 0;
+}
+
+static int op_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	tilefs *fs = this_fs();
+	handle *h = (handle *)(uintptr_t)fi->fh;
+	tf_workspace *ws;
+	tf_error err;
+	size_t got;
+	tf_status rc;
+
+	(void)path;
+	if (!h->file) {
+		ssize_t n = pread(h->fd, buf, size, off);
+		return n < 0 ? -errno : (int)n;
+	}
+	if (!(ws = fs_workspace(fs)))
+		return -ENOMEM;
+	rc = tf_file_read(h->file, fs->cache, ws, &h->rs, (uint64_t)off, size, (uint8_t *)buf, &got, &err);
+	if (rc == TF_OK)
+		return (int)got;
+	fs_log_failure(err.msg);
+	fs_node_set_error(fs, h->node, err.msg);
+	/* The bytes before the bad chunk are good; the kernel asks again for the rest. */
+	return got ? (int)got : -tf_status_errno(rc);
+}
+
+static int op_release(const char *path, struct fuse_file_info *fi)
+{
+	handle *h = (handle *)(uintptr_t)fi->fh;
+
+	(void)path;
+	if (h->fd >= 0)
+		close(h->fd);
+	tf_file_unref(h->file);
+	if (h->node)
+		fs_node_release(this_fs(), h->node);
+	free(h);
+	return 0;
+}
+
+/* ---- extended attributes ------------------------------------------------------------------------ */
+
+static const char *const file_attrs[] = {
+	"pipeline", "datatype", "tiles", "chunks", "filtered_size", "error",
+};
+
+/* Text of attribute `name` (without prefix) of a decoded file; malloc'd or NULL. */
+static char *file_attr(tilefs *fs, fs_node *n, const tf_file *f, const char *name)
+{
+	tf_file_info i;
+	char *s = NULL;
+
+	tf_file_get_info(f, &i);
+	if (!strcmp(name, "pipeline"))
+		return tf_file_pipeline_text(f);
+	if (!strcmp(name, "error"))
+		return fs_node_error(fs, n);
+	if (!strcmp(name, "datatype"))
+		return strdup(tf_datatype_name(i.type));
+	if (!strcmp(name, "tiles") && asprintf(&s, "%" PRIu64, i.tiles) < 0)
+		return NULL;
+	if (!strcmp(name, "chunks") && asprintf(&s, "%" PRIu64, i.chunks) < 0)
+		return NULL;
+	if (!strcmp(name, "filtered_size") && asprintf(&s, "%" PRIu64, i.stored_bytes) < 0)
+		return NULL;
+	return s;
+}
+
+static char *root_attr(tilefs *fs, const char *name)
+{
+	tf_cache_stats s;
+	char *v;
+
+	if (strcmp(name, "cache") || !fs->cache)
+		return NULL;
+	tf_cache_get_stats(fs->cache, &s);
+	if (asprintf(&v, "budget=%zu used=%zu entries=%zu hits=%" PRIu64 " misses=%" PRIu64
+		     " evictions=%" PRIu64 " prefetches=%" PRIu64, s.budget, s.used, s.entries, s.hits,
+		     s.misses, s.evictions, s.prefetches) < 0)
+		return NULL;
+	return v;
+}
+
+/* Look up a decoded file for its attributes; *n is pinned on success. */
+static int decoded_node(tilefs *fs, const char *rel, fs_node **n, tf_file **f)
+{
+	struct stat st;
+	bool reused;
+	int err;
+
+	if (fstatat(fs->source_fd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || !(*n = fs_lookup(fs, rel, &st, true, f, &reused, &err)))
+		return -ENODATA;
+	if (!*f) {
+		fs_node_release(fs, *n);
+		return err ? err : -EIO;
+	}
+	return 0;
+}
+
+static int op_getxattr(const char *path, const char *name, char *value, size_t size)
+{
+	tilefs *fs = this_fs();
+	const char *rel = rel_of(path);
+	fs_node *n = NULL;
+	tf_file *f = NULL;
+	char *v = NULL;
+	size_t len;
+	int rc;
+
+	if (strncmp(name, XATTR_PREFIX, strlen(XATTR_PREFIX)))
+		return -ENODATA;
+	name += strlen(XATTR_PREFIX);
+	if (!strcmp(rel, "."))
+		v = root_attr(fs, name);
+	else if ((rc = decoded_node(fs, rel, &n, &f)) != 0)
+		return rc;
+	else
+		v = file_attr(fs, n, f, name);
+	if (n)
+		fs_node_release(fs, n);
+	tf_file_unref(f);
+	if (!v)
+		return -ENODATA;
+	len = strlen(v);
+	rc = size == 0 ? (int)len : size < len ? -ERANGE : (memcpy(value, v, len), (int)len);
+	free(v);
+	return rc;
+}
+
+static int op_listxattr(const char *path, char *list, size_t size)
+{
+	tilefs *fs = this_fs();
+	const char *rel = rel_of(path);
+	char names[512];
+	size_t len = 0;
+	fs_node *n;
+	tf_file *f;
+
+	if (!strcmp(rel, "."))
+		len = (size_t)snprintf(names, sizeof(names), XATTR_PREFIX "cache") + 1;
+	else if (decoded_node(fs, rel, &n, &f) == 0) {
+		char *err = fs_node_error(fs, n);
+		for (size_t i = 0; i < sizeof(file_attrs) / sizeof(file_attrs[0]); i++)
+			if (strcmp(file_attrs[i], "error") || err)
+				len += (size_t)snprintf(names + len, sizeof(names) - len, XATTR_PREFIX "%s",
+							file_attrs[i]) + 1;
+		free(err);
+		fs_node_release(fs, n);
+		tf_file_unref(f);
+	}
+	if (size == 0)
+		return (int)len;
+	if (size < len)
+		return -ERANGE;
+	memcpy(list, names, len);
+	return (int)len;
+}
+
+/* ---- everything that would write --------------------------------------------------------------- */
+
+static int erofs_path(const char *path) { (void)path; return -EROFS; }
+static int erofs_mode(const char *path, mode_t m) { (void)path, (void)m; return -EROFS; }
+static int erofs_2path(const char *a, const char *b) { (void)a, (void)b; return -EROFS; }
+static int erofs_rename(const char *a, const char *b, unsigned int f) { (void)a, (void)b, (void)f; return -EROFS; }
+static int erofs_chmod(const char *p, mode_t m, struct fuse_file_info *fi) { (void)p, (void)m, (void)fi; return -EROFS; }
+static int erofs_chown(const char *p, uid_t u, gid_t g, struct fuse_file_info *fi) { (void)p, (void)u, (void)g, (void)fi; return -EROFS; }
+static int erofs_truncate(const char *p, off_t o, struct fuse_file_info *fi) { (void)p, (void)o, (void)fi; return -EROFS; }
+static int erofs_create(const char *p, mode_t m, struct fuse_file_info *fi) { (void)p, (void)m, (void)fi; return -EROFS; }
+static int erofs_mknod(const char *p, mode_t m, dev_t d) { (void)p, (void)m, (void)d; return -EROFS; }
+static int erofs_utimens(const char *p, const struct timespec tv[2], struct fuse_file_info *fi) { (void)p, (void)tv, (void)fi; return -EROFS; }
+static int erofs_setxattr(const char *p, const char *n, const char *v, size_t s, int f) { (void)p, (void)n, (void)v, (void)s, (void)f; return -EROFS; }
+static int erofs_removexattr(const char *p, const char *n) { (void)p, (void)n; return -EROFS; }
+static int erofs_write(const char *p, const char *b, size_t s, off_t o, struct fuse_file_info *fi)
+{
+	(void)p, (void)b, (void)s, (void)o, (void)fi;
+	return -EROFS;
+}
+
+const struct fuse_operations tilefs_ops = {
+	.init = op_init,
+	.getattr = op_getattr,
+	.readdir = op_readdir,
+	.readlink = op_readlink,
+	.statfs = op_statfs,
+	.access = op_access,
+	.open = op_open,
+	.read = op_read,
+	.release = op_release,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.mknod = erofs_mknod,
+	.mkdir = erofs_mode,
+	.unlink = erofs_path,
+	.rmdir = erofs_path,
+	.symlink = erofs_2path,
+	.rename = erofs_rename,
+	.link = erofs_2path,
+	.chmod = erofs_chmod,
+	.chown = erofs_chown,
+	.truncate = erofs_truncate,
+	.write = erofs_write,
+	.create = erofs_create,
+	.utimens = erofs_utimens,
+	.setxattr = erofs_setxattr,
+	.removexattr = erofs_removexattr,
+};

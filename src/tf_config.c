@@ -1,0 +1,739 @@
+/*
+ * tf_config.c - the INI configuration, parsed with inih.
+ *
+ * inih reads through our line reader, so we always know the current line
+ * number and whether a section header or a continuation line was just read
+ * (inih calls the handler only for keys).  Everything that names something
+ * else (a pipeline, a key) is resolved after the whole file is read.
+ */
+#include "config.h"
+
+#include "tf_config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A datatype/filters/cell_val_num/format_version group, from a [pipeline]
+ * section or inline in a [match] section. */
+typedef struct fieldspec {
+	char *filters;
+	int filters_line;
+	tf_datatype type;
+	uint32_t cell_val_num, version;
+	bool has_type, has_cells, has_version;
+} fieldspec;
+
+typedef struct pipe_sec {
+	char *name;
+	int line;
+	fieldspec f;
+	tf_pipeline *pipeline;
+} pipe_sec;
+
+typedef struct key_sec {
+	char *name;
+	int line;
+	tf_key *key;
+} key_sec;
+
+typedef struct match_sec {
+	tf_rule rule;
+	char *pattern, *pipe_name, *key_name, *var_data;
+	int pipe_line, key_line;
+	fieldspec f;
+	tf_pipeline *own;
+} match_sec;
+
+typedef struct array_sec {
+	char *path, *key_name;
+	int line;
+	const tf_key *key;
+} array_sec;
+
+typedef enum { SEC_NONE, SEC_TILEFS, SEC_PIPELINE, SEC_KEY, SEC_MATCH, SEC_ARRAY } sec_kind;
+
+struct tf_config {
+	char *path, *dir;
+	tf_settings s;
+	char *default_key_name;
+	int default_key_line;
+	pipe_sec *pipes;
+	key_sec *keys;
+	match_sec *rules;
+	array_sec *arrays;
+	size_t npipes, nkeys, nrules, narrays;
+	tf_pipeline *empty;
+	bool world_readable;	/* the config file itself */
+};
+
+typedef struct parser {
+	tf_config *c;
+	FILE *f;
+	int line;
+	bool header_seen;	/* a [section] line was read since the last key */
+	char section[PATH_MAX];	/* its full name: inih truncates names to 50 bytes */
+	bool continuation;	/* the current line starts with blanks */
+	sec_kind kind;
+	void *cur;		/* the section object keys go to */
+	char last_key[64];
+	tf_error *err;
+	bool failed;
+	bool key_failed;	/* the first error is about a key */
+} parser;
+
+#define MAX_LINE 200	/* INI_MAX_LINE of the system's inih */
+
+/* ---- small parsers ------------------------------------------------------------------ */
+
+bool tf_parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+	int shift = 0;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || s[0] == '-')
+		return false;
+	switch (toupper((unsigned char)*end)) {
+	case 'K': shift = 10; end++; break;
+	case 'M': shift = 20; end++; break;
+	case 'G': shift = 30; end++; break;
+	case 'T': shift = 40; end++; break;
+	default: break;
+	}
+	if (*end == 'i' || *end == 'B')	/* 256MiB, 256MB */
+		end += end[0] == 'i' && end[1] == 'B' ? 2 : 1;
+	if (*end || (shift && v > (ULLONG_MAX >> shift)))
+		return false;
+	*out = (uint64_t)v << shift;
+	return true;
+}
+
+static bool parse_bool(const char *s, bool *v)
+{
+	if (!strcasecmp(s, "yes") || !strcasecmp(s, "true") || !strcmp(s, "1") || !strcasecmp(s, "on"))
+		return *v = true, true;
+	if (!strcasecmp(s, "no") || !strcasecmp(s, "false") || !strcmp(s, "0") || !strcasecmp(s, "off"))
+		return *v = false, true;
+	return false;
+}
+
+static bool parse_u32(const char *s, uint32_t *v)
+{
+	unsigned long long n;
+	char *end;
+
+	errno = 0;
+	n = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || n > UINT32_MAX)
+		return false;
+	*v = (uint32_t)n;
+	return true;
+}
+
+/* ---- globs ------------------------------------------------------------------------------- */
+
+bool tf_glob_valid(const char *p)
+{
+	if (!*p || p[0] == '/' || strstr(p, "//"))
+		return false;
+	for (; *p; p++) {
+		if (*p == '[') {
+			const char *close = strchr(p + 1 + (p[1] == '!' || p[1] == '^') + (p[1] == ']'), ']');
+			if (!close || memchr(p, '/', (size_t)(close - p)))
+				return false;
+			p = close;
+		} else if (*p == '\\' && !*++p) {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Match one path segment pattern against one name segment. */
+static bool segment_match(const char *pat, size_t plen, const char *name, size_t nlen)
+{
+	char p[PATH_MAX], n[PATH_MAX];
+
+	if (plen >= sizeof(p) || nlen >= sizeof(n))
+		return false;
+	memcpy(p, pat, plen);
+	p[plen] = '\0';
+	memcpy(n, name, nlen);
+	n[nlen] = '\0';
+	return fnmatch(p, n, 0) == 0;
+}
+
+static bool glob_from(const char *pat, const char *path)
+{
+	const char *pslash = strchr(pat, '/'), *nslash = strchr(path, '/');
+	size_t plen = pslash ? (size_t)(pslash - pat) : strlen(pat);
+	size_t nlen = nslash ? (size_t)(nslash - path) : strlen(path);
+
+	if (plen == 2 && pat[0] == '*' && pat[1] == '*') {
+		if (!pslash)	/* trailing "**": everything below */
+			return true;
+		/* "**" matches zero segments, or one and then still "**". */
+		return glob_from(pslash + 1, path) || (nslash && glob_from(pat, nslash + 1));
+	}
+	if (!segment_match(pat, plen, path, nlen))
+		return false;
+	if (!pslash || !nslash)
+		return !pslash && !nslash;
+	return glob_from(pslash + 1, nslash + 1);
+}
+
+bool tf_glob_match(const char *pattern, const char *path)
+{
+	const char *base;
+
+	if (strchr(pattern, '/'))
+		return glob_from(pattern, path);
+	base = strrchr(path, '/');
+	return fnmatch(pattern, base ? base + 1 : path, 0) == 0;
+}
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+
+static int fail(parser *ps, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(parser *ps, int line, const char *fmt, ...)
+{
+	char msg[TF_ERRMSG_MAX];
+	va_list ap;
+
+	if (ps->failed)
+		return 0;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	tf_err(ps->err, TF_E_INVAL, "%s:%d: %s", ps->c->path, line, msg);
+	ps->failed = true;
+	return 0;
+}
+
+/* ---- growing the section arrays --------------------------------------------------------------- */
+
+static void *push(void *arr, size_t *n, size_t size)
+{
+	char *p = realloc(arr, (*n + 1) * size);
+
+	if (p)
+		memset(p + *n * size, 0, size);
+	return p;
+}
+
+#define PUSH(ps, arr, n) \
+	((arr) = push((arr), &(n), sizeof(*(arr))), (arr) ? &(arr)[(n)++] : NULL)
+
+/* ---- sections -------------------------------------------------------------------------------- */
+
+static bool name_taken(const tf_config *c, sec_kind k, const char *name)
+{
+	for (size_t i = 0; k == SEC_PIPELINE && i < c->npipes; i++)
+		if (!strcmp(c->pipes[i].name, name))
+			return true;
+	for (size_t i = 0; k == SEC_KEY && i < c->nkeys; i++)
+		if (!strcmp(c->keys[i].name, name))
+			return true;
+	for (size_t i = 0; k == SEC_MATCH && i < c->nrules; i++)
+		if (!strcmp(c->rules[i].pattern, name))
+			return true;
+	for (size_t i = 0; k == SEC_ARRAY && i < c->narrays; i++)
+		if (!strcmp(c->arrays[i].path, name))
+			return true;
+	return false;
+}
+
+static void *new_section(parser *ps, sec_kind k, const char *arg)
+{
+	tf_config *c = ps->c;
+	char *name = strdup(arg);
+	void *obj = NULL;
+
+	if (!name)
+		return NULL;
+	switch (k) {
+	case SEC_PIPELINE: if ((obj = PUSH(ps, c->pipes, c->npipes))) ((pipe_sec *)obj)->name = name; break;
+	case SEC_KEY: if ((obj = PUSH(ps, c->keys, c->nkeys))) ((key_sec *)obj)->name = name; break;
+	case SEC_MATCH: if ((obj = PUSH(ps, c->rules, c->nrules))) ((match_sec *)obj)->pattern = name; break;
+	case SEC_ARRAY: if ((obj = PUSH(ps, c->arrays, c->narrays))) ((array_sec *)obj)->path = name; break;
+	default: obj = c; free(name); name = NULL; break;
+	}
+	if (!obj)
+		free(name);
+	return obj;
+}
+
+static void start_section(parser *ps, const char *section)
+{
+	static const struct { const char *word; sec_kind kind; } kinds[] = {
+		{ "tilefs", SEC_TILEFS }, { "pipeline", SEC_PIPELINE }, { "key", SEC_KEY },
+		{ "match", SEC_MATCH }, { "array", SEC_ARRAY },
+	};
+	size_t wlen = strcspn(section, " \t");
+	const char *arg = section + wlen;
+
+	while (isspace((unsigned char)*arg))
+		arg++;
+	ps->kind = SEC_NONE;
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (strlen(kinds[i].word) == wlen && !strncmp(section, kinds[i].word, wlen))
+			ps->kind = kinds[i].kind;
+	if (ps->kind == SEC_NONE)
+		return (void)fail(ps, ps->line, "unknown section [%s]", section);
+	if ((ps->kind == SEC_TILEFS) != (*arg == '\0'))
+		return (void)fail(ps, ps->line, ps->kind == SEC_TILEFS ? "[tilefs] takes no name" :
+				  "[%s] needs a name, e.g. [%s NAME]", section, section);
+	if (name_taken(ps->c, ps->kind, arg))
+		return (void)fail(ps, ps->line, "duplicate section [%s]", section);
+	if (ps->kind == SEC_MATCH && !tf_glob_valid(arg))
+		return (void)fail(ps, ps->line, "bad glob '%s'", arg);
+	if (!(ps->cur = new_section(ps, ps->kind, arg)))
+		fail(ps, ps->line, "out of memory");
+}
+
+/* ---- keys of each section ------------------------------------------------------------------------ */
+
+static int set_fieldspec(parser *ps, fieldspec *f, const char *name, const char *value, bool *known)
+{
+	*known = true;
+	if (!strcmp(name, "filters")) {
+		free(f->filters);
+		if (!(f->filters = strdup(value)))
+			return fail(ps, ps->line, "out of memory");
+		f->filters_line = ps->line;
+	} else if (!strcmp(name, "datatype")) {
+		if (!tf_datatype_parse(value, &f->type))
+			return fail(ps, ps->line, "unknown datatype '%s'", value);
+		f->has_type = true;
+	} else if (!strcmp(name, "cell_val_num")) {
+		if (!strcasecmp(value, "var"))
+			f->cell_val_num = TF_CELL_VAR;
+		else if (!parse_u32(value, &f->cell_val_num) || f->cell_val_num == 0 ||
+			 f->cell_val_num == TF_CELL_VAR)
+			return fail(ps, ps->line, "cell_val_num must be a positive number or 'var', not '%s'", value);
+		f->has_cells = true;
+	} else if (!strcmp(name, "format_version")) {
+		if (!parse_u32(value, &f->version) || f->version == 0)
+			return fail(ps, ps->line, "bad format_version '%s'", value);
+		f->has_version = true;
+	} else {
+		*known = false;
+	}
+	return 1;
+}
+
+static int set_tilefs(parser *ps, const char *name, const char *value)
+{
+	tf_settings *s = &ps->c->s;
+	static const char *const levels[] = { "error", "warn", "info", "debug" };
+	uint32_t n;
+
+	if (!strcmp(name, "cache_size") || !strcmp(name, "index_cache")) {
+		uint64_t *dst = name[0] == 'c' ? &s->cache_size : &s->index_budget;
+		if (!tf_parse_size(value, dst) || *dst < 65536)
+			return fail(ps, ps->line, "%s: bad size '%s' (e.g. 256M; at least 64K)", name, value);
+	} else if (!strcmp(name, "unmatched")) {
+		if (strcmp(value, "raw") && strcmp(value, "hide"))
+			return fail(ps, ps->line, "unmatched must be 'raw' or 'hide', not '%s'", value);
+		s->hide_unmatched = value[0] == 'h';
+	} else if (!strcmp(name, "log_level")) {
+		size_t i = 0;
+		while (i < 4 && strcmp(value, levels[i]))
+			i++;
+		if (i == 4)
+			return fail(ps, ps->line, "log_level must be error, warn, info or debug, not '%s'", value);
+		s->log_level = (tf_log_level)i;
+	} else if (!strcmp(name, "workers")) {
+		if (!parse_u32(value, &n) || n > 256)
+			return fail(ps, ps->line, "workers must be 0 (one per CPU) to 256, not '%s'", value);
+		s->workers = n;
+	} else if (!strcmp(name, "default_key")) {
+		free(ps->c->default_key_name);
+		ps->c->default_key_name = strdup(value);
+		ps->c->default_key_line = ps->line;
+	} else {
+		return fail(ps, ps->line, "unknown key '%s' in [tilefs]", name);
+	}
+	return 1;
+}
+
+static char *resolve_path(const tf_config *c, const char *p)
+{
+	char *out;
+
+	if (p[0] == '/' || !c->dir)
+		return strdup(p);
+	if (asprintf(&out, "%s/%s", c->dir, p) < 0)
+		return NULL;
+	return out;
+}
+
+static int set_key(parser *ps, key_sec *k, const char *name, const char *value)
+{
+	tf_error kerr;
+	tf_status rc;
+	char *path;
+
+	if (k->key)
+		return fail(ps, ps->line, "[key %s] has more than one of file, env, hex", k->name);
+	k->line = ps->line;
+	if (!strcmp(name, "file")) {
+		if (!(path = resolve_path(ps->c, value)))
+			return fail(ps, ps->line, "out of memory");
+		rc = tf_key_load_file(path, &k->key, &kerr);
+		free(path);
+	} else if (!strcmp(name, "env")) {
+		const char *v = getenv(value);
+		if (!v) {
+			ps->key_failed = !ps->failed;
+			return fail(ps, ps->line, "environment variable %s is not set", value);
+		}
+		rc = tf_key_from_bytes(v, strlen(v), &k->key, &kerr);
+	} else if (!strcmp(name, "hex")) {
+		if (ps->c->world_readable)
+			return fail(ps, ps->line, "a key is written in this file, which group or others "
+				    "can read: chmod 600 it or use file = or env =");
+		rc = tf_key_from_bytes(value, strlen(value), &k->key, &kerr);
+	} else {
+		return fail(ps, ps->line, "unknown key '%s' in [key %s] (file, env or hex)", name, k->name);
+	}
+	if (rc == TF_OK)
+		return 1;
+	ps->key_failed = !ps->failed;
+	return fail(ps, ps->line, "[key %s]: %s", k->name, kerr.msg);
+}
+
+static int set_match(parser *ps, match_sec *m, const char *name, const char *value)
+{
+	char **dst = NULL;
+	bool known;
+
+	if (!set_fieldspec(ps, &m->f, name, value, &known) || known)
+		return !ps->failed;
+	if (!strcmp(name, "pipeline")) {
+		dst = &m->pipe_name;
+		m->pipe_line = ps->line;
+	} else if (!strcmp(name, "key")) {
+		dst = &m->key_name;
+		m->key_line = ps->line;
+	} else if (!strcmp(name, "var_data")) {
+		dst = &m->var_data;
+	} else if (!strcmp(name, "generic")) {
+		if (!parse_bool(value, &m->rule.generic))
+			return fail(ps, ps->line, "generic must be yes or no, not '%s'", value);
+		return 1;
+	} else {
+		return fail(ps, ps->line, "unknown key '%s' in [match %s]", name, m->pattern);
+	}
+	free(*dst);
+	return (*dst = strdup(value)) ? 1 : fail(ps, ps->line, "out of memory");
+}
+
+static int set_value(parser *ps, const char *name, const char *value)
+{
+	bool known;
+
+	switch (ps->kind) {
+	case SEC_TILEFS:
+		return set_tilefs(ps, name, value);
+	case SEC_PIPELINE:
+		if (!set_fieldspec(ps, &((pipe_sec *)ps->cur)->f, name, value, &known) || known)
+			return !ps->failed;
+		return fail(ps, ps->line, "unknown key '%s' in [pipeline %s]", name, ((pipe_sec *)ps->cur)->name);
+	case SEC_KEY:
+		return set_key(ps, ps->cur, name, value);
+	case SEC_MATCH:
+		return set_match(ps, ps->cur, name, value);
+	case SEC_ARRAY:
+		if (strcmp(name, "key"))
+			return fail(ps, ps->line, "unknown key '%s' in [array %s]", name, ((array_sec *)ps->cur)->path);
+		((array_sec *)ps->cur)->line = ps->line;
+		return (((array_sec *)ps->cur)->key_name = strdup(value)) ? 1 : fail(ps, ps->line, "out of memory");
+	case SEC_NONE:
+		break;
+	}
+	return fail(ps, ps->line, "'%s' outside any section", name);
+}
+
+/* A continuation line (inih: an indented line after a key) extends filters. */
+static int continue_value(parser *ps, const char *name, const char *value)
+{
+	fieldspec *f = ps->kind == SEC_PIPELINE ? &((pipe_sec *)ps->cur)->f :
+		       ps->kind == SEC_MATCH ? &((match_sec *)ps->cur)->f : NULL;
+	char *joined;
+
+	if (!f || strcmp(name, "filters") || !f->filters)
+		return fail(ps, ps->line, "indented line continues '%s'; only filters may span lines "
+			    "(do not indent keys)", name);
+	if (asprintf(&joined, "%s %s", f->filters, value) < 0)
+		return fail(ps, ps->line, "out of memory");
+	free(f->filters);
+	f->filters = joined;
+	return 1;
+}
+
+static int on_key(void *user, const char *section, const char *name, const char *value)
+{
+	parser *ps = user;
+
+	(void)section;	/* truncated by inih; ps->section has it whole */
+	if (ps->failed)
+		return 1;	/* the first error is the one reported */
+	if (ps->header_seen) {
+		ps->header_seen = false;
+		ps->last_key[0] = '\0';
+		start_section(ps, ps->section);
+		if (ps->failed)
+			return 0;
+	} else if (ps->continuation && ps->last_key[0]) {
+		return continue_value(ps, name, value);
+	}
+	snprintf(ps->last_key, sizeof(ps->last_key), "%s", name);
+	return set_value(ps, name, value);
+}
+
+static char *read_line(char *str, int num, void *stream)
+{
+	parser *ps = stream;
+	const char *t;
+	size_t n;
+
+	if (!fgets(str, num, ps->f))
+		return NULL;
+	ps->line++;
+	n = strlen(str);
+	if (n && str[n - 1] != '\n' && !feof(ps->f))
+		fail(ps, ps->line, "line longer than %d characters", MAX_LINE - 1);
+	ps->continuation = str[0] == ' ' || str[0] == '\t';
+	for (t = str; isspace((unsigned char)*t); t++)
+		;
+	if (*t == '[') {
+		/* The name runs to the first ']', as inih reads it. */
+		const char *name = t + 1 + strspn(t + 1, " \t"), *end = name + strcspn(name, "]");
+
+		while (end > name && isspace((unsigned char)end[-1]))
+			end--;
+		snprintf(ps->section, sizeof(ps->section), "%.*s", (int)(end - name), name);
+		ps->header_seen = true;
+	}
+	return str;
+}
+
+/* ---- resolving names ------------------------------------------------------------------------ */
+
+static tf_status build_pipeline(parser *ps, const fieldspec *f, tf_pipeline **out)
+{
+	tf_error perr;
+
+	if (tf_pipeline_parse(f->filters, out, &perr) == TF_OK)
+		return TF_OK;
+	fail(ps, f->filters_line, "filters: %s", perr.msg);
+	return TF_E_INVAL;
+}
+
+static const pipe_sec *find_pipe(const tf_config *c, const char *name)
+{
+	for (size_t i = 0; i < c->npipes; i++)
+		if (!strcmp(c->pipes[i].name, name))
+			return &c->pipes[i];
+	return NULL;
+}
+
+static const tf_key *find_key(parser *ps, const char *name, int line)
+{
+	for (size_t i = 0; i < ps->c->nkeys; i++)
+		if (!strcmp(ps->c->keys[i].name, name))
+			return ps->c->keys[i].key;
+	fail(ps, line, "no [key %s] section", name);
+	return NULL;
+}
+
+/* Named pipeline first, then whatever the rule says inline. */
+static void resolve_rule(parser *ps, match_sec *m)
+{
+	const pipe_sec *named = NULL;
+	tf_rule *r = &m->rule;
+
+	r->pattern = m->pattern;
+	r->pipeline = ps->c->empty;
+	r->type = TF_DT_UINT8;
+	r->cell_val_num = 1;
+	r->version = 22;
+	if (m->pipe_name && !(named = find_pipe(ps->c, m->pipe_name)))
+		return (void)fail(ps, m->pipe_line, "no [pipeline %s] section", m->pipe_name);
+	if (named) {
+		r->pipeline = named->pipeline;
+		r->type = named->f.has_type ? named->f.type : r->type;
+		r->cell_val_num = named->f.has_cells ? named->f.cell_val_num : 1;
+		r->version = named->f.has_version ? named->f.version : 22;
+	}
+	if (m->f.filters && build_pipeline(ps, &m->f, &m->own) == TF_OK)
+		r->pipeline = m->own;
+	r->type = m->f.has_type ? m->f.type : r->type;
+	r->cell_val_num = m->f.has_cells ? m->f.cell_val_num : r->cell_val_num;
+	r->version = m->f.has_version ? m->f.version : r->version;
+	if (m->key_name)
+		r->key = find_key(ps, m->key_name, m->key_line);
+	r->var_data = m->var_data;
+}
+
+static void resolve(parser *ps)
+{
+	tf_config *c = ps->c;
+
+	for (size_t i = 0; i < c->npipes && !ps->failed; i++)
+		if (!c->pipes[i].f.filters)
+			c->pipes[i].pipeline = tf_pipeline_dup(c->empty);
+		else
+			build_pipeline(ps, &c->pipes[i].f, &c->pipes[i].pipeline);
+	for (size_t i = 0; i < c->nrules && !ps->failed; i++)
+		resolve_rule(ps, &c->rules[i]);
+	for (size_t i = 0; i < c->narrays && !ps->failed; i++)
+		if (c->arrays[i].key_name)
+			c->arrays[i].key = find_key(ps, c->arrays[i].key_name, c->arrays[i].line);
+	if (c->default_key_name && !ps->failed)
+		c->s.default_key = find_key(ps, c->default_key_name, c->default_key_line);
+}
+
+/* ---- public ------------------------------------------------------------------------------------ */
+
+static tf_config *config_new(void)
+{
+	tf_config *c = calloc(1, sizeof(*c));
+
+	if (!c || !(c->empty = tf_pipeline_new())) {
+		free(c);
+		return NULL;
+	}
+	c->s.cache_size = (uint64_t)256 << 20;
+	c->s.index_budget = (uint64_t)64 << 20;
+	c->s.log_level = TF_LOG_INFO;
+	return c;
+}
+
+tf_status tf_config_default(tf_config **out, tf_error *err)
+{
+	if (!(*out = config_new()))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	return TF_OK;
+}
+
+static tf_status open_config(tf_config *c, const char *path, FILE **f, tf_error *err)
+{
+	struct stat sb;
+	char *slash;
+
+	if (!(c->path = strdup(path)) || !(c->dir = strdup(path)))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	slash = strrchr(c->dir, '/');
+	if (slash)
+		*slash = '\0';
+	else
+		strcpy(c->dir, ".");
+	if (!(*f = fopen(path, "r")))
+		return tf_err(err, TF_E_INVAL, "%s: %s", path, strerror(errno));
+	if (fstat(fileno(*f), &sb) == 0)
+		c->world_readable = (sb.st_mode & (S_IRGRP | S_IROTH)) != 0;
+	return TF_OK;
+}
+
+tf_status tf_config_load(const char *path, tf_config **out, tf_error *err)
+{
+	tf_config *c = config_new();
+	parser ps = { .c = c, .err = err };
+	tf_status rc;
+	int line;
+
+	if (!c)
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	if ((rc = open_config(c, path, &ps.f, err)) != TF_OK) {
+		tf_config_free(c);
+		return rc;
+	}
+	line = ini_parse_stream(read_line, &ps, on_key, &ps);
+	fclose(ps.f);
+	if (line > 0 && !ps.failed)
+		fail(&ps, line, "syntax error (expected [section], key = value, or ; comment)");
+	else if (line < 0 && !ps.failed)
+		fail(&ps, ps.line, "cannot parse (out of memory)");
+	if (!ps.failed)
+		resolve(&ps);
+	if (ps.failed) {
+		tf_config_free(c);
+		return ps.key_failed ? TF_E_NOKEY : TF_E_INVAL;
+	}
+	*out = c;
+	return TF_OK;
+}
+
+void tf_config_free(tf_config *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->npipes; i++) {
+		free(c->pipes[i].name);
+		free(c->pipes[i].f.filters);
+		tf_pipeline_free(c->pipes[i].pipeline);
+	}
+	for (size_t i = 0; i < c->nkeys; i++) {
+		free(c->keys[i].name);
+		tf_key_free(c->keys[i].key);
+	}
+	for (size_t i = 0; i < c->nrules; i++) {
+		match_sec *m = &c->rules[i];
+		free(m->pattern), free(m->pipe_name), free(m->key_name), free(m->var_data);
+		free(m->f.filters);
+		tf_pipeline_free(m->own);
+	}
+	for (size_t i = 0; i < c->narrays; i++)
+		free(c->arrays[i].path), free(c->arrays[i].key_name);
+	free(c->pipes), free(c->keys), free(c->rules), free(c->arrays);
+	free(c->default_key_name), free(c->path), free(c->dir);
+	tf_pipeline_free(c->empty);
+	free(c);
+}
+
+const tf_settings *tf_config_settings(const tf_config *c)
+{
+	return &c->s;
+}
+
+void tf_config_lock_keys(tf_config *c)
+{
+	for (size_t i = 0; i < c->nkeys; i++)
+		if (c->keys[i].key)
+			tf_key_lock(c->keys[i].key);
+}
+
+void tf_config_set_cache_size(tf_config *c, uint64_t bytes)
+{
+	c->s.cache_size = bytes;
+}
+
+const tf_rule *tf_config_match(const tf_config *c, const char *relpath)
+{
+	for (size_t i = 0; i < c->nrules; i++)
+		if (tf_glob_match(c->rules[i].pattern, relpath))
+			return &c->rules[i].rule;
+	return NULL;
+}
+
+const tf_key *tf_config_array_key(const tf_config *c, const char *relpath)
+{
+	for (size_t i = 0; i < c->narrays; i++)
+		if (!strcmp(c->arrays[i].path, relpath) || tf_glob_match(c->arrays[i].path, relpath))
+			return c->arrays[i].key;
+	return c->s.default_key;
+}

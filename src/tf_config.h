@@ -1,0 +1,75 @@
+/*
+ * tf_config.h - what to decode how: the INI configuration (conf/tilefs.ini
+ * documents every key).
+ *
+ *   [tilefs]          cache_size, unmatched, log_level, workers, default_key
+ *   [pipeline NAME]   filters, datatype, cell_val_num, format_version
+ *   [key NAME]        file | env | hex
+ *   [match GLOB]      pipeline = NAME or inline filters/datatype/...,
+ *                     key, generic, var_data; first match wins
+ *   [array PATH]      key  (TileDB arrays under SOURCE, decoded from their schema)
+ *
+ * Any error (unknown section or key, bad value, bad filter spec, missing or
+ * world-readable key file, bad glob) fails the load with "FILE:LINE: message".
+ * Key material is never part of a message.
+ */
+#ifndef TF_CONFIG_H
+#define TF_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tf_keys.h"
+#include "tf_pipeline.h"
+#include "tf_status.h"
+
+typedef struct tf_config tf_config;
+
+typedef enum { TF_LOG_ERROR, TF_LOG_WARN, TF_LOG_INFO, TF_LOG_DEBUG } tf_log_level;
+
+typedef struct tf_settings {
+	uint64_t cache_size;		/* decoded-chunk cache budget, bytes */
+	uint64_t index_budget;		/* chunk indexes kept for closed files, bytes */
+	bool hide_unmatched;		/* unmatched = hide */
+	tf_log_level log_level;
+	unsigned workers;		/* decode-ahead threads; 0 = one per CPU */
+	const tf_key *default_key;	/* for TileDB arrays with no [array] key */
+} tf_settings;
+
+/* How files a [match] rule selects are decoded. */
+typedef struct tf_rule {
+	const char *pattern;
+	const tf_pipeline *pipeline;	/* never NULL: empty pipeline if none given */
+	tf_datatype type;
+	uint32_t cell_val_num;
+	uint32_t version;
+	const tf_key *key;
+	bool generic;
+	const char *var_data;		/* sibling data file of folded offsets, or NULL */
+	int line;
+} tf_rule;
+
+tf_status tf_config_load(const char *path, tf_config **out, tf_error *err);
+/* The configuration of no file: defaults only. */
+tf_status tf_config_default(tf_config **out, tf_error *err);
+void tf_config_free(tf_config *c);
+
+const tf_settings *tf_config_settings(const tf_config *c);
+/* Lock every key in memory again (locks do not survive fork()). */
+void tf_config_lock_keys(tf_config *c);
+/* Override the cache budget (mount option cache_size=). */
+void tf_config_set_cache_size(tf_config *c, uint64_t bytes);
+/* The first rule whose glob matches relpath (relative to SOURCE), or NULL. */
+const tf_rule *tf_config_match(const tf_config *c, const char *relpath);
+/* Key for the TileDB array at relpath ([array] rule, else default_key). */
+const tf_key *tf_config_array_key(const tf_config *c, const char *relpath);
+
+/* "256M", "1G", "4096" -> bytes; false on a bad size. */
+bool tf_parse_size(const char *s, uint64_t *out);
+/* Glob match: '*' and '?' within a path segment, '[...]' classes, '**' for
+ * any number of segments; a pattern without '/' matches the last segment. */
+bool tf_glob_match(const char *pattern, const char *path);
+/* Whether a pattern is well-formed (balanced brackets, no empty segment). */
+bool tf_glob_valid(const char *pattern);
+
+#endif
