@@ -185,8 +185,12 @@ static int op_open(const char *path, struct fuse_file_info *fi)
 		free(h);
 		return err;
 	}
-	/* The kernel may keep its cached pages only if they came from this index. */
+	/* The kernel may keep its cached pages only if they came from this
+	 * index.  A rebuilt index also means a new size: drop the cached
+	 * attributes too (this never blocks: tilefs has no dirty pages). */
 	fi->keep_cache = h->file && reused;
+	if (h->file && !reused)
+		fuse_invalidate_path(fuse_get_context()->fuse, path);
 	fi->fh = (uintptr_t)h;
 	return 0;
 }
@@ -212,8 +216,9 @@ static int op_read(const char *path, char *buf, size_t size, off_t off, struct f
 		return (int)got;
 	fs_log_failure(err.msg);
 	fs_node_set_error(fs, h->node, err.msg);
-	/* The bytes before the bad chunk are good; the kernel asks again for the rest. */
-	return got ? (int)got : -tf_status_errno(rc);
+	/* Never a short read: FUSE takes one for the end of the file.  The
+	 * kernel retries page by page, so good chunks nearby stay readable. */
+	return -tf_status_errno(rc);
 }
 
 static int op_release(const char *path, struct fuse_file_info *fi)

@@ -457,6 +457,9 @@ static int cmd_encode(opts *o, int nfiles, char **files)
 		return usage_error("%s", "encode needs -F SPEC (use -F '' for no filters)");
 	if (o->cell_val_num == TF_CELL_VAR)
 		return usage_error("%s", "encode writes fixed-size cells only");
+	/* Encrypted data: AES-256-GCM runs last, after the field's filters (§9). */
+	if (o->key && tf_pipeline_append(o->pipeline, TF_F_AES_256_GCM, NULL) != TF_OK)
+		return usage_error("%s", "too many filters");
 	if (!(in = fopen(files[0], "rb")) || fseeko(in, 0, SEEK_END) != 0 || (total = ftello(in)) < 0 ||
 	    fseeko(in, 0, SEEK_SET) != 0) {
 		fprintf(stderr, "%s: %s: %s\n", prog, files[0], strerror(errno));

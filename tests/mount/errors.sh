@@ -1,0 +1,91 @@
+#!/bin/sh
+# Errors through the mount: a corrupt chunk gives EIO for its range only and
+# the daemon lives on; a wrong key gives EIO; a bad config or key file is
+# refused at mount time with FILE:LINE; writes give EROFS; a source file
+# replaced while mounted is served with its new bytes.
+. "$(dirname "$0")/lib.sh"
+
+src=$WORK/src
+mkdir -p "$src/d"
+head -c 600000 /dev/urandom | od -An -tx1 -v | tr -d ' \n' | head -c 400000 > "$WORK/plain.bin"
+"$TILETOOL" encode -F zstd -t uint8 "$WORK/plain.bin" "$src/d/good.tdb" || fail "encode"
+cp "$src/d/good.tdb" "$src/d/bad.tdb"
+cat > "$WORK/t.ini" <<INI
+[tilefs]
+cache_size = 16M
+[match *.tdb]
+filters = zstd
+datatype = uint8
+INI
+# Chunk 2's zstd frame starts after its 12-byte header and 16-byte zstd header;
+# break its magic number ("tiletool info -v" lists where each chunk is stored).
+at=$("$TILETOOL" info -v -F zstd "$src/d/bad.tdb" | awk '$1 == 0 && $2 == 2 { print $5 + 28 }')
+[ -n "$at" ] || fail "no chunk 2 in the test file"
+printf '\377' | dd of="$src/d/bad.tdb" bs=1 seek="$at" conv=notrunc 2>/dev/null
+mount_fs "$WORK/t.ini" "$src"
+
+cmp "$MNT/d/good.tdb" "$WORK/plain.bin" || fail "good file differs"
+cat "$MNT/d/bad.tdb" > /dev/null 2> "$WORK/err" && fail "reading a corrupt chunk succeeded"
+grep -q "Input/output error" "$WORK/err" || fail "corrupt chunk: expected EIO, got: $(cat "$WORK/err")"
+dd if="$MNT/d/bad.tdb" bs=65536 count=2 2>/dev/null | cmp -s - "$(dd if="$WORK/plain.bin" bs=65536 count=2 2>/dev/null > "$WORK/head"; echo "$WORK/head")" ||
+	fail "chunks before the corrupt one are not readable"
+dd if="$MNT/d/bad.tdb" bs=65536 skip=3 2>/dev/null | cmp -s - "$(dd if="$WORK/plain.bin" bs=65536 skip=3 2>/dev/null > "$WORK/tail"; echo "$WORK/tail")" ||
+	fail "chunks after the corrupt one are not readable"
+dd if="$MNT/d/bad.tdb" bs=65536 skip=2 count=1 of=/dev/null 2>/dev/null && fail "corrupt range read without error"
+getfattr --only-values -n user.tilefs.error "$MNT/d/bad.tdb" 2>/dev/null | grep -q "tile 0, chunk 2: filter 0 (zstd)" ||
+	fail "user.tilefs.error does not name tile, chunk and filter"
+mountpoint -q "$MNT" && cmp -s "$MNT/d/good.tdb" "$WORK/plain.bin" || fail "daemon died after a corrupt chunk"
+ok "corrupt chunk: EIO for its range, the rest reads, the error names tile 0 chunk 2 zstd"
+
+# Writes of every kind are refused with EROFS.
+for attempt in "echo x > '$MNT/d/good.tdb'" "touch '$MNT/d/new'" "mkdir '$MNT/e'" \
+	"mv '$MNT/d/good.tdb' '$MNT/d/x'" "rm '$MNT/d/good.tdb'" "truncate -s 0 '$MNT/d/good.tdb'"; do
+	sh -c "$attempt" 2> "$WORK/err" && fail "allowed: $attempt"
+	grep -q "Read-only file system" "$WORK/err" || fail "not EROFS: $attempt: $(cat "$WORK/err")"
+done
+ok "writes, creates, renames, removes, truncates give EROFS"
+
+# A source file replaced while mounted: the new bytes (and size) are served.
+head -c 100000 /dev/urandom > "$WORK/new.bin"
+"$TILETOOL" encode -F zstd -t uint8 "$WORK/new.bin" "$src/d/next.tdb"
+cmp -s "$MNT/d/good.tdb" "$WORK/plain.bin" || fail "before replace"
+mv "$src/d/next.tdb" "$src/d/good.tdb"
+cmp "$MNT/d/good.tdb" "$WORK/new.bin" || fail "replaced source not served"
+ok "replaced source: new bytes and size served"
+umount_fs
+
+# Encrypted data: right key reads, wrong key gives EIO.
+head -c 32 /dev/urandom > "$WORK/k1"; head -c 32 /dev/urandom > "$WORK/k2"
+chmod 600 "$WORK/k1" "$WORK/k2"
+rm -f "$src/d/"*.tdb
+"$TILETOOL" encode -F 'byteshuffle | zstd' -t int32 -k "$WORK/k1" "$WORK/new.bin" "$src/d/enc.tdb" || fail "encode with key"
+for k in k1 k2; do
+	printf '[key k]\nfile = %s\n[match *.tdb]\nfilters = byteshuffle | zstd\ndatatype = int32\nkey = k\n' \
+		"$WORK/$k" > "$WORK/$k.ini"
+done
+mount_fs "$WORK/k1.ini" "$src"
+cmp "$MNT/d/enc.tdb" "$WORK/new.bin" || fail "right key does not decode"
+umount_fs
+mount_fs "$WORK/k2.ini" "$src"
+cat "$MNT/d/enc.tdb" > /dev/null 2> "$WORK/err" && fail "wrong key read succeeded"
+grep -q "Input/output error" "$WORK/err" || fail "wrong key: expected EIO"
+getfattr --only-values -n user.tilefs.error "$MNT/d/enc.tdb" 2>/dev/null | grep -q "wrong key" ||
+	fail "wrong key: error attribute does not say so"
+umount_fs
+ok "right key decodes, wrong key gives EIO"
+
+# Refused at mount time, with FILE:LINE and the documented exit status.
+printf '[tilefs]\ncache_size = 16M\n\n[match *.tdb]\nfilters = zstd | nosuch\n' > "$WORK/bad.ini"
+"$TILEFS" -o config="$WORK/bad.ini" "$src" "$MNT" 2> "$WORK/err"
+rc=$?
+[ "$rc" = 3 ] || fail "bad config: exit status $rc, want 3"
+grep -q "bad.ini:5: filters: filter 2 'nosuch': unknown filter 'nosuch'" "$WORK/err" || fail "bad config message: $(cat "$WORK/err")"
+mountpoint -q "$MNT" && fail "mounted despite a bad config"
+chmod 644 "$WORK/k1"
+"$TILEFS" -o config="$WORK/k1.ini" "$src" "$MNT" 2> "$WORK/err"
+rc=$?
+[ "$rc" = 4 ] || fail "readable key file: exit status $rc, want 4"
+grep -q "k1.ini:2: \[key k\]: .*readable by group or others" "$WORK/err" || fail "key file message: $(cat "$WORK/err")"
+od -An -tx1 "$WORK/k1" | tr -d ' \n' > "$WORK/k1.hex"
+grep -qF "$(cut -c1-16 "$WORK/k1.hex")" "$WORK/err" && fail "key material in an error message"
+ok "bad config and readable key file refused with FILE:LINE (exit 3 and 4)"
