@@ -1,17 +1,401 @@
-/* dictionary.c - STUB: to be implemented. */
+/*
+ * dictionary.c - DICTIONARY_ENCODING (filter type 14, compressor 7), which
+ * exists only on the var-string path: var-sized STRING_ASCII/UTF8 data as
+ * filter 0, one chunk per tile, offsets tile not stored (FORMAT-NOTES §4.8,
+ * tiledb/sm/filter/compression_filter.cc, tiledb/sm/compressors/dict_compressor.h).
+ *
+ * Chunk metadata: u32 0, u32 1 (part counts), u32 uncompressed size,
+ * u32 compressed size (= cells x id width), u32 offsets size (= cells x 8),
+ * u8 id width, u8 string length width, u32 dictionary size, dictionary.
+ * The dictionary is entries in first-appearance order, each a big-endian
+ * length and the bytes, with no entry count.  Chunk data: one big-endian id
+ * per cell.  Decoding rebuilds the cell offsets.
+ */
+#include <stdlib.h>
+
 #include "../tf_filter.h"
+
+/* Chunk metadata, the dictionary bytes still serialized. */
+typedef struct dict_header {
+	uint32_t uncompressed;	/* string bytes = the chunk's decoded size */
+	uint32_t compressed;	/* id bytes in the chunk data */
+	uint32_t offsets_size;	/* cell count x 8 */
+	uint8_t id_width;	/* bytes of each big-endian id */
+	uint8_t len_width;	/* bytes of each big-endian string length */
+	tf_span dict;
+} dict_header;
+
+static bool valid_width(unsigned w)
+{
+	return w == 1 || w == 2 || w == 4 || w == 8;
+}
+
+static tf_status read_header(tf_span md, dict_header *h, tf_error *err)
+{
+	tf_reader r = tf_reader_of(md);
+	uint32_t n_md, n_data, dict_size;
+	tf_status rc;
+
+	if ((rc = tf_get_u32(&r, &n_md, "metadata part count", err)) != TF_OK ||
+	    (rc = tf_get_u32(&r, &n_data, "data part count", err)) != TF_OK ||
+	    (rc = tf_get_u32(&r, &h->uncompressed, "uncompressed size", err)) != TF_OK ||
+	    (rc = tf_get_u32(&r, &h->compressed, "compressed size", err)) != TF_OK ||
+	    (rc = tf_get_u32(&r, &h->offsets_size, "offsets size", err)) != TF_OK ||
+	    (rc = tf_get_u8(&r, &h->id_width, "id width", err)) != TF_OK ||
+	    (rc = tf_get_u8(&r, &h->len_width, "string length width", err)) != TF_OK ||
+	    (rc = tf_get_u32(&r, &dict_size, "dictionary size", err)) != TF_OK ||
+	    (rc = tf_get_span(&r, dict_size, &h->dict, "dictionary", err)) != TF_OK)
+		return tf_err_prefix(err, "dictionary header");
+	if (n_md != 0 || n_data != 1)
+		return tf_err(err, TF_E_CORRUPT, "dictionary header claims %u metadata and %u data "
+			      "parts instead of 0 and 1", n_md, n_data);
+	if (!valid_width(h->id_width) || !valid_width(h->len_width))
+		return tf_err(err, TF_E_CORRUPT, "dictionary header: id/string length widths %u/%u "
+			      "are not 1, 2, 4 or 8", h->id_width, h->len_width);
+	if (r.n != 0)
+		return tf_err(err, TF_E_CORRUPT, "%zu unexpected bytes after the dictionary", r.n);
+	return TF_OK;
+}
+
+/* One dictionary string: its place in the serialized dictionary.  Eight
+ * bytes, so the table is never much larger than the metadata it indexes. */
+typedef struct dict_entry {
+	uint32_t at, len;
+} dict_entry;
+
+/* Walk the serialized entries; with `entries` NULL only count them. */
+static tf_status scan_dict(const dict_header *h, dict_entry *entries, size_t *count,
+			   tf_error *err)
+{
+	const unsigned lw = h->len_width;
+	size_t at = 0, n = 0;
+
+	while (at < h->dict.n) {
+		uint64_t len;
+
+		if (h->dict.n - at < lw)
+			return tf_err(err, TF_E_CORRUPT, "dictionary entry %zu: truncated length", n);
+		len = tf_be_n(h->dict.p + at, lw);
+		at += lw;
+		if (len > h->dict.n - at)
+			return tf_err(err, TF_E_CORRUPT, "dictionary entry %zu: %llu bytes, %zu left",
+				      n, (unsigned long long)len, h->dict.n - at);
+		if (entries)	/* both fit: the dictionary size is a u32 */
+			entries[n] = (dict_entry){ (uint32_t)at, (uint32_t)len };
+		at += (size_t)len;
+		n++;
+	}
+	*count = n;
+	return TF_OK;
+}
+
+/* The dictionary as an array of dict_entry, in entries->p. */
+static tf_status load_dict(const tf_stage *st, const dict_header *h, tf_buf *entries,
+			   size_t *count, tf_error *err)
+{
+	tf_status rc;
+
+	if ((rc = scan_dict(h, NULL, count, err)) != TF_OK)
+		return rc;
+	tf_buf_init(entries, st->limit);
+	if ((rc = tf_buf_reserve(entries, tf_size_mul(*count, sizeof(dict_entry)), err)) != TF_OK)
+		return tf_err_prefix(err, "dictionary of %zu entries", *count);
+	return scan_dict(h, (dict_entry *)(void *)entries->p, count, err);
+}
+
+/* Everything decoding the ids needs. */
+typedef struct id_job {
+	const uint8_t *dict;	/* serialized dictionary */
+	const dict_entry *entries;
+	size_t nentries;
+	const uint8_t *ids;
+	size_t ncells;
+	uint8_t *out;		/* h.uncompressed bytes */
+	size_t room;
+	uint8_t *offs;		/* ncells x u64, or NULL */
+} id_job;
+
+/* Inlined once per id width (W is a constant at each call), so the
+ * big-endian load compiles to a plain load and byte swap. */
+static inline tf_status expand_ids(const id_job *j, unsigned w, tf_error *err)
+{
+	size_t pos = 0;
+
+	for (size_t i = 0; i < j->ncells; i++) {
+		uint64_t id = tf_be_n(j->ids + i * w, w);
+		const dict_entry *e;
+
+		if (id >= j->nentries)
+			return tf_err(err, TF_E_CORRUPT, "cell %zu refers to entry %llu of a %zu-entry "
+				      "dictionary", i, (unsigned long long)id, j->nentries);
+		e = &j->entries[id];
+		if (e->len > j->room - pos)
+			return tf_err(err, TF_E_CORRUPT, "strings exceed the %zu bytes the header says",
+				      j->room);
+		if (e->len)
+			memcpy(j->out + pos, j->dict + e->at, e->len);
+		if (j->offs)
+			tf_put_le64(j->offs + 8 * i, pos);
+		pos += e->len;
+	}
+	if (pos != j->room)
+		return tf_err(err, TF_E_CORRUPT, "strings hold %zu bytes, header says %zu", pos,
+			      j->room);
+	return TF_OK;
+}
+
+static tf_status expand_ids_any(const id_job *j, unsigned w, tf_error *err)
+{
+	switch (w) {
+	case 1: return expand_ids(j, 1, err);
+	case 2: return expand_ids(j, 2, err);
+	case 4: return expand_ids(j, 4, err);
+	default: return expand_ids(j, 8, err);
+	}
+}
+
+/* Check the id array against the header before anything is allocated. */
+static tf_status check_ids(tf_span data, const dict_header *h, tf_error *err)
+{
+	if (data.n != h->compressed)
+		return tf_err(err, TF_E_CORRUPT, "%zu bytes of ids, header says %u", data.n,
+			      h->compressed);
+	if (h->compressed % h->id_width != 0 ||
+	    (uint64_t)h->compressed / h->id_width * 8 != h->offsets_size)
+		return tf_err(err, TF_E_CORRUPT, "%u bytes of %u-byte ids do not make the %u/8 "
+			      "cells the offsets size says", h->compressed, h->id_width,
+			      h->offsets_size);
+	return TF_OK;
+}
 
 static tf_status decode(const tf_filter_opts *o, const tf_stage *st, tf_stream *s, tf_error *err)
 {
-	(void)o; (void)st; (void)s;
-	return tf_err(err, TF_E_UNSUPPORTED, "not implemented yet");
+	tf_buf entries = TF_BUF_INIT(0);
+	dict_header h;
+	id_job j = { 0 };
+	tf_status rc;
+
+	(void)o;
+	if (!st->var_string)
+		return tf_err(err, TF_E_CORRUPT,
+			      "dictionary encoding applies only to var-sized strings");
+	if ((rc = read_header(s->md, &h, err)) != TF_OK ||
+	    (rc = check_ids(s->data, &h, err)) != TF_OK ||
+	    (rc = load_dict(st, &h, &entries, &j.nentries, err)) != TF_OK ||
+	    (rc = tf_stage_output(st, s->data_out, h.uncompressed, err)) != TF_OK)
+		goto done;
+	j.dict = h.dict.p;
+	j.entries = (const dict_entry *)(const void *)entries.p;
+	j.ids = s->data.p;
+	j.ncells = h.compressed / h.id_width;
+	j.out = s->data_out->p;
+	j.room = h.uncompressed;
+	if (st->offsets && (rc = tf_buf_grow(st->offsets, h.offsets_size, &j.offs, err)) != TF_OK) {
+		tf_err_prefix(err, "cell offsets");
+		goto done;
+	}
+	if ((rc = expand_ids_any(&j, h.id_width, err)) != TF_OK)
+		goto done;
+	s->data_out->len = h.uncompressed;
+	if (st->offsets)
+		st->offsets->len += h.offsets_size;
+	s->md = tf_span_of(NULL, 0);	/* the header and dictionary were all of it */
+	s->data = tf_span_of(s->data_out->p, s->data_out->len);
+done:
+	tf_buf_free(&entries);
+	return rc;
+}
+
+/* ---- encoding ------------------------------------------------------------------- */
+
+/* The cells of the chunk: cell i spans [offs[i], offs[i+1]), the last one
+ * up to the end of the input. */
+typedef struct cells {
+	tf_span in;
+	const uint64_t *offs;
+	size_t n;
+} cells;
+
+static tf_span cell_at(const cells *c, size_t i)
+{
+	size_t end = i + 1 < c->n ? c->offs[i + 1] : c->in.n;
+
+	return tf_span_of(c->in.p + c->offs[i], end - c->offs[i]);
+}
+
+/* The cells must tile the input exactly, as TileDB's offsets do. */
+static tf_status check_cells(const cells *c, tf_error *err)
+{
+	if (!c->offs || c->n == 0)
+		return tf_err(err, TF_E_INVAL, "dictionary encoding needs the chunk's cell offsets");
+	if (c->n > UINT32_MAX / 8 || c->in.n > UINT32_MAX)
+		return tf_err(err, TF_E_INVAL, "var-string chunk of %zu cells and %zu bytes is too "
+			      "large for its u32 header", c->n, c->in.n);
+	for (size_t i = 0; i < c->n; i++)
+		if ((i == 0 ? c->offs[0] != 0 : c->offs[i] < c->offs[i - 1]) || c->offs[i] > c->in.n)
+			return tf_err(err, TF_E_INVAL, "cell offset %zu (%llu) breaks the order of a "
+				      "%zu-byte chunk", i, (unsigned long long)c->offs[i], c->in.n);
+	return TF_OK;
+}
+
+/* Smallest of 1, 2, 4, 8 bytes holding v (CompressionFilter::compute_bytesize). */
+static uint8_t width_for(uint64_t v)
+{
+	return v <= UINT8_MAX ? 1 : v <= UINT16_MAX ? 2 : v <= UINT32_MAX ? 4 : 8;
+}
+
+static uint64_t hash_bytes(tf_span s)	/* FNV-1a */
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < s.n; i++)
+		h = (h ^ s.p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* Distinct strings in first-appearance order and each cell's id. */
+typedef struct dict_build {
+	tf_span *entries;
+	size_t nentries;
+	uint64_t *ids;		/* per cell */
+	size_t *slots;		/* open addressing: entry index + 1, 0 = free */
+	size_t mask;
+} dict_build;
+
+static void dict_build_free(dict_build *d)
+{
+	free(d->entries);
+	free(d->ids);
+	free(d->slots);
+}
+
+/* The id of s, adding it to the dictionary when it is new. */
+static uint64_t intern(dict_build *d, tf_span s)
+{
+	size_t at = (size_t)hash_bytes(s) & d->mask;
+
+	for (;; at = (at + 1) & d->mask) {
+		size_t e = d->slots[at];
+
+		if (e == 0) {
+			d->entries[d->nentries] = s;
+			d->slots[at] = ++d->nentries;
+			return d->nentries - 1;
+		}
+		if (d->entries[e - 1].n == s.n && (s.n == 0 || !memcmp(d->entries[e - 1].p, s.p, s.n)))
+			return e - 1;
+	}
+}
+
+/* Ids are given 0, 1, 2 ... in order of first appearance (DictEncoding::compress). */
+static tf_status build_dict(const cells *c, dict_build *d, tf_error *err)
+{
+	size_t cap = 16;
+
+	while (cap < 2 * c->n)	/* load factor <= 1/2; n <= 2^29 */
+		cap *= 2;
+	memset(d, 0, sizeof(*d));
+	d->entries = malloc(c->n * sizeof(*d->entries));
+	d->ids = malloc(c->n * sizeof(*d->ids));
+	d->slots = calloc(cap, sizeof(*d->slots));
+	if (!d->entries || !d->ids || !d->slots) {
+		dict_build_free(d);
+		return tf_err(err, TF_E_NOMEM, "dictionary: cannot index %zu cells", c->n);
+	}
+	d->mask = cap - 1;
+	for (size_t i = 0; i < c->n; i++)
+		d->ids[i] = intern(d, cell_at(c, i));
+	return TF_OK;
+}
+
+/* Metadata part: header and serialized dictionary (§4.8). */
+static tf_status put_header(tf_buf *b, const cells *c, const dict_build *d, unsigned id_w,
+			    tf_error *err)
+{
+	uint64_t max_len = 0, dict_size = 0;
+	unsigned len_w;
+	tf_status rc;
+
+	/* TileDB takes the longest string over all cells (create_input_view). */
+	for (size_t i = 0; i < d->nentries; i++)
+		max_len = d->entries[i].n > max_len ? d->entries[i].n : max_len;
+	len_w = width_for(max_len);
+	for (size_t i = 0; i < d->nentries; i++)
+		dict_size += len_w + d->entries[i].n;
+	if (dict_size > UINT32_MAX)
+		return tf_err(err, TF_E_INVAL, "dictionary of %llu bytes exceeds 4 GiB",
+			      (unsigned long long)dict_size);
+	if ((rc = tf_buf_put_u32(b, 0, err)) != TF_OK ||	/* metadata parts */
+	    (rc = tf_buf_put_u32(b, 1, err)) != TF_OK ||	/* data parts */
+	    (rc = tf_buf_put_u32(b, (uint32_t)c->in.n, err)) != TF_OK ||
+	    (rc = tf_buf_put_u32(b, (uint32_t)(c->n * id_w), err)) != TF_OK ||
+	    (rc = tf_buf_put_u32(b, (uint32_t)(c->n * 8), err)) != TF_OK ||
+	    (rc = tf_buf_put_u8(b, (uint8_t)id_w, err)) != TF_OK ||
+	    (rc = tf_buf_put_u8(b, (uint8_t)len_w, err)) != TF_OK ||
+	    (rc = tf_buf_put_u32(b, (uint32_t)dict_size, err)) != TF_OK)
+		return rc;
+	for (size_t i = 0; i < d->nentries; i++) {
+		uint8_t len[8];
+
+		tf_put_be_n(len, len_w, d->entries[i].n);
+		if ((rc = tf_buf_append(b, len, len_w, err)) != TF_OK ||
+		    (rc = tf_buf_append(b, d->entries[i].p, d->entries[i].n, err)) != TF_OK)
+			return rc;
+	}
+	return TF_OK;
+}
+
+static tf_status put_ids(tf_buf *b, const dict_build *d, size_t ncells, unsigned id_w,
+			 tf_error *err)
+{
+	uint8_t *at;
+	tf_status rc = tf_buf_grow(b, ncells * id_w, &at, err);
+
+	if (rc != TF_OK)
+		return rc;
+	for (size_t i = 0; i < ncells; i++)
+		tf_put_be_n(at + i * id_w, id_w, d->ids[i]);
+	b->len += ncells * id_w;
+	return TF_OK;
 }
 
 static tf_status encode(const tf_filter_opts *o, const tf_stage *st, tf_parts *md,
 			tf_parts *data, tf_error *err)
 {
-	(void)o; (void)st; (void)md; (void)data;
-	return tf_err(err, TF_E_UNSUPPORTED, "not implemented yet");
+	tf_parts new_md, new_data;
+	tf_buf *hdr, *ids;
+	dict_build d;
+	cells c;
+	unsigned id_w;
+	tf_status rc;
+
+	(void)o;
+	if (!st->var_string)
+		return tf_err(err, TF_E_INVAL, "dictionary encoding applies only to var-sized strings");
+	if (md->n != 0 || data->n != 1)
+		return tf_err(err, TF_E_INVAL, "dictionary encoding must be the first filter");
+	c = (cells){ tf_span_of(data->v[0].p, data->v[0].len), st->cell_offsets, st->ncells };
+	if ((rc = check_cells(&c, err)) != TF_OK || (rc = build_dict(&c, &d, err)) != TF_OK)
+		return rc;
+	/* The id width follows the cell count, not the entry count (§4.8). */
+	id_w = width_for(c.n);
+	tf_parts_init(&new_md);
+	tf_parts_init(&new_data);
+	if ((rc = tf_parts_add(&new_md, &hdr, err)) == TF_OK &&
+	    (rc = put_header(hdr, &c, &d, id_w, err)) == TF_OK &&
+	    (rc = tf_parts_add(&new_data, &ids, err)) == TF_OK)
+		rc = put_ids(ids, &d, c.n, id_w, err);
+	dict_build_free(&d);
+	if (rc != TF_OK) {
+		tf_parts_free(&new_md);
+		tf_parts_free(&new_data);
+		return rc;
+	}
+	tf_parts_free(md);
+	tf_parts_free(data);
+	*md = new_md;
+	*data = new_data;
+	return TF_OK;
 }
 
 const tf_filter_class tf_filter_dictionary = {

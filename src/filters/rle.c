@@ -1,17 +1,443 @@
-/* rle.c - STUB: to be implemented. */
-#include "../tf_filter.h"
+/*
+ * rle.c - RLE (filter type 4), which has two layouts.
+ *
+ * Fixed path (FORMAT-NOTES §4.6, tiledb/sm/compressors/rle_compressor.cc):
+ * through the compression framing; each part is a sequence of runs
+ * value ‖ u16 big-endian run length (1..65535, longer runs are split).  The
+ * value width is the tile's cell size (cell_val_num x sizeof(type)), not
+ * the datatype size, and it applies to earlier filters' metadata parts too
+ * (§10 #9).
+ *
+ * Var-string path (§4.7, tiledb/sm/filter/compression_filter.cc,
+ * compress/decompress_var_string_coords): var-sized STRING_ASCII/UTF8 data
+ * as filter 0.  The whole tile is one chunk, its offsets tile is not stored,
+ * and decoding rebuilds the cell offsets from the runs.
+ */
+#include "framing.h"
+
+/* ---- fixed path (§4.6) -------------------------------------------------------- */
+
+#define FIXED_RUN_MAX 65535	/* the run length is a u16 */
+
+/* Fill total bytes at dst with an 8-byte pattern of whole values: eight
+ * bytes per store, then the values left over (total is a multiple of w). */
+static inline void fill_pattern(uint8_t *dst, const uint8_t *v, size_t w, size_t total)
+{
+	uint8_t pattern[8];
+	size_t i = 0;
+
+	for (size_t k = 0; k < 8; k += w)
+		memcpy(pattern + k, v, w);
+	for (; i + 8 <= total; i += 8)
+		memcpy(dst + i, pattern, 8);
+	for (; i < total; i += w)
+		memcpy(dst + i, v, w);
+}
+
+/* Write count copies of the w-byte value v at dst. */
+static void fill_copies(uint8_t *dst, const uint8_t *v, size_t w, size_t count)
+{
+	size_t total = w * count;
+
+	switch (w) {	/* constant widths let the compiler inline the copies */
+	case 1:
+		memset(dst, v[0], count);
+		return;
+	case 2:
+		fill_pattern(dst, v, 2, total);
+		return;
+	case 4:
+		fill_pattern(dst, v, 4, total);
+		return;
+	case 8:
+		fill_pattern(dst, v, 8, total);
+		return;
+	}
+	/* Other widths: one copy, then keep doubling the filled prefix. */
+	memcpy(dst, v, w);
+	for (size_t done = w; done < total; done *= 2)
+		memcpy(dst + done, dst, done < total - done ? done : total - done);
+}
+
+static tf_status decode_part(const tf_filter_opts *o, const tf_stage *st, tf_span src,
+			     uint8_t *dst, size_t n, tf_error *err)
+{
+	size_t w = st->cell_size, run = w + 2, pos = 0;
+
+	(void)o;
+	if (w == 0)
+		return tf_err(err, TF_E_CORRUPT, "tile cell size is 0");
+	if (src.n % run != 0)
+		return tf_err(err, TF_E_CORRUPT, "%zu bytes are not whole runs of %zu-byte values",
+			      src.n, w);
+	for (size_t at = 0; at < src.n; at += run) {
+		size_t count = (size_t)src.p[at + w] << 8 | src.p[at + w + 1];
+
+		if (count == 0)
+			return tf_err(err, TF_E_CORRUPT, "run %zu is empty", at / run);
+		if (count > (n - pos) / w)
+			return tf_err(err, TF_E_CORRUPT, "runs exceed the %zu bytes the header says",
+				      n);
+		fill_copies(dst + pos, src.p + at, w, count);
+		pos += count * w;
+	}
+	if (pos != n)
+		return tf_err(err, TF_E_CORRUPT, "runs hold %zu bytes, header says %zu", pos, n);
+	return TF_OK;
+}
+
+/* Index just past the run of equal w-byte values that starts at value i,
+ * at most FIXED_RUN_MAX values long. */
+static size_t run_end(const uint8_t *p, size_t i, size_t nvals, size_t w)
+{
+	size_t last = nvals - i > FIXED_RUN_MAX ? i + FIXED_RUN_MAX : nvals, j = i + 1;
+
+#define SCAN(W) while (j < last && memcmp(p + j * (W), p + i * (W), (W)) == 0) j++
+	switch (w) {	/* constant widths let the compiler inline the compare */
+	case 1: SCAN(1); break;
+	case 2: SCAN(2); break;
+	case 4: SCAN(4); break;
+	case 8: SCAN(8); break;
+	default: SCAN(w); break;
+	}
+#undef SCAN
+	return j;
+}
+
+static tf_status encode_part(const tf_filter_opts *o, const tf_stage *st, tf_span src,
+			     tf_buf *out, tf_error *err)
+{
+	size_t w = st->cell_size, nvals, len = 0;
+	uint8_t *at;
+	tf_status rc;
+
+	(void)o;
+	if (w == 0)
+		return tf_err(err, TF_E_INVAL, "rle: tile cell size is 0");
+	/* TileDB throws here too, except for 0 < n < w, where it silently
+	 * writes nothing and so a chunk it cannot read back. */
+	if (src.n % w != 0)
+		return tf_err(err, TF_E_INVAL, "rle: part of %zu bytes is not a whole number of "
+			      "%zu-byte cells", src.n, w);
+	nvals = src.n / w;
+	if ((rc = tf_buf_grow(out, tf_size_mul(nvals, w + 2), &at, err)) != TF_OK)
+		return rc;
+	for (size_t i = 0, j; i < nvals; i = j) {
+		j = run_end(src.p, i, nvals, w);
+		memcpy(at + len, src.p + i * w, w);
+		at[len + w] = (uint8_t)((j - i) >> 8);
+		at[len + w + 1] = (uint8_t)(j - i);
+		len += w + 2;
+	}
+	out->len += len;
+	return TF_OK;
+}
+
+static const tf_codec codec = { "rle", decode_part, encode_part };
+
+/* ---- var-string path (§4.7) ----------------------------------------------------- */
+
+/* Chunk metadata of the var-string layout.  It has no per-part sizes. */
+typedef struct str_header {
+	uint32_t uncompressed;	/* string bytes = the chunk's decoded size */
+	uint32_t compressed;	/* bytes of runs in the chunk data */
+	uint32_t offsets_size;	/* cell count x 8 */
+	uint8_t run_width;	/* bytes of each big-endian run length */
+	uint8_t len_width;	/* bytes of each big-endian string length */
+} str_header;
+
+static bool valid_width(unsigned w)
+{
+	return w == 1 || w == 2 || w == 4 || w == 8;
+}
+
+static tf_status read_str_header(tf_span md, str_header *h, tf_error *err)
+{
+	tf_reader r = tf_reader_of(md);
+	uint32_t n_md, n_data;
+	tf_status rc;
+
+	if ((rc = tf_get_u32(&r, &n_md, "metadata part count", err)) != TF_OK ||
+	    (rc = tf_get_u32(&r, &n_data, "data part count", err)) != TF_OK ||
+	    (rc = tf_get_u32(&r, &h->uncompressed, "uncompressed size", err)) != TF_OK ||
+	    (rc = tf_get_u32(&r, &h->compressed, "compressed size", err)) != TF_OK ||
+	    (rc = tf_get_u32(&r, &h->offsets_size, "offsets size", err)) != TF_OK ||
+	    (rc = tf_get_u8(&r, &h->run_width, "run length width", err)) != TF_OK ||
+	    (rc = tf_get_u8(&r, &h->len_width, "string length width", err)) != TF_OK)
+		return tf_err_prefix(err, "var-string header");
+	if (n_md != 0 || n_data != 1)
+		return tf_err(err, TF_E_CORRUPT, "var-string header claims %u metadata and %u data "
+			      "parts instead of 0 and 1", n_md, n_data);
+	if (!valid_width(h->run_width) || !valid_width(h->len_width))
+		return tf_err(err, TF_E_CORRUPT, "var-string header: run/string length widths %u/%u "
+			      "are not 1, 2, 4 or 8", h->run_width, h->len_width);
+	if (r.n != 0)
+		return tf_err(err, TF_E_CORRUPT, "%zu unexpected bytes after the var-string header",
+			      r.n);
+	return TF_OK;
+}
+
+/* One stored run: `count` cells holding `str`. */
+typedef struct str_run {
+	uint64_t count;
+	tf_span str;
+} str_run;
+
+/* Parse the run at *at of the runs in src; false if it is truncated. */
+static inline bool take_run(tf_span src, size_t *at, unsigned rw, unsigned lw, str_run *run)
+{
+	uint64_t len;
+
+	if (src.n - *at < (size_t)rw + lw)
+		return false;
+	run->count = tf_be_n(src.p + *at, rw);
+	len = tf_be_n(src.p + *at + rw, lw);
+	*at += rw + lw;
+	if (len > src.n - *at)
+		return false;
+	run->str = tf_span_of(src.p + *at, (size_t)len);
+	*at += (size_t)len;
+	return true;
+}
+
+/* Check, before anything is allocated, that the runs hold exactly the
+ * cells and string bytes the header promises (§10 #22). */
+static tf_status check_runs(tf_span runs, const str_header *h, tf_error *err)
+{
+	uint64_t cells = 0, bytes = 0, max_cells = h->offsets_size / 8;
+	size_t at = 0;
+	str_run run;
+
+	for (size_t i = 0; at < runs.n; i++) {
+		if (!take_run(runs, &at, h->run_width, h->len_width, &run))
+			return tf_err(err, TF_E_CORRUPT, "run %zu is truncated", i);
+		if (run.count == 0)
+			return tf_err(err, TF_E_CORRUPT, "run %zu is empty", i);
+		if (run.count > max_cells - cells)
+			return tf_err(err, TF_E_CORRUPT, "runs hold more cells than the offsets size "
+				      "%u allows", h->offsets_size);
+		if (run.str.n && run.count > (h->uncompressed - bytes) / run.str.n)
+			return tf_err(err, TF_E_CORRUPT, "runs hold more than the %u string bytes "
+				      "the header says", h->uncompressed);
+		cells += run.count;
+		bytes += run.count * run.str.n;
+	}
+	if (cells * 8 != h->offsets_size || bytes != h->uncompressed)
+		return tf_err(err, TF_E_CORRUPT, "runs hold %llu cells of %llu bytes, header says "
+			      "%u offset bytes and %u string bytes", (unsigned long long)cells,
+			      (unsigned long long)bytes, h->offsets_size, h->uncompressed);
+	return TF_OK;
+}
+
+/* Write the strings of validated runs to out and, when offs is not NULL,
+ * each cell's start as a u64 relative to the chunk. */
+static void expand_runs(tf_span runs, const str_header *h, uint8_t *out, uint8_t *offs)
+{
+	size_t at = 0, pos = 0;
+	str_run run;
+
+	while (take_run(runs, &at, h->run_width, h->len_width, &run)) {
+		for (uint64_t c = 0; c < run.count && (run.str.n || offs); c++) {
+			if (run.str.n)
+				memcpy(out + pos, run.str.p, run.str.n);
+			if (offs) {
+				tf_put_le64(offs, pos);
+				offs += 8;
+			}
+			pos += run.str.n;
+		}
+	}
+}
+
+static tf_status decode_strings(const tf_stage *st, tf_stream *s, tf_error *err)
+{
+	uint8_t *offs = NULL;
+	str_header h;
+	tf_status rc;
+
+	if ((rc = read_str_header(s->md, &h, err)) != TF_OK)
+		return rc;
+	if (s->data.n != h.compressed)
+		return tf_err(err, TF_E_CORRUPT, "%zu bytes of runs, header says %u", s->data.n,
+			      h.compressed);
+	if ((rc = check_runs(s->data, &h, err)) != TF_OK ||
+	    (rc = tf_stage_output(st, s->data_out, h.uncompressed, err)) != TF_OK)
+		return rc;
+	if (st->offsets && (rc = tf_buf_grow(st->offsets, h.offsets_size, &offs, err)) != TF_OK)
+		return tf_err_prefix(err, "cell offsets");
+	expand_runs(s->data, &h, s->data_out->p, offs);
+	s->data_out->len = h.uncompressed;
+	if (st->offsets)
+		st->offsets->len += h.offsets_size;
+	s->md = tf_span_of(NULL, 0);	/* the header was all of it */
+	s->data = tf_span_of(s->data_out->p, s->data_out->len);
+	return TF_OK;
+}
+
+/* Walks the cells of a var-string chunk run by run. */
+typedef struct run_iter {
+	tf_span in;
+	const uint64_t *offs;	/* cell starts; a cell ends where the next starts */
+	size_t ncells, next;
+} run_iter;
+
+static tf_span cell_at(const run_iter *it, size_t i)
+{
+	size_t end = i + 1 < it->ncells ? it->offs[i + 1] : it->in.n;
+
+	return tf_span_of(it->in.p + it->offs[i], end - it->offs[i]);
+}
+
+static bool next_run(run_iter *it, str_run *run)
+{
+	tf_span cur;
+
+	if (it->next >= it->ncells)
+		return false;
+	run->str = cell_at(it, it->next);
+	run->count = 1;
+	while (++it->next < it->ncells) {
+		cur = cell_at(it, it->next);
+		if (cur.n != run->str.n || (cur.n && memcmp(cur.p, run->str.p, cur.n) != 0))
+			break;
+		run->count++;
+	}
+	return true;
+}
+
+/* The cells must tile the input exactly, as TileDB's offsets do. */
+static tf_status check_cells(const tf_stage *st, size_t in_len, tf_error *err)
+{
+	const uint64_t *o = st->cell_offsets;
+
+	if (!o || st->ncells == 0)
+		return tf_err(err, TF_E_INVAL, "rle on var strings needs the chunk's cell offsets");
+	if (st->ncells > UINT32_MAX / 8 || in_len > UINT32_MAX)
+		return tf_err(err, TF_E_INVAL, "var-string chunk of %zu cells and %zu bytes is too "
+			      "large for its u32 header", st->ncells, in_len);
+	for (size_t i = 0; i < st->ncells; i++)
+		if ((i == 0 ? o[0] != 0 : o[i] < o[i - 1]) || o[i] > in_len)
+			return tf_err(err, TF_E_INVAL, "cell offset %zu (%llu) breaks the order of a "
+				      "%zu-byte chunk", i, (unsigned long long)o[i], in_len);
+	return TF_OK;
+}
+
+/* Smallest of 1, 2, 4, 8 bytes holding v (RLE::compute_bytesize). */
+static uint8_t width_for(uint64_t v)
+{
+	return v <= UINT8_MAX ? 1 : v <= UINT16_MAX ? 2 : v <= UINT32_MAX ? 4 : 8;
+}
+
+/*
+ * Header fields as RLE::calculate_compression_params chooses them, except
+ * that the longest string is taken over ALL runs: TileDB forgets the last
+ * run's string, so when that one alone needs a wider length field it writes
+ * a corrupt tile (FORMAT-NOTES §4.7, §13 Q2).  Otherwise both agree.
+ */
+static tf_status plan_runs(const run_iter *cells, str_header *h, tf_error *err)
+{
+	uint64_t runs = 0, max_count = 0, max_len = 0, str_bytes = 0, size;
+	run_iter it = *cells;
+	str_run run;
+
+	while (next_run(&it, &run)) {
+		runs++;
+		max_count = run.count > max_count ? run.count : max_count;
+		max_len = run.str.n > max_len ? run.str.n : max_len;
+		str_bytes += run.str.n;
+	}
+	h->run_width = width_for(max_count);
+	h->len_width = width_for(max_len);
+	size = runs * (h->run_width + h->len_width) + str_bytes;	/* <= 17 x input */
+	if (size > UINT32_MAX)
+		return tf_err(err, TF_E_INVAL, "rle: %llu bytes of runs exceed 4 GiB",
+			      (unsigned long long)size);
+	h->uncompressed = (uint32_t)cells->in.n;
+	h->compressed = (uint32_t)size;
+	h->offsets_size = (uint32_t)(cells->ncells * 8);
+	return TF_OK;
+}
+
+static void write_runs(const run_iter *cells, const str_header *h, uint8_t *out)
+{
+	run_iter it = *cells;
+	str_run run;
+
+	while (next_run(&it, &run)) {
+		tf_put_be_n(out, h->run_width, run.count);
+		tf_put_be_n(out + h->run_width, h->len_width, run.str.n);
+		out += h->run_width + h->len_width;
+		if (run.str.n)
+			memcpy(out, run.str.p, run.str.n);
+		out += run.str.n;
+	}
+}
+
+static tf_status put_str_header(tf_buf *b, const str_header *h, tf_error *err)
+{
+	tf_status rc;
+
+	if ((rc = tf_buf_put_u32(b, 0, err)) != TF_OK ||	/* metadata parts */
+	    (rc = tf_buf_put_u32(b, 1, err)) != TF_OK ||	/* data parts */
+	    (rc = tf_buf_put_u32(b, h->uncompressed, err)) != TF_OK ||
+	    (rc = tf_buf_put_u32(b, h->compressed, err)) != TF_OK ||
+	    (rc = tf_buf_put_u32(b, h->offsets_size, err)) != TF_OK ||
+	    (rc = tf_buf_put_u8(b, h->run_width, err)) != TF_OK)
+		return rc;
+	return tf_buf_put_u8(b, h->len_width, err);
+}
+
+static tf_status encode_strings(const tf_stage *st, tf_parts *md, tf_parts *data, tf_error *err)
+{
+	tf_parts new_md, new_data;
+	tf_buf *hdr, *out;
+	str_header h = { 0 };
+	run_iter cells;
+	tf_status rc;
+
+	/* TileDB insists on this order for var strings (§2.5), so the input
+	 * is one data part and no metadata. */
+	if (md->n != 0 || data->n != 1)
+		return tf_err(err, TF_E_INVAL, "rle on var strings must be the first filter");
+	cells = (run_iter){ tf_span_of(data->v[0].p, data->v[0].len), st->cell_offsets,
+			    st->ncells, 0 };
+	if ((rc = check_cells(st, cells.in.n, err)) != TF_OK ||
+	    (rc = plan_runs(&cells, &h, err)) != TF_OK)
+		return rc;
+	tf_parts_init(&new_md);
+	tf_parts_init(&new_data);
+	if ((rc = tf_parts_add(&new_md, &hdr, err)) != TF_OK ||
+	    (rc = put_str_header(hdr, &h, err)) != TF_OK ||
+	    (rc = tf_parts_add(&new_data, &out, err)) != TF_OK ||
+	    (rc = tf_buf_reserve(out, h.compressed, err)) != TF_OK) {
+		tf_parts_free(&new_md);
+		tf_parts_free(&new_data);
+		return rc;
+	}
+	write_runs(&cells, &h, out->p);
+	out->len = h.compressed;
+	tf_parts_free(md);
+	tf_parts_free(data);
+	*md = new_md;
+	*data = new_data;
+	return TF_OK;
+}
+
+/* ---- the class ------------------------------------------------------------------ */
 
 static tf_status decode(const tf_filter_opts *o, const tf_stage *st, tf_stream *s, tf_error *err)
 {
-	(void)o; (void)st; (void)s;
-	return tf_err(err, TF_E_UNSUPPORTED, "not implemented yet");
+	if (st->var_string)
+		return decode_strings(st, s, err);
+	return tf_framing_decode(&codec, o, st, s, err);
 }
 
 static tf_status encode(const tf_filter_opts *o, const tf_stage *st, tf_parts *md,
 			tf_parts *data, tf_error *err)
 {
-	(void)o; (void)st; (void)md; (void)data;
-	return tf_err(err, TF_E_UNSUPPORTED, "not implemented yet");
+	if (st->var_string)
+		return encode_strings(st, md, data, err);
+	return tf_framing_encode(&codec, o, st, md, data, err);
 }
 
 const tf_filter_class tf_filter_rle = {
