@@ -1,5 +1,6 @@
 /*
- * tf_file.c - chunk index of one source file and decoding of its chunks.
+ * tf_file.c - two-level index of one source file (tiles, then each tile's
+ * chunks) and decoding of its chunks.
  */
 #include "tf_file.h"
 
@@ -14,46 +15,51 @@
 #include "tf_tile.h"
 
 #define WALK_BUF (64 * 1024)
-#define CHUNK_FOLDED 1u		/* offsets rebuilt from a data tile */
+
+typedef enum { TILE_CHUNKED, TILE_FOLDED, TILE_RAW } tile_kind;
 
 typedef struct chunk_ent {
-	uint64_t dec_off;	/* start in the decoded file */
-	uint64_t src_off;	/* stored chunk, or the data tile it is folded into */
+	uint64_t off;		/* start in the decoded file */
+	uint64_t src_off;	/* stored chunk, header included */
 	uint64_t src_len;
-	uint32_t orig_len;
-	uint32_t tile;
-	uint32_t index;		/* chunk number within its tile */
-	uint32_t flags;
+	uint32_t size;		/* decoded bytes */
 } chunk_ent;
 
+typedef struct chunk_table {
+	size_t n;
+	chunk_ent c[];
+} chunk_table;
+
 typedef struct tile_ent {
-	uint64_t start, stored;	/* where the tile (its u64 count) is, and its size */
-	size_t first;		/* its first entry in the chunk table */
-	uint64_t nchunks;
+	uint64_t start, stored;	/* where the tile is stored */
+	uint64_t off, size;	/* its decoded range */
+	tile_kind kind;
+	unsigned dec;		/* which decoder: generic files have one per tile */
+	uint64_t data_start, data_stored; /* folded: the data tile it comes from */
+	_Atomic(chunk_table *) chunks;	/* NULL until first needed */
 } tile_ent;
 
-typedef struct chunk_index {
-	chunk_ent *chunks;
-	size_t n, cap;
-	tile_ent *tiles;
-	size_t ntiles, tcap;
-	uint64_t size;		/* decoded bytes */
-} chunk_index;
+/* A pipeline and what it needs to run. */
+typedef struct decoder {
+	tf_pipeline *pipeline;	/* effective: AES appended when keyed */
+	tf_chunk_env env;
+} decoder;
 
 struct tf_file {
 	atomic_int refs;
 	char *name;
 	int fd, var_fd;
 	struct stat st;
-	tf_pipeline *pipeline;	/* effective: AES appended when keyed */
-	tf_pipeline *var_pipeline;
-	tf_chunk_env env, var_env;
-	chunk_index idx;
-	chunk_index var_idx;		/* tiles of the data file, when folding */
+	decoder *dec;
+	size_t ndec;
+	decoder var;		/* folded offsets: the data file's decoder */
+	tile_ent *tiles;
+	size_t ntiles, tcap;
+	uint64_t size;
 	uint64_t folded;
-	bool generic;
+	bool generic, from_layout;
 	uint32_t cell_val_num;
-	tf_cache *cache;	/* bound on first read through a cache */
+	tf_cache *cache;	/* bound on the first read through a cache */
 	_Atomic uint64_t owner;	/* our id in that cache */
 };
 
@@ -80,20 +86,32 @@ static tf_status read_at(int fd, uint64_t off, void *dst, size_t n, tf_error *er
 	return TF_OK;
 }
 
+/* Headers are read through a window: a walk visits them in order, often
+ * several per window. */
 typedef struct walker {
 	int fd;
-	uint64_t end;		/* readable bytes end here */
+	uint64_t end;		/* the walk stays before this offset */
 	uint64_t at;		/* file offset of buf[0] */
 	size_t len;
 	uint8_t buf[WALK_BUF];
 } walker;
 
-/* Read n (<= WALK_BUF) bytes at off through a window, refilling on a miss:
- * the walk visits headers in order, often several per window. */
+static walker *walker_new(int fd, uint64_t end)
+{
+	walker *w = malloc(sizeof(*w));
+
+	if (w) {
+		w->fd = fd;
+		w->end = end;
+		w->at = w->len = 0;
+	}
+	return w;
+}
+
 static tf_status walk_read(walker *w, uint64_t off, void *dst, size_t n, tf_error *err)
 {
 	if (off > w->end || n > w->end - off)
-		return tf_err(err, TF_E_CORRUPT, "header at %llu runs past the end of the file",
+		return tf_err(err, TF_E_CORRUPT, "header at %llu runs past the end of the tile data",
 			      (unsigned long long)off);
 	if (off < w->at || off + n > w->at + w->len) {
 		size_t want = w->end - off < WALK_BUF ? (size_t)(w->end - off) : WALK_BUF;
@@ -107,167 +125,282 @@ static tf_status walk_read(walker *w, uint64_t off, void *dst, size_t n, tf_erro
 	return TF_OK;
 }
 
-/* ---- building an index --------------------------------------------------------------- */
+/* ---- chunk lists ------------------------------------------------------------------- */
 
-static void index_free(chunk_index *x)
+static chunk_table *table_new(size_t n)
 {
-	free(x->chunks);
-	free(x->tiles);
-	memset(x, 0, sizeof(*x));
+	chunk_table *t = malloc(sizeof(*t) + n * sizeof(chunk_ent));
+
+	if (t)
+		t->n = n;
+	return t;
 }
 
-static tf_status grow(void **v, size_t *cap, size_t n, size_t elem, tf_error *err)
+/*
+ * Read the chunk headers of the tile at `pos` (u64 count, then chunks back
+ * to back) into a new table whose decoded offsets start at `off`.  *stored
+ * receives the tile's stored size, *size its decoded size.
+ */
+static tf_status walk_chunks(walker *w, uint64_t pos, uint64_t off, chunk_table **out,
+			     uint64_t *stored, uint64_t *size, tf_error *err)
 {
-	size_t ncap;
-	void *p;
-
-	if (n < *cap)
-		return TF_OK;
-	ncap = *cap ? *cap * 2 : 64;
-	p = realloc(*v, tf_size_mul(ncap, elem));
-	if (!p)
-		return tf_err(err, TF_E_NOMEM, "cannot grow the chunk index to %zu entries", ncap);
-	*v = p;
-	*cap = ncap;
-	return TF_OK;
-}
-
-static tf_status add_chunk(chunk_index *x, const chunk_ent *c, tf_error *err)
-{
-	tf_status rc = grow((void **)&x->chunks, &x->cap, x->n, sizeof(*c), err);
-
-	if (rc != TF_OK)
-		return rc;
-	x->chunks[x->n] = *c;
-	x->chunks[x->n].dec_off = x->size;
-	x->size += c->orig_len;
-	x->n++;
-	return TF_OK;
-}
-
-/* Record the chunks of the tile at *pos and move *pos past it. */
-static tf_status walk_tile(walker *w, chunk_index *x, uint64_t *pos, tf_error *err)
-{
-	tile_ent t = { .start = *pos, .first = x->n };
 	uint8_t raw[TF_CHUNK_HEADER_SIZE];
-	uint64_t p = *pos + TF_TILE_HEADER_SIZE;
+	uint64_t n, p = pos + TF_TILE_HEADER_SIZE, start = off;
+	chunk_table *t;
 	tf_status rc;
 
-	if ((rc = walk_read(w, *pos, raw, TF_TILE_HEADER_SIZE, err)) != TF_OK)
+	if ((rc = walk_read(w, pos, raw, TF_TILE_HEADER_SIZE, err)) != TF_OK)
 		return rc;
-	t.nchunks = tf_le64(raw);
-	if (t.nchunks > (w->end - p) / TF_CHUNK_HEADER_SIZE)
+	n = tf_le64(raw);
+	if (n > (w->end - p) / TF_CHUNK_HEADER_SIZE)
 		return tf_err(err, TF_E_CORRUPT, "claims %llu chunks in %llu bytes",
-			      (unsigned long long)t.nchunks, (unsigned long long)(w->end - p));
-	for (uint64_t c = 0; c < t.nchunks; c++) {
-		chunk_ent e = { .src_off = p, .tile = (uint32_t)x->ntiles, .index = (uint32_t)c };
+			      (unsigned long long)n, (unsigned long long)(w->end - p));
+	if (!(t = table_new((size_t)n)))
+		return tf_err(err, TF_E_NOMEM, "cannot index %llu chunks", (unsigned long long)n);
+	for (uint64_t c = 0; c < n; c++) {
+		chunk_ent *e = &t->c[c];
 		tf_chunk_header h;
 
-		if ((rc = walk_read(w, p, raw, sizeof(raw), err)) != TF_OK)
+		if ((rc = walk_read(w, p, raw, sizeof(raw), err)) != TF_OK) {
+			free(t);
 			return tf_err_prefix(err, "chunk %llu", (unsigned long long)c);
+		}
 		tf_chunk_header_read(raw, &h);
-		e.src_len = tf_chunk_stored_size(&h);
-		e.orig_len = h.orig_len;
-		if (e.src_len > w->end - p)
-			return tf_err(err, TF_E_CORRUPT, "chunk %llu: %llu stored bytes run past the end "
-				      "of the file", (unsigned long long)c, (unsigned long long)e.src_len);
-		if ((rc = add_chunk(x, &e, err)) != TF_OK)
-			return rc;
-		p += e.src_len;
+		if (tf_chunk_stored_size(&h) > w->end - p) {
+			free(t);
+			return tf_err(err, TF_E_CORRUPT, "chunk %llu: %llu stored bytes run past the end",
+				      (unsigned long long)c, (unsigned long long)tf_chunk_stored_size(&h));
+		}
+		*e = (chunk_ent){ off, p, tf_chunk_stored_size(&h), h.orig_len };
+		p += e->src_len;
+		off += h.orig_len;
 	}
-	t.stored = p - *pos;
-	if ((rc = grow((void **)&x->tiles, &x->tcap, x->ntiles, sizeof(t), err)) != TF_OK)
-		return rc;
-	x->tiles[x->ntiles++] = t;
-	*pos = p;
+	*out = t;
+	*stored = p - pos;
+	*size = off - start;
 	return TF_OK;
 }
 
-/* Walk every tile in [start, end) of fd. */
-static tf_status walk_tiles(int fd, uint64_t start, uint64_t end, chunk_index *x, tf_error *err)
+/* Make tile t's chunk list (lock-free: a racing loader's list may win). */
+static tf_status build_table(const tf_file *f, const tile_ent *te, chunk_table **out, tf_error *err)
 {
-	walker *w = malloc(sizeof(*w));
-	uint64_t pos = start;
+	uint64_t stored, size;
+	chunk_table *t = NULL;
+	walker *w;
+	tf_status rc;
+
+	if (te->kind != TILE_CHUNKED) {
+		if (!(t = table_new(1)))
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		t->c[0] = (chunk_ent){ te->off, te->kind == TILE_RAW ? te->start : te->data_start,
+				       te->kind == TILE_RAW ? te->stored : te->data_stored, (uint32_t)te->size };
+		*out = t;
+		return TF_OK;
+	}
+	if (!(w = walker_new(f->fd, te->start + te->stored)))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	rc = walk_chunks(w, te->start, te->off, &t, &stored, &size, err);
+	free(w);
+	if (rc != TF_OK)
+		return rc;
+	if (stored != te->stored || size != te->size) {
+		free(t);
+		return tf_err(err, TF_E_CORRUPT, "chunks take %llu bytes and decode to %llu, the "
+			      "fragment metadata says %llu and %llu", (unsigned long long)stored,
+			      (unsigned long long)size, (unsigned long long)te->stored,
+			      (unsigned long long)te->size);
+	}
+	*out = t;
+	return TF_OK;
+}
+
+static tf_status load_tile(const tf_file *f, size_t t, const chunk_table **out, tf_error *err)
+{
+	tile_ent *te = &f->tiles[t];
+	chunk_table *have = atomic_load_explicit(&te->chunks, memory_order_acquire), *mine;
+	tf_status rc;
+
+	if (!have) {
+		if ((rc = build_table(f, te, &mine, err)) != TF_OK)
+			return tf_err_prefix(err, "%s: tile %zu", f->name, t);
+		if (atomic_compare_exchange_strong(&te->chunks, &have, mine))
+			have = mine;
+		else
+			free(mine);	/* another reader was first */
+	}
+	*out = have;
+	return TF_OK;
+}
+
+/* ---- the tile list ------------------------------------------------------------------ */
+
+static tf_status add_tile(tf_file *f, const tile_ent *te, tf_error *err)
+{
+	if (f->ntiles == f->tcap) {
+		size_t cap = f->tcap ? f->tcap * 2 : 16;
+		tile_ent *v = realloc(f->tiles, cap * sizeof(*v));
+		if (!v)
+			return tf_err(err, TF_E_NOMEM, "cannot index %zu tiles", cap);
+		f->tiles = v;
+		f->tcap = cap;
+	}
+	f->tiles[f->ntiles] = *te;
+	f->tiles[f->ntiles].off = f->size;
+	f->size += te->size;
+	f->ntiles++;
+	return TF_OK;
+}
+
+/* Walk every tile in [start, end): tiles with their chunk lists loaded. */
+static tf_status walk_file(tf_file *f, int fd, uint64_t start, uint64_t end, unsigned dec,
+			   tf_error *err)
+{
+	walker *w = walker_new(fd, end);
 	tf_status rc = TF_OK;
 
 	if (!w)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
-	w->fd = fd;
-	w->end = end;
-	w->at = w->len = 0;
-	while (rc == TF_OK && pos < end)
-		if ((rc = walk_tile(w, x, &pos, err)) != TF_OK)
-			tf_err_prefix(err, "tile %zu (at byte %llu)", x->ntiles, (unsigned long long)pos);
+	for (uint64_t pos = start; rc == TF_OK && pos < end;) {
+		tile_ent te = { .start = pos, .dec = dec, .kind = TILE_CHUNKED };
+		chunk_table *t;
+
+		rc = walk_chunks(w, pos, f->size, &t, &te.stored, &te.size, err);
+		if (rc != TF_OK) {
+			tf_err_prefix(err, "tile %zu (at byte %llu)", f->ntiles, (unsigned long long)pos);
+			break;
+		}
+		atomic_init(&te.chunks, t);
+		if ((rc = add_tile(f, &te, err)) != TF_OK)
+			free(t);
+		pos += te.stored;
+	}
 	free(w);
 	return rc;
 }
 
-/* ---- folded offsets (§4.7-4.8, §5.2) ------------------------------------------------------ */
+/* Tiles given by the caller: checked against the file, chunks read later. */
+static tf_status layout_tiles(tf_file *f, const tf_tile_layout *v, size_t n, tf_error *err)
+{
+	uint64_t fsize = (uint64_t)f->st.st_size;
+	tf_status rc = TF_OK;
 
-/* Decode the var data tile t; its cell offsets (u64, relative to the tile)
- * land in *offsets, its data in the workspace's aux buffer. */
-static tf_status decode_data_tile(const tf_file *f, tf_workspace *ws, const chunk_ent *c,
-				  tf_buf *offsets, tf_error *err)
+	for (size_t t = 0; t < n && rc == TF_OK; t++) {
+		tile_ent te = { .start = v[t].start, .stored = v[t].stored, .size = v[t].size,
+				.kind = TILE_CHUNKED };
+
+		if (v[t].start > fsize || v[t].stored > fsize - v[t].start || v[t].stored < TF_TILE_HEADER_SIZE)
+			return tf_err(err, TF_E_CORRUPT, "tile %zu: stored at %llu+%llu, beyond the file's "
+				      "%llu bytes", t, (unsigned long long)v[t].start,
+				      (unsigned long long)v[t].stored, (unsigned long long)fsize);
+		atomic_init(&te.chunks, NULL);
+		rc = add_tile(f, &te, err);
+	}
+	f->from_layout = true;
+	return rc;
+}
+
+/* ---- folded offsets (§4.7-4.8, §5.2) ---------------------------------------------------- */
+
+/* Decode data tile (start, stored) of the var file: its cell offsets (u64,
+ * relative to the tile) land in *offsets, its data in the aux buffer. */
+static tf_status decode_data_tile(const tf_file *f, tf_workspace *ws, uint64_t start,
+				  uint64_t stored, tf_buf *offsets, tf_error *err)
 {
 	tf_buf *io = tf_workspace_buf(ws, TF_WS_IO), *data = tf_workspace_buf(ws, TF_WS_AUX);
 	tf_status rc;
 
 	io->len = data->len = offsets->len = 0;
-	io->limit = SIZE_MAX;
 	data->limit = 2 * TF_MAX_CHUNK_BYTES;
-	if (c->src_len > SIZE_MAX)
+	if (stored > SIZE_MAX)
 		return tf_err(err, TF_E_NOMEM, "data tile too large");
-	if ((rc = tf_buf_reserve(io, (size_t)c->src_len, err)) != TF_OK ||
-	    (rc = read_at(f->var_fd, c->src_off, io->p, (size_t)c->src_len, err)) != TF_OK)
+	if ((rc = tf_buf_reserve(io, (size_t)stored, err)) != TF_OK ||
+	    (rc = read_at(f->var_fd, start, io->p, (size_t)stored, err)) != TF_OK)
 		return rc;
-	rc = tf_tile_decode(f->var_pipeline, &f->var_env, ws, tf_span_of(io->p, (size_t)c->src_len),
-			    data, offsets, NULL, err);
-	return rc == TF_OK ? rc : tf_err_prefix(err, "data tile %u", c->tile);
+	return tf_tile_decode(f->var.pipeline, &f->var.env, ws, tf_span_of(io->p, (size_t)stored), data,
+			      offsets, NULL, err);
 }
 
-/* Replace each 0-chunk tile of the offsets index by one folded entry that
- * rebuilds it from the same tile of the data file. */
-static tf_status fold_offsets(tf_file *f, tf_workspace *ws, tf_error *err)
+/* The data file's tiles: from the caller, or by walking it. */
+static tf_status data_tiles(const tf_file_spec *spec, int fd, uint64_t fsize, tf_tile_layout **out,
+			    size_t *n, tf_error *err)
 {
-	chunk_index raw = f->idx, out = { 0 };
-	tf_buf offsets = TF_BUF_INIT(2 * TF_MAX_CHUNK_BYTES);
+	tf_file scratch = { .fd = fd, .st.st_size = (off_t)fsize };
 	tf_status rc = TF_OK;
 
-	for (size_t t = 0; t < raw.ntiles && rc == TF_OK; t++) {
-		const tile_ent *te = &raw.tiles[t];
-		chunk_ent e = { .tile = (uint32_t)t, .flags = CHUNK_FOLDED };
-
-		if ((rc = grow((void **)&out.tiles, &out.tcap, out.ntiles, sizeof(*te), err)) != TF_OK)
-			break;
-		out.tiles[out.ntiles] = *te;
-		out.tiles[out.ntiles++].first = out.n;
-		for (uint64_t c = 0; c < te->nchunks && rc == TF_OK; c++)
-			rc = add_chunk(&out, &raw.chunks[te->first + c], err);
-		if (te->nchunks || rc != TF_OK)
-			continue;
-		if (t >= f->var_idx.ntiles) {
-			rc = tf_err(err, TF_E_CORRUPT, "offsets tile %zu has no data tile to rebuild it from", t);
-			break;
-		}
-		e.src_off = f->var_idx.tiles[t].start;
-		e.src_len = f->var_idx.tiles[t].stored;
-		if ((rc = decode_data_tile(f, ws, &e, &offsets, err)) != TF_OK)
-			break;
-		e.orig_len = (uint32_t)offsets.len;
-		f->folded++;
-		rc = add_chunk(&out, &e, err);
+	*n = 0;
+	if (spec->var_tiles) {
+		*out = malloc((spec->nvar_tiles ? spec->nvar_tiles : 1) * sizeof(**out));
+		if (!*out)
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		memcpy(*out, spec->var_tiles, spec->nvar_tiles * sizeof(**out));
+		*n = spec->nvar_tiles;
+		return TF_OK;
 	}
-	tf_buf_free(&offsets);
-	if (rc != TF_OK) {
-		index_free(&out);
-		return rc;
-	}
-	index_free(&f->idx);
-	f->idx = out;
-	return TF_OK;
+	rc = walk_file(&scratch, fd, 0, fsize, 0, err);
+	if (rc == TF_OK && (*out = malloc((scratch.ntiles ? scratch.ntiles : 1) * sizeof(**out))))
+		for (size_t t = 0; t < scratch.ntiles; t++)
+			(*out)[t] = (tf_tile_layout){ scratch.tiles[t].start, scratch.tiles[t].stored,
+						      scratch.tiles[t].size };
+	else if (rc == TF_OK)
+		rc = tf_err(err, TF_E_NOMEM, "out of memory");
+	*n = rc == TF_OK ? scratch.ntiles : 0;
+	for (size_t t = 0; t < scratch.ntiles; t++)
+		free(atomic_load(&scratch.tiles[t].chunks));
+	free(scratch.tiles);
+	return rc;
 }
 
-/* ---- opening -------------------------------------------------------------------------------- */
+static bool has_empty_tile(const tf_file *f)
+{
+	for (size_t t = 0; t < f->ntiles; t++)
+		if (f->tiles[t].stored == TF_TILE_HEADER_SIZE)
+			return true;
+	return false;
+}
+
+/* Turn each 0-chunk tile (exactly its 8-byte count) of this offsets file
+ * into one rebuilt from the same tile of the data file.  Without a layout
+ * its size is only known by decoding that data tile once. */
+static tf_status fold_tiles(tf_file *f, const tf_tile_layout *data, size_t ndata, tf_error *err)
+{
+	tf_buf offsets = TF_BUF_INIT(2 * TF_MAX_CHUNK_BYTES);
+	tf_workspace *ws = f->from_layout ? NULL : tf_workspace_new();
+	tf_status rc = TF_OK;
+
+	if (!f->from_layout && !ws)
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	f->size = 0;
+	for (size_t t = 0; t < f->ntiles && rc == TF_OK; t++) {
+		tile_ent *te = &f->tiles[t];
+		chunk_table *ct = atomic_load(&te->chunks);
+		uint64_t moved = f->size - te->off;	/* modulo 2^64: may move back */
+
+		te->off = f->size;
+		for (size_t c = 0; ct && c < ct->n; c++)
+			ct->c[c].off += moved;
+		if (te->stored == TF_TILE_HEADER_SIZE) {
+			if (t >= ndata) {
+				rc = tf_err(err, TF_E_CORRUPT, "offsets tile %zu has no data tile to rebuild it from", t);
+				break;
+			}
+			free(atomic_exchange(&te->chunks, NULL));
+			te->kind = TILE_FOLDED;
+			te->data_start = data[t].start;
+			te->data_stored = data[t].stored;
+			if (ws && (rc = decode_data_tile(f, ws, te->data_start, te->data_stored, &offsets, err)) != TF_OK)
+				tf_err_prefix(err, "data tile %zu", t);
+			if (ws)
+				te->size = offsets.len;
+			f->folded++;
+		}
+		f->size += te->size;
+	}
+	tf_buf_free(&offsets);
+	tf_workspace_free(ws);
+	return rc;
+}
+
+/* ---- opening ------------------------------------------------------------------------------ */
 
 bool tf_var_string_applies(const tf_pipeline *p, tf_datatype type, uint32_t cell_val_num,
 			   uint32_t version)
@@ -286,62 +419,13 @@ bool tf_var_string_applies(const tf_pipeline *p, tf_datatype type, uint32_t cell
 	return false;
 }
 
-/* The pipeline as run: the field's filters, then AES when the data is encrypted (§9). */
-static tf_status effective_pipeline(const tf_pipeline *p, const tf_key *key, tf_pipeline **out,
-				    tf_error *err)
+/* The pipeline as run: the field's filters, then AES when the data is
+ * encrypted (§9). */
+static tf_status make_decoder(decoder *d, const tf_pipeline *p, const tf_key *key, tf_error *err)
 {
-	tf_pipeline *q = p ? tf_pipeline_dup(p) : tf_pipeline_new();
-	tf_status rc;
-
-	if (!q)
+	if (!(d->pipeline = p ? tf_pipeline_dup(p) : tf_pipeline_new()))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
-	if (key && (rc = tf_pipeline_append(q, TF_F_AES_256_GCM, err)) != TF_OK) {
-		tf_pipeline_free(q);
-		return rc;
-	}
-	*out = q;
-	return TF_OK;
-}
-
-static tf_status open_generic(tf_file *f, const tf_file_spec *spec, tf_error *err)
-{
-	uint8_t base[TF_GENERIC_BASE_SIZE];
-	tf_generic_header h;
-	uint64_t fsize = (uint64_t)f->st.st_size, end;
-	uint8_t *hdr;
-	uint32_t ps;
-	tf_status rc;
-
-	if ((rc = read_at(f->fd, 0, base, sizeof(base), err)) != TF_OK)
-		return tf_err_prefix(err, "generic tile header");
-	ps = tf_le32(base + 30);
-	if (ps > fsize - sizeof(base) || ps > 65536)
-		return tf_err(err, TF_E_CORRUPT, "generic tile header: pipeline of %u bytes", ps);
-	if (!(hdr = malloc(sizeof(base) + ps)))
-		return tf_err(err, TF_E_NOMEM, "out of memory");
-	memcpy(hdr, base, sizeof(base));
-	rc = read_at(f->fd, sizeof(base), hdr + sizeof(base), ps, err);
-	if (rc == TF_OK)
-		rc = tf_generic_header_parse(tf_span_of(hdr, sizeof(base) + ps), &h, err);
-	free(hdr);
-	if (rc != TF_OK)
-		return rc;
-	f->pipeline = h.pipeline;	/* carries AES itself when encrypted */
-	f->env = (tf_chunk_env){ .type = h.datatype, .cell_size = (uint32_t)h.cell_size,
-				 .version = h.version, .key = spec->key };
-	f->generic = true;
-	end = h.header_size + h.persisted_size;
-	if (h.persisted_size > fsize - h.header_size)
-		return tf_err(err, TF_E_CORRUPT, "generic tile: %llu stored bytes claimed, file has %llu",
-			      (unsigned long long)h.persisted_size, (unsigned long long)(fsize - h.header_size));
-	if (h.encryption && !spec->key)
-		return tf_err(err, TF_E_NOKEY, "generic tile is encrypted and no key was given");
-	if ((rc = walk_tiles(f->fd, h.header_size, end, &f->idx, err)) != TF_OK)
-		return rc;
-	if (f->idx.size != h.tile_size)
-		return tf_err(err, TF_E_CORRUPT, "generic tile: chunks hold %llu bytes, header says %llu",
-			      (unsigned long long)f->idx.size, (unsigned long long)h.tile_size);
-	return TF_OK;
+	return key ? tf_pipeline_append(d->pipeline, TF_F_AES_256_GCM, err) : TF_OK;
 }
 
 static uint32_t cell_size_of(tf_datatype t, uint32_t cell_val_num)
@@ -355,7 +439,9 @@ static uint32_t cell_size_of(tf_datatype t, uint32_t cell_val_num)
 static tf_status open_var_data(tf_file *f, const tf_file_spec *spec, tf_error *err)
 {
 	const tf_filter_class *first = spec->var_pipeline ? tf_pipeline_class(spec->var_pipeline, 0) : NULL;
+	tf_tile_layout *data = NULL;
 	struct stat sb;
+	size_t ndata;
 	tf_status rc;
 
 	if (!first || (first->id != TF_F_RLE && first->id != TF_F_DICTIONARY) ||
@@ -365,48 +451,133 @@ static tf_status open_var_data(tf_file *f, const tf_file_spec *spec, tf_error *e
 	f->var_fd = open(spec->var_data, O_RDONLY | O_CLOEXEC);
 	if (f->var_fd < 0 || fstat(f->var_fd, &sb) != 0)
 		return tf_err(err, TF_E_IO, "%s: %s", spec->var_data, strerror(errno));
-	if ((rc = effective_pipeline(spec->var_pipeline, spec->key, &f->var_pipeline, err)) != TF_OK)
+	if ((rc = make_decoder(&f->var, spec->var_pipeline, spec->key, err)) != TF_OK)
 		return rc;
 	/* A 0-chunk offsets tile is the authoritative sign of the var-string
 	 * layout, whatever the version rule says (FORMAT-NOTES §4.7, §10 #21). */
-	f->var_env = (tf_chunk_env){ .type = spec->var_type, .cell_size = tf_datatype_size(spec->var_type),
-				     .version = f->env.version, .var_string = true, .key = spec->key };
-	rc = walk_tiles(f->var_fd, 0, (uint64_t)sb.st_size, &f->var_idx, err);
-	return rc == TF_OK ? rc : tf_err_prefix(err, "%s", spec->var_data);
-}
-
-static bool has_empty_tile(const chunk_index *x)
-{
-	for (size_t t = 0; t < x->ntiles; t++)
-		if (x->tiles[t].nchunks == 0)
-			return true;
-	return false;
+	f->var.env = (tf_chunk_env){ .type = spec->var_type, .cell_size = tf_datatype_size(spec->var_type),
+				     .version = f->dec[0].env.version, .var_string = true, .key = spec->key };
+	rc = data_tiles(spec, f->var_fd, (uint64_t)sb.st_size, &data, &ndata, err);
+	if (rc != TF_OK)
+		return tf_err_prefix(err, "%s", spec->var_data);
+	rc = fold_tiles(f, data, ndata, err);
+	free(data);
+	return rc;
 }
 
 static tf_status open_tiles(tf_file *f, const tf_file_spec *spec, tf_error *err)
 {
 	uint32_t version = spec->version ? spec->version : 22;
-	tf_workspace *ws;
+	decoder *d;
 	tf_status rc;
 
 	if (!tf_datatype_valid(spec->type))
 		return tf_err(err, TF_E_INVAL, "invalid datatype");
-	if ((rc = effective_pipeline(spec->pipeline, spec->key, &f->pipeline, err)) != TF_OK)
-		return rc;
-	f->env = (tf_chunk_env){ .type = spec->type, .cell_size = cell_size_of(spec->type, spec->cell_val_num),
-				 .version = version, .key = spec->key,
-				 .var_string = spec->pipeline && tf_var_string_applies(spec->pipeline,
-					spec->type, spec->cell_val_num, version) };
-	if ((rc = walk_tiles(f->fd, 0, (uint64_t)f->st.st_size, &f->idx, err)) != TF_OK)
-		return rc;
-	if (!spec->var_data || !has_empty_tile(&f->idx))
-		return TF_OK;
-	if ((rc = open_var_data(f, spec, err)) != TF_OK)
-		return rc;
-	if (!(ws = tf_workspace_new()))
+	if (!(f->dec = d = calloc(1, sizeof(*d))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
-	rc = fold_offsets(f, ws, err);
-	tf_workspace_free(ws);
+	f->ndec = 1;
+	if ((rc = make_decoder(d, spec->pipeline, spec->key, err)) != TF_OK)
+		return rc;
+	d->env = (tf_chunk_env){ .type = spec->type, .cell_size = cell_size_of(spec->type, spec->cell_val_num),
+				 .version = version, .key = spec->key,
+				 .var_string = spec->var_string || (spec->pipeline &&
+					tf_var_string_applies(spec->pipeline, spec->type, spec->cell_val_num, version)) };
+	rc = spec->tiles ? layout_tiles(f, spec->tiles, spec->ntiles, err)
+			 : walk_file(f, f->fd, 0, (uint64_t)f->st.st_size, 0, err);
+	if (rc != TF_OK || !spec->var_data || !has_empty_tile(f))
+		return rc;
+	return open_var_data(f, spec, err);
+}
+
+/* Read and parse the generic tile header at pos. */
+static tf_status read_generic_header(const tf_file *f, uint64_t pos, uint64_t end,
+				     tf_generic_header *h, tf_error *err)
+{
+	uint8_t base[TF_GENERIC_BASE_SIZE], *hdr;
+	uint32_t ps;
+	tf_status rc;
+
+	if (end - pos < sizeof(base))
+		return tf_err(err, TF_E_CORRUPT, "truncated generic tile header");
+	if ((rc = read_at(f->fd, pos, base, sizeof(base), err)) != TF_OK)
+		return rc;
+	ps = tf_le32(base + 30);
+	if (ps > end - pos - sizeof(base) || ps > 65536)
+		return tf_err(err, TF_E_CORRUPT, "generic tile header: pipeline of %u bytes", ps);
+	if (!(hdr = malloc(sizeof(base) + ps)))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	memcpy(hdr, base, sizeof(base));
+	rc = read_at(f->fd, pos + sizeof(base), hdr + sizeof(base), ps, err);
+	if (rc == TF_OK)
+		rc = tf_generic_header_parse(tf_span_of(hdr, sizeof(base) + ps), h, err);
+	free(hdr);
+	return rc;
+}
+
+/* One generic tile at pos: a decoder of its own and one tile.  *next
+ * receives where the following one starts. */
+static tf_status add_generic(tf_file *f, walker *w, uint64_t pos, const tf_key *key, uint64_t *next,
+			     tf_error *err)
+{
+	tf_generic_header h;
+	tile_ent te = { .kind = TILE_CHUNKED, .dec = (unsigned)f->ndec };
+	decoder *d = realloc(f->dec, (f->ndec + 1) * sizeof(*d));
+	chunk_table *t;
+	tf_status rc;
+
+	if (!d)
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	f->dec = d;
+	if ((rc = read_generic_header(f, pos, w->end, &h, err)) != TF_OK)
+		return rc;
+	/* The header's pipeline carries AES itself when encrypted (§6, §9). */
+	d[f->ndec++] = (decoder){ h.pipeline, { .type = h.datatype, .cell_size = (uint32_t)h.cell_size,
+					       .version = h.version, .key = key } };
+	te.start = pos + h.header_size;
+	if (h.encryption && !key)
+		return tf_err(err, TF_E_NOKEY, "generic tile is encrypted and no key was given");
+	if (h.persisted_size > w->end - te.start)
+		return tf_err(err, TF_E_CORRUPT, "generic tile: %llu stored bytes claimed, %llu left",
+			      (unsigned long long)h.persisted_size, (unsigned long long)(w->end - te.start));
+	if ((rc = walk_chunks(w, te.start, f->size, &t, &te.stored, &te.size, err)) != TF_OK)
+		return rc;
+	atomic_init(&te.chunks, t);
+	if (te.stored != h.persisted_size || te.size != h.tile_size) {
+		free(t);
+		return tf_err(err, TF_E_CORRUPT, "generic tile: chunks take %llu bytes for %llu, header "
+			      "says %llu for %llu", (unsigned long long)te.stored, (unsigned long long)te.size,
+			      (unsigned long long)h.persisted_size, (unsigned long long)h.tile_size);
+	}
+	if ((rc = add_tile(f, &te, err)) != TF_OK)
+		free(t);
+	*next = te.start + te.stored;
+	return rc;
+}
+
+static tf_status open_generic(tf_file *f, const tf_file_spec *spec, tf_error *err)
+{
+	uint64_t fsize = (uint64_t)f->st.st_size, end = spec->generic_end ? spec->generic_end : fsize;
+	walker *w;
+	tf_status rc = TF_OK;
+
+	f->generic = true;
+	if (end > fsize)
+		return tf_err(err, TF_E_CORRUPT, "generic tiles end at %llu, after the file's end",
+			      (unsigned long long)end);
+	if (!(w = walker_new(f->fd, end)))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	for (uint64_t pos = 0; rc == TF_OK && pos < end;)
+		if ((rc = add_generic(f, w, pos, spec->key, &pos, err)) != TF_OK)
+			tf_err_prefix(err, "generic tile %zu (at byte %llu)", f->ntiles, (unsigned long long)pos);
+	free(w);
+	if (rc == TF_OK && end < fsize) {	/* e.g. a fragment metadata footer */
+		tile_ent raw = { .start = end, .stored = fsize - end, .size = fsize - end, .kind = TILE_RAW };
+		atomic_init(&raw.chunks, NULL);
+		if (raw.size > TF_MAX_CHUNK_BYTES)
+			return tf_err(err, TF_E_CORRUPT, "%llu bytes after the generic tiles",
+				      (unsigned long long)raw.size);
+		rc = add_tile(f, &raw, err);
+	}
 	return rc;
 }
 
@@ -418,10 +589,13 @@ static void file_free(tf_file *f)
 		close(f->fd);
 	if (f->var_fd >= 0)
 		close(f->var_fd);
-	tf_pipeline_free(f->pipeline);
-	tf_pipeline_free(f->var_pipeline);
-	index_free(&f->idx);
-	index_free(&f->var_idx);
+	for (size_t i = 0; i < f->ndec; i++)
+		tf_pipeline_free(f->dec[i].pipeline);
+	tf_pipeline_free(f->var.pipeline);
+	for (size_t t = 0; t < f->ntiles; t++)
+		free(atomic_load(&f->tiles[t].chunks));
+	free(f->tiles);
+	free(f->dec);
 	free(f->name);
 	free(f);
 }
@@ -467,104 +641,124 @@ void tf_file_unref(tf_file *f)
 		file_free(f);
 }
 
-/* ---- reading ------------------------------------------------------------------------------ */
+/* ---- tiles and chunks ------------------------------------------------------------------------ */
 
-uint64_t tf_file_size(const tf_file *f) { return f->idx.size; }
-size_t tf_file_nchunks(const tf_file *f) { return f->idx.n; }
+uint64_t tf_file_size(const tf_file *f) { return f->size; }
 const char *tf_file_name(const tf_file *f) { return f->name; }
+size_t tf_file_ntiles(const tf_file *f) { return f->ntiles; }
 
-size_t tf_file_index_bytes(const tf_file *f)
+void tf_file_tile_range(const tf_file *f, size_t tile, uint64_t *off, uint64_t *size)
 {
-	return sizeof(*f) + f->idx.cap * sizeof(chunk_ent) + f->idx.tcap * sizeof(tile_ent) +
-	       f->var_idx.cap * sizeof(chunk_ent) + f->var_idx.tcap * sizeof(tile_ent);
+	*off = f->tiles[tile].off;
+	*size = f->tiles[tile].size;
 }
 
-size_t tf_file_chunk_at(const tf_file *f, uint64_t off)
+tf_status tf_file_tile_chunks(const tf_file *f, size_t tile, size_t *nchunks, tf_error *err)
 {
-	size_t lo = 0, hi = f->idx.n;
+	const chunk_table *t = NULL;
+	tf_status rc = load_tile(f, tile, &t, err);
 
-	/* The last chunk starting at or before off; empty chunks share their
-	 * start with the next chunk, so this skips them. */
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (f->idx.chunks[mid].dec_off <= off)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
+	*nchunks = rc == TF_OK ? t->n : 0;
+	return rc;
 }
 
-void tf_file_chunk_range(const tf_file *f, size_t i, uint64_t *off, uint32_t *len)
+void tf_file_chunk_info(const tf_file *f, size_t tile, size_t c, tf_chunk_info *out)
 {
-	*off = f->idx.chunks[i].dec_off;
-	*len = f->idx.chunks[i].orig_len;
+	const chunk_ent *e = &atomic_load_explicit(&f->tiles[tile].chunks, memory_order_acquire)->c[c];
+
+	*out = (tf_chunk_info){ e->off, e->size, e->src_off, e->src_len };
 }
 
-void tf_file_chunk_where(const tf_file *f, size_t i, uint32_t *tile, uint32_t *chunk,
-			 uint64_t *src_off, uint64_t *src_len)
-{
-	const chunk_ent *c = &f->idx.chunks[i];
-
-	*tile = c->tile;
-	*chunk = c->index;
-	*src_off = c->src_off;
-	*src_len = c->src_len;
-}
-
-static tf_status decode_folded(const tf_file *f, tf_workspace *ws, const chunk_ent *c,
-			       uint8_t *dst, tf_error *err)
+/* Rebuild a folded offsets tile: the data tile's cell offsets, straight into dst. */
+static tf_status decode_folded(const tf_file *f, tf_workspace *ws, const chunk_ent *e, uint8_t *dst,
+			       tf_error *err)
 {
 	tf_buf offsets;
 	tf_status rc;
 
-	/* The offsets are written straight into dst: exactly orig_len bytes. */
-	tf_buf_wrap(&offsets, dst, c->orig_len);
-	rc = decode_data_tile(f, ws, c, &offsets, err);
-	if (rc == TF_OK && offsets.len != c->orig_len)
-		rc = tf_err(err, TF_E_STALE, "data tile now holds %zu cells, not %u", offsets.len / 8,
-			    c->orig_len / 8);
-	return rc;
+	tf_buf_wrap(&offsets, dst, e->size);
+	rc = decode_data_tile(f, ws, e->src_off, e->src_len, &offsets, err);
+	if (rc == TF_OK && offsets.len != e->size)
+		rc = tf_err(err, TF_E_CORRUPT, "data tile holds %zu cells, the offsets tile %u",
+			    offsets.len / 8, e->size / 8);
+	return rc == TF_OK ? rc : tf_err_prefix(err, "rebuilding offsets from the data tile");
 }
 
-tf_status tf_file_decode_chunk(const tf_file *f, tf_workspace *ws, size_t i, uint8_t *dst,
-			       tf_error *err)
+static tf_status decode_entry(const tf_file *f, tf_workspace *ws, const tile_ent *te,
+			      const chunk_ent *e, uint8_t *dst, tf_error *err)
 {
-	const chunk_ent *c = &f->idx.chunks[i];
 	tf_buf *io = tf_workspace_buf(ws, TF_WS_IO);
+	const decoder *d = &f->dec[te->dec];
 	tf_status rc;
 
-	if (c->flags & CHUNK_FOLDED) {
-		rc = decode_folded(f, ws, c, dst, err);
-	} else if ((rc = tf_buf_reserve(io, (size_t)c->src_len, err)) == TF_OK &&
-		   (rc = read_at(f->fd, c->src_off, io->p, (size_t)c->src_len, err)) == TF_OK) {
-		rc = tf_chunk_decode(f->pipeline, &f->env, ws, tf_span_of(io->p, (size_t)c->src_len),
-				     dst, NULL, err);
+	switch (te->kind) {
+	case TILE_FOLDED:
+		return decode_folded(f, ws, e, dst, err);
+	case TILE_RAW:
+		return read_at(f->fd, e->src_off, dst, e->size, err);
+	case TILE_CHUNKED:
+		break;
 	}
+	if (e->src_len > SIZE_MAX)
+		return tf_err(err, TF_E_NOMEM, "chunk too large");
+	if ((rc = tf_buf_reserve(io, (size_t)e->src_len, err)) != TF_OK ||
+	    (rc = read_at(f->fd, e->src_off, io->p, (size_t)e->src_len, err)) != TF_OK)
+		return rc;
+	return tf_chunk_decode(d->pipeline, &d->env, ws, tf_span_of(io->p, (size_t)e->src_len), dst,
+			       NULL, err);
+}
+
+tf_status tf_file_decode(const tf_file *f, tf_workspace *ws, size_t tile, size_t c, uint8_t *dst,
+			 tf_error *err)
+{
+	const tile_ent *te = &f->tiles[tile];
+	const chunk_table *t = atomic_load_explicit(&te->chunks, memory_order_acquire);
+	tf_status rc;
+
+	if (!t || c >= t->n)
+		return tf_err(err, TF_E_INVAL, "%s: tile %zu, chunk %zu: not loaded", f->name, tile, c);
+	rc = decode_entry(f, ws, te, &t->c[c], dst, err);
 	if (rc != TF_OK)
-		tf_err_prefix(err, "%s: tile %u, chunk %u", f->name, c->tile, c->index);
+		tf_err_prefix(err, "%s: tile %zu, chunk %zu", f->name, tile, c);
 	return rc;
 }
+
+/* ---- facts --------------------------------------------------------------------------------- */
 
 void tf_file_get_info(const tf_file *f, tf_file_info *info)
 {
 	memset(info, 0, sizeof(*info));
-	info->tiles = f->idx.ntiles;
-	info->chunks = f->idx.n;
+	info->tiles = f->ntiles;
+	for (size_t t = 0; t < f->ntiles; t++) {
+		const chunk_table *ct = atomic_load(&f->tiles[t].chunks);
+		info->chunks += ct ? ct->n : 0;
+	}
 	info->stored_bytes = (uint64_t)f->st.st_size;
-	info->decoded_bytes = f->idx.size;
+	info->decoded_bytes = f->size;
 	info->folded_tiles = f->folded;
-	info->type = f->env.type;
+	info->type = f->dec ? f->dec[0].env.type : TF_DT_CHAR;
 	info->cell_val_num = f->generic ? 1 : f->cell_val_num;
-	info->version = f->env.version;
+	info->version = f->dec ? f->dec[0].env.version : 0;
 	info->generic = f->generic;
-	info->encrypted = tf_pipeline_has(f->pipeline, TF_F_AES_256_GCM);
-	info->var_string = f->env.var_string;
+	info->encrypted = f->dec && tf_pipeline_has(f->dec[0].pipeline, TF_F_AES_256_GCM);
+	info->var_string = f->dec && f->dec[0].env.var_string;
+	info->from_layout = f->from_layout;
 }
 
 char *tf_file_pipeline_text(const tf_file *f)
 {
-	return tf_pipeline_text(f->pipeline);
+	return f->ndec ? tf_pipeline_text(f->dec[0].pipeline) : strdup("");
+}
+
+size_t tf_file_index_bytes(const tf_file *f)
+{
+	size_t n = sizeof(*f) + f->tcap * sizeof(tile_ent);
+
+	for (size_t t = 0; t < f->ntiles; t++) {
+		const chunk_table *ct = atomic_load(&f->tiles[t].chunks);
+		n += ct ? sizeof(*ct) + ct->n * sizeof(chunk_ent) : 0;
+	}
+	return n;
 }
 
 bool tf_file_is_current(const tf_file *f, const struct stat *now)
@@ -574,13 +768,15 @@ bool tf_file_is_current(const tf_file *f, const struct stat *now)
 	       now->st_mtim.tv_nsec == f->st.st_mtim.tv_nsec;
 }
 
-/* ---- reading through the cache ------------------------------------------------------------------ */
+/* ---- reading through the cache --------------------------------------------------------------- */
 
 #define AHEAD_MAX_BYTES ((uint64_t)16 << 20)
+/* Cache entries are keyed by tile and chunk within the tile. */
+#define CHUNK_KEY(tile, c) ((uint64_t)(tile) << 32 | (uint64_t)(c))
 
-static tf_status load_chunk(void *ctx, uint64_t index, uint8_t *dst, tf_workspace *ws, tf_error *err)
+static tf_status load_chunk(void *ctx, uint64_t key, uint8_t *dst, tf_workspace *ws, tf_error *err)
 {
-	return tf_file_decode_chunk(ctx, ws, (size_t)index, dst, err);
+	return tf_file_decode(ctx, ws, (size_t)(key >> 32), (size_t)(key & 0xffffffffu), dst, err);
 }
 
 static void hold_file(void *ctx) { tf_file_ref(ctx); }
@@ -601,65 +797,133 @@ static uint64_t owner_in(tf_file *f, tf_cache *c)
 	return id;
 }
 
-/* Queue decode-ahead for a sequential reader now at `off`: keep the
- * workers busy on the chunks it will want next, within a window small
- * against the cache budget so prefetched chunks are not evicted unread. */
-static void decode_ahead(tf_file *f, tf_cache *c, tf_read_state *rs, uint64_t off, uint64_t owner,
-			 const tf_cache_source *src)
+/* The last tile starting at or before off; empty tiles share their start
+ * with the next one, so this skips them.  Same for chunks in a tile. */
+static size_t tile_at(const tf_file *f, uint64_t off)
+{
+	size_t lo = 0, hi = f->ntiles;
+
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		*(f->tiles[mid].off <= off ? &lo : &hi) = mid;
+	}
+	return lo;
+}
+
+static size_t chunk_at(const chunk_table *t, uint64_t off)
+{
+	size_t lo = 0, hi = t->n;
+
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		*(t->c[mid].off <= off ? &lo : &hi) = mid;
+	}
+	return lo;
+}
+
+typedef tf_status (*chunk_visit)(tf_file *f, size_t tile, size_t c, const chunk_ent *e, void *arg,
+				 tf_error *err);
+
+/* Call visit for every non-empty chunk overlapping [from, to), in order,
+ * loading tile chunk lists as needed. */
+static tf_status each_chunk(tf_file *f, uint64_t from, uint64_t to, chunk_visit visit, void *arg,
+			    tf_error *err)
+{
+	tf_status rc = TF_OK;
+
+	if (from >= to || !f->ntiles)
+		return TF_OK;
+	for (size_t t = tile_at(f, from); rc == TF_OK && t < f->ntiles && f->tiles[t].off < to; t++) {
+		const tile_ent *te = &f->tiles[t];
+		const chunk_table *ct = NULL;
+
+		if (!te->size || te->off + te->size <= from)
+			continue;
+		if ((rc = load_tile(f, t, &ct, err)) != TF_OK)
+			break;
+		for (size_t c = chunk_at(ct, from); rc == TF_OK && c < ct->n && ct->c[c].off < to; c++)
+			if (ct->c[c].size && ct->c[c].off + ct->c[c].size > from)
+				rc = visit(f, t, c, &ct->c[c], arg, err);
+	}
+	return rc;
+}
+
+typedef struct read_job {
+	tf_cache *cache;
+	tf_workspace *ws;
+	const tf_cache_source *src;
+	uint64_t owner, pos, end;
+	uint8_t *dst;		/* where pos goes */
+} read_job;
+
+static tf_status copy_chunk(tf_file *f, size_t tile, size_t c, const chunk_ent *e, void *arg,
+			    tf_error *err)
+{
+	read_job *j = arg;
+	uint64_t from = j->pos - e->off, n = e->size - from;
+	tf_cache_entry *ce;
+	tf_status rc;
+
+	(void)f;
+	if (n > j->end - j->pos)
+		n = j->end - j->pos;
+	rc = tf_cache_get(j->cache, j->owner, CHUNK_KEY(tile, c), e->size, j->src, j->ws, &ce, err);
+	if (rc != TF_OK)
+		return rc;
+	memcpy(j->dst, tf_cache_data(ce) + from, (size_t)n);
+	tf_cache_release(j->cache, ce);
+	j->dst += n;
+	j->pos += n;
+	return TF_OK;
+}
+
+static tf_status queue_chunk(tf_file *f, size_t tile, size_t c, const chunk_ent *e, void *arg,
+			     tf_error *err)
+{
+	read_job *j = arg;
+
+	(void)f, (void)err;
+	tf_cache_prefetch(j->cache, j->owner, CHUNK_KEY(tile, c), e->size, j->src);
+	j->pos = e->off + e->size;
+	return TF_OK;
+}
+
+/* A sequential reader now at j->pos: keep the workers busy on the chunks it
+ * will want next, within a window small against the cache budget so that
+ * prefetched chunks are not evicted unread. */
+static void decode_ahead(tf_file *f, tf_read_state *rs, read_job j)
 {
 	tf_cache_stats st;
-	uint64_t window, from, to;
+	uint64_t window, from;
+	tf_error ignored;
 
-	if (!rs || !tf_cache_workers(c) || off != atomic_load(&rs->next))
+	if (!rs || !tf_cache_workers(j.cache) || j.pos != atomic_load(&rs->next))
 		return;
-	tf_cache_get_stats(c, &st);
+	tf_cache_get_stats(j.cache, &st);
 	window = st.budget / 4 < AHEAD_MAX_BYTES ? st.budget / 4 : AHEAD_MAX_BYTES;
 	from = atomic_load(&rs->ahead);
-	if (from < off)
-		from = off;
-	to = off + window < f->idx.size ? off + window : f->idx.size;
-	for (size_t i = tf_file_chunk_at(f, from); from < to && i < f->idx.n; i++) {
-		const chunk_ent *ce = &f->idx.chunks[i];
-
-		if (ce->dec_off >= to)
-			break;
-		if (ce->dec_off + ce->orig_len > from && ce->orig_len)
-			tf_cache_prefetch(c, owner, i, ce->orig_len, src);
-		from = ce->dec_off + ce->orig_len;
-	}
-	if (from > atomic_load(&rs->ahead))
-		atomic_store(&rs->ahead, from);
+	j.pos = from > j.pos ? from : j.pos;
+	from = j.pos;
+	if (each_chunk(f, from, j.end + window < f->size ? j.end + window : f->size, queue_chunk, &j,
+		       &ignored) == TF_OK && j.pos > atomic_load(&rs->ahead))
+		atomic_store(&rs->ahead, j.pos);
 }
 
 tf_status tf_file_read(tf_file *f, tf_cache *c, tf_workspace *ws, tf_read_state *rs, uint64_t off,
 		       size_t len, uint8_t *dst, size_t *got, tf_error *err)
 {
 	const tf_cache_source src = { f, load_chunk, hold_file, release_file };
-	uint64_t owner = owner_in(f, c), end, pos = off;
-	tf_status rc = TF_OK;
+	read_job j = { c, ws, &src, owner_in(f, c), off, 0, dst };
+	tf_status rc;
 
 	*got = 0;
-	if (off >= f->idx.size || len == 0)
+	if (off >= f->size || len == 0)
 		return TF_OK;
-	end = len < f->idx.size - off ? off + len : f->idx.size;
-	decode_ahead(f, c, rs, off, owner, &src);
-	for (size_t i = tf_file_chunk_at(f, off); pos < end && i < f->idx.n; i++) {
-		const chunk_ent *ce = &f->idx.chunks[i];
-		uint64_t from = pos - ce->dec_off, n = ce->orig_len - from;
-		tf_cache_entry *e;
-
-		if (ce->orig_len == 0 || pos >= ce->dec_off + ce->orig_len)
-			continue;
-		if (n > end - pos)
-			n = end - pos;
-		if ((rc = tf_cache_get(c, owner, i, ce->orig_len, &src, ws, &e, err)) != TF_OK)
-			break;
-		memcpy(dst + (pos - off), tf_cache_data(e) + from, (size_t)n);
-		tf_cache_release(c, e);
-		pos += n;
-	}
+	j.end = len < f->size - off ? off + len : f->size;
+	decode_ahead(f, rs, j);
+	rc = each_chunk(f, off, j.end, copy_chunk, &j, err);
 	if (rs)
-		atomic_store(&rs->next, pos);
-	*got = (size_t)(pos - off);
+		atomic_store(&rs->next, j.pos);
+	*got = (size_t)(j.pos - off);
 	return rc;
 }

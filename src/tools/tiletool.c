@@ -219,43 +219,37 @@ static bool write_all(FILE *out, const uint8_t *p, size_t n)
 }
 
 /* Decode every chunk of f in order; hand each to out (if non-NULL).  With
- * keep_going, report every failing chunk and go on.  Returns errors seen. */
+ * keep_going, report every failing chunk (or tile) and go on.  Returns the
+ * number of errors. */
 static unsigned decode_chunks(tf_file *f, FILE *out, bool keep_going)
 {
 	tf_workspace *ws = tf_workspace_new();
-	uint8_t *buf = NULL;
-	size_t cap = 0;
-	unsigned errors = 0;
+	tf_buf buf = TF_BUF_INIT(TF_MAX_CHUNK_BYTES);
+	unsigned errors = !ws;
 	tf_error err;
 
-	for (size_t i = 0; ws && i < tf_file_nchunks(f); i++) {
-		uint64_t off;
-		uint32_t len;
+	for (size_t t = 0; ws && t < tf_file_ntiles(f) && (keep_going || !errors); t++) {
+		size_t n = 0;
 
-		tf_file_chunk_range(f, i, &off, &len);
-		if (len > cap) {
-			free(buf);
-			cap = len;
-			if (!(buf = malloc(cap))) {
-				fprintf(stderr, "%s: out of memory\n", prog);
-				errors++;
-				break;
-			}
-		}
-		if (tf_file_decode_chunk(f, ws, i, buf, &err) != TF_OK) {
+		if (tf_file_tile_chunks(f, t, &n, &err) != TF_OK) {
 			fprintf(stderr, "%s: %s\n", prog, err.msg);
 			errors++;
-			if (!keep_going)
-				break;
-		} else if (out && !write_all(out, buf, len)) {
-			fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
-			errors++;
-			break;
+		}
+		for (size_t c = 0; c < n && (keep_going || !errors); c++) {
+			tf_chunk_info ci;
+
+			tf_file_chunk_info(f, t, c, &ci);
+			if (tf_buf_reserve(&buf, ci.size, &err) != TF_OK ||
+			    tf_file_decode(f, ws, t, c, buf.p, &err) != TF_OK) {
+				fprintf(stderr, "%s: %s\n", prog, err.msg);
+				errors++;
+			} else if (out && !write_all(out, buf.p, ci.size)) {
+				fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
+				return errors + 1;
+			}
 		}
 	}
-	if (!ws)
-		errors++;
-	free(buf);
+	tf_buf_free(&buf);
 	tf_workspace_free(ws);
 	return errors;
 }
@@ -308,6 +302,7 @@ static int cmd_verify(opts *o, int nfiles, char **files)
 	if (nfiles < 1)
 		return usage_error("%s", "verify needs at least one FILE");
 	for (int i = 0; i < nfiles; i++) {
+		tf_file_info info;
 		tf_file *f;
 		tf_error err;
 		unsigned errors;
@@ -318,8 +313,9 @@ static int cmd_verify(opts *o, int nfiles, char **files)
 			continue;
 		}
 		errors = decode_chunks(f, NULL, true);
-		printf("%s: %s (%zu chunks, %" PRIu64 " bytes decoded%s)\n", files[i],
-		       errors ? "FAILED" : "ok", tf_file_nchunks(f), tf_file_size(f),
+		tf_file_get_info(f, &info);
+		printf("%s: %s (%" PRIu64 " tiles, %" PRIu64 " chunks, %" PRIu64 " bytes decoded%s)\n",
+		       files[i], errors ? "FAILED" : "ok", info.tiles, info.chunks, tf_file_size(f),
 		       errors ? ", see errors above" : "");
 		bad += errors != 0;
 		tf_file_unref(f);
@@ -333,14 +329,21 @@ static void print_chunks(const tf_file *f)
 {
 	printf("  %-6s %-6s %14s %10s %14s %10s\n", "tile", "chunk", "decoded at", "bytes",
 	       "stored at", "bytes");
-	for (size_t i = 0; i < tf_file_nchunks(f); i++) {
-		uint64_t off, src_off, src_len;
-		uint32_t len, tile, chunk;
+	for (size_t t = 0; t < tf_file_ntiles(f); t++) {
+		size_t n;
+		tf_error err;
 
-		tf_file_chunk_range(f, i, &off, &len);
-		tf_file_chunk_where(f, i, &tile, &chunk, &src_off, &src_len);
-		printf("  %-6u %-6u %14" PRIu64 " %10u %14" PRIu64 " %10" PRIu64 "\n", tile, chunk, off,
-		       len, src_off, src_len);
+		if (tf_file_tile_chunks(f, t, &n, &err) != TF_OK) {
+			printf("  %-6zu %s\n", t, err.msg);
+			continue;
+		}
+		for (size_t c = 0; c < n; c++) {
+			tf_chunk_info ci;
+
+			tf_file_chunk_info(f, t, c, &ci);
+			printf("  %-6zu %-6zu %14" PRIu64 " %10u %14" PRIu64 " %10" PRIu64 "\n", t, c, ci.off,
+			       ci.size, ci.src_off, ci.src_len);
+		}
 	}
 }
 
