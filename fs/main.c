@@ -110,6 +110,7 @@ static int start(tilefs *fs)
 	tf_config_lock_keys(fs->config);
 	if (!workers)
 		workers = ncpu > 0 ? (unsigned)ncpu : 2;
+	pthread_mutex_init(&fs->arrays_lock, NULL);
 	if (tf_cache_new(fs->settings->cache_size, workers, &fs->cache, &err) != TF_OK ||
 	    fs_table_init(&fs->table, fs->settings->index_budget) != 0 ||
 	    pthread_key_create(&fs->workspace_key, free_workspace) != 0) {
@@ -148,6 +149,7 @@ static void teardown(tilefs *fs)
 	if (fs->cache) {
 		fs_table_destroy(&fs->table);
 		tf_cache_free(fs->cache);
+		fs_arrays_destroy(fs);
 	}
 	tf_config_free(fs->config);	/* wipes the keys */
 	if (fs->source_fd > 0)

@@ -239,7 +239,25 @@ static int op_release(const char *path, struct fuse_file_info *fi)
 
 static const char *const file_attrs[] = {
 	"pipeline", "datatype", "tiles", "chunks", "filtered_size", "error",
+	"field", "fragment", "format_version",
 };
+
+/* The array facts of a node: field "NAME (ROLE)", fragment, format version. */
+static char *array_attr(tilefs *fs, fs_node *n, const char *name)
+{
+	fs_facts fx;
+	char *s = NULL;
+
+	fs_node_facts(fs, n, &fx);
+	if (!strcmp(name, "field") && fx.field[0] && asprintf(&s, "%s (%s)", fx.field, fx.role) < 0)
+		return NULL;
+	if (!strcmp(name, "fragment") && fx.fragment[0])
+		return strdup(fx.fragment);
+	if (!strcmp(name, "format_version") && fx.format_version &&
+	    asprintf(&s, "%" PRIu32, fx.format_version) < 0)
+		return NULL;
+	return s;
+}
 
 /* Text of attribute `name` (without prefix) of a decoded file; malloc'd or NULL. */
 static char *file_attr(tilefs *fs, fs_node *n, const tf_file *f, const char *name)
@@ -252,6 +270,8 @@ static char *file_attr(tilefs *fs, fs_node *n, const tf_file *f, const char *nam
 		return tf_file_pipeline_text(f);
 	if (!strcmp(name, "error"))
 		return fs_node_error(fs, n);
+	if (!strcmp(name, "field") || !strcmp(name, "fragment") || !strcmp(name, "format_version"))
+		return array_attr(fs, n, name);
 	if (!strcmp(name, "datatype"))
 		return strdup(tf_datatype_name(i.type));
 	if (!strcmp(name, "tiles") && asprintf(&s, "%" PRIu64, i.tiles) < 0)
@@ -338,12 +358,13 @@ static int op_listxattr(const char *path, char *list, size_t size)
 	if (!strcmp(rel, "."))
 		len = (size_t)snprintf(names, sizeof(names), XATTR_PREFIX "cache") + 1;
 	else if (decoded_node(fs, rel, &n, &f) == 0) {
-		char *err = fs_node_error(fs, n);
-		for (size_t i = 0; i < sizeof(file_attrs) / sizeof(file_attrs[0]); i++)
-			if (strcmp(file_attrs[i], "error") || err)
+		for (size_t i = 0; i < sizeof(file_attrs) / sizeof(file_attrs[0]); i++) {
+			char *v = file_attr(fs, n, f, file_attrs[i]);	/* only those with a value */
+			if (v)
 				len += (size_t)snprintf(names + len, sizeof(names) - len, XATTR_PREFIX "%s",
 							file_attrs[i]) + 1;
-		free(err);
+			free(v);
+		}
 		fs_node_release(fs, n);
 		tf_file_unref(f);
 	}

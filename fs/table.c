@@ -24,6 +24,8 @@ struct fs_node {
 	int pins;		/* lookups in progress and open handles */
 	int index_errno;
 	char *error;		/* last decode or index error */
+	char *field, *role, *fragment;	/* what the array says the file is */
+	uint32_t format_version;
 	size_t bytes;
 	fs_node *hnext, *prev, *next;
 };
@@ -47,9 +49,19 @@ int fs_table_init(fs_table *t, size_t index_budget)
 	return t->buckets ? 0 : -ENOMEM;
 }
 
+static void clear_facts(fs_node *n)
+{
+	free(n->field);
+	free(n->role);
+	free(n->fragment);
+	n->field = n->role = n->fragment = NULL;
+	n->format_version = 0;
+}
+
 static void node_free(fs_node *n)
 {
 	tf_file_unref(n->file);
+	clear_facts(n);
 	free(n->rel);
 	free(n->error);
 	free(n);
@@ -158,9 +170,13 @@ static void evict(fs_table *t)
 
 /* ---- building an index ------------------------------------------------------------------------ */
 
-bool fs_is_decoded(const tilefs *fs, const char *rel)
+bool fs_is_decoded(tilefs *fs, const char *rel)
 {
-	return tf_config_match(fs->config, rel) != NULL;
+	const char *inner;
+
+	if (tf_config_match(fs->config, rel))
+		return true;
+	return fs_array_of(fs, rel, &inner) && tf_array_is_decoded_name(inner);
 }
 
 static int abs_path(const tilefs *fs, const char *rel, char *out, size_t n)
@@ -188,7 +204,34 @@ static tf_status add_var_data(const tilefs *fs, const char *rel, const tf_rule *
 	return TF_OK;
 }
 
-static tf_status build_index(const tilefs *fs, const char *rel, tf_file **out, tf_error *err)
+/* Facts a node keeps for its attributes: from the array, or none. */
+typedef struct facts {
+	char *field, *role, *fragment;
+	uint32_t format_version;
+} facts;
+
+/* A file no rule matches, inside a TileDB array: its array says how. */
+static tf_status build_from_array(tilefs *fs, const char *rel, tf_file **out, facts *fx, tf_error *err)
+{
+	const char *inner;
+	tf_array *a = fs_array_of(fs, rel, &inner);
+	tf_array_file af;
+	tf_status rc;
+
+	if (!a)
+		return tf_err(err, TF_E_IO, "%s: its TileDB array cannot be opened", rel);
+	if ((rc = tf_array_describe(a, inner, &af, err)) != TF_OK)
+		return tf_err_prefix(err, "%s", rel);
+	rc = tf_file_open(af.path, rel, &af.spec, out, err);
+	fx->field = af.field ? strdup(af.field) : NULL;
+	fx->role = af.kind ? strdup(af.kind) : NULL;
+	fx->fragment = af.fragment ? strdup(af.fragment) : NULL;
+	fx->format_version = af.format_version;
+	tf_array_file_clear(&af);
+	return rc;
+}
+
+static tf_status build_index(tilefs *fs, const char *rel, tf_file **out, facts *fx, tf_error *err)
 {
 	const tf_rule *r = tf_config_match(fs->config, rel);
 	char path[PATH_MAX], var_path[PATH_MAX];
@@ -196,7 +239,7 @@ static tf_status build_index(const tilefs *fs, const char *rel, tf_file **out, t
 	tf_status rc;
 
 	if (!r)
-		return tf_err(err, TF_E_INVAL, "%s: no rule", rel);
+		return build_from_array(fs, rel, out, fx, err);
 	spec = (tf_file_spec){ .pipeline = r->pipeline, .type = r->type, .cell_val_num = r->cell_val_num,
 			       .version = r->version, .key = r->key, .generic = r->generic };
 	if (abs_path(fs, rel, path, sizeof(path)))
@@ -224,19 +267,26 @@ static void refresh(tilefs *fs, fs_node *n, const struct stat *st)
 {
 	fs_table *t = &fs->table;
 	tf_file *f = NULL;
+	facts fx = { 0 };
 	tf_error err;
 	tf_status rc;
 
 	pthread_mutex_unlock(&t->lock);
-	rc = build_index(fs, n->rel, &f, &err);
+	rc = build_index(fs, n->rel, &f, &fx, &err);
 	if (rc != TF_OK)
 		fs_log(TF_LOG_ERROR, "%s", err.msg);
 	pthread_mutex_lock(&t->lock);
 	if ((n->file && tf_file_is_current(n->file, st)) ||
 	    (!n->file && n->index_errno && same_source(&n->src, st))) {
 		tf_file_unref(f);	/* lost the race: keep theirs */
+		free(fx.field), free(fx.role), free(fx.fragment);
 		return;
 	}
+	clear_facts(n);
+	n->field = fx.field;
+	n->role = fx.role;
+	n->fragment = fx.fragment;
+	n->format_version = fx.format_version;
 	tf_file_unref(n->file);
 	t->index_bytes -= n->bytes;
 	n->file = f;
@@ -299,6 +349,16 @@ void fs_node_set_error(tilefs *fs, fs_node *n, const char *msg)
 {
 	pthread_mutex_lock(&fs->table.lock);
 	set_error_locked(n, msg);
+	pthread_mutex_unlock(&fs->table.lock);
+}
+
+void fs_node_facts(tilefs *fs, fs_node *n, fs_facts *out)
+{
+	pthread_mutex_lock(&fs->table.lock);
+	snprintf(out->field, sizeof(out->field), "%s", n->field ? n->field : "");
+	snprintf(out->role, sizeof(out->role), "%s", n->role ? n->role : "");
+	snprintf(out->fragment, sizeof(out->fragment), "%s", n->fragment ? n->fragment : "");
+	out->format_version = n->format_version;
 	pthread_mutex_unlock(&fs->table.lock);
 }
 

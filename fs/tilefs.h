@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "tf_array.h"
 #include "tf_cache.h"
 #include "tf_config.h"
 #include "tf_file.h"
@@ -26,6 +27,8 @@ enum { TFS_EXIT_FUSE = 1, TFS_EXIT_USAGE = 2, TFS_EXIT_CONFIG = 3, TFS_EXIT_KEY 
 
 /* A source file shown decoded, with its index while the source is unchanged. */
 typedef struct fs_node fs_node;
+/* A TileDB array under SOURCE. */
+typedef struct fs_array fs_array;
 
 typedef struct fs_table {
 	pthread_mutex_t lock;
@@ -44,6 +47,8 @@ typedef struct tilefs {
 	tf_cache *cache;		/* created after daemonizing (threads) */
 	fs_table table;
 	pthread_key_t workspace_key;	/* per-thread tf_workspace */
+	pthread_mutex_t arrays_lock;
+	fs_array *arrays;		/* arrays seen so far */
 	bool foreground;
 } tilefs;
 
@@ -66,8 +71,21 @@ void fs_node_release(tilefs *fs, fs_node *n);
 /* Remember/get the last decode error of a node (for user.tilefs.error). */
 void fs_node_set_error(tilefs *fs, fs_node *n, const char *msg);
 char *fs_node_error(tilefs *fs, fs_node *n);
-/* Whether rel is a file a rule decodes (or the schema would, later). */
-bool fs_is_decoded(const tilefs *fs, const char *rel);
+/* Whether rel is a file tilefs decodes: a [match] rule, else its array. */
+bool fs_is_decoded(tilefs *fs, const char *rel);
+
+/* Facts shown as user.tilefs.* attributes of a decoded file, from its
+ * array ("" and 0 when unknown). */
+typedef struct fs_facts {
+	char field[256], role[32], fragment[256];
+	uint32_t format_version;
+} fs_facts;
+void fs_node_facts(tilefs *fs, fs_node *n, fs_facts *out);
+
+/* arrays.c */
+/* The TileDB array holding rel (NULL: none), and rel inside it. */
+tf_array *fs_array_of(tilefs *fs, const char *rel, const char **inner);
+void fs_arrays_destroy(tilefs *fs);
 
 /* log.c */
 void fs_log_init(bool foreground, tf_log_level level);

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tf_array.h"
 #include "tf_file.h"
 #include "tf_keys.h"
 #include "tf_pipeline.h"
@@ -32,7 +33,8 @@ typedef struct opts {
 	tf_datatype type, var_type;
 	uint32_t cell_val_num, version;
 	uint64_t tile_size;
-	bool generic, verbose, have_spec;
+	bool generic, verbose, have_spec, all;
+	bool explicit;		/* any of -F -t -n -V --generic --var-*: no array lookup */
 	/* resolved */
 	tf_pipeline *pipeline, *var_pipeline;
 	tf_key *key;
@@ -106,6 +108,7 @@ static const struct option long_opts[] = {
 	{ "output", required_argument, NULL, 'o' },
 	{ "generic", no_argument, NULL, 'g' },
 	{ "verbose", no_argument, NULL, 'v' },
+	{ "all", no_argument, NULL, 'a' },
 	{ "var-data", required_argument, NULL, OPT_VAR_DATA },
 	{ "var-filters", required_argument, NULL, OPT_VAR_FILTERS },
 	{ "var-type", required_argument, NULL, OPT_VAR_TYPE },
@@ -148,21 +151,23 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts *o)
 	uint64_t n;
 	int c, rc = 0;
 
-	while (rc == 0 && (c = getopt_long(argc, argv, "F:t:n:k:V:o:gv", long_opts, NULL)) != -1) {
+	while (rc == 0 && (c = getopt_long(argc, argv, "F:t:n:k:V:o:gva", long_opts, NULL)) != -1) {
 		switch (c) {
-		case 'F': o->spec = optarg; o->have_spec = true; break;
-		case 't': rc = parse_type(optarg, &o->type); break;
-		case 'n': rc = parse_cells(optarg, &o->cell_val_num); break;
+		case 'F': o->spec = optarg; o->have_spec = o->explicit = true; break;
+		case 't': rc = parse_type(optarg, &o->type); o->explicit = true; break;
+		case 'n': rc = parse_cells(optarg, &o->cell_val_num); o->explicit = true; break;
 		case 'k': o->keyfile = optarg; break;
 		case 'V':
 			if (!parse_u64(optarg, &n) || n > UINT32_MAX)
 				rc = usage_error("bad format version '%s'", optarg);
 			o->version = (uint32_t)n;
+			o->explicit = true;
 			break;
 		case 'o': o->out = optarg; break;
-		case 'g': o->generic = true; break;
+		case 'g': o->generic = o->explicit = true; break;
 		case 'v': o->verbose = true; break;
-		case OPT_VAR_DATA: o->var_data = optarg; break;
+		case 'a': o->all = true; break;
+		case OPT_VAR_DATA: o->var_data = optarg; o->explicit = true; break;
 		case OPT_VAR_FILTERS: o->var_spec = optarg; break;
 		case OPT_VAR_TYPE: rc = parse_type(optarg, &o->var_type); break;
 		case OPT_TILE_SIZE:
@@ -201,6 +206,40 @@ static void opts_free(opts *o)
 	tf_key_free(o->key);
 }
 
+/* A file inside a TileDB array (below the nearest ancestor with __schema/
+ * or __array_schema.tdb), opened as its array says.  *found tells whether
+ * the array knows the file at all. */
+static tf_status open_in_array(const opts *o, const char *path, tf_file **f, bool *found, tf_error *err)
+{
+	char *root = NULL, *full = realpath(path, NULL);
+	tf_array *a = NULL;
+	tf_array_file af;
+	tf_status rc = TF_E_INVAL;
+
+	*found = false;
+	for (char *slash = full ? strrchr(full, '/') : NULL; slash && slash > full && !root;
+	     slash = root ? slash : strrchr(full, '/')) {
+		*slash = '\0';
+		if (tf_array_detect(full))
+			root = full;
+		else if (!strrchr(full, '/'))
+			break;
+	}
+	if (root && tf_array_open(root, o->key, &a, err) == TF_OK) {
+		char *again = realpath(path, NULL);
+		rc = again ? tf_array_describe(a, again + strlen(root) + 1, &af, err) : TF_E_NOMEM;
+		free(again);
+		*found = rc != TF_E_INVAL;
+		if (rc == TF_OK) {
+			rc = tf_file_open(af.path, path, &af.spec, f, err);
+			tf_array_file_clear(&af);
+		}
+		tf_array_free(a);
+	}
+	free(full);
+	return rc;
+}
+
 static tf_status open_file(const opts *o, const char *path, tf_file **f, tf_error *err)
 {
 	tf_file_spec spec = {
@@ -208,6 +247,12 @@ static tf_status open_file(const opts *o, const char *path, tf_file **f, tf_erro
 		.version = o->version, .key = o->key, .generic = o->generic,
 		.var_data = o->var_data, .var_pipeline = o->var_pipeline, .var_type = o->var_type,
 	};
+	bool found;
+	tf_status rc;
+
+	/* A file inside a TileDB array needs no flags: its schema says it all. */
+	if (!o->explicit && ((rc = open_in_array(o, path, f, &found, err)) == TF_OK || found))
+		return rc;
 	return tf_file_open(path, NULL, &spec, f, err);
 }
 
@@ -215,7 +260,7 @@ static tf_status open_file(const opts *o, const char *path, tf_file **f, tf_erro
 
 static bool write_all(FILE *out, const uint8_t *p, size_t n)
 {
-	return fwrite(p, 1, n, out) == n;
+	return n == 0 || fwrite(p, 1, n, out) == n;
 }
 
 /* Decode every chunk of f in order; hand each to out (if non-NULL).  With
@@ -482,6 +527,35 @@ static int cmd_encode(opts *o, int nfiles, char **files)
 	return rc;
 }
 
+/* ---- schema ------------------------------------------------------------------------------- */
+
+static int cmd_schema(opts *o, int nfiles, char **files)
+{
+	const tf_schema *s;
+	tf_array *a;
+	tf_error err;
+	char *name = NULL;
+	int rc = 0;
+
+	if (nfiles != 1)
+		return usage_error("%s", "schema takes one ARRAY directory");
+	if (!tf_array_detect(files[0])) {
+		fprintf(stderr, "%s: %s: not a TileDB array (no __schema/ or __array_schema.tdb)\n", prog, files[0]);
+		return EXIT_DATA;
+	}
+	if (tf_array_open(files[0], o->key, &a, &err) != TF_OK ||
+	    tf_array_latest_schema(a, &s, &name, &err) != TF_OK) {
+		fprintf(stderr, "%s: %s: %s\n", prog, files[0], err.msg);
+		rc = EXIT_DATA;
+	} else {
+		printf("%s (%s)\n", files[0], name);
+		tf_schema_print(s, stdout);
+	}
+	free(name);
+	tf_array_free(a);
+	return rc;
+}
+
 /* ---- main ------------------------------------------------------------------------------- */
 
 static const struct {
@@ -489,6 +563,7 @@ static const struct {
 	int (*run)(opts *o, int nfiles, char **files);
 } commands[] = {
 	{ "decode", cmd_decode }, { "info", cmd_info }, { "verify", cmd_verify }, { "encode", cmd_encode },
+	{ "schema", cmd_schema },
 };
 
 int main(int argc, char **argv)

@@ -1,0 +1,62 @@
+/*
+ * tf_fragment.h - a fragment's metadata (__fragment_metadata.tdb, FORMAT-NOTES
+ * §8): which schema it was written with, its format version, and for every
+ * field where each tile is stored and how big it is decoded, so that data
+ * files can be indexed without walking their chunk headers.
+ *
+ * Formats 1-2 keep everything in one generic tile; from format 3 on the
+ * file is a run of generic tiles followed by a plain footer that says where
+ * each of them is.  Per-field tile lists are read on first use.
+ */
+#ifndef TF_FRAGMENT_H
+#define TF_FRAGMENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tf_file.h"
+#include "tf_keys.h"
+#include "tf_schema.h"
+#include "tf_status.h"
+
+typedef struct tf_fragment tf_fragment;
+
+/* The schema a fragment names (format >= 10), by file name under __schema/. */
+typedef tf_status (*tf_schema_lookup)(void *ctx, const char *name, const tf_schema **out,
+				      tf_error *err);
+
+/*
+ * Read the metadata of the fragment in directory dir, whose name is `name`
+ * (it carries the format version for formats 3-9).  Fragments before format
+ * 10 use `legacy` (the array's __array_schema.tdb); later ones get theirs
+ * from lookup.
+ */
+tf_status tf_fragment_open(const char *dir, const char *name, const tf_schema *legacy,
+			   tf_schema_lookup lookup, void *ctx, const tf_key *key,
+			   tf_fragment **out, tf_error *err);
+void tf_fragment_free(tf_fragment *fr);
+
+uint32_t tf_fragment_version(const tf_fragment *fr);
+const tf_schema *tf_fragment_schema(const tf_fragment *fr);
+/* Where the generic tiles end and the footer starts (0: no footer, v1-2). */
+uint64_t tf_fragment_footer_offset(const tf_fragment *fr);
+
+typedef enum { TF_ROLE_DATA, TF_ROLE_OFFSETS, TF_ROLE_VAR, TF_ROLE_VALIDITY } tf_role;
+const char *tf_role_name(tf_role r);
+
+/* How to decode one data file of the fragment. */
+typedef struct tf_fragment_file {
+	tf_file_spec spec;		/* pipeline, type, tiles...; var_data is a file name */
+	const char *field;		/* attribute or dimension name, "__coords", ... */
+	tf_role role;
+	tf_tile_layout *tiles, *var_tiles; /* owned by this struct */
+	char *var_file;			/* owned; spec.var_data points here */
+} tf_fragment_file;
+
+/* Describe data file `file` (a name in the fragment directory).
+ * TF_E_INVAL if the fragment has no such file. */
+tf_status tf_fragment_describe(tf_fragment *fr, const char *file, tf_fragment_file *out,
+			       tf_error *err);
+void tf_fragment_file_clear(tf_fragment_file *ff);
+
+#endif

@@ -1,0 +1,462 @@
+/*
+ * tf_schema.c - array schema payloads (FORMAT-NOTES §7.2-7.7,
+ * tiledb/sm/array_schema/array_schema.cc and friends).
+ *
+ * Every field is read by the layout of the schema's version.  A version
+ * newer than any known (UINT32_MAX is what experimental builds wrote) is
+ * tried with each known layout, newest first, until one accounts for every
+ * byte of the payload.
+ */
+#include "tf_schema.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct parse {
+	tf_reader r;
+	uint32_t v;		/* layout version */
+	tf_error *err;
+} parse;
+
+#define GET(kind, ps, dst, what) tf_get_##kind(&(ps)->r, (dst), (what), (ps)->err)
+
+static tf_status get_string32(parse *ps, char **out, const char *what)
+{
+	uint32_t len;
+	tf_span s;
+	tf_status rc;
+
+	if ((rc = GET(u32, ps, &len, what)) != TF_OK ||
+	    (rc = tf_get_span(&ps->r, len, &s, what, ps->err)) != TF_OK)
+		return rc;
+	if (!out)
+		return TF_OK;
+	if (!(*out = malloc(s.n + 1)))
+		return tf_err(ps->err, TF_E_NOMEM, "out of memory");
+	memcpy(*out, s.p, s.n);
+	(*out)[s.n] = '\0';
+	return TF_OK;
+}
+
+static tf_status get_datatype(parse *ps, tf_datatype *t, const char *what)
+{
+	uint8_t v;
+	tf_status rc = GET(u8, ps, &v, what);
+
+	if (rc == TF_OK && !tf_datatype_valid(v))
+		return tf_err(ps->err, TF_E_CORRUPT, "%s: bad datatype %u", what, v);
+	*t = (tf_datatype)v;
+	return rc;
+}
+
+static tf_status get_pipeline(parse *ps, tf_pipeline **p, const char *what)
+{
+	tf_status rc = tf_pipeline_deserialize(&ps->r, p, ps->err);
+
+	return rc == TF_OK ? rc : tf_err_prefix(ps->err, "%s", what);
+}
+
+static tf_status skip(parse *ps, uint64_t n, const char *what)
+{
+	tf_span s;
+
+	return tf_get_span(&ps->r, n, &s, what, ps->err);
+}
+
+/* ---- domain and dimensions (§7.3-7.4) --------------------------------------------------- */
+
+static tf_status parse_dimension(parse *ps, tf_field *d, tf_datatype domain_type)
+{
+	unsigned size;
+	uint64_t dom_size;
+	uint8_t null_extent;
+	tf_span dom;
+	tf_status rc;
+
+	if ((rc = get_string32(ps, &d->name, "dimension name")) != TF_OK)
+		return rc;
+	d->type = domain_type;
+	d->cell_val_num = 1;
+	if (ps->v >= 5 && ((rc = get_datatype(ps, &d->type, "dimension datatype")) != TF_OK ||
+			   (rc = GET(u32, ps, &d->cell_val_num, "dimension cell_val_num")) != TF_OK ||
+			   (rc = get_pipeline(ps, &d->filters, "dimension filters")) != TF_OK ||
+			   (rc = GET(u64, ps, &dom_size, "dimension domain size")) != TF_OK))
+		return rc;
+	size = tf_datatype_size(d->type);
+	if (ps->v < 5)
+		dom_size = 2 * (uint64_t)size;	/* implicit before format 5 */
+	if ((rc = tf_get_span(&ps->r, dom_size, &dom, "dimension domain", ps->err)) != TF_OK ||
+	    (rc = GET(u8, ps, &null_extent, "dimension tile extent flag")) != TF_OK)
+		return rc;
+	memcpy(d->domain, dom.p, dom.n < sizeof(d->domain) ? dom.n : sizeof(d->domain));
+	d->has_extent = null_extent == 0;	/* 1 means "no extent" */
+	if (!d->has_extent)
+		return TF_OK;
+	if (size > sizeof(d->extent))
+		return tf_err(ps->err, TF_E_CORRUPT, "dimension %s: extent of %u bytes", d->name, size);
+	rc = tf_get_span(&ps->r, size, &dom, "dimension tile extent", ps->err);
+	if (rc == TF_OK)
+		memcpy(d->extent, dom.p, size);
+	return rc;
+}
+
+static tf_status parse_domain(parse *ps, tf_schema *s)
+{
+	tf_datatype domain_type = TF_DT_INT32;
+	uint32_t n;
+	tf_status rc;
+
+	if (ps->v < 5 && (rc = get_datatype(ps, &domain_type, "domain datatype")) != TF_OK)
+		return rc;
+	if ((rc = GET(u32, ps, &n, "dimension count")) != TF_OK)
+		return rc;
+	if (n == 0 || n > ps->r.n)
+		return tf_err(ps->err, TF_E_CORRUPT, "schema claims %u dimensions", n);
+	if (!(s->dims = calloc(n, sizeof(*s->dims))))
+		return tf_err(ps->err, TF_E_NOMEM, "out of memory");
+	s->ndims = n;	/* zeroed entries free cleanly if parsing stops early */
+	for (uint32_t i = 0; i < n; i++)
+		if ((rc = parse_dimension(ps, &s->dims[i], domain_type)) != TF_OK)
+			return tf_err_prefix(ps->err, "dimension %u", i);
+	return TF_OK;
+}
+
+/* ---- attributes (§7.5) ---------------------------------------------------------------------- */
+
+static tf_status parse_attribute(parse *ps, tf_field *a)
+{
+	uint64_t fill_size;
+	uint8_t nullable = 0, fill_validity, order;
+	tf_status rc;
+
+	if ((rc = get_string32(ps, &a->name, "attribute name")) != TF_OK ||
+	    (rc = get_datatype(ps, &a->type, "attribute datatype")) != TF_OK ||
+	    (rc = GET(u32, ps, &a->cell_val_num, "attribute cell_val_num")) != TF_OK ||
+	    (rc = get_pipeline(ps, &a->filters, "attribute filters")) != TF_OK)
+		return rc;
+	if (ps->v >= 6 && ((rc = GET(u64, ps, &fill_size, "fill value size")) != TF_OK ||
+			   (rc = skip(ps, fill_size, "fill value")) != TF_OK))
+		return rc;
+	if (ps->v >= 7 && ((rc = GET(u8, ps, &nullable, "nullable")) != TF_OK ||
+			   (rc = GET(u8, ps, &fill_validity, "fill validity")) != TF_OK))
+		return rc;
+	if (ps->v >= 17 && (rc = GET(u8, ps, &order, "attribute order")) != TF_OK)
+		return rc;
+	if (ps->v >= 20 && (rc = get_string32(ps, NULL, "enumeration name")) != TF_OK)
+		return rc;
+	a->nullable = nullable != 0;
+	if (a->type == TF_DT_ANY)	/* ANY is always var-sized (§7.5) */
+		a->cell_val_num = TF_CELL_VAR;
+	return TF_OK;
+}
+
+static tf_status parse_attributes(parse *ps, tf_schema *s)
+{
+	uint32_t n;
+	tf_status rc;
+
+	if ((rc = GET(u32, ps, &n, "attribute count")) != TF_OK)
+		return rc;
+	if (n > ps->r.n)
+		return tf_err(ps->err, TF_E_CORRUPT, "schema claims %u attributes", n);
+	if (n && !(s->attrs = calloc(n, sizeof(*s->attrs))))
+		return tf_err(ps->err, TF_E_NOMEM, "out of memory");
+	s->nattrs = n;
+	for (uint32_t i = 0; i < n; i++)
+		if ((rc = parse_attribute(ps, &s->attrs[i])) != TF_OK)
+			return tf_err_prefix(ps->err, "attribute %u", i);
+	return TF_OK;
+}
+
+/* ---- the tail: labels, enumerations, current domain (read to be skipped) ---------------------- */
+
+static tf_status skip_labels(parse *ps)
+{
+	uint32_t n, u32;
+	uint64_t uri_len;
+	uint8_t u8;
+	tf_status rc;
+
+	if ((rc = GET(u32, ps, &n, "dimension label count")) != TF_OK)
+		return rc;
+	for (uint32_t i = 0; i < n && rc == TF_OK; i++) {	/* dimension_label.cc (§7.6) */
+		if ((rc = GET(u32, ps, &u32, "label dimension")) != TF_OK ||
+		    (rc = get_string32(ps, NULL, "label name")) != TF_OK ||
+		    (rc = GET(u8, ps, &u8, "label uri kind")) != TF_OK ||
+		    (rc = GET(u64, ps, &uri_len, "label uri length")) != TF_OK ||
+		    (rc = skip(ps, uri_len, "label uri")) != TF_OK ||
+		    (rc = get_string32(ps, NULL, "label attribute")) != TF_OK)
+			break;
+		rc = skip(ps, 1 + 1 + 4 + 1, "label order, datatype, cell_val_num, external");
+	}
+	return rc;
+}
+
+static tf_status skip_enumerations(parse *ps, tf_schema *s)
+{
+	uint32_t n;
+	tf_status rc = GET(u32, ps, &n, "enumeration count");
+
+	for (uint32_t i = 0; i < n && rc == TF_OK; i++)
+		if ((rc = get_string32(ps, NULL, "enumeration name")) == TF_OK)
+			rc = get_string32(ps, NULL, "enumeration file");
+	s->nenums = n;
+	return rc;
+}
+
+static tf_status skip_current_domain(parse *ps, const tf_schema *s)
+{
+	uint32_t version;
+	uint8_t empty, type;
+	uint64_t range, start;
+	tf_status rc;
+
+	if ((rc = GET(u32, ps, &version, "current domain version")) != TF_OK ||
+	    (rc = GET(u8, ps, &empty, "current domain empty flag")) != TF_OK || empty)
+		return rc;
+	if ((rc = GET(u8, ps, &type, "current domain type")) != TF_OK)
+		return rc;
+	for (size_t d = 0; d < s->ndims && rc == TF_OK; d++) {	/* ndrectangle.cc (§7.7) */
+		if (s->dims[d].cell_val_num != TF_CELL_VAR) {
+			rc = skip(ps, 2 * (uint64_t)tf_datatype_size(s->dims[d].type), "current domain range");
+		} else if ((rc = GET(u64, ps, &range, "current domain range size")) == TF_OK &&
+			   (rc = GET(u64, ps, &start, "current domain start size")) == TF_OK) {
+			rc = skip(ps, range, "current domain range");
+		}
+	}
+	return rc;
+}
+
+/* ---- the whole payload (§7.2) ------------------------------------------------------------------ */
+
+static tf_status parse_header(parse *ps, tf_schema *s)
+{
+	uint8_t dups = 0, type;
+	tf_status rc;
+
+	if ((ps->v >= 5 && (rc = GET(u8, ps, &dups, "allows_dups")) != TF_OK) ||
+	    (rc = GET(u8, ps, &type, "array type")) != TF_OK ||
+	    (rc = GET(u8, ps, &s->tile_order, "tile order")) != TF_OK ||
+	    (rc = GET(u8, ps, &s->cell_order, "cell order")) != TF_OK ||
+	    (rc = GET(u64, ps, &s->capacity, "capacity")) != TF_OK ||
+	    (rc = get_pipeline(ps, &s->coords, "coords filters")) != TF_OK ||
+	    (rc = get_pipeline(ps, &s->offsets, "offsets filters")) != TF_OK)
+		return rc;
+	if (type > 1)
+		return tf_err(ps->err, TF_E_CORRUPT, "bad array type %u", type);
+	s->dense = type == 0;
+	s->allows_dups = dups != 0;
+	if (ps->v >= 7)
+		return get_pipeline(ps, &s->validity, "validity filters");
+	/* No nullable attributes before format 7; RLE is the default (§1.6). */
+	if (!(s->validity = tf_pipeline_new()))
+		return tf_err(ps->err, TF_E_NOMEM, "out of memory");
+	return tf_pipeline_append(s->validity, TF_F_RLE, ps->err);
+}
+
+static tf_status parse_as(tf_span payload, uint32_t layout, tf_schema *s, tf_error *err)
+{
+	parse ps = { tf_reader_of(payload), layout, err };
+	tf_status rc;
+
+	if ((rc = GET(u32, &ps, &s->version, "schema version")) != TF_OK ||
+	    (rc = parse_header(&ps, s)) != TF_OK || (rc = parse_domain(&ps, s)) != TF_OK ||
+	    (rc = parse_attributes(&ps, s)) != TF_OK ||
+	    (layout >= 18 && (rc = skip_labels(&ps)) != TF_OK) ||
+	    (layout >= 20 && (rc = skip_enumerations(&ps, s)) != TF_OK) ||
+	    (layout >= 22 && (rc = skip_current_domain(&ps, s)) != TF_OK))
+		return rc;
+	if (ps.r.n)
+		return tf_err(err, TF_E_CORRUPT, "%zu bytes after the schema", ps.r.n);
+	s->layout_version = layout;
+	return TF_OK;
+}
+
+static void schema_clear(tf_schema *s)
+{
+	for (size_t i = 0; i < s->nattrs; i++) {
+		free(s->attrs[i].name);
+		tf_pipeline_free(s->attrs[i].filters);
+	}
+	for (size_t i = 0; i < s->ndims; i++) {
+		free(s->dims[i].name);
+		tf_pipeline_free(s->dims[i].filters);
+	}
+	free(s->attrs);
+	free(s->dims);
+	tf_pipeline_free(s->coords);
+	tf_pipeline_free(s->offsets);
+	tf_pipeline_free(s->validity);
+	memset(s, 0, sizeof(*s));
+}
+
+tf_status tf_schema_parse(tf_span payload, tf_schema **out, tf_error *err)
+{
+	tf_schema *s = calloc(1, sizeof(*s));
+	uint32_t version, layout;
+	tf_status rc;
+
+	if (!s)
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	if (payload.n < 4) {
+		free(s);
+		return tf_err(err, TF_E_CORRUPT, "schema of %zu bytes", payload.n);
+	}
+	version = tf_le32(payload.p);
+	layout = version > TF_FORMAT_VERSION_MAX ? TF_FORMAT_VERSION_MAX : version;
+	rc = parse_as(payload, layout, s, err);
+	/* An unknown (experimental) version: the first known layout that fits. */
+	while (rc != TF_OK && rc != TF_E_NOMEM && version > TF_FORMAT_VERSION_MAX && layout > 1) {
+		schema_clear(s);
+		rc = parse_as(payload, --layout, s, err);
+	}
+	if (rc != TF_OK) {
+		schema_clear(s);
+		free(s);
+		return tf_err_prefix(err, "array schema (version %u)", version);
+	}
+	*out = s;
+	return TF_OK;
+}
+
+void tf_schema_free(tf_schema *s)
+{
+	if (s) {
+		schema_clear(s);
+		free(s);
+	}
+}
+
+const tf_pipeline *tf_schema_dim_filters(const tf_schema *s, const tf_field *dim)
+{
+	return dim->filters && tf_pipeline_count(dim->filters) ? dim->filters : s->coords;
+}
+
+/* A tile extent as an unsigned count of cells (integer and date/time dims). */
+static uint64_t extent_cells(const tf_field *d)
+{
+	unsigned size = tf_datatype_size(d->type);
+	uint64_t v = tf_le_n(d->extent, size);
+
+	if (!d->has_extent || tf_datatype_is_real(d->type) || d->cell_val_num == TF_CELL_VAR)
+		return 0;
+	if ((tf_datatype_is_signed(d->type) || tf_datatype_is_datetime(d->type)) && size < 8 &&
+	    (v >> (8 * size - 1)))
+		return 0;	/* a negative extent */
+	return v;
+}
+
+uint64_t tf_schema_dense_tile_cells(const tf_schema *s)
+{
+	uint64_t cells = 1;
+
+	for (size_t d = 0; d < s->ndims; d++) {
+		uint64_t e = extent_cells(&s->dims[d]);
+		if (!e || cells > UINT64_MAX / e)
+			return 0;
+		cells *= e;
+	}
+	return cells;
+}
+
+/* ---- printing -------------------------------------------------------------------------------------- */
+
+static const char *layout_name(uint8_t l)
+{
+	static const char *const names[] = { "row-major", "col-major", "global-order", "unordered", "hilbert" };
+	return l < 5 ? names[l] : "unknown";
+}
+
+/* One value of datatype t at p, as text. */
+static void fmt_value(char *buf, size_t n, tf_datatype t, const uint8_t *p)
+{
+	unsigned size = tf_datatype_size(t);
+	uint64_t u = tf_le_n(p, size);
+
+	if (t == TF_DT_FLOAT32 || t == TF_DT_FLOAT64) {
+		double d;
+		float f;
+		if (size == 4) {
+			memcpy(&f, p, 4);
+			d = f;
+		} else {
+			memcpy(&d, p, 8);
+		}
+		snprintf(buf, n, "%g", d);
+	} else if (tf_datatype_is_signed(t) || tf_datatype_is_datetime(t)) {
+		int64_t v = size == 8 ? (int64_t)u : (int64_t)(u << (64 - 8 * size)) >> (64 - 8 * size);
+		snprintf(buf, n, "%" PRId64, v);
+	} else {
+		snprintf(buf, n, "%" PRIu64, u);
+	}
+}
+
+static void print_pipeline(FILE *out, const tf_pipeline *p)
+{
+	char *s = tf_pipeline_text(p);
+
+	fprintf(out, "%s", s && *s ? s : "(none)");
+	free(s);
+}
+
+static void print_cells(FILE *out, const tf_field *f)
+{
+	if (f->cell_val_num == TF_CELL_VAR)
+		fprintf(out, "var");
+	else
+		fprintf(out, "%u", f->cell_val_num);
+}
+
+static void print_dimension(FILE *out, const tf_schema *s, const tf_field *d)
+{
+	unsigned size = tf_datatype_size(d->type);
+	char lo[48], hi[48], ext[48];
+
+	fprintf(out, "    %-12s %-14s", d->name, tf_datatype_name(d->type));
+	if (d->cell_val_num == TF_CELL_VAR) {
+		fprintf(out, " (string)");
+	} else {
+		fmt_value(lo, sizeof(lo), d->type, d->domain);
+		fmt_value(hi, sizeof(hi), d->type, d->domain + size);
+		fprintf(out, " domain [%s, %s]", lo, hi);
+	}
+	if (d->has_extent) {
+		fmt_value(ext, sizeof(ext), d->type, d->extent);
+		fprintf(out, " extent %s", ext);
+	}
+	fprintf(out, "\n      filters: ");
+	print_pipeline(out, tf_schema_dim_filters(s, d));
+	fprintf(out, d->filters && tf_pipeline_count(d->filters) ? "\n" : " (coords filters)\n");
+}
+
+void tf_schema_print(const tf_schema *s, FILE *out)
+{
+	fprintf(out, "array schema, format version %u", s->version);
+	if (s->layout_version != s->version)
+		fprintf(out, " (read with the layout of version %u)", s->layout_version);
+	fprintf(out, "\n  %s, tile order %s, cell order %s, capacity %" PRIu64 "%s\n",
+		s->dense ? "dense" : "sparse", layout_name(s->tile_order), layout_name(s->cell_order),
+		s->capacity, s->allows_dups ? ", duplicates allowed" : "");
+	fprintf(out, "  dimensions (%zu):\n", s->ndims);
+	for (size_t d = 0; d < s->ndims; d++)
+		print_dimension(out, s, &s->dims[d]);
+	fprintf(out, "  attributes (%zu):\n", s->nattrs);
+	for (size_t i = 0; i < s->nattrs; i++) {
+		const tf_field *a = &s->attrs[i];
+		fprintf(out, "    %-12s %-14s cells ", a->name, tf_datatype_name(a->type));
+		print_cells(out, a);
+		fprintf(out, "%s\n      filters: ", a->nullable ? ", nullable" : "");
+		print_pipeline(out, a->filters);
+		fprintf(out, "\n");
+	}
+	fprintf(out, "  coords filters:   ");
+	print_pipeline(out, s->coords);
+	fprintf(out, "\n  offsets filters:  ");
+	print_pipeline(out, s->offsets);
+	fprintf(out, "\n  validity filters: ");
+	print_pipeline(out, s->validity);
+	fprintf(out, "\n");
+	if (s->nenums)
+		fprintf(out, "  enumerations:     %zu\n", s->nenums);
+}
