@@ -105,16 +105,34 @@ static bool hidden(tilefs *fs, const char *dir, const struct dirent *d)
 	return !fs_is_decoded(fs, rel);
 }
 
+/* Directories keep their path: with nullpath_ok, readdir gets none. */
+static int op_opendir(const char *path, struct fuse_file_info *fi)
+{
+	char *rel = strdup(rel_of(path));
+
+	if (!rel)
+		return -ENOMEM;
+	fi->fh = (uintptr_t)rel;
+	return 0;
+}
+
+static int op_releasedir(const char *path, struct fuse_file_info *fi)
+{
+	(void)path;
+	free((char *)(uintptr_t)fi->fh);
+	return 0;
+}
+
 static int op_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t off,
 		      struct fuse_file_info *fi, enum fuse_readdir_flags flags)
 {
 	tilefs *fs = this_fs();
-	const char *rel = rel_of(path);
+	const char *rel = (const char *)(uintptr_t)fi->fh;
 	int fd = openat(fs->source_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct dirent *d;
 	DIR *dir;
 
-	(void)off, (void)fi, (void)flags;
+	(void)path, (void)off, (void)flags;
 	if (fd < 0 || !(dir = fdopendir(fd))) {
 		int e = errno;
 		if (fd >= 0)
@@ -399,7 +417,9 @@ static int erofs_write(const char *p, const char *b, size_t s, off_t o, struct f
 const struct fuse_operations tilefs_ops = {
 	.init = op_init,
 	.getattr = op_getattr,
+	.opendir = op_opendir,
 	.readdir = op_readdir,
+	.releasedir = op_releasedir,
 	.readlink = op_readlink,
 	.statfs = op_statfs,
 	.access = op_access,

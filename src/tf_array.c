@@ -24,6 +24,7 @@
 typedef struct schema_slot {
 	char *name;
 	tf_schema *schema;	/* NULL: it failed, see error */
+	bool encrypted;		/* its generic tile was: so is all the array (§9) */
 	tf_error error;
 } schema_slot;
 
@@ -112,7 +113,8 @@ static tf_status read_whole(const char *path, tf_buf *out, tf_error *err)
 	return rc;
 }
 
-static tf_status parse_schema_file(tf_array *a, const char *name, tf_schema **out, tf_error *err)
+static tf_status parse_schema_file(tf_array *a, const char *name, tf_schema **out, bool *encrypted,
+				   tf_error *err)
 {
 	tf_buf raw = TF_BUF_INIT((size_t)64 << 20), payload = TF_BUF_INIT((size_t)256 << 20);
 	tf_workspace *ws = tf_workspace_new();
@@ -127,6 +129,8 @@ static tf_status parse_schema_file(tf_array *a, const char *name, tf_schema **ou
 	else if ((rc = read_whole(path, &raw, err)) == TF_OK &&
 		 (rc = tf_generic_decode(tf_span_of(raw.p, raw.len), a->key, ws, &payload, NULL, err)) == TF_OK)
 		rc = tf_schema_parse(tf_span_of(payload.p, payload.len), out, err);
+	/* The header's encryption byte (offset 29, §6) tells how the array was written. */
+	*encrypted = raw.len > 29 && raw.p[29] != 0;
 	tf_buf_free(&raw);
 	tf_buf_free(&payload);
 	tf_workspace_free(ws);
@@ -158,8 +162,16 @@ static tf_status get_schema(void *ctx, const char *name, const tf_schema **out, 
 	if (!(s->name = strdup(name)))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	a->nschemas++;
-	parse_schema_file(a, name, &s->schema, &s->error);
+	parse_schema_file(a, name, &s->schema, &s->encrypted, &s->error);
 	return get_schema(a, name, out, err);
+}
+
+static bool schema_encrypted(const tf_array *a, const tf_schema *s)
+{
+	for (size_t i = 0; i < a->nschemas; i++)
+		if (a->schemas[i].schema == s)
+			return a->schemas[i].encrypted;
+	return false;
 }
 
 /* ---- fragments (lock held) ----------------------------------------------------------------- */
@@ -315,7 +327,8 @@ static tf_status describe_fragment_file(tf_array *a, const path_info *pi, tf_arr
 	if ((rc = tf_fragment_describe(fr, pi->file, &out->ff, err)) != TF_OK)
 		return rc;
 	out->spec = out->ff.spec;
-	out->spec.key = a->key;
+	/* Data tiles get AES appended only in an encrypted array (§9). */
+	out->spec.key = schema_encrypted(a, tf_fragment_schema(fr)) ? a->key : NULL;
 	out->kind = tf_role_name(out->ff.role);
 	if (!(out->field = strdup(out->ff.field)))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
