@@ -8,28 +8,13 @@
 [ -n "$TF_CORPUS" ] && [ -d "$TF_CORPUS" ] || skip "corpus absent ($TF_CORPUS)"
 key=$(corpus_key)
 python3 "$TF_TOOLS/corpus.py" ini "$key" "$TF_CORPUS:." "$TF_CORPUS/extra:extra" > "$WORK/corpus.ini"
-# One line per data file: path in the mount, expected bytes, tiletool arguments.
-python3 - "$TF_TOOLS" "$TF_CORPUS" "$key" > "$WORK/jobs" <<'PY'
-import os, shlex, sys
-sys.path.insert(0, sys.argv[1])
-import corpus
-root, key = sys.argv[2], sys.argv[3]
-for sub in (".", "extra"):
-    d = os.path.join(root, sub)
-    for j, k in corpus.jobs(d):
-        a = ["-F", j["filters"], "-t", j["datatype"], "-n", j["cell_val_num"]]
-        if k: a += ["-k", key]
-        if "var_data" in j:
-            a += ["--var-data", os.path.join(d, j["var_data"]), "--var-filters", j["var_filters"], "--var-type", j["var_type"]]
-        rel = os.path.normpath(os.path.join(sub, j["file"]))
-        print("\t".join([rel, os.path.join(d, j["expected"]), shlex.join(a + [os.path.join(d, j["file"])])]))
-PY
+corpus_jobs "$key" > "$WORK/jobs"
 n=$(wc -l < "$WORK/jobs")
 [ "$n" -gt 300 ] || fail "only $n corpus files listed"
 mount_fs "$WORK/corpus.ini" "$TF_CORPUS"
 
 bad=0
-while IFS="$(printf '\t')" read -r rel want args; do
+while IFS="$(printf '\t')" read -r rel want args enc; do
 	cmp -s "$MNT/$rel" "$want" || { bad=$((bad + 1)); echo "differs: $rel"; }
 done < "$WORK/jobs"
 [ "$bad" = 0 ] || fail "$bad of $n decoded files differ from TileDB's bytes"
@@ -66,7 +51,7 @@ done < "$WORK/ranges"
 ok "dd: 500 random ranges equal tiletool decode"
 
 # Text tools and mmap on string data.
-grep 'str_.*_var.tdb' "$WORK/jobs" | head -n 12 | while IFS="$(printf '\t')" read -r rel want args; do
+grep 'str_.*_var.tdb' "$WORK/jobs" | head -n 12 | while IFS="$(printf '\t')" read -r rel want args enc; do
 	[ "$(grep -a -c e "$MNT/$rel")" = "$(grep -a -c e "$want")" ] || fail "grep -c differs on $rel"
 	[ "$(hexdump -C "$MNT/$rel" | head -n 8)" = "$(hexdump -C "$want" | head -n 8)" ] || fail "hexdump differs on $rel"
 	"$MMAPREAD" "$MNT/$rel" | cmp -s - "$want" || fail "mmap read differs on $rel"

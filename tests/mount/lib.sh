@@ -39,3 +39,26 @@ corpus_key() {
 	chmod 600 "$WORK/oracle.key"
 	echo "$WORK/oracle.key"
 }
+
+# corpus_jobs KEYFILE > FILE: one line per corpus data file (main cases and
+# extra/): its path relative to TF_CORPUS, the expected bytes, and the
+# tiletool arguments its manifest implies (shell-quoted).
+corpus_jobs() {
+	python3 - "$TF_TOOLS" "$TF_CORPUS" "$1" <<'PY'
+import os, shlex, sys
+sys.path.insert(0, sys.argv[1])
+import corpus
+root, key = sys.argv[2], sys.argv[3]
+for sub in (".", "extra"):
+    d = os.path.join(root, sub)
+    for j, k in corpus.jobs(d):
+        a = ["-F", j["filters"], "-t", j["datatype"], "-n", j["cell_val_num"]]
+        if k: a += ["-k", key]
+        if "var_data" in j:
+            a += ["--var-data", os.path.join(d, j["var_data"]), "--var-filters", j["var_filters"],
+                  "--var-type", j["var_type"]]
+        rel = os.path.normpath(os.path.join(sub, j["file"]))
+        print("\t".join([rel, os.path.join(d, j["expected"]), shlex.join(a + [os.path.join(d, j["file"])]),
+                         "encrypted" if k else "plain"]))
+PY
+}
