@@ -126,7 +126,10 @@ static tf_status parse_schema_file(tf_array *a, const char *name, tf_schema **ou
 	if (snprintf(path, sizeof(path), strcmp(name, LEGACY_SCHEMA) ? "%s/__schema/%s" : "%s/%s",
 		     a->dir, name) >= (int)sizeof(path))
 		rc = tf_err(err, TF_E_INVAL, "path too long");
-	else if ((rc = read_whole(path, &raw, err)) == TF_OK &&
+	else if ((rc = read_whole(path, &raw, err)) == TF_OK && raw.len > 30 && tf_le64(raw.p) == raw.len - 30)
+		rc = tf_err(err, TF_E_UNSUPPORTED, "a TileDB 1.3 (pre-format 1) array: not supported, "
+			    "as by TileDB 2.x");
+	else if (rc == TF_OK &&
 		 (rc = tf_generic_decode(tf_span_of(raw.p, raw.len), a->key, ws, &payload, NULL, err)) == TF_OK)
 		rc = tf_schema_parse(tf_span_of(payload.p, payload.len), out, err);
 	/* The header's encryption byte (offset 29, §6) tells how the array was written. */
@@ -191,7 +194,7 @@ static tf_status get_fragment(tf_array *a, const char *name, const char *fdir, t
 {
 	frag_slot **head = &a->frags[bucket(name)], *s;
 	const tf_schema *legacy = NULL;
-	tf_error ignored;
+	tf_error legacy_err = { TF_OK, "" };
 	char path[4096];
 
 	for (s = *head; s && strcmp(s->name, name); s = s->next)
@@ -204,8 +207,10 @@ static tf_status get_fragment(tf_array *a, const char *name, const char *fdir, t
 		/* Fragments before format 10 use the array's one old schema. */
 		if (snprintf(path, sizeof(path), "%s/" LEGACY_SCHEMA, a->dir) < (int)sizeof(path) &&
 		    access(path, F_OK) == 0)
-			get_schema(a, LEGACY_SCHEMA, &legacy, &ignored);
-		tf_fragment_open(fdir, name, legacy, get_schema, a, a->key, &s->fr, &s->error);
+			get_schema(a, LEGACY_SCHEMA, &legacy, &legacy_err);
+		if (tf_fragment_open(fdir, name, legacy, get_schema, a, a->key, &s->fr, &s->error) != TF_OK &&
+		    legacy_err.code != TF_OK)
+			s->error = legacy_err;	/* the real cause */
 		s->next = *head;
 		*head = s;
 	}

@@ -501,6 +501,11 @@ static tf_status read_generic_header(const tf_file *f, uint64_t pos, uint64_t en
 		return tf_err(err, TF_E_CORRUPT, "truncated generic tile header");
 	if ((rc = read_at(f->fd, pos, base, sizeof(base), err)) != TF_OK)
 		return rc;
+	/* TileDB 1.3 wrote a 30-byte header (no pipeline) that TileDB 2.x
+	 * cannot read either ("format 0"); say so rather than "corrupt". */
+	if (pos == 0 && tf_le64(base) == end - 30 && base[16] < TF_DT_COUNT)
+		return tf_err(err, TF_E_UNSUPPORTED, "a TileDB 1.3 (pre-format 1) generic tile: not "
+			      "supported, as by TileDB 2.x");
 	ps = tf_le32(base + 30);
 	if (ps > end - pos - sizeof(base) || ps > 65536)
 		return tf_err(err, TF_E_CORRUPT, "generic tile header: pipeline of %u bytes", ps);
