@@ -44,6 +44,7 @@ typedef struct handle {
 	fs_node *node;
 	tf_read_state rs;
 	int fd;
+	char *rel;		/* with nullpath_ok, fstat() comes without a path */
 } handle;
 
 /* ---- attributes and directories ------------------------------------------------------------ */
@@ -74,16 +75,29 @@ static int regular_attr(tilefs *fs, const char *rel, struct stat *st)
 	return 0;
 }
 
+/* fstat() of an open file: the size of the index it reads through. */
+static int handle_attr(tilefs *fs, const handle *h, struct stat *st)
+{
+	if (h->fd >= 0 ? fstat(h->fd, st) : fstatat(fs->source_fd, h->rel, st, AT_SYMLINK_NOFOLLOW))
+		return -errno;
+	if (h->file) {
+		st->st_size = (off_t)tf_file_size(h->file);
+		st->st_blocks = (st->st_size + 511) / 512;
+	}
+	return 0;
+}
+
 static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 {
 	tilefs *fs = this_fs();
-	const char *rel = rel_of(path);
+	const char *rel;
 	int rc = 0;
 
-	(void)fi;
-	if (fstatat(fs->source_fd, rel, st, AT_SYMLINK_NOFOLLOW) != 0)
+	if (!path && fi)
+		rc = handle_attr(fs, (const handle *)(uintptr_t)fi->fh, st);
+	else if (fstatat(fs->source_fd, (rel = rel_of(path)), st, AT_SYMLINK_NOFOLLOW) != 0)
 		return -errno;
-	if (S_ISREG(st->st_mode))
+	else if (S_ISREG(st->st_mode))
 		rc = regular_attr(fs, rel, st);
 	st->st_mode &= ~(mode_t)(S_IWUSR | S_IWGRP | S_IWOTH);
 	return rc;
@@ -189,17 +203,21 @@ static int op_open(const char *path, struct fuse_file_info *fi)
 		return -EROFS;
 	if (fstatat(fs->source_fd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return -errno;
-	if (!(h = calloc(1, sizeof(*h))))
+	if (!(h = calloc(1, sizeof(*h))) || !(h->rel = strdup(rel))) {
+		free(h);
 		return -ENOMEM;
+	}
 	h->fd = -1;
 	h->node = fs_lookup(fs, rel, &st, true, &h->file, &reused, &err);
 	if (h->node && !h->file) {
 		fs_node_release(fs, h->node);
+		free(h->rel);
 		free(h);
 		return err ? err : -EIO;
 	}
 	if (!h->node && (err || (h->fd = openat(fs->source_fd, rel, O_RDONLY | O_CLOEXEC)) < 0)) {
 		err = err ? err : -errno;
+		free(h->rel);
 		free(h);
 		return err;
 	}
@@ -249,6 +267,7 @@ static int op_release(const char *path, struct fuse_file_info *fi)
 	tf_file_unref(h->file);
 	if (h->node)
 		fs_node_release(this_fs(), h->node);
+	free(h->rel);
 	free(h);
 	return 0;
 }

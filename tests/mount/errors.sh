@@ -89,3 +89,16 @@ grep -q "k1.ini:2: \[key k\]: .*readable by group or others" "$WORK/err" || fail
 od -An -tx1 "$WORK/k1" | tr -d ' \n' > "$WORK/k1.hex"
 grep -qF "$(cut -c1-16 "$WORK/k1.hex")" "$WORK/err" && fail "key material in an error message"
 ok "bad config and readable key file refused with FILE:LINE (exit 3 and 4)"
+
+# As fstab mounts it: through mount.fuse3 with -o options (fuse.tilefs).
+command -v mount.fuse3 >/dev/null 2>&1 || fail "no mount.fuse3 (package fuse3)"
+mount.fuse3 "$TILEFS#$src" "$MNT" -o config="$WORK/k1.ini",allow_other 2> "$WORK/err" &&
+	fail "mount.fuse3 accepted a key file readable by others"
+chmod 600 "$WORK/k1"
+mount.fuse3 "$TILEFS#$src" "$MNT" -o config="$WORK/k1.ini",allow_other || fail "mount.fuse3"
+grep -q " $MNT fuse.tilefs ro," /proc/mounts || fail "not a read-only fuse.tilefs mount"
+# head fstat()s its descriptor: getattr arrives with a handle and no path.
+head -c 1000 "$WORK/new.bin" > "$WORK/h"
+head -c 1000 "$MNT/d/enc.tdb" | cmp -s - "$WORK/h" || fail "head through mount.fuse3"
+umount_fs
+ok "mount.fuse3 (fstab) mounts with -o config=...,allow_other"
