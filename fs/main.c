@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 typedef struct cli {
@@ -105,9 +106,15 @@ static int start(tilefs *fs)
 	unsigned workers = fs->settings->workers;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	tf_error err;
+	struct rlimit nofile;
 
 	fs_log_init(fs->foreground, fs->settings->log_level);
 	tf_config_lock_keys(fs->config);
+	/* Files being read hold a descriptor each: allow as many as we may. */
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
+	}
 	if (!workers)
 		workers = ncpu > 0 ? (unsigned)ncpu : 2;
 	pthread_mutex_init(&fs->arrays_lock, NULL);

@@ -47,8 +47,10 @@ typedef struct decoder {
 
 struct tf_file {
 	atomic_int refs;
-	char *name;
-	int fd, var_fd;
+	char *name, *path;
+	_Atomic int fd;		/* -1 until a read needs it: listing a big array
+				 * must not hold a descriptor per file */
+	int var_fd;
 	struct stat st;
 	decoder *dec;
 	size_t ndec;
@@ -125,6 +127,34 @@ static tf_status walk_read(walker *w, uint64_t off, void *dst, size_t n, tf_erro
 	return TF_OK;
 }
 
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* The source's descriptor, opened on first need.  A file that is no longer
+ * the one indexed is refused: its bytes would not match the index. */
+static int file_fd(const tf_file *f, tf_error *err)
+{
+	int fd = atomic_load(&f->fd), have = -1;
+	struct stat st;
+
+	if (fd >= 0)
+		return fd;
+	if ((fd = open(f->path, O_RDONLY | O_CLOEXEC)) < 0)
+		return tf_err(err, TF_E_IO, "%s: %s", f->name, strerror(errno)), -1;
+	if (fstat(fd, &st) != 0 || !same_file(&st, &f->st)) {
+		close(fd);
+		return tf_err(err, TF_E_STALE, "%s changed on disk", f->name), -1;
+	}
+	if (!atomic_compare_exchange_strong((_Atomic int *)&f->fd, &have, fd)) {
+		close(fd);	/* another reader opened it first */
+		fd = have;
+	}
+	return fd;
+}
+
 /* ---- chunk lists ------------------------------------------------------------------- */
 
 static chunk_table *table_new(size_t n)
@@ -187,6 +217,7 @@ static tf_status build_table(const tf_file *f, const tile_ent *te, chunk_table *
 	uint64_t stored, size;
 	chunk_table *t = NULL;
 	walker *w;
+	int fd;
 	tf_status rc;
 
 	if (te->kind != TILE_CHUNKED) {
@@ -197,7 +228,9 @@ static tf_status build_table(const tf_file *f, const tile_ent *te, chunk_table *
 		*out = t;
 		return TF_OK;
 	}
-	if (!(w = walker_new(f->fd, te->start + te->stored)))
+	if ((fd = file_fd(f, err)) < 0)
+		return err ? err->code : TF_E_IO;
+	if (!(w = walker_new(fd, te->start + te->stored)))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	rc = walk_chunks(w, te->start, te->off, &t, &stored, &size, err);
 	free(w);
@@ -483,7 +516,7 @@ static tf_status open_tiles(tf_file *f, const tf_file_spec *spec, tf_error *err)
 				 .var_string = spec->var_string || (spec->pipeline &&
 					tf_var_string_applies(spec->pipeline, spec->type, spec->cell_val_num, version)) };
 	rc = spec->tiles ? layout_tiles(f, spec->tiles, spec->ntiles, err)
-			 : walk_file(f, f->fd, 0, (uint64_t)f->st.st_size, 0, err);
+			 : walk_file(f, atomic_load(&f->fd), 0, (uint64_t)f->st.st_size, 0, err);
 	if (rc != TF_OK || !spec->var_data || !has_empty_tile(f))
 		return rc;
 	return open_var_data(f, spec, err);
@@ -499,7 +532,7 @@ static tf_status read_generic_header(const tf_file *f, uint64_t pos, uint64_t en
 
 	if (end - pos < sizeof(base))
 		return tf_err(err, TF_E_CORRUPT, "truncated generic tile header");
-	if ((rc = read_at(f->fd, pos, base, sizeof(base), err)) != TF_OK)
+	if ((rc = read_at(atomic_load(&f->fd), pos, base, sizeof(base), err)) != TF_OK)
 		return rc;
 	/* TileDB 1.3 wrote a 30-byte header (no pipeline) that TileDB 2.x
 	 * cannot read either ("format 0"); say so rather than "corrupt". */
@@ -512,7 +545,7 @@ static tf_status read_generic_header(const tf_file *f, uint64_t pos, uint64_t en
 	if (!(hdr = malloc(sizeof(base) + ps)))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	memcpy(hdr, base, sizeof(base));
-	rc = read_at(f->fd, pos + sizeof(base), hdr + sizeof(base), ps, err);
+	rc = read_at(atomic_load(&f->fd), pos + sizeof(base), hdr + sizeof(base), ps, err);
 	if (rc == TF_OK)
 		rc = tf_generic_header_parse(tf_span_of(hdr, sizeof(base) + ps), h, err);
 	free(hdr);
@@ -569,7 +602,7 @@ static tf_status open_generic(tf_file *f, const tf_file_spec *spec, tf_error *er
 	if (end > fsize)
 		return tf_err(err, TF_E_CORRUPT, "generic tiles end at %llu, after the file's end",
 			      (unsigned long long)end);
-	if (!(w = walker_new(f->fd, end)))
+	if (!(w = walker_new(atomic_load(&f->fd), end)))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	for (uint64_t pos = 0; rc == TF_OK && pos < end;)
 		if ((rc = add_generic(f, w, pos, spec->key, &pos, err)) != TF_OK)
@@ -590,8 +623,8 @@ static void file_free(tf_file *f)
 {
 	if (f->cache)
 		tf_cache_drop(f->cache, atomic_load(&f->owner));
-	if (f->fd >= 0)
-		close(f->fd);
+	if (atomic_load(&f->fd) >= 0)
+		close(atomic_load(&f->fd));
 	if (f->var_fd >= 0)
 		close(f->var_fd);
 	for (size_t i = 0; i < f->ndec; i++)
@@ -602,6 +635,7 @@ static void file_free(tf_file *f)
 	free(f->tiles);
 	free(f->dec);
 	free(f->name);
+	free(f->path);
 	free(f);
 }
 
@@ -611,20 +645,29 @@ tf_status tf_file_open(const char *path, const char *name, const tf_file_spec *s
 	tf_file *f = calloc(1, sizeof(*f));
 	tf_status rc;
 
-	if (!f || !(f->name = strdup(name ? name : path))) {
+	int fd;
+
+	if (!f || !(f->name = strdup(name ? name : path)) || !(f->path = strdup(path))) {
+		if (f)
+			free(f->name);
 		free(f);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
 	atomic_init(&f->refs, 1);
 	f->var_fd = -1;
 	f->cell_val_num = spec->cell_val_num;
-	f->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (f->fd < 0 || fstat(f->fd, &f->st) != 0)
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	atomic_init(&f->fd, fd);
+	if (fd < 0 || fstat(fd, &f->st) != 0)
 		rc = tf_err(err, TF_E_IO, "%s", strerror(errno));
 	else if (!S_ISREG(f->st.st_mode))
 		rc = tf_err(err, TF_E_INVAL, "not a regular file");
 	else
 		rc = spec->generic ? open_generic(f, spec, err) : open_tiles(f, spec, err);
+	if (rc == TF_OK && f->from_layout) {	/* nothing read yet: reopen when needed */
+		close(fd);
+		atomic_store(&f->fd, -1);
+	}
 	if (rc != TF_OK) {
 		tf_err_prefix(err, "%s", f->name);
 		file_free(f);
@@ -695,19 +738,23 @@ static tf_status decode_entry(const tf_file *f, tf_workspace *ws, const tile_ent
 	tf_buf *io = tf_workspace_buf(ws, TF_WS_IO);
 	const decoder *d = &f->dec[te->dec];
 	tf_status rc;
+	int fd;
 
 	switch (te->kind) {
 	case TILE_FOLDED:
 		return decode_folded(f, ws, e, dst, err);
 	case TILE_RAW:
-		return read_at(f->fd, e->src_off, dst, e->size, err);
 	case TILE_CHUNKED:
 		break;
 	}
+	if ((fd = file_fd(f, err)) < 0)
+		return err ? err->code : TF_E_IO;
+	if (te->kind == TILE_RAW)
+		return read_at(fd, e->src_off, dst, e->size, err);
 	if (e->src_len > SIZE_MAX)
 		return tf_err(err, TF_E_NOMEM, "chunk too large");
 	if ((rc = tf_buf_reserve(io, (size_t)e->src_len, err)) != TF_OK ||
-	    (rc = read_at(f->fd, e->src_off, io->p, (size_t)e->src_len, err)) != TF_OK)
+	    (rc = read_at(fd, e->src_off, io->p, (size_t)e->src_len, err)) != TF_OK)
 		return rc;
 	return tf_chunk_decode(d->pipeline, &d->env, ws, tf_span_of(io->p, (size_t)e->src_len), dst,
 			       NULL, err);
@@ -768,9 +815,7 @@ size_t tf_file_index_bytes(const tf_file *f)
 
 bool tf_file_is_current(const tf_file *f, const struct stat *now)
 {
-	return now->st_dev == f->st.st_dev && now->st_ino == f->st.st_ino &&
-	       now->st_size == f->st.st_size && now->st_mtim.tv_sec == f->st.st_mtim.tv_sec &&
-	       now->st_mtim.tv_nsec == f->st.st_mtim.tv_nsec;
+	return same_file(now, &f->st);
 }
 
 /* ---- reading through the cache --------------------------------------------------------------- */
