@@ -23,6 +23,7 @@ struct tf_cache_entry {
 	uint32_t len;
 	int refs;
 	entry_state state;
+	tf_status rc;		/* why loading failed */
 	bool dead;
 	tf_error *err;		/* why loading failed, for the waiters */
 	tf_cache_entry *hnext;	/* hash chain */
@@ -189,7 +190,8 @@ static tf_status run_load(tf_cache *c, tf_cache_entry *e, const tf_cache_source 
 	e->state = rc == TF_OK ? E_READY : E_FAILED;
 	if (rc != TF_OK) {
 		/* Failures are not cached: the next reader tries again. */
-		if ((e->err = malloc(sizeof(*e->err))))
+		e->rc = rc;
+		if (err && (e->err = malloc(sizeof(*e->err))))
 			*e->err = *err;
 		if (!e->dead)
 			table_remove(c, e);
@@ -208,7 +210,9 @@ static tf_status await(tf_cache *c, tf_cache_entry *e, tf_error *err)
 		return TF_OK;
 	if (e->err && err)
 		*err = *e->err;
-	return e->err ? e->err->code : TF_E_IO;
+	else if (!e->err)
+		tf_err(err, e->rc, "chunk %llu could not be decoded", (unsigned long long)e->index);
+	return e->rc;
 }
 
 tf_status tf_cache_get(tf_cache *c, uint64_t owner, uint64_t index, uint32_t len,
@@ -260,13 +264,24 @@ void tf_cache_release(tf_cache *c, tf_cache_entry *e)
 
 /* ---- decode-ahead workers ------------------------------------------------------------------ */
 
+static bool queued(const tf_cache *c, uint64_t owner, uint64_t index)
+{
+	for (size_t i = 0; i < c->qlen; i++) {
+		const job *j = &c->queue[(c->qhead + i) % QUEUE_CAP];
+
+		if (j->owner == owner && j->index == index)
+			return true;
+	}
+	return false;
+}
+
 void tf_cache_prefetch(tf_cache *c, uint64_t owner, uint64_t index, uint32_t len,
 		       const tf_cache_source *src)
 {
 	if (!c->nworkers)
 		return;
 	pthread_mutex_lock(&c->lock);
-	if (!c->stopping && c->qlen < QUEUE_CAP && !find(c, owner, index)) {
+	if (!c->stopping && c->qlen < QUEUE_CAP && !find(c, owner, index) && !queued(c, owner, index)) {
 		job *j = &c->queue[(c->qhead + c->qlen++) % QUEUE_CAP];
 
 		*j = (job){ owner, index, len, *src };
@@ -281,7 +296,7 @@ static void *worker_main(void *arg)
 {
 	tf_cache *c = arg;
 	tf_workspace *ws = tf_workspace_new();
-	tf_error err;
+	tf_error err = { TF_OK, "" };
 
 	pthread_mutex_lock(&c->lock);
 	for (;;) {

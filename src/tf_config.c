@@ -82,12 +82,14 @@ typedef struct parser {
 	int line;
 	bool header_seen;	/* a [section] line was read since the last key */
 	char section[PATH_MAX];	/* its full name: inih truncates names to 50 bytes */
+	int section_line;
 	bool continuation;	/* the current line starts with blanks */
 	sec_kind kind;
 	void *cur;		/* the section object keys go to */
 	char last_key[64];
 	tf_error *err;
 	bool failed;
+	int fail_line;
 	bool key_failed;	/* the first error is about a key */
 } parser;
 
@@ -101,9 +103,11 @@ bool tf_parse_size(const char *s, uint64_t *out)
 	char *end;
 	int shift = 0;
 
+	if (!isdigit((unsigned char)s[0]))	/* strtoull would take " -1" */
+		return false;
 	errno = 0;
 	v = strtoull(s, &end, 10);
-	if (errno || end == s || s[0] == '-')
+	if (errno)
 		return false;
 	switch (toupper((unsigned char)*end)) {
 	case 'K': shift = 10; end++; break;
@@ -112,8 +116,10 @@ bool tf_parse_size(const char *s, uint64_t *out)
 	case 'T': shift = 40; end++; break;
 	default: break;
 	}
-	if (*end == 'i' || *end == 'B')	/* 256MiB, 256MB */
-		end += end[0] == 'i' && end[1] == 'B' ? 2 : 1;
+	if (shift && end[0] == 'i' && end[1] == 'B')	/* 256MiB */
+		end += 2;
+	else if (*end == 'B')				/* 256MB, 100B */
+		end++;
 	if (*end || (shift && v > (ULLONG_MAX >> shift)))
 		return false;
 	*out = (uint64_t)v << shift;
@@ -146,7 +152,7 @@ static bool parse_u32(const char *s, uint32_t *v)
 
 bool tf_glob_valid(const char *p)
 {
-	if (!*p || p[0] == '/' || strstr(p, "//"))
+	if (!*p || p[0] == '/' || strstr(p, "//") || p[strlen(p) - 1] == '/')
 		return false;
 	for (; *p; p++) {
 		if (*p == '[') {
@@ -219,6 +225,7 @@ static int fail(parser *ps, int line, const char *fmt, ...)
 	va_end(ap);
 	tf_err(ps->err, TF_E_INVAL, "%s:%d: %s", ps->c->path, line, msg);
 	ps->failed = true;
+	ps->fail_line = line;
 	return 0;
 }
 
@@ -291,16 +298,20 @@ static void start_section(parser *ps, const char *section)
 		if (strlen(kinds[i].word) == wlen && !strncmp(section, kinds[i].word, wlen))
 			ps->kind = kinds[i].kind;
 	if (ps->kind == SEC_NONE)
-		return (void)fail(ps, ps->line, "unknown section [%s]", section);
+		return (void)fail(ps, ps->section_line, "unknown section [%s]", section);
 	if ((ps->kind == SEC_TILEFS) != (*arg == '\0'))
-		return (void)fail(ps, ps->line, ps->kind == SEC_TILEFS ? "[tilefs] takes no name" :
+		return (void)fail(ps, ps->section_line, ps->kind == SEC_TILEFS ? "[tilefs] takes no name" :
 				  "[%s] needs a name, e.g. [%s NAME]", section, section);
 	if (name_taken(ps->c, ps->kind, arg))
-		return (void)fail(ps, ps->line, "duplicate section [%s]", section);
+		return (void)fail(ps, ps->section_line, "duplicate section [%s]", section);
 	if (ps->kind == SEC_MATCH && !tf_glob_valid(arg))
-		return (void)fail(ps, ps->line, "bad glob '%s'", arg);
+		return (void)fail(ps, ps->section_line, "bad glob '%s'", arg);
 	if (!(ps->cur = new_section(ps, ps->kind, arg)))
-		fail(ps, ps->line, "out of memory");
+		return (void)fail(ps, ps->section_line, "out of memory");
+	if (ps->kind == SEC_MATCH)
+		((match_sec *)ps->cur)->rule.line = ps->section_line;
+	else if (ps->kind == SEC_KEY)
+		((key_sec *)ps->cur)->line = ps->section_line;
 }
 
 /* ---- keys of each section ------------------------------------------------------------------------ */
@@ -467,6 +478,19 @@ static int set_value(parser *ps, const char *name, const char *value)
 	return fail(ps, ps->line, "'%s' outside any section", name);
 }
 
+/* The length of v without a " ; comment": inih before r56 strips inline
+ * comments from key lines but not from continuation lines. */
+static int uncommented_len(const char *v)
+{
+	int len = 0;
+
+	while (v[len] && !(v[len] == ';' && len > 0 && isspace((unsigned char)v[len - 1])))
+		len++;
+	while (len > 0 && isspace((unsigned char)v[len - 1]))
+		len--;
+	return len;
+}
+
 /* A continuation line (inih: an indented line after a key) extends filters. */
 static int continue_value(parser *ps, const char *name, const char *value)
 {
@@ -477,7 +501,7 @@ static int continue_value(parser *ps, const char *name, const char *value)
 	if (!f || strcmp(name, "filters") || !f->filters)
 		return fail(ps, ps->line, "indented line continues '%s'; only filters may span lines "
 			    "(do not indent keys)", name);
-	if (asprintf(&joined, "%s %s", f->filters, value) < 0)
+	if (asprintf(&joined, "%s %.*s", f->filters, uncommented_len(value), value) < 0)
 		return fail(ps, ps->line, "out of memory");
 	free(f->filters);
 	f->filters = joined;
@@ -514,10 +538,18 @@ static char *read_line(char *str, int num, void *stream)
 		return NULL;
 	ps->line++;
 	n = strlen(str);
-	if (n && str[n - 1] != '\n' && !feof(ps->f))
-		fail(ps, ps->line, "line longer than %d characters", MAX_LINE - 1);
+	if (n && str[n - 1] != '\n' && !feof(ps->f)) {
+		int next = getc(ps->f);	/* exactly num - 1 characters, then '\n'? */
+		if (next != '\n' && next != EOF) {
+			ungetc(next, ps->f);
+			fail(ps, ps->line, "line longer than %d characters", MAX_LINE - 1);
+		}
+	}
 	ps->continuation = str[0] == ' ' || str[0] == '\t';
-	for (t = str; isspace((unsigned char)*t); t++)
+	t = str;
+	if (ps->line == 1 && !strncmp(t, "\xEF\xBB\xBF", 3))	/* inih skips a BOM too */
+		t += 3;
+	for (; isspace((unsigned char)*t); t++)
 		;
 	if (*t == '[') {
 		/* The name runs to the first ']', as inih reads it. */
@@ -525,7 +557,10 @@ static char *read_line(char *str, int num, void *stream)
 
 		while (end > name && isspace((unsigned char)end[-1]))
 			end--;
+		if (ps->header_seen && !ps->failed)	/* the previous section had no keys */
+			start_section(ps, ps->section);
 		snprintf(ps->section, sizeof(ps->section), "%.*s", (int)(end - name), name);
+		ps->section_line = ps->line;
 		ps->header_seen = true;
 	}
 	return str;
@@ -556,7 +591,10 @@ static const tf_key *find_key(parser *ps, const char *name, int line)
 	for (size_t i = 0; i < ps->c->nkeys; i++)
 		if (!strcmp(ps->c->keys[i].name, name))
 			return ps->c->keys[i].key;
-	fail(ps, line, "no [key %s] section", name);
+	if (strlen(name) >= 32)	/* perhaps the key itself: never repeat it */
+		fail(ps, line, "no [key NAME] section of that name");
+	else
+		fail(ps, line, "no [key %s] section", name);
 	return NULL;
 }
 
@@ -593,6 +631,9 @@ static void resolve(parser *ps)
 {
 	tf_config *c = ps->c;
 
+	for (size_t i = 0; i < c->nkeys && !ps->failed; i++)
+		if (!c->keys[i].key)
+			fail(ps, c->keys[i].line, "[key %s] needs file, env or hex", c->keys[i].name);
 	for (size_t i = 0; i < c->npipes && !ps->failed; i++)
 		if (!c->pipes[i].f.filters)
 			c->pipes[i].pipeline = tf_pipeline_dup(c->empty);
@@ -644,8 +685,11 @@ static tf_status open_config(tf_config *c, const char *path, FILE **f, tf_error 
 		strcpy(c->dir, ".");
 	if (!(*f = fopen(path, "r")))
 		return tf_err(err, TF_E_INVAL, "%s: %s", path, strerror(errno));
-	if (fstat(fileno(*f), &sb) == 0)
-		c->world_readable = (sb.st_mode & (S_IRGRP | S_IROTH)) != 0;
+	if (fstat(fileno(*f), &sb) != 0)
+		return tf_err(err, TF_E_IO, "%s: %s", path, strerror(errno));
+	if (!S_ISREG(sb.st_mode))	/* a directory reads as an empty file */
+		return tf_err(err, TF_E_INVAL, "%s: not a regular file", path);
+	c->world_readable = (sb.st_mode & (S_IRGRP | S_IROTH)) != 0;
 	return TF_OK;
 }
 
@@ -659,19 +703,29 @@ tf_status tf_config_load(const char *path, tf_config **out, tf_error *err)
 	if (!c)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	if ((rc = open_config(c, path, &ps.f, err)) != TF_OK) {
+		if (ps.f)
+			fclose(ps.f);
 		tf_config_free(c);
 		return rc;
 	}
 	line = ini_parse_stream(read_line, &ps, on_key, &ps);
+	if (ps.header_seen && !ps.failed)	/* a last section with no keys */
+		start_section(&ps, ps.section);
+	if (ferror(ps.f) && !ps.failed)
+		fail(&ps, ps.line, "read error");
 	fclose(ps.f);
-	if (line > 0 && !ps.failed)
+	if (line > 0 && (!ps.failed || line < ps.fail_line)) {
+		ps.failed = ps.key_failed = false;	/* an earlier syntax error wins */
 		fail(&ps, line, "syntax error (expected [section], key = value, or ; comment)");
+	}
 	else if (line < 0 && !ps.failed)
 		fail(&ps, ps.line, "cannot parse (out of memory)");
 	if (!ps.failed)
 		resolve(&ps);
 	if (ps.failed) {
 		tf_config_free(c);
+		if (ps.key_failed && err)
+			err->code = TF_E_NOKEY;
 		return ps.key_failed ? TF_E_NOKEY : TF_E_INVAL;
 	}
 	*out = c;
