@@ -301,7 +301,7 @@ tf_status tf_schema_parse(tf_span payload, tf_schema **out, tf_error *err)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	if (payload.n < 4) {
 		free(s);
-		return tf_err(err, TF_E_CORRUPT, "schema of %zu bytes", payload.n);
+		return tf_err(err, TF_E_CORRUPT, "array schema of %zu bytes", payload.n);
 	}
 	version = tf_le32(payload.p);
 	layout = version > TF_FORMAT_VERSION_MAX ? TF_FORMAT_VERSION_MAX : version;

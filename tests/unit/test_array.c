@@ -1,0 +1,246 @@
+/*
+ * test_array.c - schemas, fragment metadata and array directories, against
+ * the arrays TileDB wrote (../shared/corpus), and against damaged copies.
+ */
+#include "tf_test.h"
+
+#include <glob.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tf_array.h"
+#include "tf_schema.h"
+
+/* Decode the schema generic tile at path and return its payload. */
+static uint8_t *schema_payload(const char *path, size_t *n)
+{
+	tf_workspace *ws = tf_workspace_new();
+	tf_buf out = TF_BUF_INIT(SIZE_MAX);
+	size_t raw_n;
+	uint8_t *raw = tf_test_read_file(path, &raw_n);
+	tf_error err;
+
+	ck_assert_msg(tf_generic_decode(tf_span_of(raw, raw_n), NULL, ws, &out, NULL, &err) == TF_OK,
+		      "%s: %s", path, err.msg);
+	free(raw);
+	tf_workspace_free(ws);
+	*n = out.len;
+	return out.p;
+}
+
+static glob_t corpus_glob(const char *pattern)
+{
+	char full[4096];
+	glob_t g = { 0 };
+
+	snprintf(full, sizeof(full), "%s/%s", tf_test_corpus(), pattern);
+	glob(full, 0, NULL, &g);
+	return g;
+}
+
+START_TEST(test_corpus_schemas)
+{
+	glob_t g;
+	size_t parsed = 0;
+
+	if (!tf_test_corpus()) {
+		printf("corpus absent: skipping schema known answers\n");
+		return;
+	}
+	g = corpus_glob("*/array/__schema/__[0-9]*");
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		size_t n;
+		uint8_t *p;
+		tf_schema *s;
+		tf_error err;
+
+		if (strstr(g.gl_pathv[i], "/enc_"))	/* encrypted: needs the key */
+			continue;
+		p = schema_payload(g.gl_pathv[i], &n);
+		ck_assert_msg(tf_schema_parse(tf_span_of(p, n), &s, &err) == TF_OK, "%s: %s", g.gl_pathv[i], err.msg);
+		ck_assert_uint_eq(s->version, 22);
+		ck_assert_uint_ge(s->ndims, 1);
+		tf_schema_free(s);
+		free(p);
+		parsed++;
+	}
+	globfree(&g);
+	ck_assert_uint_ge(parsed, 60);
+}
+END_TEST
+
+/* Facts of one schema, from its manifest: sparse_2d. */
+START_TEST(test_schema_facts)
+{
+	glob_t g;
+	size_t n;
+	uint8_t *p;
+	tf_schema *s;
+	tf_error err;
+	char *text;
+
+	if (!tf_test_corpus())
+		return;
+	g = corpus_glob("sparse_2d/array/__schema/__*");
+	ck_assert_uint_eq(g.gl_pathc, 1);
+	p = schema_payload(g.gl_pathv[0], &n);
+	ck_assert(tf_schema_parse(tf_span_of(p, n), &s, &err) == TF_OK);
+	ck_assert(!s->dense);
+	ck_assert_uint_eq(s->capacity, 64);
+	ck_assert_uint_eq(s->ndims, 2);
+	ck_assert_uint_eq(s->nattrs, 2);
+	ck_assert_str_eq(s->attrs[1].name, "s");
+	ck_assert_uint_eq(s->attrs[1].cell_val_num, TF_CELL_VAR);
+	ck_assert_int_eq(s->attrs[1].type, TF_DT_STRING_ASCII);
+	text = tf_pipeline_text(tf_schema_dim_filters(s, &s->dims[0]));
+	ck_assert_str_eq(text, "double_delta | lz4(level=-1)");
+	free(text);
+	tf_schema_free(s);
+	free(p);
+	globfree(&g);
+}
+END_TEST
+
+/* Every truncation of a schema fails cleanly; bit flips never crash. */
+START_TEST(test_schema_damage)
+{
+	glob_t g;
+	size_t n;
+	uint8_t *p;
+	uint64_t seed = 42;
+	tf_schema *s;
+	tf_error err;
+
+	if (!tf_test_corpus())
+		return;
+	g = corpus_glob("nullable_var_string/array/__schema/__*");
+	ck_assert_uint_eq(g.gl_pathc, 1);
+	p = schema_payload(g.gl_pathv[0], &n);
+	for (size_t cut = 0; cut < n; cut++) {
+		ck_assert_int_eq(tf_schema_parse(tf_span_of(p, cut), &s, &err), TF_E_CORRUPT);
+		ck_assert(strstr(err.msg, "array schema"));
+	}
+	for (int i = 0; i < 3000; i++) {
+		uint8_t *q = malloc(n);
+		memcpy(q, p, n);
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		q[(seed >> 33) % n] ^= (uint8_t)(1u << ((seed >> 20) % 8));
+		if (tf_schema_parse(tf_span_of(q, n), &s, &err) == TF_OK)
+			tf_schema_free(s);
+		free(q);
+	}
+	free(p);
+	globfree(&g);
+}
+END_TEST
+
+/* Copy the fragment metadata of a case into dir, damaged by `damage`. */
+static void copy_array(const char *case_name, const char *dir)
+{
+	char cmd[16384];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s' && cp -r '%s/%s/array' '%s' && chmod -R u+w '%s'", dir,
+		 tf_test_corpus(), case_name, dir, dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static tf_status describe_first(const char *dir, const char *file, tf_array_file *af, tf_error *err)
+{
+	char pattern[4096];
+	tf_array *a;
+	glob_t g = { 0 };
+	tf_status rc;
+
+	snprintf(pattern, sizeof(pattern), "%s/__fragments/*/%s", dir, file);
+	ck_assert_int_eq(glob(pattern, 0, NULL, &g), 0);
+	ck_assert(tf_array_open(dir, NULL, &a, err) == TF_OK);
+	rc = tf_array_describe(a, g.gl_pathv[0] + strlen(dir) + 1, af, err);
+	tf_array_free(a);
+	globfree(&g);
+	return rc;
+}
+
+/* A fragment metadata file cut or flipped anywhere: describing its files
+ * fails cleanly or succeeds, never crashes; the footer length is checked. */
+START_TEST(test_fragment_damage)
+{
+	char dir[] = "/tmp/tf-array-XXXXXX", arr[64], meta[256];
+	uint64_t seed = 7;
+	tf_array_file af;
+	tf_error err;
+	glob_t g = { 0 };
+	size_t n;
+	uint8_t *orig;
+
+	if (!tf_test_corpus())
+		return;
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(arr, sizeof(arr), "%s/a", dir);
+	copy_array("sparse_2d", arr);
+	snprintf(meta, sizeof(meta), "%s/__fragments/*/__fragment_metadata.tdb", arr);
+	ck_assert_int_eq(glob(meta, 0, NULL, &g), 0);
+	orig = tf_test_read_file(g.gl_pathv[0], &n);
+	ck_assert(describe_first(arr, "a1_var.tdb", &af, &err) == TF_OK);
+	ck_assert_str_eq(af.kind, "var");
+	ck_assert_str_eq(af.field, "s");
+	tf_array_file_clear(&af);
+	for (int i = 0; i < 400; i++) {
+		FILE *f = fopen(g.gl_pathv[0], "wb");
+		size_t len = i < 200 ? n - 1 - (size_t)i * (n / 200) : n;
+
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		if (i >= 200)
+			orig[(seed >> 33) % n] ^= 0x10;
+		ck_assert_uint_eq(fwrite(orig, 1, len, f), len);
+		fclose(f);
+		if (describe_first(arr, "d0.tdb", &af, &err) == TF_OK)
+			tf_array_file_clear(&af);
+		if (i >= 200)
+			orig[(seed >> 33) % n] ^= 0x10;
+	}
+	free(orig);
+	globfree(&g);
+	snprintf(meta, sizeof(meta), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(meta), 0);
+}
+END_TEST
+
+/* Names alone: what an array decodes. */
+START_TEST(test_decoded_names)
+{
+	ck_assert(tf_array_is_decoded_name("__schema/__1_1_abc"));
+	ck_assert(tf_array_is_decoded_name("__schema/__enumerations/__abc_0"));
+	ck_assert(tf_array_is_decoded_name("__array_schema.tdb"));
+	ck_assert(tf_array_is_decoded_name("__fragments/__1_2_u_22/a0.tdb"));
+	ck_assert(tf_array_is_decoded_name("__fragments/__1_2_u_22/__fragment_metadata.tdb"));
+	ck_assert(tf_array_is_decoded_name("__1_2_u_10/d0_var.tdb"));	/* before format 12 */
+	ck_assert(tf_array_is_decoded_name("__meta/__1_2_u"));
+	ck_assert(tf_array_is_decoded_name("__commits/__1_2_u_22.del"));
+	ck_assert(tf_array_is_decoded_name("__fragment_meta/__1_2_u_22.meta"));
+	ck_assert(!tf_array_is_decoded_name("__commits/__1_2_u_22.wrt"));
+	ck_assert(!tf_array_is_decoded_name("__meta/__1_2_u.vac"));
+	ck_assert(!tf_array_is_decoded_name("__lock.tdb"));
+	ck_assert(!tf_array_is_decoded_name("__fragments/__1_2_u_22.ok"));
+	ck_assert(!tf_array_is_decoded_name("__labels/x/__fragments/f/a0.tdb"));
+	ck_assert(!tf_array_is_decoded_name("notes.txt"));
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("array");
+	TCase *tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_corpus_schemas);
+	tcase_add_test(tc, test_schema_facts);
+	tcase_add_test(tc, test_schema_damage);
+	tcase_add_test(tc, test_fragment_damage);
+	tcase_add_test(tc, test_decoded_names);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+TF_TEST_MAIN(suite)
