@@ -125,7 +125,9 @@ tf_status tf_buf_reserve(tf_buf *b, size_t need, tf_error *err)
 	size_t cap;
 	uint8_t *p;
 
-	if (need <= b->cap)
+	/* A growable buffer always gets storage, even for 0 bytes, so that
+	 * p + len is never arithmetic on a null pointer. */
+	if (need <= b->cap && (b->p || b->fixed))
 		return TF_OK;
 	if (b->fixed)
 		return tf_err(err, TF_E_CORRUPT, "output of %zu bytes exceeds its expected size %zu",
@@ -137,8 +139,8 @@ tf_status tf_buf_reserve(tf_buf *b, size_t need, tf_error *err)
 	while (cap < need)
 		cap = cap > SIZE_MAX / 2 ? need : cap * 2;
 	if (cap > b->limit)
-		cap = b->limit;
-	p = realloc(b->p, cap);
+		cap = b->limit;		/* >= need, checked above */
+	p = realloc(b->p, cap ? cap : 1);
 	if (!p)
 		return tf_err(err, TF_E_NOMEM, "cannot allocate %zu bytes", cap);
 	b->p = p;

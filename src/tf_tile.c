@@ -238,8 +238,9 @@ tf_status tf_tile_encode(const tf_pipeline *p, const tf_chunk_env *env, tf_works
 		uint64_t *rel = NULL;
 		size_t first = cell, count = 0;
 
-		/* The var-string encoder wants the chunk's own cell offsets. */
-		while (cell_offsets && cell < ncells && cell_offsets[cell] < end)
+		/* The var-string encoder wants the chunk's own cell offsets; empty
+		 * cells at the tile's very end belong to its last chunk. */
+		while (cell_offsets && cell < ncells && (i + 1 == n || cell_offsets[cell] < end))
 			cell++;
 		count = cell - first;
 		if (env->var_string && count && !(rel = malloc(count * sizeof(*rel))))
