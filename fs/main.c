@@ -96,28 +96,22 @@ static int open_source(tilefs *fs, const char *source)
 }
 
 /*
- * Let the kernel read ahead 1 MiB at a time (FUSE starts it at 128 KiB):
- * larger requests amortise the round trip, and decode-ahead keeps up.
- * Found through /proc/self/mountinfo, not stat(): the mount cannot answer
- * requests yet.  Best effort: needs root.
+ * Where the kernel's readahead window for this mount is set: the mount's
+ * device, found in /proc/self/mountinfo (stat() would ask the mount itself,
+ * which cannot answer yet).
  */
-static void raise_readahead(const char *mountpoint)
+static void find_readahead_knob(tilefs *fs, const char *mountpoint)
 {
-	char real[PATH_MAX], line[4096], dev[32], mnt[PATH_MAX], path[128], devno[32];
+	char real[PATH_MAX], line[4096], devno[32], mnt[PATH_MAX];
 	FILE *f;
 
 	if (!realpath(mountpoint, real) || !(f = fopen("/proc/self/mountinfo", "r")))
 		return;
-	dev[0] = '\0';
 	while (fgets(line, sizeof(line), f))
 		if (sscanf(line, "%*s %*s %31s %*s %4095s", devno, mnt) == 2 && !strcmp(mnt, real))
-			memcpy(dev, devno, sizeof(dev));	/* the last mount there is ours */
+			snprintf(fs->readahead_knob, sizeof(fs->readahead_knob),
+				 "/sys/class/bdi/%s/read_ahead_kb", devno);	/* the last is ours */
 	fclose(f);
-	if (dev[0] && snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev) < (int)sizeof(path) &&
-	    (f = fopen(path, "w"))) {
-		fputs("1024\n", f);
-		fclose(f);
-	}
 }
 
 static void free_workspace(void *ws)
@@ -163,7 +157,7 @@ static int serve(tilefs *fs, struct fuse_args *args, const struct fuse_cmdline_o
 		return TFS_EXIT_USAGE;	/* fuse_new has said which option it rejected */
 	if (fuse_mount(fuse, o->mountpoint) != 0)
 		goto out;
-	raise_readahead(o->mountpoint);
+	find_readahead_knob(fs, o->mountpoint);
 	fs->foreground = o->foreground;
 	if (fuse_daemonize(o->foreground) != 0 || start(fs) != 0 ||
 	    fuse_set_signal_handlers(fuse_get_session(fuse)) != 0)

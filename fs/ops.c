@@ -87,12 +87,31 @@ static int handle_attr(tilefs *fs, const handle *h, struct stat *st)
 	return 0;
 }
 
+/*
+ * Let the kernel read ahead 1 MiB at a time, not FUSE's 128 KiB: larger
+ * requests amortise the round trip and decode-ahead keeps up.  Done on the
+ * first request, because the kernel clamps the window when it processes
+ * our INIT reply.  Best effort (needs root).
+ */
+static void widen_readahead(tilefs *fs)
+{
+	FILE *f;
+
+	if (atomic_exchange(&fs->readahead_set, true) || !fs->readahead_knob[0])
+		return;
+	if ((f = fopen(fs->readahead_knob, "w"))) {
+		fputs("1024\n", f);
+		fclose(f);
+	}
+}
+
 static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 {
 	tilefs *fs = this_fs();
 	const char *rel;
 	int rc = 0;
 
+	widen_readahead(fs);
 	if (!path && fi)
 		rc = handle_attr(fs, (const handle *)(uintptr_t)fi->fh, st);
 	else if (fstatat(fs->source_fd, (rel = rel_of(path)), st, AT_SYMLINK_NOFOLLOW) != 0)

@@ -13,6 +13,7 @@
 #include <fuse.h>
 #include <fuse_lowlevel.h>	/* fuse_parse_cmdline */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -50,6 +51,8 @@ typedef struct tilefs {
 	pthread_mutex_t arrays_lock;
 	fs_array *arrays;		/* arrays seen so far */
 	bool foreground;
+	char readahead_knob[96];	/* sysfs file of the mount's readahead window */
+	atomic_bool readahead_set;
 } tilefs;
 
 extern const struct fuse_operations tilefs_ops;
