@@ -13,8 +13,8 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
-#include "../tf_filter.h"
 #include "../tf_keys.h"
+#include "framing.h"
 
 #define IV_BYTES 12
 #define TAG_BYTES 16
@@ -203,33 +203,18 @@ static tf_status encrypt_parts(EVP_CIPHER_CTX *ctx, const tf_parts *in, tf_buf *
 static tf_status encode(const tf_filter_opts *o, const tf_stage *st, tf_parts *md,
 			tf_parts *data, tf_error *err)
 {
-	tf_parts new_md, new_data;
 	EVP_CIPHER_CTX *ctx;
-	tf_buf *hdr, *out;
+	tf_framing_out f;
 	tf_status rc;
 
 	(void)o;
 	if ((rc = cipher_begin(st, 1, &ctx, err)) != TF_OK)
 		return rc;
-	tf_parts_init(&new_md);
-	tf_parts_init(&new_data);
-	if ((rc = tf_parts_add(&new_md, &hdr, err)) == TF_OK &&
-	    (rc = tf_parts_add(&new_data, &out, err)) == TF_OK &&
-	    (rc = tf_buf_put_u32(hdr, (uint32_t)md->n, err)) == TF_OK &&
-	    (rc = tf_buf_put_u32(hdr, (uint32_t)data->n, err)) == TF_OK &&
-	    (rc = encrypt_parts(ctx, md, hdr, out, err)) == TF_OK)
-		rc = encrypt_parts(ctx, data, hdr, out, err);
+	rc = tf_framing_begin(&f, md, data, err);
+	if (rc == TF_OK && (rc = encrypt_parts(ctx, md, f.hdr, f.out, err)) == TF_OK)
+		rc = encrypt_parts(ctx, data, f.hdr, f.out, err);
 	EVP_CIPHER_CTX_reset(ctx);
-	if (rc != TF_OK) {
-		tf_parts_free(&new_md);
-		tf_parts_free(&new_data);
-		return rc;
-	}
-	tf_parts_free(md);
-	tf_parts_free(data);
-	*md = new_md;
-	*data = new_data;
-	return TF_OK;
+	return tf_framing_end(&f, md, data, rc);
 }
 
 /* Ciphertext has no element structure (FORMAT-NOTES §2.4). */

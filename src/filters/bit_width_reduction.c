@@ -173,26 +173,12 @@ static tf_status encode_window(const uint8_t *p, size_t nbytes, const elem_int *
 	return TF_OK;
 }
 
-/* The windows of one part (elem_window_bytes). */
-static tf_status encode_part(const uint8_t *p, size_t len, uint32_t max_window, const elem_int *t,
-			     tf_buf *hdr, tf_buf *out, uint64_t *nwin, tf_error *err)
-{
-	size_t w = elem_window_bytes(len, max_window, t->size);
-	tf_status rc = TF_OK;
-
-	for (size_t off = 0, nb; off < len && rc == TF_OK; off += nb, ++*nwin) {
-		nb = len - off < w ? len - off : w;
-		rc = encode_window(p + off, nb, t, hdr, out, err);
-	}
-	return rc;
-}
-
+/* Header: the input length, then the windows (elem_encode_windows). */
 static tf_status encode(const tf_filter_opts *o, const tf_stage *st, tf_parts *md,
 			tf_parts *data, tf_error *err)
 {
-	tf_buf hdr = TF_BUF_INIT(SIZE_MAX), out = TF_BUF_INIT(SIZE_MAX);
+	tf_buf hdr = TF_BUF_INIT(SIZE_MAX);
 	size_t total = tf_parts_total(data);
-	uint64_t nwin = 0;
 	elem_int t;
 	tf_status rc;
 
@@ -200,20 +186,11 @@ static tf_status encode(const tf_filter_opts *o, const tf_stage *st, tf_parts *m
 		return TF_OK;	/* pass-through */
 	if (total > UINT32_MAX)
 		return tf_err(err, TF_E_INVAL, "input of %zu bytes exceeds 4 GiB", total);
-	if ((rc = tf_buf_put_u32(&hdr, (uint32_t)total, err)) == TF_OK &&
-	    (rc = tf_buf_put_u32(&hdr, 0, err)) == TF_OK)
-		rc = tf_buf_reserve(&out, total, err);
-	for (size_t i = 0; i < data->n && rc == TF_OK; i++)
-		rc = encode_part(data->v[i].p, data->v[i].len, o->window, &t, &hdr, &out, &nwin, err);
-	if (rc == TF_OK && nwin > UINT32_MAX)
-		rc = tf_err(err, TF_E_INVAL, "%llu windows exceed u32", (unsigned long long)nwin);
-	if (rc != TF_OK) {
+	if ((rc = tf_buf_put_u32(&hdr, (uint32_t)total, err)) != TF_OK) {
 		tf_buf_free(&hdr);
-		tf_buf_free(&out);
 		return rc;
 	}
-	tf_put_le32(hdr.p + 4, (uint32_t)nwin);
-	return elem_encode_done(md, data, &hdr, &out, err);
+	return elem_encode_windows(md, data, &hdr, o->window, &t, encode_window, err);
 }
 
 const tf_filter_class tf_filter_bit_width_reduction = {

@@ -190,38 +190,35 @@ static void shuffle_block(const uint8_t *src, uint8_t *dst, size_t blk, unsigned
 		memcpy(dst + m * es, src + m * es, blk - m * es);
 }
 
-/* Parts TileDB could not shuffle are copied (§10 #12). */
-static bool part_is_raw(size_t len, unsigned es)
+/* unshuffle_block or shuffle_block. */
+typedef void (*block_fn)(const uint8_t *src, uint8_t *dst, size_t blk, unsigned es, uint8_t *tmp);
+
+/* Transform a part block by block with fn; parts TileDB could not shuffle,
+ * not a multiple of both es and 8 bytes long, are copied (§10 #12).
+ * Inlined into each caller, so that fn is called directly. */
+ELEM_INLINE void each_block(const uint8_t *src, uint8_t *dst, size_t len, unsigned es,
+			    block_fn fn)
 {
-	return len % es != 0 || len % 8 != 0;
+	uint8_t tmp[BLOCK_BYTES];
+
+	if (len % es != 0 || len % 8 != 0) {
+		memcpy(dst, src, len);
+		return;
+	}
+	for (size_t off = 0, blk; off < len; off += blk) {
+		blk = len - off < BLOCK_BYTES ? len - off : BLOCK_BYTES;
+		fn(src + off, dst + off, blk, es, tmp);
+	}
 }
 
 static void unshuffle_part(const uint8_t *src, uint8_t *dst, size_t len, unsigned es)
 {
-	uint8_t tmp[BLOCK_BYTES];
-
-	if (part_is_raw(len, es)) {
-		memcpy(dst, src, len);
-		return;
-	}
-	for (size_t off = 0, blk; off < len; off += blk) {
-		blk = len - off < BLOCK_BYTES ? len - off : BLOCK_BYTES;
-		unshuffle_block(src + off, dst + off, blk, es, tmp);
-	}
+	each_block(src, dst, len, es, unshuffle_block);
 }
 
 static void shuffle_part(const uint8_t *src, uint8_t *dst, size_t len, unsigned es)
 {
-	uint8_t tmp[BLOCK_BYTES];
-
-	if (part_is_raw(len, es)) {
-		memcpy(dst, src, len);
-		return;
-	}
-	for (size_t off = 0, blk; off < len; off += blk) {
-		blk = len - off < BLOCK_BYTES ? len - off : BLOCK_BYTES;
-		shuffle_block(src + off, dst + off, blk, es, tmp);
-	}
+	each_block(src, dst, len, es, shuffle_block);
 }
 
 static tf_status decode(const tf_filter_opts *o, const tf_stage *st, tf_stream *s, tf_error *err)

@@ -45,60 +45,47 @@ static tf_status decode_part(const tf_filter_opts *o, const tf_stage *st, tf_spa
 }
 
 /* Worst case of BZ2_bzBuffToBuffCompress: 1% more than the input plus 600
- * bytes (bzip2 manual), capped at what a u32 part size can record. */
-static unsigned int compress_bound(size_t n)
+ * bytes (bzip2 manual). */
+static size_t compress_bound(size_t n)
 {
-	size_t bound = tf_size_add(tf_size_add(n, n / 100 + 1), 600);
+	return tf_size_add(tf_size_add(n, n / 100 + 1), 600);
+}
 
-	return bound > UINT32_MAX ? UINT32_MAX : (unsigned int)bound;
+static tf_status check(const tf_filter_opts *o, tf_error *err)
+{
+	return tf_framing_check_level(o, BZIP2_MAX_LEVEL, "largest bzip2 block size", err);
 }
 
 static tf_status encode_part(const tf_filter_opts *o, const tf_stage *st, tf_span src,
 			     tf_buf *out, tf_error *err)
 {
 	int block = o->level < 1 ? 1 : o->level;
-	unsigned int room = compress_bound(src.n);
 	char none;
 	uint8_t *at;
+	uint32_t room;
+	unsigned int got;
 	tf_status rc;
 	int ret;
 
 	(void)st;
-	if (o->level > BZIP2_MAX_LEVEL)
-		return tf_err(err, TF_E_INVAL, "bzip2: level %d is above %d", o->level,
-			      BZIP2_MAX_LEVEL);
-	if ((rc = tf_buf_grow(out, room, &at, err)) != TF_OK)
+	if ((rc = check(o, err)) != TF_OK)
+		return tf_err_prefix(err, "bzip2");
+	if ((rc = tf_framing_room(out, compress_bound(src.n), &at, &room, err)) != TF_OK)
 		return rc;
-	ret = BZ2_bzBuffToBuffCompress((char *)at, &room, src.n ? (char *)src.p : &none,
+	got = room;	/* in: the room; out: the stream's size */
+	ret = BZ2_bzBuffToBuffCompress((char *)at, &got, src.n ? (char *)src.p : &none,
 				       (unsigned int)src.n, block, 0, 0);
 	if (ret == BZ_MEM_ERROR)
 		return tf_err(err, TF_E_NOMEM, "bzip2 ran out of memory");
 	if (ret != BZ_OK)
 		return tf_err(err, TF_E_INVAL, "bzip2: compression failed (error %d)", ret);
-	out->len += room;
+	out->len += got;
 	return TF_OK;
 }
 
 static const tf_codec codec = { "bzip2", decode_part, encode_part };
 
-static tf_status check(const tf_filter_opts *o, tf_error *err)
-{
-	if (o->level > BZIP2_MAX_LEVEL)
-		return tf_err(err, TF_E_INVAL, "level %d is above %d, the largest bzip2 block size",
-			      o->level, BZIP2_MAX_LEVEL);
-	return TF_OK;
-}
-
-static tf_status decode(const tf_filter_opts *o, const tf_stage *st, tf_stream *s, tf_error *err)
-{
-	return tf_framing_decode(&codec, o, st, s, err);
-}
-
-static tf_status encode(const tf_filter_opts *o, const tf_stage *st, tf_parts *md,
-			tf_parts *data, tf_error *err)
-{
-	return tf_framing_encode(&codec, o, st, md, data, err);
-}
+TF_FRAMING_FUNCTIONS(codec)
 
 const tf_filter_class tf_filter_bzip2 = {
 	.id = TF_F_BZIP2,
@@ -107,6 +94,6 @@ const tf_filter_class tf_filter_bzip2 = {
 	.compressor = 5,
 	.consumes_md = true,
 	.check = check,
-	.decode = decode,
-	.encode = encode,
+	.decode = framed_decode,
+	.encode = framed_encode,
 };

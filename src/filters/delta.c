@@ -22,18 +22,6 @@
 #include "framing.h"
 #include "elem.h"
 
-/* T for this filter: the reinterpret type, or else the type it sees. */
-static tf_status value_type(const tf_filter_opts *o, const tf_stage *st, elem_int *t,
-			    tf_error *err)
-{
-	tf_datatype d = o->reinterpret != TF_DT_ANY ? o->reinterpret : st->type;
-
-	if (!elem_delta_type(d, t))
-		return tf_err(err, TF_E_INVAL, "cannot delta-code %s values "
-			      "(an integer reinterpret type is needed)", tf_datatype_name(d));
-	return TF_OK;
-}
-
 static tf_status decode_part(const tf_filter_opts *o, const tf_stage *st, tf_span src,
 			     uint8_t *dst, size_t len, tf_error *err)
 {
@@ -43,18 +31,16 @@ static tf_status decode_part(const tf_filter_opts *o, const tf_stage *st, tf_spa
 	elem_int t;
 	tf_status rc;
 
-	if ((rc = value_type(o, st, &t, err)) != TF_OK ||
+	if ((rc = elem_reinterpret_int(o, st, "delta-code", &t, err)) != TF_OK ||
 	    (rc = tf_get_u64(&r, &n, "value count", err)) != TF_OK)
 		return rc;
 	whole = len / t.size;
 	tail = len % t.size;
-	if (n != whole)
-		return tf_err(err, TF_E_CORRUPT, "%llu values where a part of %zu bytes holds %zu",
-			      (unsigned long long)n, len, whole);
+	if ((rc = elem_check_count(n, len, &t, err)) != TF_OK)
+		return rc;
 	body = whole ? whole * t.size : t.size;	/* x_0 is stored even for n = 0 */
 	if (tail && r.n == body)
-		return tf_err(err, TF_E_CORRUPT, "the last %zu bytes of the %zu-byte part were "
-			      "dropped by the encoder", tail, len);
+		return elem_dropped_tail(len, &t, err);
 	if (r.n != body + tail)
 		return tf_err(err, TF_E_CORRUPT, "%zu bytes of values, expected %zu",
 			      r.n, body + tail);
@@ -77,7 +63,7 @@ static tf_status encode_part(const tf_filter_opts *o, const tf_stage *st, tf_spa
 	elem_int t;
 	tf_status rc;
 
-	if ((rc = value_type(o, st, &t, err)) != TF_OK)
+	if ((rc = elem_reinterpret_int(o, st, "delta-code", &t, err)) != TF_OK)
 		return rc;
 	whole = src.n / t.size;
 	tail = src.n % t.size;
@@ -103,22 +89,7 @@ static tf_status encode_part(const tf_filter_opts *o, const tf_stage *st, tf_spa
 
 static const tf_codec codec = { "delta", decode_part, encode_part };
 
-static tf_status decode(const tf_filter_opts *o, const tf_stage *st, tf_stream *s, tf_error *err)
-{
-	return tf_framing_decode(&codec, o, st, s, err);
-}
-
-static tf_status encode(const tf_filter_opts *o, const tf_stage *st, tf_parts *md,
-			tf_parts *data, tf_error *err)
-{
-	return tf_framing_encode(&codec, o, st, md, data, err);
-}
-
-/* compression_filter.cc (output_datatype): the reinterpret type, if any. */
-static tf_datatype out_type(const tf_filter_opts *o, tf_datatype t)
-{
-	return o->reinterpret != TF_DT_ANY ? o->reinterpret : t;
-}
+TF_FRAMING_FUNCTIONS(codec)
 
 const tf_filter_class tf_filter_delta = {
 	.id = TF_F_DELTA,
@@ -127,7 +98,7 @@ const tf_filter_class tf_filter_delta = {
 	.compressor = 8,
 	.reinterpret_since = 19,
 	.consumes_md = true,
-	.out_type = out_type,
-	.decode = decode,
-	.encode = encode,
+	.out_type = elem_reinterpret_type,
+	.decode = framed_decode,
+	.encode = framed_encode,
 };

@@ -13,45 +13,28 @@
  */
 #include <stdlib.h>
 
-#include "../tf_filter.h"
+#include "framing.h"
+#include "varstring.h"
 
-/* Chunk metadata, the dictionary bytes still serialized. */
+/* Chunk metadata, the dictionary bytes still serialized.  vs.width is the
+ * id width: vs.compressed / vs.width ids in the chunk data. */
 typedef struct dict_header {
-	uint32_t uncompressed;	/* string bytes = the chunk's decoded size */
-	uint32_t compressed;	/* id bytes in the chunk data */
-	uint32_t offsets_size;	/* cell count x 8 */
-	uint8_t id_width;	/* bytes of each big-endian id */
-	uint8_t len_width;	/* bytes of each big-endian string length */
+	varstring_header vs;
 	tf_span dict;
 } dict_header;
-
-static bool valid_width(unsigned w)
-{
-	return w == 1 || w == 2 || w == 4 || w == 8;
-}
 
 static tf_status read_header(tf_span md, dict_header *h, tf_error *err)
 {
 	tf_reader r = tf_reader_of(md);
-	uint32_t n_md, n_data, dict_size;
+	uint32_t dict_size;
 	tf_status rc;
 
-	if ((rc = tf_get_u32(&r, &n_md, "metadata part count", err)) != TF_OK ||
-	    (rc = tf_get_u32(&r, &n_data, "data part count", err)) != TF_OK ||
-	    (rc = tf_get_u32(&r, &h->uncompressed, "uncompressed size", err)) != TF_OK ||
-	    (rc = tf_get_u32(&r, &h->compressed, "compressed size", err)) != TF_OK ||
-	    (rc = tf_get_u32(&r, &h->offsets_size, "offsets size", err)) != TF_OK ||
-	    (rc = tf_get_u8(&r, &h->id_width, "id width", err)) != TF_OK ||
-	    (rc = tf_get_u8(&r, &h->len_width, "string length width", err)) != TF_OK ||
+	if ((rc = varstring_get_header(&r, &h->vs, "id width", err)) != TF_OK ||
 	    (rc = tf_get_u32(&r, &dict_size, "dictionary size", err)) != TF_OK ||
 	    (rc = tf_get_span(&r, dict_size, &h->dict, "dictionary", err)) != TF_OK)
 		return tf_err_prefix(err, "dictionary header");
-	if (n_md != 0 || n_data != 1)
-		return tf_err(err, TF_E_CORRUPT, "dictionary header claims %u metadata and %u data "
-			      "parts instead of 0 and 1", n_md, n_data);
-	if (!valid_width(h->id_width) || !valid_width(h->len_width))
-		return tf_err(err, TF_E_CORRUPT, "dictionary header: id/string length widths %u/%u "
-			      "are not 1, 2, 4 or 8", h->id_width, h->len_width);
+	if ((rc = varstring_check_header(&h->vs, "dictionary", "id", err)) != TF_OK)
+		return rc;
 	if (r.n != 0)
 		return tf_err(err, TF_E_CORRUPT, "%zu unexpected bytes after the dictionary", r.n);
 	return TF_OK;
@@ -67,7 +50,7 @@ typedef struct dict_entry {
 static tf_status scan_dict(const dict_header *h, dict_entry *entries, size_t *count,
 			   tf_error *err)
 {
-	const unsigned lw = h->len_width;
+	const unsigned lw = h->vs.len_width;
 	size_t at = 0, n = 0;
 
 	while (at < h->dict.n) {
@@ -155,15 +138,15 @@ static tf_status expand_ids_any(const id_job *j, unsigned w, tf_error *err)
 }
 
 /* Check the id array against the header before anything is allocated. */
-static tf_status check_ids(tf_span data, const dict_header *h, tf_error *err)
+static tf_status check_ids(tf_span data, const varstring_header *h, tf_error *err)
 {
 	if (data.n != h->compressed)
 		return tf_err(err, TF_E_CORRUPT, "%zu bytes of ids, header says %u", data.n,
 			      h->compressed);
-	if (h->compressed % h->id_width != 0 ||
-	    (uint64_t)h->compressed / h->id_width * 8 != h->offsets_size)
+	if (h->compressed % h->width != 0 ||
+	    (uint64_t)h->compressed / h->width * 8 != h->offsets_size)
 		return tf_err(err, TF_E_CORRUPT, "%u bytes of %u-byte ids do not make the %u/8 "
-			      "cells the offsets size says", h->compressed, h->id_width,
+			      "cells the offsets size says", h->compressed, h->width,
 			      h->offsets_size);
 	return TF_OK;
 }
@@ -180,69 +163,24 @@ static tf_status decode(const tf_filter_opts *o, const tf_stage *st, tf_stream *
 		return tf_err(err, TF_E_CORRUPT,
 			      "dictionary encoding applies only to var-sized strings");
 	if ((rc = read_header(s->md, &h, err)) != TF_OK ||
-	    (rc = check_ids(s->data, &h, err)) != TF_OK ||
+	    (rc = check_ids(s->data, &h.vs, err)) != TF_OK ||
 	    (rc = load_dict(st, &h, &entries, &j.nentries, err)) != TF_OK ||
-	    (rc = tf_stage_output(st, s->data_out, h.uncompressed, err)) != TF_OK)
+	    (rc = varstring_output(st, &h.vs, s, &j.offs, err)) != TF_OK)
 		goto done;
 	j.dict = h.dict.p;
 	j.entries = (const dict_entry *)(const void *)entries.p;
 	j.ids = s->data.p;
-	j.ncells = h.compressed / h.id_width;
+	j.ncells = h.vs.compressed / h.vs.width;
 	j.out = s->data_out->p;
-	j.room = h.uncompressed;
-	if (st->offsets && (rc = tf_buf_grow(st->offsets, h.offsets_size, &j.offs, err)) != TF_OK) {
-		tf_err_prefix(err, "cell offsets");
-		goto done;
-	}
-	if ((rc = expand_ids_any(&j, h.id_width, err)) != TF_OK)
-		goto done;
-	s->data_out->len = h.uncompressed;
-	if (st->offsets)
-		st->offsets->len += h.offsets_size;
-	s->md = tf_span_of(NULL, 0);	/* the header and dictionary were all of it */
-	s->data = tf_span_of(s->data_out->p, s->data_out->len);
+	j.room = h.vs.uncompressed;
+	if ((rc = expand_ids_any(&j, h.vs.width, err)) == TF_OK)
+		varstring_done(st, &h.vs, s);	/* the header and dictionary were all of md */
 done:
 	tf_buf_free(&entries);
 	return rc;
 }
 
 /* ---- encoding ------------------------------------------------------------------- */
-
-/* The cells of the chunk: cell i spans [offs[i], offs[i+1]), the last one
- * up to the end of the input. */
-typedef struct cells {
-	tf_span in;
-	const uint64_t *offs;
-	size_t n;
-} cells;
-
-static tf_span cell_at(const cells *c, size_t i)
-{
-	size_t end = i + 1 < c->n ? c->offs[i + 1] : c->in.n;
-
-	return tf_span_of(c->in.p + c->offs[i], end - c->offs[i]);
-}
-
-/* The cells must tile the input exactly, as TileDB's offsets do. */
-static tf_status check_cells(const cells *c, tf_error *err)
-{
-	if (!c->offs || c->n == 0)
-		return tf_err(err, TF_E_INVAL, "dictionary encoding needs the chunk's cell offsets");
-	if (c->n > UINT32_MAX / 8 || c->in.n > UINT32_MAX)
-		return tf_err(err, TF_E_INVAL, "var-string chunk of %zu cells and %zu bytes is too "
-			      "large for its u32 header", c->n, c->in.n);
-	for (size_t i = 0; i < c->n; i++)
-		if ((i == 0 ? c->offs[0] != 0 : c->offs[i] < c->offs[i - 1]) || c->offs[i] > c->in.n)
-			return tf_err(err, TF_E_INVAL, "cell offset %zu (%llu) breaks the order of a "
-				      "%zu-byte chunk", i, (unsigned long long)c->offs[i], c->in.n);
-	return TF_OK;
-}
-
-/* Smallest of 1, 2, 4, 8 bytes holding v (CompressionFilter::compute_bytesize). */
-static uint8_t width_for(uint64_t v)
-{
-	return v <= UINT8_MAX ? 1 : v <= UINT16_MAX ? 2 : v <= UINT32_MAX ? 4 : 8;
-}
 
 static uint64_t hash_bytes(tf_span s)	/* FNV-1a */
 {
@@ -288,7 +226,7 @@ static uint64_t intern(dict_build *d, tf_span s)
 }
 
 /* Ids are given 0, 1, 2 ... in order of first appearance (DictEncoding::compress). */
-static tf_status build_dict(const cells *c, dict_build *d, tf_error *err)
+static tf_status build_dict(const varstring_cells *c, dict_build *d, tf_error *err)
 {
 	size_t cap = 16;
 
@@ -304,41 +242,39 @@ static tf_status build_dict(const cells *c, dict_build *d, tf_error *err)
 	}
 	d->mask = cap - 1;
 	for (size_t i = 0; i < c->n; i++)
-		d->ids[i] = intern(d, cell_at(c, i));
+		d->ids[i] = intern(d, varstring_cell(c, i));
 	return TF_OK;
 }
 
-/* Metadata part: header and serialized dictionary (§4.8). */
-static tf_status put_header(tf_buf *b, const cells *c, const dict_build *d, unsigned id_w,
-			    tf_error *err)
+/* Metadata part after the part counts: header and serialized dictionary (§4.8). */
+static tf_status put_header(tf_buf *b, const varstring_cells *c, const dict_build *d,
+			    unsigned id_w, tf_error *err)
 {
+	varstring_header h = { 0 };
 	uint64_t max_len = 0, dict_size = 0;
-	unsigned len_w;
 	tf_status rc;
 
 	/* TileDB takes the longest string over all cells (create_input_view). */
 	for (size_t i = 0; i < d->nentries; i++)
 		max_len = d->entries[i].n > max_len ? d->entries[i].n : max_len;
-	len_w = width_for(max_len);
+	h.len_width = varstring_width_for(max_len);
 	for (size_t i = 0; i < d->nentries; i++)
-		dict_size += len_w + d->entries[i].n;
+		dict_size += h.len_width + d->entries[i].n;
 	if (dict_size > UINT32_MAX)
 		return tf_err(err, TF_E_INVAL, "dictionary of %llu bytes exceeds 4 GiB",
 			      (unsigned long long)dict_size);
-	if ((rc = tf_buf_put_u32(b, 0, err)) != TF_OK ||	/* metadata parts */
-	    (rc = tf_buf_put_u32(b, 1, err)) != TF_OK ||	/* data parts */
-	    (rc = tf_buf_put_u32(b, (uint32_t)c->in.n, err)) != TF_OK ||
-	    (rc = tf_buf_put_u32(b, (uint32_t)(c->n * id_w), err)) != TF_OK ||
-	    (rc = tf_buf_put_u32(b, (uint32_t)(c->n * 8), err)) != TF_OK ||
-	    (rc = tf_buf_put_u8(b, (uint8_t)id_w, err)) != TF_OK ||
-	    (rc = tf_buf_put_u8(b, (uint8_t)len_w, err)) != TF_OK ||
+	h.uncompressed = (uint32_t)c->in.n;
+	h.compressed = (uint32_t)(c->n * id_w);
+	h.offsets_size = (uint32_t)(c->n * 8);
+	h.width = (uint8_t)id_w;
+	if ((rc = varstring_put_header(b, &h, err)) != TF_OK ||
 	    (rc = tf_buf_put_u32(b, (uint32_t)dict_size, err)) != TF_OK)
 		return rc;
 	for (size_t i = 0; i < d->nentries; i++) {
 		uint8_t len[8];
 
-		tf_put_be_n(len, len_w, d->entries[i].n);
-		if ((rc = tf_buf_append(b, len, len_w, err)) != TF_OK ||
+		tf_put_be_n(len, h.len_width, d->entries[i].n);
+		if ((rc = tf_buf_append(b, len, h.len_width, err)) != TF_OK ||
 		    (rc = tf_buf_append(b, d->entries[i].p, d->entries[i].n, err)) != TF_OK)
 			return rc;
 	}
@@ -362,40 +298,25 @@ static tf_status put_ids(tf_buf *b, const dict_build *d, size_t ncells, unsigned
 static tf_status encode(const tf_filter_opts *o, const tf_stage *st, tf_parts *md,
 			tf_parts *data, tf_error *err)
 {
-	tf_parts new_md, new_data;
-	tf_buf *hdr, *ids;
+	varstring_cells c;
+	tf_framing_out f;
 	dict_build d;
-	cells c;
 	unsigned id_w;
 	tf_status rc;
 
 	(void)o;
 	if (!st->var_string)
 		return tf_err(err, TF_E_INVAL, "dictionary encoding applies only to var-sized strings");
-	if (md->n != 0 || data->n != 1)
-		return tf_err(err, TF_E_INVAL, "dictionary encoding must be the first filter");
-	c = (cells){ tf_span_of(data->v[0].p, data->v[0].len), st->cell_offsets, st->ncells };
-	if ((rc = check_cells(&c, err)) != TF_OK || (rc = build_dict(&c, &d, err)) != TF_OK)
+	if ((rc = varstring_input(st, md, data, "dictionary encoding", &c, err)) != TF_OK ||
+	    (rc = build_dict(&c, &d, err)) != TF_OK)
 		return rc;
 	/* The id width follows the cell count, not the entry count (§4.8). */
-	id_w = width_for(c.n);
-	tf_parts_init(&new_md);
-	tf_parts_init(&new_data);
-	if ((rc = tf_parts_add(&new_md, &hdr, err)) == TF_OK &&
-	    (rc = put_header(hdr, &c, &d, id_w, err)) == TF_OK &&
-	    (rc = tf_parts_add(&new_data, &ids, err)) == TF_OK)
-		rc = put_ids(ids, &d, c.n, id_w, err);
+	id_w = varstring_width_for(c.n);
+	if ((rc = tf_framing_begin(&f, md, data, err)) == TF_OK &&
+	    (rc = put_header(f.hdr, &c, &d, id_w, err)) == TF_OK)
+		rc = put_ids(f.out, &d, c.n, id_w, err);
 	dict_build_free(&d);
-	if (rc != TF_OK) {
-		tf_parts_free(&new_md);
-		tf_parts_free(&new_data);
-		return rc;
-	}
-	tf_parts_free(md);
-	tf_parts_free(data);
-	*md = new_md;
-	*data = new_data;
-	return TF_OK;
+	return tf_framing_end(&f, md, data, rc);
 }
 
 const tf_filter_class tf_filter_dictionary = {

@@ -32,17 +32,6 @@ static unsigned fallback_bits(const elem_int *t)
 	return 8 * t->size - 1;
 }
 
-static tf_status value_type(const tf_filter_opts *o, const tf_stage *st, elem_int *t,
-			    tf_error *err)
-{
-	tf_datatype d = o->reinterpret != TF_DT_ANY ? o->reinterpret : st->type;
-
-	if (!elem_delta_type(d, t))
-		return tf_err(err, TF_E_INVAL, "cannot double-delta-code %s values "
-			      "(an integer reinterpret type is needed)", tf_datatype_name(d));
-	return TF_OK;
-}
-
 /* 64-bit words holding nrec records of width bits. */
 static uint64_t stream_words(uint64_t nrec, unsigned width)
 {
@@ -120,13 +109,12 @@ static tf_status decode_part(const tf_filter_opts *o, const tf_stage *st, tf_spa
 	elem_int t;
 	tf_status rc;
 
-	if ((rc = value_type(o, st, &t, err)) != TF_OK ||
+	if ((rc = elem_reinterpret_int(o, st, "double-delta-code", &t, err)) != TF_OK ||
 	    (rc = tf_get_u8(&r, &bits, "bit size", err)) != TF_OK ||
 	    (rc = tf_get_u64(&r, &n, "value count", err)) != TF_OK)
 		return rc;
-	if (n != len / t.size)
-		return tf_err(err, TF_E_CORRUPT, "%llu values where a part of %zu bytes holds %zu",
-			      (unsigned long long)n, len, len / t.size);
+	if ((rc = elem_check_count(n, len, &t, err)) != TF_OK)
+		return rc;
 	if (bits >= fallback_bits(&t)) {
 		if (r.n != len)
 			return tf_err(err, TF_E_CORRUPT, "raw part of %zu bytes, expected %zu",
@@ -136,8 +124,7 @@ static tf_status decode_part(const tf_filter_opts *o, const tf_stage *st, tf_spa
 		return TF_OK;
 	}
 	if (len % t.size)
-		return tf_err(err, TF_E_CORRUPT, "the last %zu bytes of the %zu-byte part were "
-			      "dropped by the encoder", len % t.size, len);
+		return elem_dropped_tail(len, &t, err);
 	return decode_coded(&r, bits, n, &t, dst, err);
 }
 
@@ -232,7 +219,7 @@ static tf_status encode_part(const tf_filter_opts *o, const tf_stage *st, tf_spa
 	elem_int t;
 	tf_status rc;
 
-	if ((rc = value_type(o, st, &t, err)) != TF_OK)
+	if ((rc = elem_reinterpret_int(o, st, "double-delta-code", &t, err)) != TF_OK)
 		return rc;
 	n = src.n / t.size;
 	if ((rc = choose_bits(src.p, n, &t, &bits, err)) != TF_OK)
@@ -260,22 +247,7 @@ static tf_status encode_part(const tf_filter_opts *o, const tf_stage *st, tf_spa
 
 static const tf_codec codec = { "double delta", decode_part, encode_part };
 
-static tf_status decode(const tf_filter_opts *o, const tf_stage *st, tf_stream *s, tf_error *err)
-{
-	return tf_framing_decode(&codec, o, st, s, err);
-}
-
-static tf_status encode(const tf_filter_opts *o, const tf_stage *st, tf_parts *md,
-			tf_parts *data, tf_error *err)
-{
-	return tf_framing_encode(&codec, o, st, md, data, err);
-}
-
-/* compression_filter.cc (output_datatype): the reinterpret type, if any. */
-static tf_datatype out_type(const tf_filter_opts *o, tf_datatype t)
-{
-	return o->reinterpret != TF_DT_ANY ? o->reinterpret : t;
-}
+TF_FRAMING_FUNCTIONS(codec)
 
 const tf_filter_class tf_filter_double_delta = {
 	.id = TF_F_DOUBLE_DELTA,
@@ -284,7 +256,7 @@ const tf_filter_class tf_filter_double_delta = {
 	.compressor = 6,
 	.reinterpret_since = 20,
 	.consumes_md = true,
-	.out_type = out_type,
-	.decode = decode,
-	.encode = encode,
+	.out_type = elem_reinterpret_type,
+	.decode = framed_decode,
+	.encode = framed_encode,
 };

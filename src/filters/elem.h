@@ -3,8 +3,9 @@
  * delta, bit width reduction, positive delta, bit/byte shuffle, xor and
  * scale float.
  *
- *   - which integer type T a filter works with (FORMAT-NOTES §4.9-4.12)
- *     and the windows of bit width reduction and positive delta;
+ *   - which integer type T a filter works with (FORMAT-NOTES §4.9-4.12),
+ *     with the reinterpret type and value count checks of delta and double
+ *     delta, and the windows of bit width reduction and positive delta;
  *   - little-endian loads/stores for the word-at-a-time kernels;
  *   - blosc's byte shuffle (§4.14), which bitshuffle also uses as its first
  *     stage, done as byte-matrix transposes on 64-bit words or, with SSE2
@@ -12,7 +13,8 @@
  *   - running sums and differences (delta, positive delta);
  *   - the "u32 n_parts, u32 part_len[n_parts]" metadata header of
  *     byteshuffle, bitshuffle, xor and scale float (§4.13-4.17), and the
- *     decode/encode of filters that map each part to one of equal length.
+ *     decode/encode of filters that map each part to one of equal length;
+ *   - the window-by-window encode of bit width reduction and positive delta.
  */
 #ifndef TF_ELEM_H
 #define TF_ELEM_H
@@ -50,6 +52,48 @@ static inline bool elem_delta_type(tf_datatype t, elem_int *e)
 	e->is_signed = tf_datatype_is_signed(t) || t == TF_DT_CHAR ||
 		       tf_datatype_is_datetime(t);
 	return true;
+}
+
+/* The output datatype of DELTA and DOUBLE_DELTA for input t: the reinterpret
+ * type, if any (compression_filter.cc, output_datatype). */
+static inline tf_datatype elem_reinterpret_type(const tf_filter_opts *o, tf_datatype t)
+{
+	return o->reinterpret != TF_DT_ANY ? o->reinterpret : t;
+}
+
+/* T of DELTA and DOUBLE_DELTA at a stage: from the reinterpret type when
+ * there is one, else from the type the filter sees.  `coding` names the
+ * filter's coding in the error ("delta-code"). */
+static inline tf_status elem_reinterpret_int(const tf_filter_opts *o, const tf_stage *st,
+					     const char *coding, elem_int *t, tf_error *err)
+{
+	tf_datatype d = elem_reinterpret_type(o, st->type);
+
+	if (elem_delta_type(d, t))
+		return TF_OK;
+	tf_err(err, TF_E_INVAL, "cannot %s %s values (an integer reinterpret type is needed)",
+	       coding, tf_datatype_name(d));
+	/* A constant, not tf_err's result: inlined here, the compiler can then
+	 * tell that *t is set whenever TF_OK comes back. */
+	return TF_E_INVAL;
+}
+
+/* The value count n stored in a DELTA or DOUBLE_DELTA part must be the
+ * number of whole values in the len bytes it decodes to. */
+static inline tf_status elem_check_count(uint64_t n, size_t len, const elem_int *t, tf_error *err)
+{
+	if (n != len / t->size)
+		return tf_err(err, TF_E_CORRUPT, "%llu values where a part of %zu bytes holds %zu",
+			      (unsigned long long)n, len, len / t->size);
+	return TF_OK;
+}
+
+/* The error for a part whose partial last value TileDB's encoder dropped
+ * (see the tops of delta.c and double_delta.c): those bytes are lost. */
+static inline tf_status elem_dropped_tail(size_t len, const elem_int *t, tf_error *err)
+{
+	return tf_err(err, TF_E_CORRUPT, "the last %zu bytes of the %zu-byte part were dropped "
+		      "by the encoder", len % t->size, len);
 }
 
 /*
@@ -618,6 +662,58 @@ static inline tf_status elem_encode_parts(tf_parts *md, tf_parts *data, unsigned
 		return rc;
 	}
 	return elem_encode_done(md, data, &hdr, &out, err);
+}
+
+/* ---- windowed filters (BIT_WIDTH_REDUCTION, POSITIVE_DELTA) ------------------ */
+
+/* Append one window's header entry to hdr and its encoded bytes to out. */
+typedef tf_status (*elem_window_fn)(const uint8_t *p, size_t nbytes, const elem_int *t,
+				    tf_buf *hdr, tf_buf *out, tf_error *err);
+
+/* Encode the windows of one part of len bytes (elem_window_bytes) with fn. */
+static inline tf_status elem_encode_part_windows(const uint8_t *p, size_t len, uint32_t max_window,
+						 const elem_int *t, elem_window_fn fn, tf_buf *hdr,
+						 tf_buf *out, uint64_t *nwin, tf_error *err)
+{
+	size_t w = elem_window_bytes(len, max_window, t->size);
+	tf_status rc = TF_OK;
+
+	for (size_t off = 0, nb; off < len && rc == TF_OK; off += nb, ++*nwin) {
+		nb = len - off < w ? len - off : w;
+		rc = fn(p + off, nb, t, hdr, out, err);
+	}
+	return rc;
+}
+
+/*
+ * Encode of BIT_WIDTH_REDUCTION and POSITIVE_DELTA.  hdr holds the header
+ * fields that come before the u32 window count; the count follows them,
+ * then one entry per window of every data part, while the encoded windows
+ * go back to back into the one output part.  hdr is taken over.
+ */
+static inline tf_status elem_encode_windows(tf_parts *md, tf_parts *data, tf_buf *hdr,
+					    uint32_t max_window, const elem_int *t,
+					    elem_window_fn fn, tf_error *err)
+{
+	tf_buf out = TF_BUF_INIT(SIZE_MAX);
+	size_t count_at = hdr->len;
+	uint64_t nwin = 0;
+	tf_status rc = tf_buf_put_u32(hdr, 0, err);	/* the count, set below */
+
+	if (rc == TF_OK)
+		rc = tf_buf_reserve(&out, tf_parts_total(data), err);
+	for (size_t i = 0; i < data->n && rc == TF_OK; i++)
+		rc = elem_encode_part_windows(data->v[i].p, data->v[i].len, max_window, t, fn, hdr,
+					      &out, &nwin, err);
+	if (rc == TF_OK && nwin > UINT32_MAX)
+		rc = tf_err(err, TF_E_INVAL, "%llu windows exceed u32", (unsigned long long)nwin);
+	if (rc != TF_OK) {
+		tf_buf_free(hdr);
+		tf_buf_free(&out);
+		return rc;
+	}
+	tf_put_le32(hdr->p + count_at, (uint32_t)nwin);
+	return elem_encode_done(md, data, hdr, &out, err);
 }
 
 #endif

@@ -1,4 +1,5 @@
-/* framing.c - parts header of the compression family (FORMAT-NOTES §4.1). */
+/* framing.c - parts header of the compression family (FORMAT-NOTES §4.1),
+ * and the encode output every metadata-consuming filter builds (framing.h). */
 #include "framing.h"
 
 typedef struct part {
@@ -89,25 +90,40 @@ static tf_status encode_parts(const tf_codec *c, const tf_filter_opts *o, const 
 tf_status tf_framing_encode(const tf_codec *c, const tf_filter_opts *o, const tf_stage *st,
 			    tf_parts *md, tf_parts *data, tf_error *err)
 {
-	tf_parts new_md, new_data;
-	tf_buf *hdr, *out;
+	tf_framing_out f;
+	tf_status rc = tf_framing_begin(&f, md, data, err);
+
+	if (rc == TF_OK && (rc = encode_parts(c, o, st, md, f.hdr, f.out, err)) == TF_OK)
+		rc = encode_parts(c, o, st, data, f.hdr, f.out, err);
+	return tf_framing_end(&f, md, data, rc);
+}
+
+/* ---- the encode output of every metadata-consuming filter ---------------------- */
+
+tf_status tf_framing_begin(tf_framing_out *f, const tf_parts *md, const tf_parts *data,
+			   tf_error *err)
+{
 	tf_status rc;
 
-	tf_parts_init(&new_md);
-	tf_parts_init(&new_data);
-	if ((rc = tf_parts_add(&new_md, &hdr, err)) != TF_OK ||
-	    (rc = tf_parts_add(&new_data, &out, err)) != TF_OK ||
-	    (rc = tf_buf_put_u32(hdr, (uint32_t)md->n, err)) != TF_OK ||
-	    (rc = tf_buf_put_u32(hdr, (uint32_t)data->n, err)) != TF_OK ||
-	    (rc = encode_parts(c, o, st, md, hdr, out, err)) != TF_OK ||
-	    (rc = encode_parts(c, o, st, data, hdr, out, err)) != TF_OK) {
-		tf_parts_free(&new_md);
-		tf_parts_free(&new_data);
+	tf_parts_init(&f->md);
+	tf_parts_init(&f->data);
+	if ((rc = tf_parts_add(&f->md, &f->hdr, err)) != TF_OK ||
+	    (rc = tf_parts_add(&f->data, &f->out, err)) != TF_OK ||
+	    (rc = tf_buf_put_u32(f->hdr, (uint32_t)md->n, err)) != TF_OK)
+		return rc;
+	return tf_buf_put_u32(f->hdr, (uint32_t)data->n, err);
+}
+
+tf_status tf_framing_end(tf_framing_out *f, tf_parts *md, tf_parts *data, tf_status rc)
+{
+	if (rc != TF_OK) {
+		tf_parts_free(&f->md);
+		tf_parts_free(&f->data);
 		return rc;
 	}
 	tf_parts_free(md);
 	tf_parts_free(data);
-	*md = new_md;
-	*data = new_data;
+	*md = f->md;
+	*data = f->data;
 	return TF_OK;
 }

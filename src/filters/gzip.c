@@ -59,6 +59,11 @@ static tf_status decode_part(const tf_filter_opts *o, const tf_stage *st, tf_spa
 	return TF_OK;
 }
 
+static tf_status check(const tf_filter_opts *o, tf_error *err)
+{
+	return tf_framing_check_level(o, GZIP_MAX_LEVEL, "highest zlib level", err);
+}
+
 static tf_status encode_part(const tf_filter_opts *o, const tf_stage *st, tf_span src,
 			     tf_buf *out, tf_error *err)
 {
@@ -66,19 +71,17 @@ static tf_status encode_part(const tf_filter_opts *o, const tf_stage *st, tf_spa
 	static const uint8_t none;	/* deflate() wants a non-NULL input */
 	z_stream z = { 0 };
 	uint8_t *at;
-	uLong bound;
-	uInt room;
+	uint32_t room;
 	tf_status rc;
 	int ret;
 
 	(void)st;
-	if (o->level > GZIP_MAX_LEVEL)
-		return tf_err(err, TF_E_INVAL, "gzip: level %d is above %d", o->level, GZIP_MAX_LEVEL);
+	if ((rc = check(o, err)) != TF_OK)
+		return tf_err_prefix(err, "gzip");
 	if (deflateInit(&z, level) != Z_OK)
 		return tf_err(err, TF_E_NOMEM, "gzip: cannot initialise zlib");
-	bound = deflateBound(&z, (uLong)src.n);
-	room = bound > UINT32_MAX ? UINT32_MAX : (uInt)bound;	/* a part is below 4 GiB (§3.2) */
-	if ((rc = tf_buf_grow(out, room, &at, err)) != TF_OK) {
+	rc = tf_framing_room(out, deflateBound(&z, (uLong)src.n), &at, &room, err);
+	if (rc != TF_OK) {
 		deflateEnd(&z);
 		return rc;
 	}
@@ -98,24 +101,7 @@ static tf_status encode_part(const tf_filter_opts *o, const tf_stage *st, tf_spa
 
 static const tf_codec codec = { "gzip", decode_part, encode_part };
 
-static tf_status check(const tf_filter_opts *o, tf_error *err)
-{
-	if (o->level > GZIP_MAX_LEVEL)
-		return tf_err(err, TF_E_INVAL, "level %d is above %d, the highest zlib level",
-			      o->level, GZIP_MAX_LEVEL);
-	return TF_OK;
-}
-
-static tf_status decode(const tf_filter_opts *o, const tf_stage *st, tf_stream *s, tf_error *err)
-{
-	return tf_framing_decode(&codec, o, st, s, err);
-}
-
-static tf_status encode(const tf_filter_opts *o, const tf_stage *st, tf_parts *md,
-			tf_parts *data, tf_error *err)
-{
-	return tf_framing_encode(&codec, o, st, md, data, err);
-}
+TF_FRAMING_FUNCTIONS(codec)
 
 const tf_filter_class tf_filter_gzip = {
 	.id = TF_F_GZIP,
@@ -124,6 +110,6 @@ const tf_filter_class tf_filter_gzip = {
 	.compressor = 1,
 	.consumes_md = true,
 	.check = check,
-	.decode = decode,
-	.encode = encode,
+	.decode = framed_decode,
+	.encode = framed_encode,
 };

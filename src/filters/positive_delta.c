@@ -109,43 +109,16 @@ static tf_status encode_window(const uint8_t *p, size_t nbytes, const elem_int *
 	return TF_OK;
 }
 
-/* The windows of one part (elem_window_bytes). */
-static tf_status encode_part(const uint8_t *p, size_t len, uint32_t max_window, const elem_int *t,
-			     tf_buf *hdr, tf_buf *out, uint64_t *nwin, tf_error *err)
-{
-	size_t w = elem_window_bytes(len, max_window, t->size);
-	tf_status rc = TF_OK;
-
-	for (size_t off = 0, nb; off < len && rc == TF_OK; off += nb, ++*nwin) {
-		nb = len - off < w ? len - off : w;
-		rc = encode_window(p + off, nb, t, hdr, out, err);
-	}
-	return rc;
-}
-
+/* Header: just the windows (elem_encode_windows). */
 static tf_status encode(const tf_filter_opts *o, const tf_stage *st, tf_parts *md,
 			tf_parts *data, tf_error *err)
 {
-	tf_buf hdr = TF_BUF_INIT(SIZE_MAX), out = TF_BUF_INIT(SIZE_MAX);
-	uint64_t nwin = 0;
+	tf_buf hdr = TF_BUF_INIT(SIZE_MAX);
 	elem_int t;
-	tf_status rc;
 
 	if (!elem_window_type(st->type, st->version, true, &t))
 		return TF_OK;	/* pass-through */
-	if ((rc = tf_buf_put_u32(&hdr, 0, err)) == TF_OK)
-		rc = tf_buf_reserve(&out, tf_parts_total(data), err);
-	for (size_t i = 0; i < data->n && rc == TF_OK; i++)
-		rc = encode_part(data->v[i].p, data->v[i].len, o->window, &t, &hdr, &out, &nwin, err);
-	if (rc == TF_OK && nwin > UINT32_MAX)
-		rc = tf_err(err, TF_E_INVAL, "%llu windows exceed u32", (unsigned long long)nwin);
-	if (rc != TF_OK) {
-		tf_buf_free(&hdr);
-		tf_buf_free(&out);
-		return rc;
-	}
-	tf_put_le32(hdr.p, (uint32_t)nwin);
-	return elem_encode_done(md, data, &hdr, &out, err);
+	return elem_encode_windows(md, data, &hdr, o->window, &t, encode_window, err);
 }
 
 const tf_filter_class tf_filter_positive_delta = {

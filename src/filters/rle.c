@@ -14,6 +14,7 @@
  * and decoding rebuilds the cell offsets from the runs.
  */
 #include "framing.h"
+#include "varstring.h"
 
 /* ---- fixed path (§4.6) -------------------------------------------------------- */
 
@@ -137,40 +138,16 @@ static const tf_codec codec = { "rle", decode_part, encode_part };
 
 /* ---- var-string path (§4.7) ----------------------------------------------------- */
 
-/* Chunk metadata of the var-string layout.  It has no per-part sizes. */
-typedef struct str_header {
-	uint32_t uncompressed;	/* string bytes = the chunk's decoded size */
-	uint32_t compressed;	/* bytes of runs in the chunk data */
-	uint32_t offsets_size;	/* cell count x 8 */
-	uint8_t run_width;	/* bytes of each big-endian run length */
-	uint8_t len_width;	/* bytes of each big-endian string length */
-} str_header;
-
-static bool valid_width(unsigned w)
-{
-	return w == 1 || w == 2 || w == 4 || w == 8;
-}
-
-static tf_status read_str_header(tf_span md, str_header *h, tf_error *err)
+/* The chunk metadata is varstring.h's common header and nothing more. */
+static tf_status read_str_header(tf_span md, varstring_header *h, tf_error *err)
 {
 	tf_reader r = tf_reader_of(md);
-	uint32_t n_md, n_data;
 	tf_status rc;
 
-	if ((rc = tf_get_u32(&r, &n_md, "metadata part count", err)) != TF_OK ||
-	    (rc = tf_get_u32(&r, &n_data, "data part count", err)) != TF_OK ||
-	    (rc = tf_get_u32(&r, &h->uncompressed, "uncompressed size", err)) != TF_OK ||
-	    (rc = tf_get_u32(&r, &h->compressed, "compressed size", err)) != TF_OK ||
-	    (rc = tf_get_u32(&r, &h->offsets_size, "offsets size", err)) != TF_OK ||
-	    (rc = tf_get_u8(&r, &h->run_width, "run length width", err)) != TF_OK ||
-	    (rc = tf_get_u8(&r, &h->len_width, "string length width", err)) != TF_OK)
+	if ((rc = varstring_get_header(&r, h, "run length width", err)) != TF_OK)
 		return tf_err_prefix(err, "var-string header");
-	if (n_md != 0 || n_data != 1)
-		return tf_err(err, TF_E_CORRUPT, "var-string header claims %u metadata and %u data "
-			      "parts instead of 0 and 1", n_md, n_data);
-	if (!valid_width(h->run_width) || !valid_width(h->len_width))
-		return tf_err(err, TF_E_CORRUPT, "var-string header: run/string length widths %u/%u "
-			      "are not 1, 2, 4 or 8", h->run_width, h->len_width);
+	if ((rc = varstring_check_header(h, "var-string", "run", err)) != TF_OK)
+		return rc;
 	if (r.n != 0)
 		return tf_err(err, TF_E_CORRUPT, "%zu unexpected bytes after the var-string header",
 			      r.n);
@@ -202,14 +179,14 @@ static inline bool take_run(tf_span src, size_t *at, unsigned rw, unsigned lw, s
 
 /* Check, before anything is allocated, that the runs hold exactly the
  * cells and string bytes the header promises (§10 #22). */
-static tf_status check_runs(tf_span runs, const str_header *h, tf_error *err)
+static tf_status check_runs(tf_span runs, const varstring_header *h, tf_error *err)
 {
 	uint64_t cells = 0, bytes = 0, max_cells = h->offsets_size / 8;
 	size_t at = 0;
 	str_run run;
 
 	for (size_t i = 0; at < runs.n; i++) {
-		if (!take_run(runs, &at, h->run_width, h->len_width, &run))
+		if (!take_run(runs, &at, h->width, h->len_width, &run))
 			return tf_err(err, TF_E_CORRUPT, "run %zu is truncated", i);
 		if (run.count == 0)
 			return tf_err(err, TF_E_CORRUPT, "run %zu is empty", i);
@@ -231,12 +208,12 @@ static tf_status check_runs(tf_span runs, const str_header *h, tf_error *err)
 
 /* Write the strings of validated runs to out and, when offs is not NULL,
  * each cell's start as a u64 relative to the chunk. */
-static void expand_runs(tf_span runs, const str_header *h, uint8_t *out, uint8_t *offs)
+static void expand_runs(tf_span runs, const varstring_header *h, uint8_t *out, uint8_t *offs)
 {
 	size_t at = 0, pos = 0;
 	str_run run;
 
-	while (take_run(runs, &at, h->run_width, h->len_width, &run)) {
+	while (take_run(runs, &at, h->width, h->len_width, &run)) {
 		for (uint64_t c = 0; c < run.count && (run.str.n || offs); c++) {
 			if (run.str.n)
 				memcpy(out + pos, run.str.p, run.str.n);
@@ -251,8 +228,8 @@ static void expand_runs(tf_span runs, const str_header *h, uint8_t *out, uint8_t
 
 static tf_status decode_strings(const tf_stage *st, tf_stream *s, tf_error *err)
 {
-	uint8_t *offs = NULL;
-	str_header h;
+	varstring_header h;
+	uint8_t *offs;
 	tf_status rc;
 
 	if ((rc = read_str_header(s->md, &h, err)) != TF_OK)
@@ -261,71 +238,34 @@ static tf_status decode_strings(const tf_stage *st, tf_stream *s, tf_error *err)
 		return tf_err(err, TF_E_CORRUPT, "%zu bytes of runs, header says %u", s->data.n,
 			      h.compressed);
 	if ((rc = check_runs(s->data, &h, err)) != TF_OK ||
-	    (rc = tf_stage_output(st, s->data_out, h.uncompressed, err)) != TF_OK)
+	    (rc = varstring_output(st, &h, s, &offs, err)) != TF_OK)
 		return rc;
-	if (st->offsets && (rc = tf_buf_grow(st->offsets, h.offsets_size, &offs, err)) != TF_OK)
-		return tf_err_prefix(err, "cell offsets");
 	expand_runs(s->data, &h, s->data_out->p, offs);
-	s->data_out->len = h.uncompressed;
-	if (st->offsets)
-		st->offsets->len += h.offsets_size;
-	s->md = tf_span_of(NULL, 0);	/* the header was all of it */
-	s->data = tf_span_of(s->data_out->p, s->data_out->len);
+	varstring_done(st, &h, s);
 	return TF_OK;
 }
 
 /* Walks the cells of a var-string chunk run by run. */
 typedef struct run_iter {
-	tf_span in;
-	const uint64_t *offs;	/* cell starts; a cell ends where the next starts */
-	size_t ncells, next;
+	varstring_cells cells;
+	size_t next;		/* the cell the next run starts at */
 } run_iter;
-
-static tf_span cell_at(const run_iter *it, size_t i)
-{
-	size_t end = i + 1 < it->ncells ? it->offs[i + 1] : it->in.n;
-
-	return tf_span_of(it->in.p + it->offs[i], end - it->offs[i]);
-}
 
 static bool next_run(run_iter *it, str_run *run)
 {
 	tf_span cur;
 
-	if (it->next >= it->ncells)
+	if (it->next >= it->cells.n)
 		return false;
-	run->str = cell_at(it, it->next);
+	run->str = varstring_cell(&it->cells, it->next);
 	run->count = 1;
-	while (++it->next < it->ncells) {
-		cur = cell_at(it, it->next);
+	while (++it->next < it->cells.n) {
+		cur = varstring_cell(&it->cells, it->next);
 		if (cur.n != run->str.n || (cur.n && memcmp(cur.p, run->str.p, cur.n) != 0))
 			break;
 		run->count++;
 	}
 	return true;
-}
-
-/* The cells must tile the input exactly, as TileDB's offsets do. */
-static tf_status check_cells(const tf_stage *st, size_t in_len, tf_error *err)
-{
-	const uint64_t *o = st->cell_offsets;
-
-	if (!o || st->ncells == 0)
-		return tf_err(err, TF_E_INVAL, "rle on var strings needs the chunk's cell offsets");
-	if (st->ncells > UINT32_MAX / 8 || in_len > UINT32_MAX)
-		return tf_err(err, TF_E_INVAL, "var-string chunk of %zu cells and %zu bytes is too "
-			      "large for its u32 header", st->ncells, in_len);
-	for (size_t i = 0; i < st->ncells; i++)
-		if ((i == 0 ? o[0] != 0 : o[i] < o[i - 1]) || o[i] > in_len)
-			return tf_err(err, TF_E_INVAL, "cell offset %zu (%llu) breaks the order of a "
-				      "%zu-byte chunk", i, (unsigned long long)o[i], in_len);
-	return TF_OK;
-}
-
-/* Smallest of 1, 2, 4, 8 bytes holding v (RLE::compute_bytesize). */
-static uint8_t width_for(uint64_t v)
-{
-	return v <= UINT8_MAX ? 1 : v <= UINT16_MAX ? 2 : v <= UINT32_MAX ? 4 : 8;
 }
 
 /*
@@ -334,10 +274,10 @@ static uint8_t width_for(uint64_t v)
  * run's string, so when that one alone needs a wider length field it writes
  * a corrupt tile (FORMAT-NOTES §4.7, §13 Q2).  Otherwise both agree.
  */
-static tf_status plan_runs(const run_iter *cells, str_header *h, tf_error *err)
+static tf_status plan_runs(const varstring_cells *cells, varstring_header *h, tf_error *err)
 {
 	uint64_t runs = 0, max_count = 0, max_len = 0, str_bytes = 0, size;
-	run_iter it = *cells;
+	run_iter it = { *cells, 0 };
 	str_run run;
 
 	while (next_run(&it, &run)) {
@@ -346,90 +286,61 @@ static tf_status plan_runs(const run_iter *cells, str_header *h, tf_error *err)
 		max_len = run.str.n > max_len ? run.str.n : max_len;
 		str_bytes += run.str.n;
 	}
-	h->run_width = width_for(max_count);
-	h->len_width = width_for(max_len);
-	size = runs * (h->run_width + h->len_width) + str_bytes;	/* <= 17 x input */
+	h->width = varstring_width_for(max_count);
+	h->len_width = varstring_width_for(max_len);
+	size = runs * (h->width + h->len_width) + str_bytes;	/* <= 17 x input */
 	if (size > UINT32_MAX)
 		return tf_err(err, TF_E_INVAL, "rle: %llu bytes of runs exceed 4 GiB",
 			      (unsigned long long)size);
 	h->uncompressed = (uint32_t)cells->in.n;
 	h->compressed = (uint32_t)size;
-	h->offsets_size = (uint32_t)(cells->ncells * 8);
+	h->offsets_size = (uint32_t)(cells->n * 8);
 	return TF_OK;
 }
 
-static void write_runs(const run_iter *cells, const str_header *h, uint8_t *out)
+static void write_runs(const varstring_cells *cells, const varstring_header *h, uint8_t *out)
 {
-	run_iter it = *cells;
+	run_iter it = { *cells, 0 };
 	str_run run;
 
 	while (next_run(&it, &run)) {
-		tf_put_be_n(out, h->run_width, run.count);
-		tf_put_be_n(out + h->run_width, h->len_width, run.str.n);
-		out += h->run_width + h->len_width;
+		tf_put_be_n(out, h->width, run.count);
+		tf_put_be_n(out + h->width, h->len_width, run.str.n);
+		out += h->width + h->len_width;
 		if (run.str.n)
 			memcpy(out, run.str.p, run.str.n);
 		out += run.str.n;
 	}
 }
 
-static tf_status put_str_header(tf_buf *b, const str_header *h, tf_error *err)
-{
-	tf_status rc;
-
-	if ((rc = tf_buf_put_u32(b, 0, err)) != TF_OK ||	/* metadata parts */
-	    (rc = tf_buf_put_u32(b, 1, err)) != TF_OK ||	/* data parts */
-	    (rc = tf_buf_put_u32(b, h->uncompressed, err)) != TF_OK ||
-	    (rc = tf_buf_put_u32(b, h->compressed, err)) != TF_OK ||
-	    (rc = tf_buf_put_u32(b, h->offsets_size, err)) != TF_OK ||
-	    (rc = tf_buf_put_u8(b, h->run_width, err)) != TF_OK)
-		return rc;
-	return tf_buf_put_u8(b, h->len_width, err);
-}
-
 static tf_status encode_strings(const tf_stage *st, tf_parts *md, tf_parts *data, tf_error *err)
 {
-	tf_parts new_md, new_data;
-	tf_buf *hdr, *out;
-	str_header h = { 0 };
-	run_iter cells;
+	varstring_header h = { 0 };
+	varstring_cells cells;
+	tf_framing_out f;
 	tf_status rc;
 
-	/* TileDB insists on this order for var strings (§2.5), so the input
-	 * is one data part and no metadata. */
-	if (md->n != 0 || data->n != 1)
-		return tf_err(err, TF_E_INVAL, "rle on var strings must be the first filter");
-	cells = (run_iter){ tf_span_of(data->v[0].p, data->v[0].len), st->cell_offsets,
-			    st->ncells, 0 };
-	if ((rc = check_cells(st, cells.in.n, err)) != TF_OK ||
+	if ((rc = varstring_input(st, md, data, "rle on var strings", &cells, err)) != TF_OK ||
 	    (rc = plan_runs(&cells, &h, err)) != TF_OK)
 		return rc;
-	tf_parts_init(&new_md);
-	tf_parts_init(&new_data);
-	if ((rc = tf_parts_add(&new_md, &hdr, err)) != TF_OK ||
-	    (rc = put_str_header(hdr, &h, err)) != TF_OK ||
-	    (rc = tf_parts_add(&new_data, &out, err)) != TF_OK ||
-	    (rc = tf_buf_reserve(out, h.compressed, err)) != TF_OK) {
-		tf_parts_free(&new_md);
-		tf_parts_free(&new_data);
-		return rc;
+	if ((rc = tf_framing_begin(&f, md, data, err)) == TF_OK &&
+	    (rc = varstring_put_header(f.hdr, &h, err)) == TF_OK &&
+	    (rc = tf_buf_reserve(f.out, h.compressed, err)) == TF_OK) {
+		write_runs(&cells, &h, f.out->p);
+		f.out->len = h.compressed;
 	}
-	write_runs(&cells, &h, out->p);
-	out->len = h.compressed;
-	tf_parts_free(md);
-	tf_parts_free(data);
-	*md = new_md;
-	*data = new_data;
-	return TF_OK;
+	return tf_framing_end(&f, md, data, rc);
 }
 
 /* ---- the class ------------------------------------------------------------------ */
+
+TF_FRAMING_FUNCTIONS(codec)
 
 static tf_status decode(const tf_filter_opts *o, const tf_stage *st, tf_stream *s, tf_error *err)
 {
 	if (st->var_string)
 		return decode_strings(st, s, err);
-	return tf_framing_decode(&codec, o, st, s, err);
+	return framed_decode(o, st, s, err);
 }
 
 static tf_status encode(const tf_filter_opts *o, const tf_stage *st, tf_parts *md,
@@ -437,7 +348,7 @@ static tf_status encode(const tf_filter_opts *o, const tf_stage *st, tf_parts *m
 {
 	if (st->var_string)
 		return encode_strings(st, md, data, err);
-	return tf_framing_encode(&codec, o, st, md, data, err);
+	return framed_encode(o, st, md, data, err);
 }
 
 const tf_filter_class tf_filter_rle = {

@@ -51,16 +51,7 @@ static tf_status encode_part(const tf_filter_opts *o, const tf_stage *st, tf_spa
 
 static const tf_codec codec = { "zstd", decode_part, encode_part };
 
-static tf_status decode(const tf_filter_opts *o, const tf_stage *st, tf_stream *s, tf_error *err)
-{
-	return tf_framing_decode(&codec, o, st, s, err);
-}
-
-static tf_status encode(const tf_filter_opts *o, const tf_stage *st, tf_parts *md,
-			tf_parts *data, tf_error *err)
-{
-	return tf_framing_encode(&codec, o, st, md, data, err);
-}
+TF_FRAMING_FUNCTIONS(codec)
 
 const tf_filter_class tf_filter_zstd = {
 	.id = TF_F_ZSTD,
@@ -68,6 +59,6 @@ const tf_filter_class tf_filter_zstd = {
 	.layout = TF_OPTS_COMPRESSOR,
 	.compressor = 2,
 	.consumes_md = true,
-	.decode = decode,
-	.encode = encode,
+	.decode = framed_decode,
+	.encode = framed_encode,
 };
