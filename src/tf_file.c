@@ -14,7 +14,7 @@
 #include "tf_cache.h"
 #include "tf_tile.h"
 
-#define WALK_BUF (64 * 1024)
+#define WALK_BUF 4096
 
 typedef enum { TILE_CHUNKED, TILE_FOLDED, TILE_RAW } tile_kind;
 
@@ -88,8 +88,9 @@ static tf_status read_at(int fd, uint64_t off, void *dst, size_t n, tf_error *er
 	return TF_OK;
 }
 
-/* Headers are read through a window: a walk visits them in order, often
- * several per window. */
+/* Headers are read through a window: a walk visits them in order.  The
+ * window is small because chunks are usually far apart (tens of KiB): a
+ * large one would read the whole file to find its headers. */
 typedef struct walker {
 	int fd;
 	uint64_t end;		/* the walk stays before this offset */
@@ -662,8 +663,13 @@ tf_status tf_file_open(const char *path, const char *name, const tf_file_spec *s
 		rc = tf_err(err, TF_E_IO, "%s", strerror(errno));
 	else if (!S_ISREG(f->st.st_mode))
 		rc = tf_err(err, TF_E_INVAL, "not a regular file");
-	else
+	else {
+		/* A whole-file reader wants every byte anyway: one sequential
+		 * read ahead beats a random read per chunk header. */
+		if (spec->read_all)
+			posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
 		rc = spec->generic ? open_generic(f, spec, err) : open_tiles(f, spec, err);
+	}
 	if (rc == TF_OK && f->from_layout) {	/* nothing read yet: reopen when needed */
 		close(fd);
 		atomic_store(&f->fd, -1);

@@ -66,6 +66,8 @@ typedef struct tf_file_spec {
 	const tf_tile_layout *var_tiles; /* the data file's tiles, if known */
 	size_t nvar_tiles;
 	bool var_string;		/* force the var-string layout (§10 #21) */
+	bool read_all;			/* the caller will read the whole file: let the
+					 * system read it ahead while headers are walked */
 } tf_file_spec;
 
 /* path is opened; name (may be NULL = path) is what messages call it. */

@@ -32,7 +32,8 @@ typedef struct opts {
 	const char *spec, *keyfile, *out, *var_data, *var_spec;
 	tf_datatype type, var_type;
 	uint32_t cell_val_num, version;
-	uint64_t tile_size;
+	uint64_t tile_size, tile_cells;
+	const char *offsets_in, *offsets_out, *offsets_spec;
 	bool generic, verbose, have_spec, all;
 	bool explicit;		/* any of -F -t -n -V --generic --var-*: no array lookup */
 	/* resolved */
@@ -75,9 +76,11 @@ static void print_help(const char *cmd)
 		       "  decode   write the decoded bytes of a tile file\n"
 		       "  info     tiles, chunks, sizes and pipeline of tile files\n"
 		       "  verify   decode everything and check checksums; non-zero exit on error\n"
-		       "  encode   write a tile file from raw bytes, chunked as TileDB does\n\n"
+		       "  encode   write a tile file from raw bytes, chunked as TileDB does\n"
+		       "  schema   print a TileDB array's schema\n\n"
 		       "'%s COMMAND --help' describes a command.  Exit status: 0 ok, 1 data\n"
-		       "error, 2 usage error.\n", prog, prog);
+		       "error, 2 usage error.  A file inside a TileDB array needs no options: its\n"
+		       "schema and fragment metadata say how to decode it.\n", prog, prog);
 	} else if (!strcmp(cmd, "decode")) {
 		printf("Usage: %s decode [OPTIONS] FILE\n\nWrite FILE's decoded bytes to stdout.\n\n%s"
 		       "  -o, --output OUT       write to OUT instead of stdout\n", prog, decode_opts);
@@ -87,17 +90,28 @@ static void print_help(const char *cmd)
 	} else if (!strcmp(cmd, "verify")) {
 		printf("Usage: %s verify [OPTIONS] FILE...\n\nDecode every chunk (checking checksums"
 		       " and authentication tags); report each error.\n\n%s", prog, decode_opts);
+	} else if (!strcmp(cmd, "schema")) {
+		printf("Usage: %s schema [-k KEYFILE] ARRAY\n\nPrint the newest schema of the TileDB "
+		       "array in directory ARRAY:\ndimensions, attributes, their pipelines.  -k: the "
+		       "key of an encrypted array.\n", prog);
 	} else {
-		printf("Usage: %s encode -F SPEC -t TYPE [-n CELLS] [--tile-size BYTES] [-k KEYFILE] IN OUT\n\n"
+		printf("Usage: %s encode -F SPEC -t TYPE [-n CELLS] [--tile-size BYTES] [-k KEYFILE] IN OUT\n"
+		       "       %s encode -F SPEC -t TYPE -n var --offsets OFFS [--tile-cells N]\n"
+		       "                 [--offsets-out FILE [--offsets-filters SPEC]] [-k KEYFILE] IN OUT\n\n"
 		       "Write tile file OUT holding the raw bytes of IN, in tiles of --tile-size\n"
 		       "bytes (default: all of IN in one tile), chunked as TileDB does (64 KiB\n"
-		       "of whole cells).\n", prog);
+		       "of whole cells).  Var-sized cells start where OFFS says (u64 byte\n"
+		       "offsets into IN, one per cell), N cells per tile (default all), never\n"
+		       "split across chunks; --offsets-out also writes the offsets file (its\n"
+		       "pipeline default zstd), folded into the data where TileDB folds it\n"
+		       "(string rle and dictionary).\n", prog, prog);
 	}
 }
 
 /* ---- options ------------------------------------------------------------------------- */
 
-enum { OPT_VAR_DATA = 256, OPT_VAR_FILTERS, OPT_VAR_TYPE, OPT_TILE_SIZE, OPT_HELP };
+enum { OPT_VAR_DATA = 256, OPT_VAR_FILTERS, OPT_VAR_TYPE, OPT_TILE_SIZE, OPT_TILE_CELLS,
+       OPT_OFFSETS, OPT_OFFSETS_OUT, OPT_OFFSETS_FILTERS, OPT_HELP };
 
 static const struct option long_opts[] = {
 	{ "filters", required_argument, NULL, 'F' },
@@ -113,6 +127,10 @@ static const struct option long_opts[] = {
 	{ "var-filters", required_argument, NULL, OPT_VAR_FILTERS },
 	{ "var-type", required_argument, NULL, OPT_VAR_TYPE },
 	{ "tile-size", required_argument, NULL, OPT_TILE_SIZE },
+	{ "tile-cells", required_argument, NULL, OPT_TILE_CELLS },
+	{ "offsets", required_argument, NULL, OPT_OFFSETS },
+	{ "offsets-out", required_argument, NULL, OPT_OFFSETS_OUT },
+	{ "offsets-filters", required_argument, NULL, OPT_OFFSETS_FILTERS },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
 };
@@ -174,6 +192,13 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts *o)
 			if (!parse_u64(optarg, &o->tile_size) || o->tile_size == 0)
 				rc = usage_error("bad tile size '%s'", optarg);
 			break;
+		case OPT_TILE_CELLS:
+			if (!parse_u64(optarg, &o->tile_cells) || o->tile_cells == 0)
+				rc = usage_error("bad cell count '%s'", optarg);
+			break;
+		case OPT_OFFSETS: o->offsets_in = optarg; break;
+		case OPT_OFFSETS_OUT: o->offsets_out = optarg; break;
+		case OPT_OFFSETS_FILTERS: o->offsets_spec = optarg; break;
 		case OPT_HELP: print_help(cmd); return 0;
 		default: return EXIT_USAGE;
 		}
@@ -231,6 +256,7 @@ static tf_status open_in_array(const opts *o, const char *path, tf_file **f, boo
 		free(again);
 		*found = rc != TF_E_INVAL;
 		if (rc == TF_OK) {
+			af.spec.read_all = true;
 			rc = tf_file_open(af.path, path, &af.spec, f, err);
 			tf_array_file_clear(&af);
 		}
@@ -246,6 +272,7 @@ static tf_status open_file(const opts *o, const char *path, tf_file **f, tf_erro
 		.pipeline = o->pipeline, .type = o->type, .cell_val_num = o->cell_val_num,
 		.version = o->version, .key = o->key, .generic = o->generic,
 		.var_data = o->var_data, .var_pipeline = o->var_pipeline, .var_type = o->var_type,
+		.read_all = true,
 	};
 	bool found;
 	tf_status rc;
@@ -261,6 +288,14 @@ static tf_status open_file(const opts *o, const char *path, tf_file **f, tf_erro
 static bool write_all(FILE *out, const uint8_t *p, size_t n)
 {
 	return n == 0 || fwrite(p, 1, n, out) == n;
+}
+
+static bool write_file(const char *path, const tf_buf *b)
+{
+	FILE *f = fopen(path, "wb");
+	bool ok = f && write_all(f, b->p, b->len);
+
+	return f ? (fclose(f) == 0) && ok : false;
 }
 
 /* Decode every chunk of f in order; hand each to out (if non-NULL).  With
@@ -493,6 +528,110 @@ static int encode_stream(const opts *o, FILE *in, FILE *out, uint64_t total)
 	return ws ? rc : EXIT_DATA;
 }
 
+/* ---- encoding var-sized cells -------------------------------------------------------------- */
+
+typedef struct var_input {
+	tf_buf data, offsets;	/* IN, and its u64 cell starts (as TileDB's query buffers) */
+	size_t ncells;
+} var_input;
+
+static bool read_file(const char *path, tf_buf *b)
+{
+	FILE *f = fopen(path, "rb");
+	size_t got;
+
+	if (!f)
+		return false;
+	while (tf_buf_reserve(b, b->len + 65536, NULL) == TF_OK &&
+	       (got = fread(b->p + b->len, 1, 65536, f)) > 0)
+		b->len += got;
+	got = !ferror(f);
+	fclose(f);
+	return got;
+}
+
+static int load_var_input(const opts *o, const char *in, var_input *v)
+{
+	uint64_t prev = 0;
+
+	if (!read_file(in, &v->data) || !read_file(o->offsets_in, &v->offsets)) {
+		fprintf(stderr, "%s: cannot read %s or %s: %s\n", prog, in, o->offsets_in, strerror(errno));
+		return EXIT_DATA;
+	}
+	v->ncells = v->offsets.len / 8;
+	for (size_t c = 0; c < v->ncells; c++) {
+		uint64_t at = tf_le64(v->offsets.p + 8 * c);
+		if (at < prev || at > v->data.len || v->offsets.len % 8) {
+			fprintf(stderr, "%s: %s: offsets must be u64, non-decreasing, within %s\n", prog,
+				o->offsets_in, in);
+			return EXIT_DATA;
+		}
+		prev = at;
+	}
+	return 0;
+}
+
+/* Encode one tile of cells [first, first + count) to out, and its offsets
+ * tile to offs (if non-NULL): folded into the data where TileDB folds them. */
+static tf_status encode_var_tile(const opts *o, const var_input *v, const tf_chunk_env *env,
+				 const tf_pipeline *off_pipe, tf_workspace *ws, size_t first, size_t count,
+				 tf_buf *out, tf_buf *offs, tf_error *err)
+{
+	uint64_t base = count ? tf_le64(v->offsets.p + 8 * first) : v->data.len;
+	uint64_t end = first + count < v->ncells ? tf_le64(v->offsets.p + 8 * (first + count)) : v->data.len;
+	tf_chunk_env off_env = { .type = TF_DT_UINT64, .cell_size = 8, .version = env->version, .key = o->key };
+	uint64_t *rel = malloc((count ? count : 1) * sizeof(*rel));
+	tf_status rc;
+
+	if (!rel)
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	for (size_t c = 0; c < count; c++)
+		rel[c] = tf_le64(v->offsets.p + 8 * (first + c)) - base;	/* relative to the tile */
+	rc = tf_tile_encode(o->pipeline, env, ws, tf_span_of(v->data.p + base, (size_t)(end - base)), rel,
+			    count, out, err);
+	if (rc == TF_OK && offs && env->var_string)
+		rc = tf_buf_put_u64(offs, 0, err);	/* an offsets tile of no chunks (§4.7) */
+	else if (rc == TF_OK && offs)
+		rc = tf_tile_encode(off_pipe, &off_env, ws, tf_span_of(rel, count * 8), NULL, 0, offs, err);
+	free(rel);
+	return rc;
+}
+
+static int encode_var(const opts *o, const char *in, const char *out_path)
+{
+	tf_chunk_env env = { .type = o->type, .cell_size = tf_datatype_size(o->type),
+			     .version = o->version ? o->version : 22, .key = o->key };
+	tf_buf out = TF_BUF_INIT(SIZE_MAX), offs = TF_BUF_INIT(SIZE_MAX);
+	var_input v = { TF_BUF_INIT(SIZE_MAX), TF_BUF_INIT(SIZE_MAX), 0 };
+	tf_workspace *ws = tf_workspace_new();
+	tf_pipeline *off_pipe = NULL;
+	tf_error err;
+	int rc = load_var_input(o, in, &v);
+
+	env.var_string = tf_var_string_applies(o->pipeline, o->type, TF_CELL_VAR, env.version);
+	if (!rc && o->offsets_out && tf_pipeline_parse(o->offsets_spec ? o->offsets_spec : "zstd", &off_pipe, &err))
+		rc = usage_error("--offsets-filters: %s", err.msg);
+	if (!rc && o->key && off_pipe && tf_pipeline_append(off_pipe, TF_F_AES_256_GCM, &err))
+		rc = usage_error("%s", "too many filters");
+	for (size_t first = 0; !rc && ws && (first < v.ncells || first == 0); first += o->tile_cells ? o->tile_cells : v.ncells) {
+		size_t count = o->tile_cells && v.ncells - first > o->tile_cells ? o->tile_cells : v.ncells - first;
+		if (encode_var_tile(o, &v, &env, off_pipe, ws, first, count, &out, o->offsets_out ? &offs : NULL, &err)) {
+			fprintf(stderr, "%s: encode: cells %zu..: %s\n", prog, first, err.msg);
+			rc = EXIT_DATA;
+		}
+		if (!v.ncells)
+			break;
+	}
+	if (!rc && (!write_file(out_path, &out) || (o->offsets_out && !write_file(o->offsets_out, &offs)))) {
+		fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
+		rc = EXIT_DATA;
+	}
+	tf_buf_free(&out), tf_buf_free(&offs), tf_buf_free(&v.data), tf_buf_free(&v.offsets);
+	tf_pipeline_free(off_pipe);
+	tf_workspace_free(ws);
+	return rc;
+}
+
 static int cmd_encode(opts *o, int nfiles, char **files)
 {
 	FILE *in, *out;
@@ -503,11 +642,13 @@ static int cmd_encode(opts *o, int nfiles, char **files)
 		return usage_error("%s", "encode takes IN and OUT");
 	if (!o->have_spec)
 		return usage_error("%s", "encode needs -F SPEC (use -F '' for no filters)");
-	if (o->cell_val_num == TF_CELL_VAR)
-		return usage_error("%s", "encode writes fixed-size cells only");
+	if ((o->cell_val_num == TF_CELL_VAR) != (o->offsets_in != NULL))
+		return usage_error("%s", "var-sized cells (-n var) need --offsets FILE, and only they");
 	/* Encrypted data: AES-256-GCM runs last, after the field's filters (§9). */
 	if (o->key && tf_pipeline_append(o->pipeline, TF_F_AES_256_GCM, NULL) != TF_OK)
 		return usage_error("%s", "too many filters");
+	if (o->cell_val_num == TF_CELL_VAR)
+		return encode_var(o, files[0], files[1]);
 	if (!(in = fopen(files[0], "rb")) || fseeko(in, 0, SEEK_END) != 0 || (total = ftello(in)) < 0 ||
 	    fseeko(in, 0, SEEK_SET) != 0) {
 		fprintf(stderr, "%s: %s: %s\n", prog, files[0], strerror(errno));

@@ -17,7 +17,7 @@ tail -n 1 "$WORK/out"
 
 # tiletool decode FILE with no flags (the key aside) finds the array itself.
 bad=0
-while IFS="$(printf '\t')" read -r rel want args enc; do
+while IFS="$(printf '\t')" read -r rel want _args enc; do
 	k=""
 	[ "$enc" = encrypted ] && k="-k $key"
 	# shellcheck disable=SC2086
