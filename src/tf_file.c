@@ -14,7 +14,7 @@
 #include "tf_cache.h"
 #include "tf_tile.h"
 
-#define WALK_BUF 4096
+#define WALK_BUF (1024 * 1024)
 
 typedef enum { TILE_CHUNKED, TILE_FOLDED, TILE_RAW } tile_kind;
 
@@ -88,9 +88,11 @@ static tf_status read_at(int fd, uint64_t off, void *dst, size_t n, tf_error *er
 	return TF_OK;
 }
 
-/* Headers are read through a window: a walk visits them in order.  The
- * window is small because chunks are usually far apart (tens of KiB): a
- * large one would read the whole file to find its headers. */
+/* Headers are read through a window: a walk visits them in order.  Chunks
+ * are tens of KiB apart, so the walk reads nearly the whole file either way;
+ * a large window makes that one sequential pass instead of a random read per
+ * header, which costs ten times more on most storage (and fills the page
+ * cache with what readers will want next). */
 typedef struct walker {
 	int fd;
 	uint64_t end;		/* the walk stays before this offset */
