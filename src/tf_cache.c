@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 typedef enum { E_LOADING, E_READY, E_FAILED } entry_state;
 
@@ -38,6 +39,17 @@ typedef struct job {
 
 #define QUEUE_CAP 256
 
+/* Buffers for chunks of 32-64 KiB, TileDB's usual size, come from 2 MiB
+ * slabs the kernel may back with a huge page: filling a cold cache then
+ * faults once per 2 MiB instead of once per 4 KiB, and evicted buffers are
+ * reused, not freed. */
+#define SLOT_BYTES ((size_t)64 << 10)
+#define SLAB_BYTES ((size_t)2 << 20)
+
+typedef struct free_slot {
+	struct free_slot *next;
+} free_slot;
+
 struct tf_cache {
 	pthread_mutex_t lock;
 	pthread_cond_t loaded, work;
@@ -51,6 +63,9 @@ struct tf_cache {
 	job queue[QUEUE_CAP];
 	size_t qhead, qlen;
 	bool stopping;
+	free_slot *slots;	/* free SLOT_BYTES buffers */
+	void **slabs;
+	size_t nslabs, slab_cap;
 };
 
 /* ---- table and LRU (lock held) ---------------------------------------------------- */
@@ -110,9 +125,65 @@ static void table_remove(tf_cache *c, tf_cache_entry *e)
 	e->dead = true;
 }
 
-static void entry_free(tf_cache_entry *e)
+/* ---- buffers (lock held) ------------------------------------------------------------ */
+
+static bool slot_sized(size_t len)
 {
-	free(e->data);
+	return len > SLOT_BYTES / 2 && len <= SLOT_BYTES;
+}
+
+static bool add_slab(tf_cache *c)
+{
+	void *p, **v;
+
+	if (c->nslabs == c->slab_cap) {
+		size_t cap = c->slab_cap ? 2 * c->slab_cap : 16;
+		if (!(v = realloc(c->slabs, cap * sizeof(*v))))
+			return false;
+		c->slabs = v;
+		c->slab_cap = cap;
+	}
+	if (posix_memalign(&p, SLAB_BYTES, SLAB_BYTES) != 0)
+		return false;
+#ifdef MADV_HUGEPAGE
+	madvise(p, SLAB_BYTES, MADV_HUGEPAGE);
+#endif
+	c->slabs[c->nslabs++] = p;
+	for (size_t off = 0; off < SLAB_BYTES; off += SLOT_BYTES) {
+		free_slot *f = (free_slot *)((uint8_t *)p + off);
+		f->next = c->slots;
+		c->slots = f;
+	}
+	return true;
+}
+
+static uint8_t *get_slot(tf_cache *c)
+{
+	free_slot *f;
+
+	if (!c->slots && !add_slab(c))
+		return NULL;
+	f = c->slots;
+	c->slots = f->next;
+	return (uint8_t *)f;
+}
+
+/* Buffers of exactly SLOT_BYTES are slots: others never have that size. */
+static void put_buffer(tf_cache *c, uint8_t *p, size_t cap)
+{
+	free_slot *f = (free_slot *)p;
+
+	if (p && cap == SLOT_BYTES) {
+		f->next = c->slots;
+		c->slots = f;
+	} else {
+		free(p);
+	}
+}
+
+static void entry_free(tf_cache *c, tf_cache_entry *e)
+{
+	put_buffer(c, e->data, e->cap);
 	free(e->err);
 	free(e);
 }
@@ -132,12 +203,13 @@ static void make_room(tf_cache *c, size_t need, uint8_t **reuse, size_t *reuse_c
 			continue;
 		table_remove(c, victim);
 		c->evictions++;
-		if (reuse && !*reuse && victim->cap >= need && victim->cap <= 2 * need) {
+		if (reuse && !*reuse && victim->cap != SLOT_BYTES && victim->cap >= need &&
+		    victim->cap <= 2 * need) {
 			*reuse = victim->data;
 			*reuse_cap = victim->cap;
 			victim->data = NULL;
 		}
-		entry_free(victim);
+		entry_free(c, victim);
 	}
 }
 
@@ -155,9 +227,15 @@ static tf_cache_entry *start_load(tf_cache *c, uint64_t owner, uint64_t index, u
 	e->len = len;
 	e->refs = 1;
 	e->state = E_LOADING;
-	make_room(c, len, &e->data, &e->cap);
-	if (!e->data)
-		e->cap = len;	/* allocated by the loader, outside the lock */
+	if (slot_sized(len)) {
+		make_room(c, SLOT_BYTES, NULL, NULL);
+		e->data = get_slot(c);	/* NULL: run_load reports it */
+		e->cap = SLOT_BYTES;
+	} else {
+		make_room(c, len, &e->data, &e->cap);
+		if (!e->data)
+			e->cap = len;	/* allocated by the loader, outside the lock */
+	}
 	table_insert(c, e);
 	c->pinned++;
 	return e;
@@ -169,7 +247,7 @@ static void release_locked(tf_cache *c, tf_cache_entry *e)
 		return;
 	c->pinned--;
 	if (e->dead)
-		entry_free(e);
+		entry_free(c, e);
 	else if (c->used > c->budget)
 		make_room(c, 0, NULL, NULL);
 }
@@ -182,7 +260,7 @@ static tf_status run_load(tf_cache *c, tf_cache_entry *e, const tf_cache_source 
 
 	if (!ws)
 		rc = tf_err(err, TF_E_NOMEM, "no workspace");
-	else if (!e->data && !(e->data = malloc(e->cap ? e->cap : 1)))
+	else if (!e->data && (e->cap == SLOT_BYTES || !(e->data = malloc(e->cap ? e->cap : 1))))
 		rc = tf_err(err, TF_E_NOMEM, "cannot allocate %u bytes for a chunk", e->len);
 	else
 		rc = src->load(src->ctx, e->index, e->data, ws, err);
@@ -382,11 +460,14 @@ void tf_cache_free(tf_cache *c)
 	while (c->lru.next != &c->lru) {
 		tf_cache_entry *e = c->lru.next;
 		table_remove(c, e);
-		entry_free(e);
+		entry_free(c, e);
 	}
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->loaded);
 	pthread_cond_destroy(&c->work);
+	for (size_t i = 0; i < c->nslabs; i++)
+		free(c->slabs[i]);
+	free(c->slabs);
 	free(c->buckets);
 	free(c->threads);
 	free(c);
@@ -411,7 +492,7 @@ void tf_cache_drop(tf_cache *c, uint64_t owner)
 			continue;
 		table_remove(c, e);
 		if (e->refs == 0)
-			entry_free(e);
+			entry_free(c, e);
 	}
 	pthread_mutex_unlock(&c->lock);
 }
