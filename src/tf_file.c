@@ -595,6 +595,18 @@ static tf_status add_generic(tf_file *f, walker *w, uint64_t pos, const tf_key *
 	return rc;
 }
 
+/* Whether the bytes from pos to the end are a fragment metadata footer and
+ * its u64 length (§8.4): what follows the generic tiles of such a file when
+ * the caller could not say where they end. */
+static bool footer_starts_at(const tf_file *f, uint64_t pos)
+{
+	uint64_t fsize = (uint64_t)f->st.st_size;
+	uint8_t len[8];
+
+	return fsize - pos >= 8 && read_at(atomic_load(&f->fd), fsize - 8, len, 8, NULL) == TF_OK &&
+	       tf_le64(len) == fsize - 8 - pos;
+}
+
 static tf_status open_generic(tf_file *f, const tf_file_spec *spec, tf_error *err)
 {
 	uint64_t fsize = (uint64_t)f->st.st_size, end = spec->generic_end ? spec->generic_end : fsize;
@@ -607,9 +619,14 @@ static tf_status open_generic(tf_file *f, const tf_file_spec *spec, tf_error *er
 			      (unsigned long long)end);
 	if (!(w = walker_new(atomic_load(&f->fd), end)))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
-	for (uint64_t pos = 0; rc == TF_OK && pos < end;)
+	for (uint64_t pos = 0; rc == TF_OK && pos < end;) {
+		if (!spec->generic_end && pos && footer_starts_at(f, pos)) {
+			end = pos;	/* a fragment metadata footer follows */
+			break;
+		}
 		if ((rc = add_generic(f, w, pos, spec->key, &pos, err)) != TF_OK)
 			tf_err_prefix(err, "generic tile %zu (at byte %llu)", f->ntiles, (unsigned long long)pos);
+	}
 	free(w);
 	if (rc == TF_OK && end < fsize) {	/* e.g. a fragment metadata footer */
 		tile_ent raw = { .start = end, .stored = fsize - end, .size = fsize - end, .kind = TILE_RAW };

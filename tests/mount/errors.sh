@@ -8,6 +8,7 @@
 src=$WORK/src
 mkdir -p "$src/d"
 head -c 600000 /dev/urandom | od -An -tx1 -v | tr -d ' \n' | head -c 400000 > "$WORK/plain.bin"
+ln -s d/good.tdb "$src/link"
 "$TILETOOL" encode -F zstd -t uint8 "$WORK/plain.bin" "$src/d/good.tdb" || fail "encode"
 cp "$src/d/good.tdb" "$src/d/bad.tdb"
 cat > "$WORK/t.ini" <<INI
@@ -25,6 +26,8 @@ printf '\377' | dd of="$src/d/bad.tdb" bs=1 seek="$at" conv=notrunc 2>/dev/null
 mount_fs "$WORK/t.ini" "$src"
 
 cmp "$MNT/d/good.tdb" "$WORK/plain.bin" || fail "good file differs"
+[ "$(readlink "$MNT/link")" = d/good.tdb ] || fail "symlink not shown as a link"
+cmp "$MNT/link" "$WORK/plain.bin" || fail "reading through a symlink"
 cat "$MNT/d/bad.tdb" > /dev/null 2> "$WORK/err" && fail "reading a corrupt chunk succeeded"
 grep -q "Input/output error" "$WORK/err" || fail "corrupt chunk: expected EIO, got: $(cat "$WORK/err")"
 dd if="$MNT/d/bad.tdb" bs=65536 count=2 2>/dev/null | cmp -s - "$(dd if="$WORK/plain.bin" bs=65536 count=2 2>/dev/null > "$WORK/head"; echo "$WORK/head")" ||
