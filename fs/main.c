@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,6 +130,10 @@ static int start(tilefs *fs)
 
 	fs_log_init(fs->foreground, fs->settings->log_level);
 	tf_config_lock_keys(fs->config);
+	/* libfuse allocates each read's reply buffer (up to 1 MiB) in the
+	 * handling thread; with an arena per thread each keeps its own copy.
+	 * Two arenas share them, keeping RSS near the cache budget. */
+	mallopt(M_ARENA_MAX, 2);
 	/* Files being read hold a descriptor each: allow as many as we may. */
 	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
 		nofile.rlim_cur = nofile.rlim_max;
