@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,6 +157,20 @@ static int op_releasedir(const char *path, struct fuse_file_info *fi)
 	return 0;
 }
 
+/* Full attributes of a directory entry, as getattr would give them. */
+static bool entry_attr(tilefs *fs, const char *dir, const char *name, struct stat *st)
+{
+	char rel[PATH_MAX];
+
+	if (snprintf(rel, sizeof(rel), "%s%s%s", strcmp(dir, ".") ? dir : "", strcmp(dir, ".") ? "/" : "",
+		     name) >= (int)sizeof(rel) || fstatat(fs->source_fd, rel, st, AT_SYMLINK_NOFOLLOW) != 0)
+		return false;
+	if (S_ISREG(st->st_mode) && regular_attr(fs, rel, st) != 0)
+		return false;
+	st->st_mode &= ~(mode_t)(S_IWUSR | S_IWGRP | S_IWOTH);
+	return true;
+}
+
 static int op_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t off,
 		      struct fuse_file_info *fi, enum fuse_readdir_flags flags)
 {
@@ -165,7 +180,7 @@ static int op_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t o
 	struct dirent *d;
 	DIR *dir;
 
-	(void)path, (void)off, (void)flags;
+	(void)path, (void)off;
 	if (fd < 0 || !(dir = fdopendir(fd))) {
 		int e = errno;
 		if (fd >= 0)
@@ -174,8 +189,15 @@ static int op_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t o
 	}
 	while ((d = readdir(dir))) {
 		struct stat st = { .st_ino = d->d_ino, .st_mode = (mode_t)DTTOIF(d->d_type) };
+		enum fuse_fill_dir_flags plus = 0;
 
-		if (!hidden(fs, rel, d) && fill(buf, d->d_name, &st, 0, 0))
+		if (hidden(fs, rel, d))
+			continue;
+		/* `ls -l` and friends: attributes ride along, saving a lookup each. */
+		if ((flags & FUSE_READDIR_PLUS) && strcmp(d->d_name, ".") && strcmp(d->d_name, "..") &&
+		    entry_attr(fs, rel, d->d_name, &st))
+			plus = FUSE_FILL_DIR_PLUS;
+		if (fill(buf, d->d_name, &st, 0, plus))
 			break;
 	}
 	closedir(dir);
