@@ -63,9 +63,10 @@ struct tf_cache {
 	job queue[QUEUE_CAP];
 	size_t qhead, qlen;
 	bool stopping;
-	free_slot *slots;	/* free SLOT_BYTES buffers */
+	free_slot *slots;	/* recycled SLOT_BYTES buffers */
 	void **slabs;
 	size_t nslabs, slab_cap;
+	size_t slab_used;	/* bytes handed out of the newest slab */
 };
 
 /* ---- table and LRU (lock held) ---------------------------------------------------- */
@@ -132,6 +133,8 @@ static bool slot_sized(size_t len)
 	return len > SLOT_BYTES / 2 && len <= SLOT_BYTES;
 }
 
+/* A new slab, left untouched: its pages are faulted in (and zeroed by the
+ * kernel) by the decoder that first writes a slot, outside the lock. */
 static bool add_slab(tf_cache *c)
 {
 	void *p, **v;
@@ -149,23 +152,23 @@ static bool add_slab(tf_cache *c)
 	madvise(p, SLAB_BYTES, MADV_HUGEPAGE);
 #endif
 	c->slabs[c->nslabs++] = p;
-	for (size_t off = 0; off < SLAB_BYTES; off += SLOT_BYTES) {
-		free_slot *f = (free_slot *)((uint8_t *)p + off);
-		f->next = c->slots;
-		c->slots = f;
-	}
+	c->slab_used = 0;
 	return true;
 }
 
+/* A slot: a recycled one, else the next untouched one of the newest slab. */
 static uint8_t *get_slot(tf_cache *c)
 {
-	free_slot *f;
+	free_slot *f = c->slots;
 
-	if (!c->slots && !add_slab(c))
+	if (f) {
+		c->slots = f->next;
+		return (uint8_t *)f;
+	}
+	if ((!c->nslabs || c->slab_used == SLAB_BYTES) && !add_slab(c))
 		return NULL;
-	f = c->slots;
-	c->slots = f->next;
-	return (uint8_t *)f;
+	c->slab_used += SLOT_BYTES;
+	return (uint8_t *)c->slabs[c->nslabs - 1] + c->slab_used - SLOT_BYTES;
 }
 
 /* Buffers of exactly SLOT_BYTES are slots: others never have that size. */
@@ -211,6 +214,19 @@ static void make_room(tf_cache *c, size_t need, uint8_t **reuse, size_t *reuse_c
 		}
 		entry_free(c, victim);
 	}
+}
+
+/* A queued job for (owner, index), or NULL (lock held).  Owner ids are
+ * never 0: a job whose owner is 0 was cancelled. */
+static job *queued(tf_cache *c, uint64_t owner, uint64_t index)
+{
+	for (size_t i = 0; i < c->qlen; i++) {
+		job *j = &c->queue[(c->qhead + i) % QUEUE_CAP];
+
+		if (j->owner == owner && j->index == index)
+			return j;
+	}
+	return NULL;
 }
 
 /* ---- loading -------------------------------------------------------------------------- */
@@ -298,6 +314,7 @@ tf_status tf_cache_get(tf_cache *c, uint64_t owner, uint64_t index, uint32_t len
 		       tf_error *err)
 {
 	tf_cache_entry *e;
+	job *q;
 	tf_status rc;
 
 	pthread_mutex_lock(&c->lock);
@@ -316,6 +333,9 @@ tf_status tf_cache_get(tf_cache *c, uint64_t owner, uint64_t index, uint32_t len
 		return rc;
 	}
 	c->misses++;
+	/* A reader got here before the worker: that decode-ahead job is moot. */
+	if (c->nworkers && (q = queued(c, owner, index)))
+		q->owner = 0;
 	e = start_load(c, owner, index, len);
 	pthread_mutex_unlock(&c->lock);
 	if (!e)
@@ -340,18 +360,16 @@ void tf_cache_release(tf_cache *c, tf_cache_entry *e)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* ---- decode-ahead workers ------------------------------------------------------------------ */
-
-static bool queued(const tf_cache *c, uint64_t owner, uint64_t index)
+void tf_cache_release_done(tf_cache *c, tf_cache_entry *e)
 {
-	for (size_t i = 0; i < c->qlen; i++) {
-		const job *j = &c->queue[(c->qhead + i) % QUEUE_CAP];
-
-		if (j->owner == owner && j->index == index)
-			return true;
-	}
-	return false;
+	pthread_mutex_lock(&c->lock);
+	if (e->refs == 1 && !e->dead && e->state == E_READY)
+		table_remove(c, e);	/* freed by the release below */
+	release_locked(c, e);
+	pthread_mutex_unlock(&c->lock);
 }
+
+/* ---- decode-ahead workers ------------------------------------------------------------------ */
 
 void tf_cache_prefetch(tf_cache *c, uint64_t owner, uint64_t index, uint32_t len,
 		       const tf_cache_source *src)
@@ -388,7 +406,7 @@ static void *worker_main(void *arg)
 		j = c->queue[c->qhead];
 		c->qhead = (c->qhead + 1) % QUEUE_CAP;
 		c->qlen--;
-		e = find(c, j.owner, j.index) ? NULL : start_load(c, j.owner, j.index, j.len);
+		e = !j.owner || find(c, j.owner, j.index) ? NULL : start_load(c, j.owner, j.index, j.len);
 		c->prefetches += e != NULL;
 		pthread_mutex_unlock(&c->lock);
 		if (e) {

@@ -66,8 +66,6 @@ typedef struct tf_file_spec {
 	const tf_tile_layout *var_tiles; /* the data file's tiles, if known */
 	size_t nvar_tiles;
 	bool var_string;		/* force the var-string layout (§10 #21) */
-	bool read_all;			/* the caller will read the whole file: let the
-					 * system read it ahead while headers are walked */
 } tf_file_spec;
 
 /* path is opened; name (may be NULL = path) is what messages call it. */
@@ -124,8 +122,10 @@ bool tf_file_is_current(const tf_file *f, const struct stat *now);
 /*
  * Reading through a cache.  A tf_read_state per open file lets sequential
  * readers be detected; their next chunks are then decoded ahead on the
- * cache's workers.  rs may be NULL (no decode-ahead).  Reads past the end
- * return fewer bytes.  Safe to call from many threads at once.
+ * cache's workers.  With rs, a chunk that one read takes whole is dropped
+ * from the cache at once: the caller (the kernel's page cache) keeps it.
+ * rs may be NULL (no decode-ahead, plain LRU).  Reads past the end return
+ * fewer bytes.  Safe to call from many threads at once.
  */
 typedef struct tf_cache tf_cache;
 typedef struct tf_read_state {

@@ -256,7 +256,6 @@ static tf_status open_in_array(const opts *o, const char *path, tf_file **f, boo
 		free(again);
 		*found = rc != TF_E_INVAL;
 		if (rc == TF_OK) {
-			af.spec.read_all = true;
 			rc = tf_file_open(af.path, path, &af.spec, f, err);
 			tf_array_file_clear(&af);
 		}
@@ -272,7 +271,6 @@ static tf_status open_file(const opts *o, const char *path, tf_file **f, tf_erro
 		.pipeline = o->pipeline, .type = o->type, .cell_val_num = o->cell_val_num,
 		.version = o->version, .key = o->key, .generic = o->generic,
 		.var_data = o->var_data, .var_pipeline = o->var_pipeline, .var_type = o->var_type,
-		.read_all = true,
 	};
 	bool found;
 	tf_status rc;
