@@ -363,8 +363,13 @@ void tf_cache_release(tf_cache *c, tf_cache_entry *e)
 void tf_cache_release_done(tf_cache *c, tf_cache_entry *e)
 {
 	pthread_mutex_lock(&c->lock);
-	if (e->refs == 1 && !e->dead && e->state == E_READY)
-		table_remove(c, e);	/* freed by the release below */
+	if (!e->dead && e->state == E_READY) {	/* first in line for eviction */
+		lru_unlink(e);
+		e->next = c->lru.next;
+		e->prev = &c->lru;
+		c->lru.next->prev = e;
+		c->lru.next = e;
+	}
 	release_locked(c, e);
 	pthread_mutex_unlock(&c->lock);
 }

@@ -57,10 +57,10 @@ tf_status tf_cache_get(tf_cache *c, uint64_t owner, uint64_t index, uint32_t len
 		       tf_error *err);
 const uint8_t *tf_cache_data(const tf_cache_entry *e);
 void tf_cache_release(tf_cache *c, tf_cache_entry *e);
-/* Release, and drop the chunk now unless someone else holds it: for a
- * reader that passed all of it on (to the kernel's page cache, which will
- * answer the next read of it).  Streaming readers then recycle a window's
- * worth of buffers instead of filling the whole budget. */
+/* Release, and make the chunk the first to be evicted: for a reader that
+ * passed all of it on (to the kernel's page cache, which answers the next
+ * read of it).  A long sequential scan then evicts its own chunks before
+ * anything other readers use. */
 void tf_cache_release_done(tf_cache *c, tf_cache_entry *e);
 
 /* Queue a background decode of (owner, index) unless it is cached, being

@@ -925,7 +925,7 @@ typedef struct read_job {
 	const tf_cache_source *src;
 	uint64_t owner, pos, end;
 	uint8_t *dst;		/* where pos goes */
-	bool drop_behind;	/* forget chunks this read took whole */
+	bool drop_behind;	/* chunks this read takes whole go first */
 } read_job;
 
 static tf_status copy_chunk(tf_file *f, size_t tile, size_t c, const chunk_ent *e, void *arg,
@@ -943,7 +943,8 @@ static tf_status copy_chunk(tf_file *f, size_t tile, size_t c, const chunk_ent *
 	if (rc != TF_OK)
 		return rc;
 	memcpy(j->dst, tf_cache_data(ce) + from, (size_t)n);
-	/* A read that took the whole chunk leaves it in the kernel's page cache. */
+	/* A read that took the whole chunk left it in the kernel's page cache:
+	 * ours goes first when room is needed (scan resistance). */
 	if (n == e->size && j->drop_behind)
 		tf_cache_release_done(j->cache, ce);
 	else

@@ -122,8 +122,8 @@ bool tf_file_is_current(const tf_file *f, const struct stat *now);
 /*
  * Reading through a cache.  A tf_read_state per open file lets sequential
  * readers be detected; their next chunks are then decoded ahead on the
- * cache's workers.  With rs, a chunk that one read takes whole is dropped
- * from the cache at once: the caller (the kernel's page cache) keeps it.
+ * cache's workers.  With rs, a chunk that one read takes whole becomes the
+ * first to be evicted: the caller (the kernel's page cache) keeps it.
  * rs may be NULL (no decode-ahead, plain LRU).  Reads past the end return
  * fewer bytes.  Safe to call from many threads at once.
  */
