@@ -249,12 +249,6 @@ static tf_status build_index(tilefs *fs, const char *rel, tf_file **out, facts *
 	return tf_file_open(path, rel, &spec, out, err);
 }
 
-static bool same_source(const struct stat *a, const struct stat *b)
-{
-	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
-}
-
 static void set_error_locked(fs_node *n, const char *msg)
 {
 	free(n->error);
@@ -277,7 +271,7 @@ static void refresh(tilefs *fs, fs_node *n, const struct stat *st)
 		fs_log(TF_LOG_ERROR, "%s", err.msg);
 	pthread_mutex_lock(&t->lock);
 	if ((n->file && tf_file_is_current(n->file, st)) ||
-	    (!n->file && n->index_errno && same_source(&n->src, st))) {
+	    (!n->file && n->index_errno && tf_same_source(&n->src, st))) {
 		tf_file_unref(f);	/* lost the race: keep theirs */
 		free(fx.field), free(fx.role), free(fx.fragment);
 		return;
@@ -320,7 +314,7 @@ fs_node *fs_lookup(tilefs *fs, const char *rel, const struct stat *st, bool pin,
 	}
 	n->pins++;
 	lru_touch(t, n);
-	if (n->file ? !tf_file_is_current(n->file, st) : !(n->index_errno && same_source(&n->src, st)))
+	if (n->file ? !tf_file_is_current(n->file, st) : !(n->index_errno && tf_same_source(&n->src, st)))
 		refresh(fs, n, st);
 	if (n->file) {
 		*file = tf_file_ref(n->file);

@@ -131,7 +131,7 @@ static tf_status walk_read(walker *w, uint64_t off, void *dst, size_t n, tf_erro
 	return TF_OK;
 }
 
-static bool same_file(const struct stat *a, const struct stat *b)
+bool tf_same_source(const struct stat *a, const struct stat *b)
 {
 	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
 	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
@@ -148,7 +148,7 @@ static int file_fd(const tf_file *f, tf_error *err)
 		return fd;
 	if ((fd = open(f->path, O_RDONLY | O_CLOEXEC)) < 0)
 		return tf_err(err, TF_E_IO, "%s: %s", f->name, strerror(errno)), -1;
-	if (fstat(fd, &st) != 0 || !same_file(&st, &f->st)) {
+	if (fstat(fd, &st) != 0 || !tf_same_source(&st, &f->st)) {
 		close(fd);
 		return tf_err(err, TF_E_STALE, "%s changed on disk", f->name), -1;
 	}
@@ -836,7 +836,7 @@ size_t tf_file_index_bytes(const tf_file *f)
 
 bool tf_file_is_current(const tf_file *f, const struct stat *now)
 {
-	return same_file(now, &f->st);
+	return tf_same_source(now, &f->st);
 }
 
 /* ---- reading through the cache --------------------------------------------------------------- */

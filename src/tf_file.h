@@ -118,6 +118,9 @@ char *tf_file_pipeline_text(const tf_file *f);
 size_t tf_file_index_bytes(const tf_file *f);
 /* Whether the source file on disk is still the one this index describes. */
 bool tf_file_is_current(const tf_file *f, const struct stat *now);
+/* Whether two stats describe the same version of a file (device, inode,
+ * size, modification time). */
+bool tf_same_source(const struct stat *a, const struct stat *b);
 
 /*
  * Reading through a cache.  A tf_read_state per open file lets sequential

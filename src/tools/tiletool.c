@@ -236,24 +236,20 @@ static void opts_free(opts *o)
  * the array knows the file at all. */
 static tf_status open_in_array(const opts *o, const char *path, tf_file **f, bool *found, tf_error *err)
 {
-	char *root = NULL, *full = realpath(path, NULL);
+	char *full = realpath(path, NULL), *dir = full ? strdup(full) : NULL, *slash;
+	bool in_array = false;
 	tf_array *a = NULL;
 	tf_array_file af;
 	tf_status rc = TF_E_INVAL;
 
 	*found = false;
-	for (char *slash = full ? strrchr(full, '/') : NULL; slash && slash > full && !root;
-	     slash = root ? slash : strrchr(full, '/')) {
+	/* The nearest ancestor directory that is an array root, if any. */
+	while (dir && !in_array && (slash = strrchr(dir, '/')) && slash > dir) {
 		*slash = '\0';
-		if (tf_array_detect(full))
-			root = full;
-		else if (!strrchr(full, '/'))
-			break;
+		in_array = tf_array_detect(dir);
 	}
-	if (root && tf_array_open(root, o->key, &a, err) == TF_OK) {
-		char *again = realpath(path, NULL);
-		rc = again ? tf_array_describe(a, again + strlen(root) + 1, &af, err) : TF_E_NOMEM;
-		free(again);
+	if (in_array && tf_array_open(dir, o->key, &a, err) == TF_OK) {
+		rc = tf_array_describe(a, full + strlen(dir) + 1, &af, err);
 		*found = rc != TF_E_INVAL;
 		if (rc == TF_OK) {
 			rc = tf_file_open(af.path, path, &af.spec, f, err);
@@ -261,6 +257,7 @@ static tf_status open_in_array(const opts *o, const char *path, tf_file **f, boo
 		}
 		tf_array_free(a);
 	}
+	free(dir);
 	free(full);
 	return rc;
 }
