@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -815,6 +816,26 @@ START_TEST(test_glob_match)
 }
 END_TEST
 
+/* Issue 14: "**" repeated against a path 200 levels deep was exponential
+ * (spun forever); it must be decided at once, either way. */
+START_TEST(test_glob_deep_path)
+{
+	const char *pat = "**/**/**/**/**/**/**/**/**/**/*a";
+	char path[1024] = "";
+	struct timespec t0, t1;
+
+	for (int i = 0; i < 200; i++)
+		strcat(path, "d/");
+	strcat(path, "b");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ck_assert(!tf_glob_match(pat, path));
+	path[strlen(path) - 1] = 'a';
+	ck_assert(tf_glob_match(pat, path));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ck_assert_msg(t1.tv_sec - t0.tv_sec < 1, "deep glob took %lld s", (long long)(t1.tv_sec - t0.tv_sec));
+}
+END_TEST
+
 START_TEST(test_glob_valid)
 {
 	static const struct { const char *pat; bool valid; } cases[] = {
@@ -915,6 +936,7 @@ static Suite *suite(void)
 	tcase_add_test(errors, test_err_no_file);
 	tcase_add_test(errors, test_err_directory);
 	tcase_add_test(parsers, test_glob_match);
+	tcase_add_test(parsers, test_glob_deep_path);
 	tcase_add_test(parsers, test_glob_valid);
 	tcase_add_test(parsers, test_glob_trailing_slash);
 	tcase_add_test(parsers, test_parse_size);
