@@ -12,6 +12,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <ini.h>
 #include <limits.h>
@@ -729,6 +730,7 @@ static tf_status open_config(tf_config *c, const char *path, FILE **f, tf_error 
 {
 	struct stat sb;
 	char *slash;
+	int fd;
 
 	if (!(c->path = strdup(path)) || !(c->dir = strdup(path)))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
@@ -737,12 +739,15 @@ static tf_status open_config(tf_config *c, const char *path, FILE **f, tf_error 
 		*slash = '\0';
 	else
 		strcpy(c->dir, ".");
-	if (!(*f = fopen(path, "r")))
+	/* O_NONBLOCK until fstat says it is a regular file: opening a FIFO
+	 * would wait for a writer forever (a directory reads as empty). */
+	if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0)
 		return tf_err(err, TF_E_INVAL, "%s: %s", path, strerror(errno));
-	if (fstat(fileno(*f), &sb) != 0)
-		return tf_err(err, TF_E_IO, "%s: %s", path, strerror(errno));
-	if (!S_ISREG(sb.st_mode))	/* a directory reads as an empty file */
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || fcntl(fd, F_SETFL, 0) != 0 ||
+	    !(*f = fdopen(fd, "r"))) {
+		close(fd);
 		return tf_err(err, TF_E_INVAL, "%s: not a regular file", path);
+	}
 	c->world_readable = (sb.st_mode & (S_IRGRP | S_IROTH)) != 0;
 	return TF_OK;
 }

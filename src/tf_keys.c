@@ -81,11 +81,13 @@ tf_status tf_key_load_file(const char *path, tf_key **out, tf_error *err)
 	struct stat sb;
 	ssize_t n;
 	tf_status rc;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* O_NONBLOCK until fstat says it is a regular file: a FIFO would
+	 * block the mount's start-up forever. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 
 	if (fd < 0)
 		return tf_err(err, TF_E_IO, "%s: %s", path, strerror(errno));
-	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || fcntl(fd, F_SETFL, 0) != 0) {
 		close(fd);
 		return tf_err(err, TF_E_INVAL, "%s: not a regular file", path);
 	}

@@ -720,6 +720,25 @@ START_TEST(test_err_key_file_mode)
 }
 END_TEST
 
+/* Issue 14: a key file or a configuration that is a FIFO hung start-up
+ * in open(); both must be refused at once (Check's timeout catches a hang). */
+START_TEST(test_err_fifo_files)
+{
+	char fifo[PATH_MAX];
+	tf_config *c = NULL;
+	tf_error err;
+
+	ck_assert_uint_lt((size_t)snprintf(fifo, sizeof(fifo), "%s/fifo.key", dir), sizeof(fifo));
+	unlink(fifo);
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	expect_error_mode("[key k]\nfile = fifo.key\n", 0600, TF_E_NOKEY, 2, "not a regular file");
+	ck_assert_int_ne(tf_config_load(fifo, &c, &err), TF_OK);
+	ck_assert_ptr_null(c);
+	ck_assert_msg(strstr(err.msg, "not a regular file"), "FIFO config: '%s'", err.msg);
+	unlink(fifo);
+}
+END_TEST
+
 START_TEST(test_err_key_missing)
 {
 	char keyfile[PATH_MAX];
@@ -930,6 +949,7 @@ static Suite *suite(void)
 	tcase_add_test(errors, test_err_first_wins);
 	tcase_add_test(errors, test_err_long_line);
 	tcase_add_test(errors, test_err_key_file_mode);
+	tcase_add_test(errors, test_err_fifo_files);
 	tcase_add_test(errors, test_err_key_missing);
 	tcase_add_test(errors, test_err_key_hex);
 	tcase_add_test(errors, test_err_key_value_not_echoed);
