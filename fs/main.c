@@ -96,6 +96,112 @@ static int open_source(tilefs *fs, const char *source)
 	return 0;
 }
 
+/* The absolute form of path without resolving anything (a hung mount on
+ * the way must not hang us): cwd-prefixed, "." and ".." folded. */
+static bool absolute_path(const char *path, char *out, size_t n)
+{
+	char cwd[PATH_MAX], tmp[PATH_MAX], *save, *c;
+	size_t len = 0;
+
+	if (path[0] != '/' && !getcwd(cwd, sizeof(cwd)))
+		return false;
+	if (snprintf(tmp, sizeof(tmp), "%s/%s", path[0] == '/' ? "" : cwd, path) >= (int)sizeof(tmp))
+		return false;
+	out[0] = '\0';
+	for (c = strtok_r(tmp, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(c, "."))
+			continue;
+		if (!strcmp(c, "..")) {
+			while (len && out[--len] != '/')
+				;
+			out[len] = '\0';
+			continue;
+		}
+		if (len + 1 + strlen(c) >= n)
+			return false;
+		len += (size_t)sprintf(out + len, "/%s", c);
+	}
+	if (!len)
+		snprintf(out, n, "/");
+	return true;
+}
+
+/* Whether a tilefs is mounted at path already (from /proc/self/mountinfo:
+ * mount point is field 5, the type follows " - "). */
+static bool tilefs_mounted_at(const char *path)
+{
+	char line[8192], mnt[PATH_MAX], type[64];
+	bool found = false;
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+
+	while (f && !found && fgets(line, sizeof(line), f)) {
+		const char *dash = strstr(line, " - ");
+		found = dash && sscanf(line, "%*s %*s %*s %*s %4095s", mnt) == 1 &&
+			sscanf(dash + 3, "%63s", type) == 1 && !strcmp(mnt, path) &&
+			!strcmp(type, "fuse.tilefs");
+	}
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/* Whether directory fd `dir` is `root` or lies beneath it: walk ".." up to
+ * the system root, comparing device and inode (bind mounts and symlinks
+ * cannot hide it).  Takes ownership of dir. */
+static bool beneath(int dir, const struct stat *root)
+{
+	struct stat st, up;
+	bool inside = false;
+
+	while (dir >= 0 && fstat(dir, &st) == 0) {
+		int parent;
+		if (st.st_dev == root->st_dev && st.st_ino == root->st_ino) {
+			inside = true;
+			break;
+		}
+		parent = openat(dir, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (parent < 0 || fstat(parent, &up) != 0 || (up.st_dev == st.st_dev && up.st_ino == st.st_ino)) {
+			if (parent >= 0)
+				close(parent);
+			break;	/* the system root */
+		}
+		close(dir);
+		dir = parent;
+	}
+	if (dir >= 0)
+		close(dir);
+	return inside;
+}
+
+/* A mount inside SOURCE would list itself forever; a second tilefs on the
+ * same mountpoint hides the first.  Both are refused before mounting. */
+static int check_mountpoint(tilefs *fs, const char *mountpoint)
+{
+	char abs[PATH_MAX];
+	struct stat root;
+	int fd;
+
+	if (!absolute_path(mountpoint, abs, sizeof(abs))) {
+		fprintf(stderr, "tilefs: %s: path too long\n", mountpoint);
+		return TFS_EXIT_USAGE;
+	}
+	if (tilefs_mounted_at(abs)) {
+		fprintf(stderr, "tilefs: %s: a tilefs is mounted there already (fusermount3 -u it first)\n",
+			mountpoint);
+		return TFS_EXIT_USAGE;
+	}
+	if ((fd = open(abs, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		fprintf(stderr, "tilefs: %s: %s\n", mountpoint, strerror(errno));
+		return TFS_EXIT_USAGE;
+	}
+	if (fstat(fs->source_fd, &root) == 0 && beneath(fd, &root)) {
+		fprintf(stderr, "tilefs: %s: the mountpoint is inside SOURCE %s: the mount would "
+			"contain itself\n", mountpoint, fs->source);
+		return TFS_EXIT_USAGE;
+	}
+	return 0;
+}
+
 /*
  * Where the kernel's readahead window for this mount is set: the mount's
  * device, found in /proc/self/mountinfo (stat() would ask the mount itself,
@@ -209,11 +315,14 @@ int main(int argc, char **argv)
 		rc = TFS_EXIT_USAGE;
 	} else if (!(rc = open_source(&fs, c.source)) && !(rc = load_config(&fs, &c))) {
 		/* Read-only for the kernel too: writes fail with EROFS before reaching us. */
+		/* Read-only, and the kernel enforces the modes shown (the
+		 * source's, less write bits) for every user of allow_other. */
 		if (fuse_opt_add_arg(&args, "-oro") || fuse_opt_add_arg(&args, "-osubtype=tilefs") ||
+		    fuse_opt_add_arg(&args, "-odefault_permissions") ||
 		    fuse_parse_cmdline(&args, &o) != 0 || !o.mountpoint) {
 			fprintf(stderr, "tilefs: missing MOUNTPOINT (see tilefs --help)\n");
 			rc = TFS_EXIT_USAGE;
-		} else {
+		} else if (!(rc = check_mountpoint(&fs, o.mountpoint))) {
 			rc = serve(&fs, &args, &o);
 		}
 	}

@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define XATTR_PREFIX "user.tilefs."
@@ -28,6 +30,104 @@ static const char *rel_of(const char *path)
 	while (*path == '/')
 		path++;
 	return *path ? path : ".";
+}
+
+/* ---- paths beneath SOURCE -------------------------------------------------------------------- */
+
+/* The kernel without openat2: walk rel a component at a time, none of them
+ * a symlink or "..". */
+static int walk_beneath(int root, const char *rel, int flags)
+{
+	char buf[PATH_MAX], *save, *c, *next;
+	int dir = root, fd = -1;
+
+	if (snprintf(buf, sizeof(buf), "%s", rel) >= (int)sizeof(buf))
+		return errno = ENAMETOOLONG, -1;
+	for (c = strtok_r(buf, "/", &save); c; c = next) {
+		next = strtok_r(NULL, "/", &save);
+		if (!strcmp(c, ".."))
+			fd = (errno = EXDEV, -1);
+		else
+			fd = openat(dir, c, next ? O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+						 : flags | O_NOFOLLOW | O_CLOEXEC);
+		if (dir != root) {
+			int e = errno;
+			close(dir);
+			errno = e;
+		}
+		if (fd < 0)
+			return -1;
+		dir = fd;
+	}
+	return fd >= 0 ? fd : openat(root, ".", flags | O_CLOEXEC);
+}
+
+/*
+ * Open rel beneath SOURCE: no component may be a symlink, ".." or a magic
+ * link, so a directory swapped for a link never leads outside SOURCE.
+ */
+static int open_beneath(tilefs *fs, const char *rel, int flags)
+{
+	struct open_how how = { .flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
+				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+	long fd = syscall(SYS_openat2, fs->source_fd, rel, &how, sizeof(how));
+
+	if (fd < 0 && errno == ENOSYS)
+		return walk_beneath(fs->source_fd, rel, flags);
+	return (int)fd;
+}
+
+/* The directory holding rel, opened beneath SOURCE (O_PATH), and rel's last
+ * component in *last.  The caller closes the fd unless it is source_fd. */
+static int parent_beneath(tilefs *fs, const char *rel, const char **last)
+{
+	const char *slash = strrchr(rel, '/');
+	char parent[PATH_MAX];
+
+	*last = slash ? slash + 1 : rel;
+	if (!slash)
+		return fs->source_fd;
+	if ((size_t)(slash - rel) >= sizeof(parent))
+		return errno = ENAMETOOLONG, -1;
+	snprintf(parent, sizeof(parent), "%.*s", (int)(slash - rel), rel);
+	return open_beneath(fs, parent, O_PATH | O_DIRECTORY);
+}
+
+/* lstat of rel beneath SOURCE: a symlink reports itself, and no symlink
+ * before it is followed. */
+static int src_stat(tilefs *fs, const char *rel, struct stat *st)
+{
+	const char *last;
+	int dir, rc;
+
+	if (!strcmp(rel, "."))
+		return fstat(fs->source_fd, st);
+	if ((dir = parent_beneath(fs, rel, &last)) < 0)
+		return -1;
+	rc = fstatat(dir, last, st, AT_SYMLINK_NOFOLLOW);
+	if (dir != fs->source_fd) {
+		int e = errno;
+		close(dir);
+		errno = e;
+	}
+	return rc;
+}
+
+/* Open regular file rel for reading, never blocking on a FIFO or device
+ * swapped in, and only if it is still the file (device, inode) in *want. */
+static int open_regular(tilefs *fs, const char *rel, const struct stat *want)
+{
+	int fd = open_beneath(fs, rel, O_RDONLY | O_NONBLOCK);
+	struct stat st;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != want->st_dev ||
+	    st.st_ino != want->st_ino || fcntl(fd, F_SETFL, 0) != 0) {
+		close(fd);
+		return -ESTALE;	/* swapped since lookup: the kernel looks again */
+	}
+	return fd;
 }
 
 tf_workspace *fs_workspace(tilefs *fs)
@@ -79,7 +179,7 @@ static int regular_attr(tilefs *fs, const char *rel, struct stat *st)
 /* fstat() of an open file: the size of the index it reads through. */
 static int handle_attr(tilefs *fs, const handle *h, struct stat *st)
 {
-	if (h->fd >= 0 ? fstat(h->fd, st) : fstatat(fs->source_fd, h->rel, st, AT_SYMLINK_NOFOLLOW))
+	if (h->fd >= 0 ? fstat(h->fd, st) : src_stat(fs, h->rel, st))
 		return -errno;
 	if (h->file) {
 		st->st_size = (off_t)tf_file_size(h->file);
@@ -115,7 +215,7 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 	widen_readahead(fs);
 	if (!path && fi)
 		rc = handle_attr(fs, (const handle *)(uintptr_t)fi->fh, st);
-	else if (fstatat(fs->source_fd, (rel = rel_of(path)), st, AT_SYMLINK_NOFOLLOW) != 0)
+	else if (src_stat(fs, (rel = rel_of(path)), st) != 0)
 		return -errno;
 	else if (S_ISREG(st->st_mode))
 		rc = regular_attr(fs, rel, st);
@@ -134,7 +234,7 @@ static bool hidden(tilefs *fs, const char *dir, const struct dirent *d)
 		     strcmp(dir, ".") ? "/" : "", d->d_name) >= (int)sizeof(rel))
 		return false;
 	if (d->d_type == DT_UNKNOWN &&
-	    (fstatat(fs->source_fd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)))
+	    (src_stat(fs, rel, &st) != 0 || !S_ISREG(st.st_mode)))
 		return false;
 	return !fs_is_decoded(fs, rel);
 }
@@ -163,7 +263,7 @@ static bool entry_attr(tilefs *fs, const char *dir, const char *name, struct sta
 	char rel[PATH_MAX];
 
 	if (snprintf(rel, sizeof(rel), "%s%s%s", strcmp(dir, ".") ? dir : "", strcmp(dir, ".") ? "/" : "",
-		     name) >= (int)sizeof(rel) || fstatat(fs->source_fd, rel, st, AT_SYMLINK_NOFOLLOW) != 0)
+		     name) >= (int)sizeof(rel) || src_stat(fs, rel, st) != 0)
 		return false;
 	if (S_ISREG(st->st_mode) && regular_attr(fs, rel, st) != 0)
 		return false;
@@ -176,7 +276,7 @@ static int op_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t o
 {
 	tilefs *fs = this_fs();
 	const char *rel = (const char *)(uintptr_t)fi->fh;
-	int fd = openat(fs->source_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = open_beneath(fs, rel, O_RDONLY | O_DIRECTORY);
 	struct dirent *d;
 	DIR *dir;
 
@@ -206,10 +306,16 @@ static int op_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t o
 
 static int op_readlink(const char *path, char *buf, size_t size)
 {
-	ssize_t n = readlinkat(this_fs()->source_fd, rel_of(path), buf, size ? size - 1 : 0);
+	tilefs *fs = this_fs();
+	const char *last;
+	int dir = parent_beneath(fs, rel_of(path), &last);
+	ssize_t n = dir < 0 ? -1 : readlinkat(dir, last, buf, size ? size - 1 : 0);
+	int e = errno;
 
+	if (dir >= 0 && dir != fs->source_fd)
+		close(dir);
 	if (n < 0)
-		return -errno;
+		return -e;
 	buf[n] = '\0';
 	return 0;
 }
@@ -226,7 +332,7 @@ static int op_access(const char *path, int mask)
 
 	if (mask & W_OK)
 		return -EROFS;
-	return fstatat(this_fs()->source_fd, rel_of(path), &st, AT_SYMLINK_NOFOLLOW) ? -errno : 0;
+	return src_stat(this_fs(), rel_of(path), &st) ? -errno : 0;
 }
 
 /* ---- files ------------------------------------------------------------------------------------ */
@@ -238,26 +344,36 @@ static int op_open(const char *path, struct fuse_file_info *fi)
 	handle *h;
 	struct stat st;
 	bool reused;
-	int err;
+	int err, fd;
 
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
 		return -EROFS;
-	if (fstatat(fs->source_fd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0)
+	if (src_stat(fs, rel, &st) != 0)
 		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EACCES;	/* never a FIFO or device of SOURCE */
+	/* The file beneath SOURCE, regular, and the one just stat'ed: passed
+	 * through as it is, or the proof that the decoded path is inside. */
+	if ((fd = open_regular(fs, rel, &st)) < 0)
+		return fd;
 	if (!(h = calloc(1, sizeof(*h))) || !(h->rel = strdup(rel))) {
+		close(fd);
 		free(h);
 		return -ENOMEM;
 	}
-	h->fd = -1;
+	h->fd = fd;
 	h->node = fs_lookup(fs, rel, &st, true, &h->file, &reused, &err);
+	if (h->node || err) {
+		close(h->fd);
+		h->fd = -1;
+	}
 	if (h->node && !h->file) {
 		fs_node_release(fs, h->node);
 		free(h->rel);
 		free(h);
 		return err ? err : -EIO;
 	}
-	if (!h->node && (err || (h->fd = openat(fs->source_fd, rel, O_RDONLY | O_CLOEXEC)) < 0)) {
-		err = err ? err : -errno;
+	if (!h->node && err) {
 		free(h->rel);
 		free(h);
 		return err;
@@ -383,7 +499,7 @@ static int decoded_node(tilefs *fs, const char *rel, fs_node **n, tf_file **f)
 	bool reused;
 	int err;
 
-	if (fstatat(fs->source_fd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0)
+	if (src_stat(fs, rel, &st) != 0)
 		return -errno;
 	if (!S_ISREG(st.st_mode) || !(*n = fs_lookup(fs, rel, &st, true, f, &reused, &err)))
 		return -ENODATA;

@@ -95,12 +95,12 @@ void tf_array_free(tf_array *a)
 
 static tf_status read_whole(const char *path, tf_buf *out, tf_error *err)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	struct stat sb;
+	int fd = tf_open_regular(path, &sb);
 	ssize_t got = 0;
 	tf_status rc;
 
-	if (fd < 0 || fstat(fd, &sb) != 0) {
+	if (fd < 0) {
 		rc = tf_err(err, TF_E_IO, "%s: %s", path, strerror(errno));
 	} else if ((rc = tf_buf_reserve(out, (size_t)sb.st_size, err)) == TF_OK) {
 		got = pread(fd, out->p, (size_t)sb.st_size, 0);

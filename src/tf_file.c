@@ -131,6 +131,20 @@ static tf_status walk_read(walker *w, uint64_t off, void *dst, size_t n, tf_erro
 	return TF_OK;
 }
 
+int tf_open_regular(const char *path, struct stat *st)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || fcntl(fd, F_SETFL, 0) != 0) {
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	return fd;
+}
+
 bool tf_same_source(const struct stat *a, const struct stat *b)
 {
 	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
@@ -146,9 +160,9 @@ static int file_fd(const tf_file *f, tf_error *err)
 
 	if (fd >= 0)
 		return fd;
-	if ((fd = open(f->path, O_RDONLY | O_CLOEXEC)) < 0)
+	if ((fd = tf_open_regular(f->path, &st)) < 0)
 		return tf_err(err, TF_E_IO, "%s: %s", f->name, strerror(errno)), -1;
-	if (fstat(fd, &st) != 0 || !tf_same_source(&st, &f->st)) {
+	if (!tf_same_source(&st, &f->st)) {
 		close(fd);
 		return tf_err(err, TF_E_STALE, "%s changed on disk", f->name), -1;
 	}
@@ -485,8 +499,8 @@ static tf_status open_var_data(tf_file *f, const tf_file_spec *spec, tf_error *e
 	    !tf_datatype_is_var_string(spec->var_type))
 		return tf_err(err, TF_E_INVAL, "offsets are folded only into STRING_ASCII/UTF8 data "
 			      "whose first filter is rle or dictionary");
-	f->var_fd = open(spec->var_data, O_RDONLY | O_CLOEXEC);
-	if (f->var_fd < 0 || fstat(f->var_fd, &sb) != 0)
+	f->var_fd = tf_open_regular(spec->var_data, &sb);
+	if (f->var_fd < 0)
 		return tf_err(err, TF_E_IO, "%s: %s", spec->var_data, strerror(errno));
 	if ((rc = make_decoder(&f->var, spec->var_pipeline, spec->key, err)) != TF_OK)
 		return rc;
@@ -677,12 +691,12 @@ tf_status tf_file_open(const char *path, const char *name, const tf_file_spec *s
 	atomic_init(&f->refs, 1);
 	f->var_fd = -1;
 	f->cell_val_num = spec->cell_val_num;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = tf_open_regular(path, &f->st);
 	atomic_init(&f->fd, fd);
-	if (fd < 0 || fstat(fd, &f->st) != 0)
-		rc = tf_err(err, TF_E_IO, "%s", strerror(errno));
-	else if (!S_ISREG(f->st.st_mode))
+	if (fd < 0 && errno == EINVAL)
 		rc = tf_err(err, TF_E_INVAL, "not a regular file");
+	else if (fd < 0)
+		rc = tf_err(err, TF_E_IO, "%s", strerror(errno));
 	else
 		rc = spec->generic ? open_generic(f, spec, err) : open_tiles(f, spec, err);
 	if (rc == TF_OK && f->from_layout) {	/* nothing read yet: reopen when needed */

@@ -118,6 +118,11 @@ char *tf_file_pipeline_text(const tf_file *f);
 size_t tf_file_index_bytes(const tf_file *f);
 /* Whether the source file on disk is still the one this index describes. */
 bool tf_file_is_current(const tf_file *f, const struct stat *now);
+/* Open a stored file for reading: O_NOFOLLOW and O_NONBLOCK until fstat
+ * (into *st) says it is a regular file, so a FIFO, device or symlink
+ * swapped in is refused at once instead of blocking a thread.  Returns the
+ * fd, or -1 with errno set (EINVAL: not a regular file). */
+int tf_open_regular(const char *path, struct stat *st);
 /* Whether two stats describe the same version of a file (device, inode,
  * size, modification time). */
 bool tf_same_source(const struct stat *a, const struct stat *b);

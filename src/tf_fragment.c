@@ -63,7 +63,8 @@ uint64_t tf_fragment_footer_offset(const tf_fragment *fr) { return fr->footer_of
 
 static tf_status read_range(const char *path, uint64_t off, uint64_t len, tf_buf *out, tf_error *err)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat sb;
+	int fd = tf_open_regular(path, &sb);
 	size_t done = 0;
 	tf_status rc;
 

@@ -269,13 +269,21 @@ static tf_status open_file(const opts *o, const char *path, tf_file **f, tf_erro
 		.version = o->version, .key = o->key, .generic = o->generic,
 		.var_data = o->var_data, .var_pipeline = o->var_pipeline, .var_type = o->var_type,
 	};
+	char *full = realpath(path, NULL), *var = o->var_data ? realpath(o->var_data, NULL) : NULL;
 	bool found;
 	tf_status rc;
 
 	/* A file inside a TileDB array needs no flags: its schema says it all. */
-	if (!o->explicit && ((rc = open_in_array(o, path, f, &found, err)) == TF_OK || found))
+	if (!o->explicit && ((rc = open_in_array(o, path, f, &found, err)) == TF_OK || found)) {
+		free(full), free(var);
 		return rc;
-	return tf_file_open(path, NULL, &spec, f, err);
+	}
+	/* The library never follows a symlink it opens; the user named this
+	 * file, so resolve what they named first. */
+	spec.var_data = var ? var : o->var_data;
+	rc = tf_file_open(full ? full : path, path, &spec, f, err);
+	free(full), free(var);
+	return rc;
 }
 
 /* ---- decode / verify ---------------------------------------------------------------- */
