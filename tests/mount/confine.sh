@@ -1,0 +1,102 @@
+#!/bin/sh
+# Confinement and permissions (issues 9 and 14): the mount never serves a
+# byte from outside SOURCE, never blocks on a FIFO, enforces the source's
+# modes for other users under allow_other, and refuses a mountpoint inside
+# SOURCE or one where a tilefs is mounted already.
+. "$(dirname "$0")/lib.sh"
+
+command -v setpriv >/dev/null 2>&1 || skip "no setpriv (package util-linux)"
+chmod 755 "$WORK"	# other users must reach the mountpoint
+src=$WORK/src out=$WORK/outside
+mkdir -p "$src/d" "$src/priv" "$out"
+echo "outside secret" > "$out/shadow"
+chmod 600 "$out/shadow"
+head -c 100000 /dev/urandom > "$WORK/plain.bin"
+"$TILETOOL" encode -F zstd -t uint8 "$WORK/plain.bin" "$src/d/a.tdb" || fail "encode"
+cp "$src/d/a.tdb" "$src/priv/b.tdb"
+echo "public" > "$src/pub.txt" && chmod 644 "$src/pub.txt"
+echo "root only" > "$src/secret.txt" && chmod 600 "$src/secret.txt"
+chmod 700 "$src/priv"
+printf '[match **/*.tdb]\nfilters = zstd\ndatatype = uint8\n' > "$WORK/t.ini"
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; }
+
+mount_fs "$WORK/t.ini" "$src" -o allow_other
+# --- permissions: the kernel checks the source's modes for every user
+as_nobody cat "$MNT/pub.txt" | grep -qx public || fail "nobody cannot read a 0644 file"
+as_nobody cmp -s "$MNT/d/a.tdb" "$WORK/plain.bin" || fail "nobody cannot read a 0644 decoded file"
+as_nobody cat "$MNT/secret.txt" > /dev/null 2>&1 && fail "nobody read a 0600 file through the mount"
+as_nobody ls "$MNT/priv" > /dev/null 2>&1 && fail "nobody listed a 0700 directory through the mount"
+as_nobody cat "$MNT/priv/b.tdb" > /dev/null 2>&1 && fail "nobody read a file in a 0700 directory"
+cat "$MNT/secret.txt" | grep -qx "root only" || fail "root cannot read its own file"
+[ "$(stat -c %a "$MNT/secret.txt")" = 400 ] || fail "mode of secret.txt: $(stat -c %a "$MNT/secret.txt")"
+ok "allow_other: 0600/0700 sources unreadable by others, 0644 readable, modes less write bits"
+
+# --- a directory swapped for a symlink to outside SOURCE: never followed by
+# the daemon.  Right after the swap the kernel still has d as a directory
+# and asks the daemon for d/shadow (the old code served it, as root); once
+# d shows as a link, the kernel follows it with the reader's own rights.
+as_nobody ls "$MNT/d" > /dev/null || fail "listing d"
+mv "$src/d" "$src/d.real"
+ln -s "$out" "$src/d"
+for p in "$MNT/d/shadow" "$MNT/d/./shadow"; do
+	if as_nobody cat "$p" 2>/dev/null | grep -q "outside secret"; then fail "served $p from outside SOURCE"; fi
+done
+n=0
+while [ "$n" -lt 50 ] && [ ! -L "$MNT/d" ]; do	# bounded poll: entry timeout is 1 s
+	n=$((n + 1)); sleep 0.1
+done
+[ -L "$MNT/d" ] || fail "a swapped-in symlink is not shown as a link"
+as_nobody cat "$MNT/d/shadow" 2>/dev/null | grep -q "outside secret" && fail "served d/shadow via the link"
+rm "$src/d" && mv "$src/d.real" "$src/d"
+n=0
+while [ "$n" -lt 50 ] && [ -L "$MNT/d" ]; do n=$((n + 1)); sleep 0.1; done
+ok "a directory swapped for a symlink out of SOURCE serves nothing from outside"
+
+# --- a file swapped for a FIFO after lookup: refused at once, not a hang
+cmp -s "$MNT/d/a.tdb" "$WORK/plain.bin" || fail "before FIFO"
+mv "$src/d/a.tdb" "$WORK/a.tdb"
+mkfifo "$src/d/a.tdb"
+timeout 10 cat "$MNT/d/a.tdb" > /dev/null 2>&1
+rc=$?
+[ "$rc" = 124 ] && fail "reading a FIFO swapped in for a decoded file hangs"
+[ "$rc" = 0 ] && fail "a FIFO swapped in read successfully"
+# A FIFO of SOURCE is shown as a FIFO: the kernel opens such an inode as a
+# pipe of its own (as on any filesystem), never the daemon; a reader
+# waiting on it must not stop the mount.
+mkfifo "$src/fifo.txt"
+[ -p "$MNT/fifo.txt" ] || fail "a FIFO of SOURCE is not shown as one"
+timeout 2 cat "$MNT/fifo.txt" > /dev/null 2>&1 &
+timeout 10 cat "$MNT/pub.txt" | grep -qx public || fail "the mount stopped answering after FIFOs"
+wait
+rm "$src/d/a.tdb" "$src/fifo.txt" && mv "$WORK/a.tdb" "$src/d/a.tdb"
+ok "FIFOs swapped in are refused without blocking; the mount lives on"
+
+# --- a second tilefs on the same mountpoint is refused
+timeout 20 "$TILEFS" -o config="$WORK/t.ini" "$src" "$MNT" 2> "$WORK/err" && fail "second mount accepted"
+grep -q "mounted there already" "$WORK/err" || fail "second mount message: $(cat "$WORK/err")"
+umount_fs
+ok "a second tilefs on a mountpoint is refused"
+
+# --- MOUNTPOINT inside SOURCE is refused (it would contain itself)
+mkdir -p "$src/inner"
+timeout 20 "$TILEFS" -o config="$WORK/t.ini" "$src" "$src/inner" 2> "$WORK/err"
+rc=$?
+mountpoint -q "$src/inner" && { fusermount3 -u "$src/inner"; fail "mounted inside SOURCE"; }
+[ "$rc" = 2 ] || fail "mount inside SOURCE: exit status $rc, want 2"
+grep -q "inside SOURCE" "$WORK/err" || fail "mount inside SOURCE message: $(cat "$WORK/err")"
+ok "MOUNTPOINT inside SOURCE is refused"
+
+# --- a key or config file that is a FIFO: refused at once
+mkfifo "$WORK/fifo.ini"
+timeout 10 "$TILEFS" -o config="$WORK/fifo.ini" "$src" "$MNT" 2> "$WORK/err"
+rc=$?
+[ "$rc" = 124 ] && fail "a FIFO config hangs start-up"
+[ "$rc" = 3 ] || fail "FIFO config: exit $rc, want 3"
+mkfifo "$WORK/fifo.key"
+printf '[key k]\nfile = %s\n' "$WORK/fifo.key" > "$WORK/k.ini"
+timeout 10 "$TILEFS" -o config="$WORK/k.ini" "$src" "$MNT" 2> "$WORK/err"
+rc=$?
+[ "$rc" = 124 ] && fail "a FIFO key file hangs start-up"
+[ "$rc" = 4 ] || fail "FIFO key file: exit $rc, want 4"
+mountpoint -q "$MNT" && fail "mounted with a FIFO config or key"
+ok "FIFO config and key files are refused at once"
