@@ -317,6 +317,12 @@ tf_status tf_cache_get(tf_cache *c, uint64_t owner, uint64_t index, uint32_t len
 	job *q;
 	tf_status rc;
 
+	/* A chunk's length comes from its header, which may lie (up to 4 GiB):
+	 * one larger than the whole budget is refused before anything is
+	 * evicted or allocated for it. */
+	if (len > c->budget)
+		return tf_err(err, TF_E_CORRUPT, "a chunk of %u bytes is larger than the cache budget "
+			      "(%zu bytes; corrupt, or raise cache_size)", len, c->budget);
 	pthread_mutex_lock(&c->lock);
 	if ((e = find(c, owner, index))) {
 		if (e->refs++ == 0)
@@ -379,7 +385,7 @@ void tf_cache_release_done(tf_cache *c, tf_cache_entry *e)
 void tf_cache_prefetch(tf_cache *c, uint64_t owner, uint64_t index, uint32_t len,
 		       const tf_cache_source *src)
 {
-	if (!c->nworkers)
+	if (!c->nworkers || len > c->budget)
 		return;
 	pthread_mutex_lock(&c->lock);
 	if (!c->stopping && c->qlen < QUEUE_CAP && !find(c, owner, index) && !queued(c, owner, index)) {

@@ -49,7 +49,9 @@ void tf_cache_drop(tf_cache *c, uint64_t owner);
 
 /*
  * Return chunk (owner, index) of len bytes, decoding it with src on a miss
- * (ws is the caller's workspace).  On success *e is pinned: read it with
+ * (ws is the caller's workspace).  A len larger than the whole budget is
+ * refused (TF_E_CORRUPT) before anything is evicted or allocated: lengths
+ * come from chunk headers.  On success *e is pinned: read it with
  * tf_cache_data() and give it back with tf_cache_release().
  */
 tf_status tf_cache_get(tf_cache *c, uint64_t owner, uint64_t index, uint32_t len,

@@ -239,6 +239,12 @@ static tf_status build_table(const tf_file *f, const tile_ent *te, chunk_table *
 	tf_status rc;
 
 	if (te->kind != TILE_CHUNKED) {
+		/* One pseudo-chunk: its decoded size must fit a chunk's 32 bits
+		 * (sizes come from fragment metadata, which may lie), and raw
+		 * bytes decode to exactly what is stored. */
+		if (te->size > UINT32_MAX || (te->kind == TILE_RAW && te->size != te->stored))
+			return tf_err(err, TF_E_CORRUPT, "tile of %llu bytes (%llu stored) cannot be "
+				      "one chunk", (unsigned long long)te->size, (unsigned long long)te->stored);
 		if (!(t = table_new(1)))
 			return tf_err(err, TF_E_NOMEM, "out of memory");
 		t->c[0] = (chunk_ent){ te->off, te->kind == TILE_RAW ? te->start : te->data_start,
@@ -951,6 +957,9 @@ static tf_status copy_chunk(tf_file *f, size_t tile, size_t c, const chunk_ent *
 	tf_status rc;
 
 	(void)f;
+	if (j->pos < e->off || from >= e->size)	/* an index that does not add up */
+		return tf_err(err, TF_E_CORRUPT, "tile %zu, chunk %zu: index inconsistent at %llu", tile, c,
+			      (unsigned long long)j->pos);
 	if (n > j->end - j->pos)
 		n = j->end - j->pos;
 	rc = tf_cache_get(j->cache, j->owner, CHUNK_KEY(tile, c), e->size, j->src, j->ws, &ce, err);

@@ -322,12 +322,14 @@ static void trim(tf_buf *b)
 		tf_buf_free(b);
 }
 
+/* Only the pipeline's own buffers: IO and AUX belong to the caller, who
+ * may hold a chunk's stored bytes or a whole decoded tile in them across
+ * this call (freeing them here was a use-after-free for tiles over 8 MiB). */
 static void workspace_trim(tf_workspace *ws)
 {
 	for (int i = 0; i < 2; i++) {
 		trim(&ws->md[i]);
 		trim(&ws->data[i]);
-		trim(&ws->user[i]);
 	}
 }
 

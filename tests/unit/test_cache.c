@@ -271,6 +271,36 @@ START_TEST(test_hits_and_misses)
 }
 END_TEST
 
+/* Issue 9: a corrupt chunk header claiming up to 4 GiB evicted the whole
+ * cache and then tried a 4 GiB allocation.  Now it is refused up front,
+ * with everything cached left in place and nothing loaded. */
+START_TEST(test_oversized_chunk_refused)
+{
+	tf_cache *c = new_cache(1 << 20, 0);
+	tf_workspace *ws = tf_workspace_new();
+	uint64_t a = tf_cache_owner(c);
+	tf_cache_source src;
+	tf_cache_entry *e = NULL;
+	tf_error err;
+	fake f;
+
+	fake_init(&f, 1, 1000, false);
+	src = source_of(&f);
+	for (uint64_t i = 0; i < 8; i++)
+		get_release(c, a, &f, i, ws);
+	ck_assert_int_eq(tf_cache_get(c, a, 99, UINT32_MAX, &src, ws, &e, &err), TF_E_CORRUPT);
+	ck_assert_ptr_null(e);
+	ck_assert_msg(strstr(err.msg, "larger than the cache budget"), "%s", err.msg);
+	ck_assert_uint_eq(stats_of(c).entries, 8);
+	ck_assert_uint_eq(stats_of(c).evictions, 0);
+	ck_assert_uint_eq(atomic_load(&f.loads), 8);
+	tf_cache_prefetch(c, a, 100, UINT32_MAX, &src);	/* ignored, no crash */
+	tf_workspace_free(ws);
+	tf_cache_free(c);
+	fake_destroy(&f);
+}
+END_TEST
+
 /* Four chunks fit.  Touching one protects it; the least recently used goes. */
 START_TEST(test_lru_order)
 {
@@ -305,7 +335,7 @@ START_TEST(test_lru_order)
 END_TEST
 
 /* Pinned chunks may push the total over budget; releasing them brings it
- * back under, and a chunk larger than the budget is served, then dropped. */
+ * back under; a chunk larger than the whole budget is refused, evicting nothing. */
 START_TEST(test_budget_after_release)
 {
 	const size_t budget = 10 * 1024;
@@ -332,7 +362,15 @@ START_TEST(test_budget_after_release)
 		ck_assert_uint_eq(stats_of(c).pinned, 0);
 		ck_assert_uint_le(stats_of(c).used, budget);
 	}
-	get_release(c, tf_cache_owner(c), &big, 0, ws);
+	{
+		tf_cache_source bsrc = source_of(&big);
+		tf_cache_entry *e = NULL;
+		size_t before = stats_of(c).entries;
+
+		ck_assert_int_eq(tf_cache_get(c, tf_cache_owner(c), 0, big.len, &bsrc, ws, &e, NULL),
+				 TF_E_CORRUPT);
+		ck_assert_uint_eq(stats_of(c).entries, before);
+	}
 	ck_assert_uint_le(stats_of(c).used, budget);
 	ck_assert_uint_eq(stats_of(c).pinned, 0);
 	tf_workspace_free(ws);
@@ -932,6 +970,7 @@ static Suite *suite(void)
 	TCase *basic = tcase_create("basic"), *threads = tcase_create("threads");
 	TCase *heavy = tcase_create("stress");
 
+	tcase_add_test(basic, test_oversized_chunk_refused);
 	tcase_add_test(basic, test_hits_and_misses);
 	tcase_add_test(basic, test_lru_order);
 	tcase_add_test(basic, test_budget_after_release);
