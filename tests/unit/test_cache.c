@@ -17,6 +17,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "tf_cache.h"
@@ -946,6 +947,10 @@ START_TEST(test_stress)
 		s->owners[o] = tf_cache_owner(s->c);
 	}
 	stress_run(s);
+	/* A decode-ahead job may still be running (pinned) when the readers
+	 * are done: wait, bounded, for the workers to finish it. */
+	for (unsigned spin = 0; spin < 10000 && stats_of(s->c).pinned; spin++)
+		usleep(1000);
 	st = stats_of(s->c);
 	ck_assert_uint_eq(atomic_load(&s->bad), 0);
 	ck_assert_uint_eq(st.pinned, 0);
