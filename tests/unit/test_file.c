@@ -1334,7 +1334,6 @@ static Suite *suite(void)
 {
 	Suite *s = suite_create("file");
 	TCase *files = tcase_create("files");
-	TCase *corpus = tcase_create("corpus");
 	TCase *bad = tcase_create("corruption");
 
 	tcase_add_checked_fixture(files, tmp_setup, tmp_teardown);
@@ -1349,6 +1348,8 @@ static Suite *suite(void)
 	suite_add_tcase(s, files);
 
 	if (tf_test_corpus()) {
+		TCase *corpus = tcase_create("corpus");	/* only when added: else it leaks */
+
 		tcase_add_loop_test(corpus, test_writer_matches_tiledb, 0, N_WRITER_CASES);
 		tcase_add_loop_test(corpus, test_folded_offsets, 0, N_FOLDED_CASES);
 		tcase_add_test(corpus, test_folded_offsets_need_string_codec);
