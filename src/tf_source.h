@@ -1,0 +1,133 @@
+/*
+ * tf_source.h - where stored bytes come from.
+ *
+ * A source is a tree of stored files named by relative paths ("." is the
+ * root, "a/b/c.tdb" a file; no leading or trailing '/', no "." or ".."
+ * components).  Two kinds exist behind this one interface, and nothing above
+ * it knows which it reads:
+ *
+ *   - a local directory (source_local.c): every name is resolved beneath the
+ *     directory's descriptor (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
+ *     or a component walk with O_NOFOLLOW), so no symlink, ".." or magic
+ *     link ever leads outside it; files are opened O_NONBLOCK and fstat'ed
+ *     before anything is read, so a FIFO or device is refused at once;
+ *   - an S3 bucket or prefix (source_s3.c): "s3://BUCKET[/PREFIX]", listed
+ *     with ListObjectsV2 (delimiter '/'), read with ranged GETs.
+ *
+ * Versions.  Every stat carries a tf_version: what proves a file unchanged
+ * (local: device, inode, size, mtime and ctime in ns; S3: ETag and size).
+ * An object opened with an expected version is that version or the open
+ * fails with TF_E_STALE; every later read of it returns bytes of that
+ * version or fails (TF_E_STALE when the file changed under it: size or
+ * ctime moved, the ETag no longer matches), never a mix of two versions.
+ *
+ * Reads are exact: tf_object_read returns all `len` bytes or an error.  A
+ * caller wanting few requests asks for whole runs (a tile's chunks, 1-16
+ * MiB), not one call per chunk: an object store pays a round trip per call.
+ *
+ * Every function is thread-safe; an object may be read by many threads at
+ * once.  Errors name the file ("a/b.tdb: ...") and, for object stores, the
+ * endpoint, key, range and HTTP status, never a credential.
+ */
+#ifndef TF_SOURCE_H
+#define TF_SOURCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "tf_status.h"
+
+typedef struct tf_source tf_source;
+typedef struct tf_object tf_object;
+
+/* What proves a stored file unchanged.  Fields a kind does not have are 0
+ * (or an empty etag). */
+typedef struct tf_version {
+	uint64_t dev, ino;		/* local */
+	uint64_t size;
+	int64_t mtime_ns, ctime_ns;	/* local: both; S3: mtime from the listing */
+	char etag[72];			/* S3, quotes stripped; "" for local */
+} tf_version;
+
+typedef enum { TF_ENT_REG, TF_ENT_DIR, TF_ENT_LNK, TF_ENT_OTHER } tf_ent_kind;
+
+typedef struct tf_stat {
+	tf_ent_kind kind;
+	uint32_t mode;			/* permission bits (07777); S3: 0444 / 0555 */
+	uint32_t uid, gid;		/* S3: the mounting user's */
+	uint32_t nlink;
+	tf_version v;			/* v.size is the stored size */
+} tf_stat;
+
+/* Whether two versions are the same stored bytes. */
+bool tf_version_equal(const tf_version *a, const tf_version *b);
+
+/* ---- sources ---------------------------------------------------------------------------- */
+
+/* A local directory; dir is opened once (O_DIRECTORY) and everything below
+ * is resolved beneath that descriptor. */
+tf_status tf_source_local(const char *dir, tf_source **out, tf_error *err);
+
+/*
+ * Any source by its spelling: "s3://BUCKET[/PREFIX]" (settings from the
+ * [s3] configuration, see tf_s3.h) or a local directory path.  s3 may be
+ * NULL for a local path.
+ */
+struct tf_s3_settings;
+tf_status tf_source_open(const char *spec, const struct tf_s3_settings *s3, tf_source **out,
+			 tf_error *err);
+void tf_source_free(tf_source *s);
+
+/* "local" or "s3"; and how the user spelled the source (for messages). */
+const char *tf_source_kind(const tf_source *s);
+const char *tf_source_name(const tf_source *s);
+/* The root's descriptor of a local source (for statfs and mount checks), or -1. */
+int tf_source_local_fd(const tf_source *s);
+
+/* Stat rel without following a symlink (a symlink reports itself). */
+tf_status tf_source_stat(tf_source *s, const char *rel, tf_stat *st, tf_error *err);
+
+/*
+ * Call fn for each entry of directory rel ("." and ".." are not reported).
+ * With want_stat, st is the entry's full stat; otherwise only st->kind (and
+ * whatever is free, such as S3 sizes) is filled.  fn returns non-zero to
+ * stop early (not an error).
+ */
+typedef int (*tf_list_fn)(void *ctx, const char *name, const tf_stat *st);
+tf_status tf_source_list(tf_source *s, const char *rel, bool want_stat, tf_list_fn fn, void *ctx,
+			 tf_error *err);
+
+/* The target of symlink rel (local only; TF_E_INVAL elsewhere), NUL-terminated. */
+tf_status tf_source_readlink(tf_source *s, const char *rel, char *buf, size_t size, tf_error *err);
+
+typedef struct tf_source_fsstat {
+	uint64_t bsize, blocks, bfree, bavail, files, ffree, namemax;
+} tf_source_fsstat;
+tf_status tf_source_statfs(tf_source *s, tf_source_fsstat *out, tf_error *err);
+
+/* ---- objects: one version of one stored file ------------------------------------------ */
+
+/*
+ * Open regular file rel for reading.  With expect, the file must be that
+ * version (TF_E_STALE otherwise); *out's version is in tf_object_stat().
+ * A directory, FIFO, device or symlink is refused (TF_E_INVAL).
+ */
+tf_status tf_object_open(tf_source *s, const char *rel, const tf_version *expect, tf_object **out,
+			 tf_error *err);
+void tf_object_close(tf_object *o);
+const tf_stat *tf_object_stat(const tf_object *o);
+const char *tf_object_name(const tf_object *o);
+
+/* Read exactly len bytes at off.  A range past the version's size, or bytes
+ * that are no longer that version's, fail: TF_E_STALE; I/O: TF_E_IO. */
+tf_status tf_object_read(tf_object *o, uint64_t off, void *dst, size_t len, tf_error *err);
+
+/* Hint that [off, off+len) will be read soon (local: WILLNEED). */
+void tf_object_prefetch(tf_object *o, uint64_t off, uint64_t len);
+
+/* Whether the stored file is still this object's version (a cheap check). */
+tf_status tf_object_check(tf_object *o, tf_error *err);
+
+#endif
