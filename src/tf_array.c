@@ -406,3 +406,118 @@ tf_status tf_array_latest_schema(tf_array *a, const tf_schema **out, char **name
 		rc = tf_err(err, TF_E_NOMEM, "out of memory");
 	return rc;
 }
+
+/* ---- reading beneath the array, for views (tf_snapshot) ------------------------------------- */
+
+/* rel must stay beneath the array: no absolute path, no "." or ".." component. */
+static bool rel_ok(const char *rel)
+{
+	const char *c = rel;
+
+	if (!*rel || rel[0] == '/')
+		return false;
+	while (*c) {
+		size_t n = strcspn(c, "/");
+		if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+			return !strcmp(rel, ".");
+		c += n + (c[n] == '/');
+	}
+	return true;
+}
+
+static tf_status full_path(const tf_array *a, const char *rel, char *buf, size_t n, tf_error *err)
+{
+	if (!rel_ok(rel))
+		return tf_err(err, TF_E_INVAL, "'%s': not a path beneath the array", rel);
+	if (snprintf(buf, n, "%s/%s", a->dir, rel) >= (int)n)
+		return tf_err(err, TF_E_INVAL, "path too long");
+	return TF_OK;
+}
+
+tf_status tf_array_list(tf_array *a, const char *rel, tf_array_list_fn fn, void *ctx, tf_error *err)
+{
+	char path[4096];
+	struct dirent *d;
+	DIR *dir;
+	tf_status rc = full_path(a, rel, path, sizeof(path), err);
+
+	if (rc != TF_OK)
+		return rc;
+	if (!(dir = opendir(path)))
+		return errno == ENOENT ? TF_OK : tf_err(err, TF_E_IO, "%s: %s", rel, strerror(errno));
+	while ((d = readdir(dir)))
+		if (strcmp(d->d_name, ".") && strcmp(d->d_name, "..") &&
+		    fn(ctx, d->d_name, d->d_type == DT_DIR) != 0)
+			break;
+	closedir(dir);
+	return TF_OK;
+}
+
+tf_status tf_array_read(tf_array *a, const char *rel, size_t limit, tf_buf *out, tf_error *err)
+{
+	char path[4096];
+	struct stat sb;
+	int fd;
+	tf_status rc = full_path(a, rel, path, sizeof(path), err);
+
+	out->len = 0;
+	if (rc != TF_OK)
+		return rc;
+	if ((fd = tf_open_regular(path, &sb)) < 0)
+		return tf_err(err, TF_E_IO, "%s: %s", rel, strerror(errno));
+	close(fd);
+	if ((uint64_t)sb.st_size > limit)
+		return tf_err(err, TF_E_CORRUPT, "%s: %llu bytes, more than the %zu expected", rel,
+			      (unsigned long long)sb.st_size, limit);
+	rc = read_whole(path, out, err);
+	return rc == TF_OK ? rc : tf_err_prefix(err, "%s", rel);
+}
+
+tf_status tf_array_read_generic(tf_array *a, const char *rel, tf_buf *payload, tf_error *err)
+{
+	tf_buf raw = TF_BUF_INIT((size_t)64 << 20);
+	tf_workspace *ws = tf_workspace_new();
+	tf_status rc;
+
+	payload->len = 0;
+	if (!ws)
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	rc = tf_array_read(a, rel, (size_t)64 << 20, &raw, err);
+	if (rc == TF_OK && (rc = tf_generic_decode(tf_span_of(raw.p, raw.len), a->key, ws, payload, NULL,
+						   err)) != TF_OK)
+		tf_err_prefix(err, "%s", rel);
+	tf_buf_free(&raw);
+	tf_workspace_free(ws);
+	return rc;
+}
+
+tf_status tf_array_fragment(tf_array *a, const char *rel_dir, tf_fragment **out, tf_error *err)
+{
+	const char *name = strrchr(rel_dir, '/') ? strrchr(rel_dir, '/') + 1 : rel_dir;
+	char fdir[4096];
+	tf_status rc = full_path(a, rel_dir, fdir, sizeof(fdir), err);
+
+	if (rc != TF_OK)
+		return rc;
+	pthread_mutex_lock(&a->lock);
+	rc = get_fragment(a, name, fdir, out, err);
+	pthread_mutex_unlock(&a->lock);
+	return rc;
+}
+
+tf_status tf_array_open_file(tf_array *a, const char *rel, tf_file **out, tf_error *err)
+{
+	tf_array_file af;
+	tf_status rc = tf_array_describe(a, rel, &af, err);
+
+	if (rc != TF_OK)
+		return rc;
+	rc = tf_file_open(af.path, rel, &af.spec, out, err);
+	tf_array_file_clear(&af);
+	return rc;
+}
+
+const tf_key *tf_array_key(const tf_array *a)
+{
+	return a->key;
+}
