@@ -193,11 +193,10 @@ static int64_t floor_div(int64_t a, int64_t b, int64_t *rem)
 	return q;
 }
 
-/* Years as NumPy prints them: at least 4 digits, '-' before year 0. */
+/* Years as NumPy prints them ("%04" of the signed year: 0042, -221, 10183). */
 static size_t fmt_year(char *buf, int64_t y)
 {
-	return (size_t)sprintf(buf, y < 0 ? "-%04" PRIu64 : "%04" PRIu64,
-			       y < 0 ? 0 - (uint64_t)y : (uint64_t)y);
+	return (size_t)sprintf(buf, "%04" PRId64, y);
 }
 
 /* Units per second and digits of the fraction of the sub-second units. */

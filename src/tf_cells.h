@@ -11,10 +11,12 @@
  *   - CHAR, STRING_ASCII, STRING_UTF8 as their bytes; STRING_UTF16/UCS2
  *     and UTF32/UCS4 converted to UTF-8;
  *   - BLOB, GEOM_WKB and ANY as lower-case hex; GEOM_WKT as text;
- *   - DATETIME_* in ISO 8601 UTC at the unit's precision (2019-04-14,
- *     2019-04-14T13:45:10.123Z, years of 4 digits or more, '-' before 1 AD
- *     as NumPy prints them); TIME_* as [-]HH[:MM[:SS[.fff...]]] (hours
- *     may exceed 23); INT64_MIN in either is NaT, as in NumPy;
+ *   - DATETIME_* in ISO 8601 UTC at the unit's precision, as NumPy's
+ *     datetime_as_string(..., timezone='UTC') writes them (2019-04-14,
+ *     2019-04-14T13Z, 2019-04-14T13:45:10.123Z; the year as "%04d" of the
+ *     signed year: 0042, -221, 10183); TIME_* as [-]HH[:MM[:SS[.fff...]]]
+ *     at the unit's precision (hours may exceed 23); INT64_MIN in either is
+ *     NaT, as in NumPy;
  *   - a cell of several values (cell_val_num > 1, or var-sized numbers)
  *     is one field, values separated by single spaces; strings and blobs
  *     are one value whatever their length;
