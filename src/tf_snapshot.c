@@ -42,7 +42,9 @@ typedef enum { LAYOUT_PLAIN, LAYOUT_UNZIPPED, LAYOUT_ZIPPED } col_layout;
 struct tf_col {
 	bool missing, var, nullable;
 	tf_datatype type;
-	unsigned cell_size;	/* bytes per cell in the data (or offsets) file */
+	unsigned cell_size;	/* bytes of one cell of this field (8: var offsets) */
+	unsigned stored;	/* bytes per cell in the data file (legacy
+				 * __coords: every dimension's value) */
 	col_layout layout;	/* legacy __coords: dimension `dim` of `ndims` */
 	unsigned dim, ndims, value_size;
 	tf_file *data, *vfile, *validity;
@@ -731,6 +733,19 @@ static tf_status open_role(tf_snapshot *s, const tf_snap_frag *f, const char *fi
 	return tf_array_open_file(s->a, rel, out, err);
 }
 
+/* Format 1 stored coordinates zipped unless compressed (§8.3). */
+static bool compressed(const tf_pipeline *p)
+{
+	for (size_t i = 0; p && i < tf_pipeline_count(p); i++) {
+		const tf_filter_class *fc = tf_pipeline_class(p, i);
+		if (fc && (fc->id == TF_F_GZIP || fc->id == TF_F_ZSTD || fc->id == TF_F_LZ4 || fc->id == TF_F_RLE ||
+			   fc->id == TF_F_BZIP2 || fc->id == TF_F_DOUBLE_DELTA || fc->id == TF_F_DICTIONARY ||
+			   fc->id == TF_F_DELTA))
+			return true;
+	}
+	return false;
+}
+
 /* Which field of the fragment's own schema the column reads. */
 static tf_status resolve_col(tf_snapshot *s, const tf_snap_frag *f, tf_col_kind kind, const char *name,
 			     tf_col *c, const char **file_field, tf_error *err)
@@ -764,7 +779,8 @@ static tf_status resolve_col(tf_snapshot *s, const tf_snap_frag *f, tf_col_kind 
 	c->missing = !have || have->type != want->type || have->cell_val_num != want->cell_val_num ||
 		     have->nullable != want->nullable;
 	if (kind == TF_COL_DIM && tf_fragment_version(f->fr) < 5) {	/* legacy __coords (§8.3) */
-		c->layout = f->version == 1 ? LAYOUT_ZIPPED : LAYOUT_UNZIPPED;
+		c->layout = tf_fragment_version(f->fr) == 1 && !compressed(fs->coords) ? LAYOUT_ZIPPED
+										       : LAYOUT_UNZIPPED;
 		c->ndims = (unsigned)fs->ndims;
 		c->value_size = tf_datatype_size(fs->dims[0].type);
 		*file_field = "__coords";
@@ -790,9 +806,10 @@ static tf_status open_col(tf_snapshot *s, size_t frag, tf_col_kind kind, const c
 		return f->error.code ? f->error.code : TF_E_CORRUPT;
 	}
 	rc = resolve_col(s, f, kind, name, c, &field, err);
-	c->cell_size = c->var ? 8 : c->layout != LAYOUT_PLAIN ? c->value_size * c->ndims : c->value_size;
+	c->cell_size = c->var ? 8 : c->value_size;
 	if (rc == TF_OK && !c->var && kind == TF_COL_ATTR && !c->missing)
 		c->cell_size = (unsigned)tf_schema_attr(f->schema, name)->cell_val_num * c->value_size;
+	c->stored = c->layout != LAYOUT_PLAIN ? c->value_size * c->ndims : c->cell_size;
 	if (rc == TF_OK && !c->missing) {
 		rc = open_role(s, f, field, c->var ? TF_ROLE_OFFSETS : TF_ROLE_DATA, &c->data, err);
 		if (rc == TF_OK && c->var)
@@ -889,7 +906,7 @@ static tf_status cells_in(const tf_file *f, uint64_t size, uint64_t cell_size, u
 static tf_status read_zipped(const tf_col *c, tf_workspace *ws, uint64_t off, uint64_t n, uint8_t *dst,
 			     tf_error *err)
 {
-	uint64_t cell = (uint64_t)c->value_size * c->ndims;
+	uint64_t cell = c->stored;
 	uint8_t *tmp = n <= SIZE_MAX / cell ? malloc(n ? n * cell : 1) : NULL;
 	tf_status rc;
 
@@ -911,14 +928,14 @@ tf_status tf_col_fixed(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_
 	if (c->missing || c->var)
 		return tf_err(err, TF_E_INVAL, "not a fixed-size column");
 	if ((rc = tile_range(c->data, tile, &off, &size, err)) != TF_OK ||
-	    (rc = cells_in(c->data, size, c->cell_size, cell, n, err)) != TF_OK)
+	    (rc = cells_in(c->data, size, c->stored, cell, n, err)) != TF_OK)
 		return rc;
 	switch (c->layout) {
 	case LAYOUT_UNZIPPED:	/* all of dimension 0, then all of 1, ... (§8.3) */
-		ncells = size / c->cell_size;
+		ncells = size / c->stored;
 		return read_exact(c, c->data, ws, off + ((uint64_t)c->dim * ncells + cell) * vs, n * vs, dst, err);
 	case LAYOUT_ZIPPED:
-		return read_zipped(c, ws, off + cell * c->cell_size, n, dst, err);
+		return read_zipped(c, ws, off + cell * c->stored, n, dst, err);
 	default:
 		return read_exact(c, c->data, ws, off + cell * c->cell_size, n * c->cell_size, dst, err);
 	}
