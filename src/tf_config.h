@@ -2,7 +2,7 @@
  * tf_config.h - what to decode how: the INI configuration (conf/tilefs.ini
  * documents every key).
  *
- *   [tilefs]          cache_size, unmatched, log_level, workers, default_key
+ *   [tilefs]          cache_size, unmatched, log_level, workers, default_key, views
  *   [pipeline NAME]   filters, datatype, cell_val_num, format_version
  *   [key NAME]        file | env | hex
  *   [match GLOB]      pipeline = NAME or inline filters/datatype/...,
@@ -34,6 +34,7 @@ typedef struct tf_settings {
 	tf_log_level log_level;
 	unsigned workers;		/* decode-ahead threads; 0 = one per CPU */
 	const tf_key *default_key;	/* for TileDB arrays with no [array] key */
+	bool views;			/* views = yes: each array's @views folder */
 } tf_settings;
 
 /* How files a [match] rule selects are decoded. */
