@@ -8,8 +8,9 @@
  * value from its coordinates, and which fragment it came from.
  *
  *   genarray DIR ROWS COLS TR TC NFRAGS [FILTER]   (FILTER: none (default) | zstd | lz4)
- *   genarray DIR ... --append R0 R1 T              add one fragment of rows R0..R1
- *                                                  (whole tile rows) at timestamp T
+ *   genarray DIR ... --append R0 R1 C0 C1 T        add one fragment of cells
+ *                                                  [R0, R1] x [C0, C1] at timestamp T
+ *                                                  (its tiles padded with zeros)
  *
  * The layout follows FORMAT-NOTES §6-§8 and the corpus: __schema/ holds the
  * schema's generic tile, each fragment its a0.tdb tiles, a
@@ -20,6 +21,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,13 +147,16 @@ static int32_t value(int32_t r, int32_t c, uint32_t salt)
 	return (int32_t)((uint32_t)r * 1000003u + (uint32_t)c * 7u + (uint32_t)((r ^ c) % 97) + salt);
 }
 
-/* a0.tdb of rows [r0, r1]: tiles row-major, cells row-major; returns the
- * tile offsets. */
-static uint64_t *write_tiles(const spec *s, const char *fdir, int32_t r0, int32_t r1, uint32_t salt,
+/* a0.tdb of the tiles covering [r0, r1] x [c0, c1]: tiles row-major,
+ * cells row-major, cells outside the box zero (as TileDB pads, FORMAT
+ * corpus README); returns the tile offsets. */
+static uint64_t *write_tiles(const spec *s, const char *fdir, const int32_t *box, uint32_t salt,
 			     size_t *ntiles, uint64_t *size)
 {
 	tf_chunk_env env = { .type = TF_DT_INT32, .cell_size = 4, .version = FORMAT };
-	size_t nt = (size_t)((r1 - r0 + 1) / s->tr) * (size_t)(s->cols / s->tc), t = 0;
+	int32_t t0 = box[0] / s->tr * s->tr, t1 = box[1] / s->tr * s->tr, u0 = box[2] / s->tc * s->tc,
+		u1 = box[3] / s->tc * s->tc;
+	size_t nt = (size_t)((t1 - t0) / s->tr + 1) * (size_t)((u1 - u0) / s->tc + 1), t = 0;
 	uint64_t *offs = malloc(nt * sizeof(*offs));
 	int32_t *cells = malloc((size_t)s->tr * s->tc * 4);
 	tf_workspace *ws = tf_workspace_new();
@@ -166,11 +171,14 @@ static uint64_t *write_tiles(const spec *s, const char *fdir, int32_t r0, int32_
 			      &p, NULL))
 		die("tiles");
 	*size = 0;
-	for (int32_t tr = r0; tr <= r1; tr += s->tr)
-		for (int32_t tc = 0; tc < s->cols; tc += s->tc, t++) {
+	for (int32_t tr = t0; tr <= t1; tr += s->tr)
+		for (int32_t tc = u0; tc <= u1; tc += s->tc, t++) {
 			for (int32_t i = 0; i < s->tr; i++)
-				for (int32_t j = 0; j < s->tc; j++)
-					cells[(size_t)i * s->tc + j] = value(tr + i, tc + j, salt);
+				for (int32_t j = 0; j < s->tc; j++) {
+					int32_t r = tr + i, c = tc + j;
+					bool in = r >= box[0] && r <= box[1] && c >= box[2] && c <= box[3];
+					cells[(size_t)i * s->tc + j] = in ? value(r, c, salt) : 0;
+				}
 			enc.len = 0;
 			if (tf_tile_encode(p, &env, ws, tf_span_of(cells, (size_t)s->tr * s->tc * 4), NULL, 0, &enc, NULL) ||
 			    fwrite(enc.p, 1, enc.len, f) != enc.len)
@@ -203,8 +211,8 @@ static uint64_t put_list(tf_buf *meta, const uint64_t *v, size_t n)
 }
 
 /* __fragment_metadata.tdb: lists for a0, __coords, r, c, then the footer. */
-static void write_metadata(const spec *s, const char *fdir, int32_t r0, int32_t r1, const uint64_t *offs,
-			   size_t nt, uint64_t a0_size)
+static void write_metadata(const char *fdir, const int32_t *box, const uint64_t *offs, size_t nt,
+			   uint64_t a0_size)
 {
 	tf_buf meta = TF_BUF_INIT(SIZE_MAX), ft = TF_BUF_INIT(SIZE_MAX);
 	uint64_t empty = put_list(&meta, NULL, 0), tiles = put_list(&meta, offs, nt);
@@ -215,8 +223,8 @@ static void write_metadata(const spec *s, const char *fdir, int32_t r0, int32_t 
 	tf_buf_append(&ft, SCHEMA_NAME, strlen(SCHEMA_NAME), NULL);
 	tf_buf_put_u8(&ft, 1, NULL);	/* dense */
 	tf_buf_put_u8(&ft, 0, NULL);	/* non-empty domain present */
-	tf_buf_put_u32(&ft, (uint32_t)r0, NULL), tf_buf_put_u32(&ft, (uint32_t)r1, NULL);
-	tf_buf_put_u32(&ft, 0, NULL), tf_buf_put_u32(&ft, (uint32_t)(s->cols - 1), NULL);
+	for (int i = 0; i < 4; i++)
+		tf_buf_put_u32(&ft, (uint32_t)box[i], NULL);
 	tf_buf_put_u64(&ft, 0, NULL);	/* sparse tiles */
 	tf_buf_put_u64(&ft, 0, NULL);	/* last tile cells */
 	tf_buf_put_u8(&ft, 0, NULL);	/* timestamps */
@@ -237,19 +245,21 @@ static void write_metadata(const spec *s, const char *fdir, int32_t r0, int32_t 
 	tf_buf_free(&meta), tf_buf_free(&ft);
 }
 
-static void write_fragment(const spec *s, int32_t r0, int32_t r1, uint64_t t, uint32_t salt)
+static void write_fragment(const spec *s, const int32_t *box, uint64_t t, uint32_t salt)
 {
 	char name[128], fdir[4096], path[4300];
 	uint64_t size, *offs;
 	size_t nt;
 
+	if (box[0] > box[1] || box[2] > box[3] || box[1] >= s->rows || box[3] >= s->cols)
+		die("fragment outside the domain");
 	snprintf(name, sizeof(name), "__%llu_%llu_%032llx_%d", (unsigned long long)t, (unsigned long long)t,
-		 (unsigned long long)(t * 2654435761u + (uint64_t)r0), FORMAT);
+		 (unsigned long long)(t * 2654435761u + (uint64_t)box[0] * 65537 + (uint64_t)box[2]), FORMAT);
 	snprintf(fdir, sizeof(fdir), "%s/__fragments/%s", s->dir, name);
 	if (mkdir(fdir, 0755) != 0)
 		die(fdir);
-	offs = write_tiles(s, fdir, r0, r1, salt, &nt, &size);
-	write_metadata(s, fdir, r0, r1, offs, nt, size);
+	offs = write_tiles(s, fdir, box, salt, &nt, &size);
+	write_metadata(fdir, box, offs, nt, size);
 	free(offs);
 	snprintf(path, sizeof(path), "%s/__commits/%s.wrt", s->dir, name);
 	write_file(path, "", 0);
@@ -273,7 +283,7 @@ int main(int argc, char **argv)
 	char path[4096];
 
 	if (argc < 7) {
-		fprintf(stderr, "usage: genarray DIR ROWS COLS TR TC NFRAGS [none|zstd|lz4] [--append R0 R1 T]\n");
+		fprintf(stderr, "usage: genarray DIR ROWS COLS TR TC NFRAGS [none|zstd|lz4] [--append R0 R1 C0 C1 T]\n");
 		return 2;
 	}
 	s = (spec){ argv[1], arg(argv[2]), arg(argv[3]), arg(argv[4]), arg(argv[5]), argc > 7 ? argv[7] : "none" };
@@ -281,8 +291,9 @@ int main(int argc, char **argv)
 	errno = 0;
 	if (!s.rows || !s.cols || !s.tr || !s.tc || s.rows % s.tr || s.cols % s.tc || (nf && (s.rows / s.tr) % nf))
 		die("ROWS and COLS must be multiples of TR and TC, tile rows of NFRAGS");
-	if (argc == 12 && !strcmp(argv[8], "--append")) {
-		write_fragment(&s, arg(argv[9]), arg(argv[10]), (uint64_t)arg(argv[11]), (uint32_t)arg(argv[11]));
+	if (argc == 14 && !strcmp(argv[8], "--append")) {
+		int32_t box[4] = { arg(argv[9]), arg(argv[10]), arg(argv[11]), arg(argv[12]) };
+		write_fragment(&s, box, (uint64_t)arg(argv[13]), (uint32_t)arg(argv[13]));
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
@@ -292,8 +303,8 @@ int main(int argc, char **argv)
 	}
 	write_schema(&s);
 	for (int32_t f = 0; f < nf; f++) {
-		int32_t band = s.rows / nf;
-		write_fragment(&s, f * band, (f + 1) * band - 1, 1000 + (uint64_t)f, 0);
+		int32_t band = s.rows / nf, box[4] = { f * band, (f + 1) * band - 1, 0, s.cols - 1 };
+		write_fragment(&s, box, 1000 + (uint64_t)f, 0);
 	}
 	return 0;
 }

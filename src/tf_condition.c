@@ -132,9 +132,13 @@ static tf_status parse_expr(tf_cond *c, tf_reader *r, unsigned depth, node *n, t
 			      (unsigned long long)count);
 	if (!(n->kids = calloc((size_t)count, sizeof(*n->kids))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
-	for (; n->nkids < count; n->nkids++)
-		if ((rc = parse_node(c, r, depth + 1, &n->kids[n->nkids], err)) != TF_OK)
+	while (n->nkids < count) {
+		rc = parse_node(c, r, depth + 1, &n->kids[n->nkids], err);
+		if (n->kids[n->nkids])
+			n->nkids++;	/* freed with its parent, even half parsed */
+		if (rc != TF_OK)
 			return rc;
+	}
 	return TF_OK;
 }
 

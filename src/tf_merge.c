@@ -17,6 +17,22 @@ uint64_t tf_frag_tile_cells(const tf_snap_frag *f, uint64_t t)
 	return f->dense ? tf_schema_dense_tile_cells(f->schema) : tf_fragment_tile_cells(f->fr, t, f->ntiles);
 }
 
+tf_status tf_frag_sparse_cells(const tf_snap_frag *f, uint64_t *total, tf_error *err)
+{
+	uint64_t cap = f->schema->capacity, last;
+
+	*total = 0;
+	if (!f->ntiles)
+		return TF_OK;
+	last = tf_frag_tile_cells(f, f->ntiles - 1);
+	/* Every tile but the last holds `capacity` cells (§5.4). */
+	if (cap == 0 || last > cap || f->ntiles - 1 > (UINT64_MAX - last) / cap)
+		return tf_err(err, TF_E_CORRUPT, "fragment %s: %llu tiles of %llu cells", f->name,
+			      (unsigned long long)f->ntiles, (unsigned long long)cap);
+	*total = (f->ntiles - 1) * cap + last;
+	return TF_OK;
+}
+
 tf_status tf_cellbuf_init(tf_cellbuf *b, const tf_fieldspec *spec, size_t nfields, tf_error *err)
 {
 	memset(b, 0, sizeof(*b));
@@ -477,11 +493,8 @@ static tf_status add_slots(tf_sparse *it, tf_error *err)
 		sl->order = k;
 		sl->f = f;
 		sl->cap = f->schema->capacity;
-		for (uint64_t t = 0; t < f->ntiles; t++)
-			sl->total += tf_frag_tile_cells(f, t);
-		if (f->ntiles > 1 && tf_frag_tile_cells(f, 0) != sl->cap)
-			return tf_err(err, TF_E_CORRUPT, "fragment %s: tiles of %llu cells, capacity %llu", f->name,
-				      (unsigned long long)tf_frag_tile_cells(f, 0), (unsigned long long)sl->cap);
+		if ((rc = tf_frag_sparse_cells(f, &sl->total, err)) != TF_OK)
+			return rc;
 		sl->time_filter = f->has_ts && f->t2 > tf_snapshot_time(it->s);
 		rc = tf_cellbuf_init(&sl->buf, it->spec, it->nspec, err);
 		it->nslots++;

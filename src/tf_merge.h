@@ -70,6 +70,8 @@ void tf_cellbuf_get(const tf_cellbuf *b, size_t i, uint64_t c, const uint8_t **p
 
 /* Cells of tile t of a visible or listed fragment. */
 uint64_t tf_frag_tile_cells(const tf_snap_frag *f, uint64_t t);
+/* All cells of a sparse fragment (TF_E_CORRUPT if its counts overflow). */
+tf_status tf_frag_sparse_cells(const tf_snap_frag *f, uint64_t *total, tf_error *err);
 
 /* ---- dense ------------------------------------------------------------------------------- */
 

@@ -317,16 +317,6 @@ static const tf_snap_frag *csv_frag(const csv *c)
 	return tf_snapshot_frag(c->v->s, c->frag);
 }
 
-/* Cells of a sparse fragment: all tiles full but the last. */
-static uint64_t frag_cells(const tf_snap_frag *f)
-{
-	uint64_t total = 0;
-
-	for (uint64_t t = 0; t < f->ntiles; t++)
-		total += tf_frag_tile_cells(f, t);
-	return total;
-}
-
 static tf_status load_tile(csv *c, producer *p, uint64_t tile, tf_workspace *ws, tf_error *err)
 {
 	const tf_snap_frag *f = csv_frag(c);
@@ -341,8 +331,8 @@ static tf_status produce_frag_sparse(csv *c, producer *p, tf_workspace *ws, cons
 				     tf_buf *text, uint64_t *out, bool *end, tf_error *err)
 {
 	const tf_snap_frag *f = csv_frag(c);
-	uint64_t pos = in[0], total = frag_cells(f), cap = f->schema->capacity;
-	tf_status rc = cap ? TF_OK : tf_err(err, TF_E_CORRUPT, "capacity 0");
+	uint64_t pos = in[0], total, cap = f->schema->capacity;
+	tf_status rc = tf_frag_sparse_cells(f, &total, err);
 
 	while (rc == TF_OK && text->len < BLOCK_TARGET && pos < total) {
 		uint64_t tile = pos / cap, cell = pos % cap;
@@ -366,29 +356,75 @@ static tf_status produce_frag_sparse(csv *c, producer *p, tf_workspace *ws, cons
 	return rc;
 }
 
-/* Offsets from the domain start of stored cell `cell` of tile `tile` of a
- * dense fragment (tiles in tile order over its tiles, cells in cell order):
- * false if outside its non-empty domain (padding). */
-static bool stored_cell_offsets(const csv *c, const tf_snap_frag *f, uint64_t tile, uint64_t cell,
-				uint64_t *x)
+static uint64_t dim_extent(const tf_field *d)
 {
-	bool trow = c->schema->tile_order != 1, crow = c->schema->cell_order != 1;
+	return tf_le_n(d->extent, tf_datatype_size(d->type));
+}
+
+/* Tile `tile` of a dense fragment (tile order over the tiles covering its
+ * non-empty domain): per dimension its first offset from the domain start
+ * (base) and the part of the non-empty domain inside it, [a, b] relative. */
+static void tile_box(const csv *c, const tf_snap_frag *f, uint64_t tile, uint64_t *base, uint64_t *a,
+		     uint64_t *b)
+{
+	bool trow = c->schema->tile_order != 1;
 	size_t n = c->ndims;
 
 	for (size_t k = 0; k < n; k++) {
 		size_t i = trow ? n - 1 - k : k;
-		x[i] = (f->tlo[i] + tile % f->tn[i]) * tf_le_n(c->schema->dims[i].extent, tf_datatype_size(c->schema->dims[i].type));
+		uint64_t ext = dim_extent(&c->schema->dims[i]);
+
+		base[i] = (f->tlo[i] + tile % f->tn[i]) * ext;
 		tile /= f->tn[i];
+		a[i] = (f->lo[i] > base[i] ? f->lo[i] : base[i]) - base[i];
+		b[i] = (f->hi[i] < base[i] + ext - 1 ? f->hi[i] : base[i] + ext - 1) - base[i];
+	}
+}
+
+/* The first cell at or after `cell` (cell order) whose offsets o lie in
+ * [a, b] of every dimension; false if none in the tile.  Padding cells are
+ * skipped without visiting them (a tile may be huge and the domain thin). */
+static bool next_in_box(const csv *c, uint64_t cell, const uint64_t *a, const uint64_t *b, uint64_t *o,
+			uint64_t *out)
+{
+	bool crow = c->schema->cell_order != 1;
+	size_t n = c->ndims, d, e;
+	uint64_t v = 0;
+
+	for (size_t k = 0; k < n; k++) {	/* fastest dimension first */
+		d = crow ? n - 1 - k : k;
+		o[d] = cell % dim_extent(&c->schema->dims[d]);
+		cell /= dim_extent(&c->schema->dims[d]);
+	}
+	for (size_t k = 0; k < n; k++) {	/* slowest first */
+		d = crow ? k : n - 1 - k;
+		if (o[d] >= a[d] && o[d] <= b[d])
+			continue;
+		if (o[d] > b[d]) {	/* carry into a slower dimension */
+			size_t j = k;
+			for (; j > 0; j--) {
+				e = crow ? j - 1 : n - j;
+				if (o[e] < b[e]) {
+					o[e]++;
+					break;
+				}
+			}
+			if (j == 0)
+				return false;
+			k = j - 1;
+		}
+		for (size_t m = k; m < n; m++) {	/* this and faster ones from their start */
+			e = crow ? m : n - 1 - m;
+			if (m > k || o[e] < a[e])
+				o[e] = a[e];
+		}
+		break;
 	}
 	for (size_t k = 0; k < n; k++) {
-		size_t i = crow ? n - 1 - k : k;
-		uint64_t ext = tf_le_n(c->schema->dims[i].extent, tf_datatype_size(c->schema->dims[i].type));
-		x[i] += cell % ext;
-		cell /= ext;
+		d = crow ? k : n - 1 - k;
+		v = v * dim_extent(&c->schema->dims[d]) + o[d];
 	}
-	for (size_t i = 0; i < n; i++)
-		if (x[i] < f->lo[i] || x[i] > f->hi[i])
-			return false;
+	*out = v;
 	return true;
 }
 
@@ -397,18 +433,20 @@ static tf_status produce_frag_dense(csv *c, producer *p, tf_workspace *ws, const
 				    tf_buf *text, uint64_t *out, bool *end, tf_error *err)
 {
 	const tf_snap_frag *f = csv_frag(c);
-	uint64_t tc = tf_schema_dense_tile_cells(f->schema), pos = in[0], x[64];
+	uint64_t tc = tf_schema_dense_tile_cells(f->schema), pos = in[0], base[64], a[64], b[64], o[64];
 	uint64_t total = tc && f->ntiles <= UINT64_MAX / tc ? f->ntiles * tc : 0;
 	tf_status rc = c->ndims <= 64 && total ? TF_OK : tf_err(err, TF_E_UNSUPPORTED, "fragment %s: tiles",
 								   f->name);
 
 	while (rc == TF_OK && text->len < BLOCK_TARGET && pos < total) {
-		uint64_t tile = pos / tc, cell = pos % tc;
+		uint64_t tile = pos / tc, cell;
 
-		if (!stored_cell_offsets(c, f, tile, cell, x)) {
-			pos++;
+		tile_box(c, f, tile, base, a, b);
+		if (!next_in_box(c, pos % tc, a, b, o, &cell)) {
+			pos = (tile + 1) * tc;
 			continue;
 		}
+		pos = tile * tc + cell;
 		if ((rc = load_tile(c, p, tile, ws, err)) != TF_OK)
 			break;
 		for (size_t j = 0; j < c->ndims && rc == TF_OK; j++) {
@@ -416,7 +454,7 @@ static tf_status produce_frag_dense(csv *c, producer *p, tf_workspace *ws, const
 			unsigned size = tf_datatype_size(d->type);
 			uint8_t v[8];
 
-			tf_put_le_n(v, size, tf_le_n(d->domain, size) + x[j]);
+			tf_put_le_n(v, size, tf_le_n(d->domain, size) + base[j] + o[j]);
 			rc = put_field(text, &c->cols[j], j, v, size, true, err);
 		}
 		for (size_t j = c->ndims; j < c->ncols && rc == TF_OK; j++) {

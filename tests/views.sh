@@ -22,6 +22,10 @@ done
 fail=0
 "$py" "$here/views_check.py" "$TILETOOL" "$TF_CORPUS" || fail=1
 
+# Dense 2-D arrays of overlapping, partial-tile fragments written here,
+# against a simulation of newest-wins and fill values.
+"$py" "$here/views_gen.py" "$GENARRAY" "$TILETOOL" 60 || fail=1
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # Ordinary tools over a CSV: one record per cell, fields as declared.
