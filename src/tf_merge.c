@@ -725,7 +725,7 @@ static int cmp_slots(const tf_sparse *it, const slot *a, const slot *b)
 /* A coordinate mapped to [0, 2^bits): reals and integers by their place in
  * the domain, strings by their first 8 bytes (each byte sign-extended, as
  * TileDB ORs a char into a uint64). */
-static uint64_t hilbert_coord(const tf_field *d, const uint8_t *p, size_t n, int bits)
+uint64_t tf_hilbert_coord(const tf_field *d, const uint8_t *p, size_t n, int bits)
 {
 	uint64_t max = ((uint64_t)1 << bits) - 1, ret = 0;
 	unsigned size = tf_datatype_size(d->type);
@@ -763,7 +763,7 @@ static uint64_t hilbert_coord(const tf_field *d, const uint8_t *p, size_t n, int
 /* Coordinates (bits each) to the Hilbert index, after J. Skilling,
  * "Programming the Hilbert curve" (2004): axes to transpose, then the
  * transpose's bits interleaved, dimension 0 most significant per level. */
-static uint64_t hilbert_index(uint64_t *x, size_t n, int bits)
+uint64_t tf_hilbert_index(uint64_t *x, size_t n, int bits)
 {
 	uint64_t m = (uint64_t)1 << (bits - 1), t = 0, h = 0;
 
@@ -809,9 +809,9 @@ static tf_status compute_hilbert(const tf_sparse *it, slot *sl, tf_error *err)
 	for (uint64_t c = 0; c < sl->buf.ncells; c++) {
 		for (size_t d = 0; d < it->ndims; d++) {
 			dim_value(sl, d, c, &p, &n);
-			x[d] = hilbert_coord(&it->schema->dims[d], p, n, it->hbits);
+			x[d] = tf_hilbert_coord(&it->schema->dims[d], p, n, it->hbits);
 		}
-		sl->hilbert[c] = hilbert_index(x, it->ndims, it->hbits);
+		sl->hilbert[c] = tf_hilbert_index(x, it->ndims, it->hbits);
 	}
 	return TF_OK;
 }

@@ -124,4 +124,10 @@ tf_status tf_sparse_next(tf_sparse *it, tf_workspace *ws, tf_row *row, bool *end
 tf_status tf_row_init(tf_row *r, size_t nfields, tf_error *err);
 void tf_row_free(tf_row *r);
 
+/* Hilbert order (hilbert.h, hilbert_order.cc): a coordinate of dimension
+ * d mapped to `bits` bits (bits = 63 / dimensions), and the index of n
+ * mapped coordinates (x is overwritten). */
+uint64_t tf_hilbert_coord(const tf_field *d, const uint8_t *p, size_t n, int bits);
+uint64_t tf_hilbert_index(uint64_t *x, size_t n, int bits);
+
 #endif

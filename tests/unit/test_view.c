@@ -13,6 +13,7 @@
 
 #include "tf_cells.h"
 #include "tf_condition.h"
+#include "tf_merge.h"
 #include "tf_view.h"
 
 /* ---- text of values ---------------------------------------------------------------------- */
@@ -288,6 +289,39 @@ START_TEST(test_conditions)
 	for (size_t cut = 0; cut < b.len; cut++)
 		ck_assert_int_ne(tf_cond_parse(tf_span_of(b.p, cut), &c, &err), TF_OK);
 	tf_buf_free(&b);
+}
+END_TEST
+
+/* Known answers from TileDB's own tests (tiledb/sm/misc/test/unit_hilbert.cc,
+ * test/src/unit-cppapi-hilbert.cc: int32 dimensions [0, 100] x [0, 200]). */
+START_TEST(test_hilbert)
+{
+	static const uint64_t two[][3] = { { 2, 3, 9 }, { 0, 0, 0 }, { 0, 3, 5 }, { 3, 0, 15 }, { 5, 4, 35 },
+					   { 4, 2, 30 } };
+	static const uint64_t three[][4] = { { 0, 0, 0, 0 }, { 0, 0, 1, 1 }, { 0, 1, 0, 3 }, { 1, 0, 0, 7 } };
+	static const struct { int32_t d1, d2; uint64_t h; } pts[] = {
+		{ 1, 3, 673795214387276ull }, { 1, 1, 972175364522868ull }, { 2, 1, 1282377960629798ull },
+		{ 2, 2, 2093929125029754ull }, { 3, 7, 8953131325824998ull }, { 5, 4, 14307296941447292ull },
+		{ 4, 2, 15960414315352633ull }, { 7, 7, 34410827116042986ull },
+	};
+	tf_field d1 = { .type = TF_DT_INT32, .cell_val_num = 1 }, d2 = d1;
+	int32_t dom1[2] = { 0, 100 }, dom2[2] = { 0, 200 };
+	uint64_t x[3];
+
+	for (size_t i = 0; i < 6; i++) {
+		x[0] = two[i][0], x[1] = two[i][1];
+		ck_assert_uint_eq(tf_hilbert_index(x, 2, 4), two[i][2]);
+	}
+	for (size_t i = 0; i < 4; i++) {
+		memcpy(x, three[i], sizeof(x));
+		ck_assert_uint_eq(tf_hilbert_index(x, 3, 4), three[i][3]);
+	}
+	memcpy(d1.domain, dom1, 8), memcpy(d2.domain, dom2, 8);
+	for (size_t i = 0; i < sizeof(pts) / sizeof(pts[0]); i++) {
+		x[0] = tf_hilbert_coord(&d1, (const uint8_t *)&pts[i].d1, 4, 31);
+		x[1] = tf_hilbert_coord(&d2, (const uint8_t *)&pts[i].d2, 4, 31);
+		ck_assert_uint_eq(tf_hilbert_index(x, 2, 31), pts[i].h);
+	}
 }
 END_TEST
 
@@ -598,6 +632,7 @@ static Suite *view_suite(void)
 	tcase_add_test(tc, test_enumerations);
 	tcase_add_test(tc, test_npy_header);
 	tcase_add_test(tc, test_conditions);
+	tcase_add_test(tc, test_hilbert);
 	suite_add_tcase(s, tc);
 	if (tf_test_corpus()) {
 		corpus = tcase_create("corpus");
