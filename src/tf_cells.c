@@ -489,11 +489,32 @@ static tf_status fmt_enum_value(tf_buf *out, const tf_cellfmt *f, const uint8_t 
 			      true, err);
 }
 
+/* One plain integer (the common cell): no dispatch, one reservation. */
+static tf_status fmt_one_integer(tf_buf *out, tf_datatype t, unsigned size, const uint8_t *p, tf_error *err)
+{
+	uint64_t u = tf_le_n(p, size);
+	uint8_t *at;
+	tf_status rc = tf_buf_grow(out, 21, &at, err);
+
+	if (rc != TF_OK)
+		return rc;
+	if (tf_datatype_is_signed(t))
+		out->len += fmt_i64((char *)at, size == 8 ? (int64_t)u
+							  : (int64_t)(u << (64 - 8 * size)) >> (64 - 8 * size));
+	else
+		out->len += fmt_u64((char *)at, t == TF_DT_BOOL ? u != 0 : u);
+	return TF_OK;
+}
+
 tf_status tf_cell_format(tf_buf *out, const tf_cellfmt *f, const uint8_t *p, size_t n, bool valid,
 			 tf_error *err)
 {
+	unsigned size = tf_datatype_size(f->type);
+
 	if (!valid)
 		return TF_OK;
+	if (f->cell_val_num == 1 && !f->enumeration && n == size && tf_datatype_is_integer(f->type))
+		return fmt_one_integer(out, f->type, size, p, err);
 	if (f->enumeration)
 		return fmt_enum_value(out, f, p, n, err);
 	if (is_text(f->type))

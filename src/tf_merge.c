@@ -227,6 +227,16 @@ uint64_t tf_dense_ncells(const tf_dense *d) { return d->ncells; }
 size_t tf_dense_ndims(const tf_dense *d) { return d->ndims; }
 const uint64_t *tf_dense_shape(const tf_dense *d) { return d->shape; }
 
+const uint64_t *tf_dense_lo(const tf_dense *d) { return d->lo; }
+
+void tf_dense_offsets(const tf_dense *d, uint64_t c, uint64_t *x)
+{
+	for (size_t i = d->ndims; i-- > 0;) {
+		x[i] = d->lo[i] + c % d->shape[i];
+		c /= d->shape[i];
+	}
+}
+
 /* Offsets (from the domain start) of output cell c along every dimension. */
 static void cell_offsets(const tf_dense *d, uint64_t c, uint64_t *x)
 {

@@ -92,6 +92,9 @@ size_t tf_dense_ndims(const tf_dense *d);
 const uint64_t *tf_dense_shape(const tf_dense *d);
 /* Dimension dim's value at output cell c, in the dimension's type. */
 void tf_dense_coord(const tf_dense *d, uint64_t c, size_t dim, uint8_t *out);
+/* The box's first offsets (from the domain start), and output cell c's. */
+const uint64_t *tf_dense_lo(const tf_dense *d);
+void tf_dense_offsets(const tf_dense *d, uint64_t c, uint64_t *x);
 /* Runs covering output cells [c0, c0 + n), in order, into *runs (grown;
  * *nruns set). */
 tf_status tf_dense_runs(const tf_dense *d, uint64_t c0, uint64_t n, tf_run **runs, size_t *nruns,

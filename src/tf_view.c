@@ -254,9 +254,10 @@ static tf_status produce_dense(csv *c, producer *p, tf_workspace *ws, const uint
 			       uint64_t *out, bool *end, tf_error *err)
 {
 	const tf_dense *d = c->v->dense;
-	uint64_t cell = in[0], total = tf_dense_ncells(d);
+	const uint64_t *lo = tf_dense_lo(d), *shape = tf_dense_shape(d);
+	uint64_t cell = in[0], total = tf_dense_ncells(d), x[64];
 	uint8_t coord[8];
-	tf_status rc = TF_OK;
+	tf_status rc = c->ndims <= 64 ? TF_OK : tf_err(err, TF_E_UNSUPPORTED, "%zu dimensions", c->ndims);
 
 	while (rc == TF_OK && text->len < BLOCK_TARGET && cell < total) {
 		uint64_t n = total - cell < DENSE_BATCH ? total - cell : DENSE_BATCH;
@@ -264,10 +265,20 @@ static tf_status produce_dense(csv *c, producer *p, tf_workspace *ws, const uint
 		rc = tf_dense_runs(d, cell, n, &p->runs, &p->nruns, &p->runcap, err);
 		for (size_t j = c->ndims; j < c->ncols && rc == TF_OK; j++)
 			rc = gather(c->v->s, c->cols[j].spec.field, ws, p->runs, p->nruns, n, &p->g[j - c->ndims], err);
+		if (rc == TF_OK && n)
+			tf_dense_offsets(d, cell, x);
 		for (uint64_t i = 0; i < n && rc == TF_OK; i++) {
 			for (size_t j = 0; j < c->ndims && rc == TF_OK; j++) {
-				tf_dense_coord(d, cell + i, j, coord);
-				rc = put_field(text, &c->cols[j], j, coord, tf_datatype_size(c->cols[j].fmt.type), true, err);
+				const tf_field *dim = c->cols[j].spec.field;
+				unsigned size = tf_datatype_size(dim->type);
+
+				tf_put_le_n(coord, size, tf_le_n(dim->domain, size) + x[j]);
+				rc = put_field(text, &c->cols[j], j, coord, size, true, err);
+			}
+			for (size_t j = c->ndims; j-- > 0;) {	/* the next cell, row-major */
+				if (++x[j] < lo[j] + shape[j])
+					break;
+				x[j] = lo[j];
 			}
 			for (size_t j = c->ndims; j < c->ncols && rc == TF_OK; j++) {
 				const gathered *g = &p->g[j - c->ndims];

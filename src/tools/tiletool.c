@@ -111,7 +111,7 @@ static void print_help(const char *cmd)
 		       "      --npy ATTR         the same as a NumPy .npy file\n"
 		       "  -o, --output OUT       write to OUT instead of stdout\n"
 		       "  -k, --key FILE         the key of an encrypted array\n"
-		       "      --cache-size SIZE  decoded-chunk cache (default 256M)\n", prog);
+		       "      --cache-size SIZE  decoded-chunk cache (default 64M)\n", prog);
 	} else if (!strcmp(cmd, "schema")) {
 		printf("Usage: %s schema [-k KEYFILE] ARRAY\n\nPrint the newest schema of the TileDB "
 		       "array in directory ARRAY:\ndimensions, attributes, their pipelines.  -k: the "
@@ -810,7 +810,7 @@ static int cmd_export(opts *o, int nfiles, char **files)
 	}
 	rc = 0;
 	if (tf_array_open(files[0], o->key, &a, &err) != TF_OK ||
-	    tf_cache_new((size_t)(o->cache_size ? o->cache_size : (uint64_t)256 << 20), 0, &cache, &err) != TF_OK ||
+	    tf_cache_new((size_t)(o->cache_size ? o->cache_size : (uint64_t)64 << 20), 0, &cache, &err) != TF_OK ||
 	    tf_views_open(a, cache, &v, &err) != TF_OK || tf_view_open(v, rel, &w, &err) != TF_OK) {
 		fprintf(stderr, "%s: %s: %s\n", prog, files[0], err.msg);
 		rc = EXIT_DATA;
