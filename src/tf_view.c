@@ -16,7 +16,7 @@
 #include "tf_merge.h"
 #include "tf_snapshot.h"
 
-#define BLOCK_TARGET ((size_t)128 << 10)	/* CSV text per indexed block */
+#define BLOCK_TARGET ((size_t)128 << 10)	/* CSV text per indexed block, at most */
 #define DENSE_BATCH 1024			/* dense cells gathered at once */
 #define CSV_NAME "cells.csv"
 #define FRAGMENTS "fragments"
@@ -60,6 +60,7 @@ typedef struct csv {
 	size_t nspecs;
 	tf_buf header;
 	size_t S;		/* u64s in a state */
+	size_t target;		/* text per block: BLOCK_TARGET, less in a small cache */
 	uint64_t owner;		/* cache owner of the formatted blocks */
 	pthread_mutex_t lock;	/* guards the index */
 	uint64_t *off;		/* nblocks + 1 text offsets (after the header) */
@@ -259,7 +260,7 @@ static tf_status produce_dense(csv *c, producer *p, tf_workspace *ws, const uint
 	uint8_t coord[8];
 	tf_status rc = c->ndims <= 64 ? TF_OK : tf_err(err, TF_E_UNSUPPORTED, "%zu dimensions", c->ndims);
 
-	while (rc == TF_OK && text->len < BLOCK_TARGET && cell < total) {
+	while (rc == TF_OK && text->len < c->target && cell < total) {
 		uint64_t n = total - cell < DENSE_BATCH ? total - cell : DENSE_BATCH;
 
 		rc = tf_dense_runs(d, cell, n, &p->runs, &p->nruns, &p->runcap, err);
@@ -305,7 +306,7 @@ static tf_status produce_sparse(csv *c, producer *p, tf_workspace *ws, const uin
 	if (!p->it_valid || memcmp(p->it_state, in, c->S * sizeof(uint64_t)))
 		rc = tf_sparse_seek(p->it, ws, in, err);
 	p->it_valid = false;
-	while (rc == TF_OK && text->len < BLOCK_TARGET) {
+	while (rc == TF_OK && text->len < c->target) {
 		if ((rc = tf_sparse_next(p->it, ws, &p->row, &done, err)) != TF_OK || done)
 			break;
 		for (size_t j = 0; j < c->ncols && rc == TF_OK; j++)
@@ -345,7 +346,7 @@ static tf_status produce_frag_sparse(csv *c, producer *p, tf_workspace *ws, cons
 	uint64_t pos = in[0], total, cap = f->schema->capacity;
 	tf_status rc = tf_frag_sparse_cells(f, &total, err);
 
-	while (rc == TF_OK && text->len < BLOCK_TARGET && pos < total) {
+	while (rc == TF_OK && text->len < c->target && pos < total) {
 		uint64_t tile = pos / cap, cell = pos % cap;
 
 		if ((rc = load_tile(c, p, tile, ws, err)) != TF_OK)
@@ -449,7 +450,7 @@ static tf_status produce_frag_dense(csv *c, producer *p, tf_workspace *ws, const
 	tf_status rc = c->ndims <= 64 && total ? TF_OK : tf_err(err, TF_E_UNSUPPORTED, "fragment %s: tiles",
 								   f->name);
 
-	while (rc == TF_OK && text->len < BLOCK_TARGET && pos < total) {
+	while (rc == TF_OK && text->len < c->target && pos < total) {
 		uint64_t tile = pos / tc, cell;
 
 		tile_box(c, f, tile, base, a, b);
@@ -745,6 +746,13 @@ static tf_status csv_new(tf_views *v, csv_kind kind, size_t frag, csv **out, tf_
 	c->schema = kind == CSV_FRAG_DENSE || kind == CSV_FRAG_SPARSE ? tf_snapshot_frag(v->s, frag)->schema
 								      : tf_snapshot_schema(v->s);
 	c->S = kind == CSV_ARRAY_SPARSE && tf_snapshot_nvisible(v->s) ? tf_snapshot_nvisible(v->s) : 1;
+	{	/* blocks live in the cache: a few must fit beside decoded chunks */
+		tf_cache_stats st;
+		tf_cache_get_stats(tf_snapshot_cache(v->s), &st);
+		c->target = st.budget / 8 < BLOCK_TARGET ? st.budget / 8 : BLOCK_TARGET;
+		if (c->target < 1024)
+			c->target = 1024;
+	}
 	if ((rc = csv_columns(c, err)) == TF_OK && (rc = index_grow(c, err)) == TF_OK) {
 		c->off[0] = 0;
 		memset(c->states, 0, c->S * sizeof(uint64_t));
