@@ -7,7 +7,9 @@
  * in a fragment added with --append at timestamp T: any reader can check a
  * value from its coordinates, and which fragment it came from.
  *
- *   genarray DIR ROWS COLS TR TC NFRAGS [FILTER]   (FILTER: none (default) | zstd | lz4)
+ *   genarray DIR ROWS COLS TR TC NFRAGS [FILTER[:TC]]
+ *            FILTER: none (default) | zstd | lz4; TC: tile and cell order,
+ *            each r (row-major, default) or c (column-major), e.g. zstd:cr
  *   genarray DIR ... --append R0 R1 C0 C1 T        add one fragment of cells
  *                                                  [R0, R1] x [C0, C1] at timestamp T
  *                                                  (its tiles padded with zeros)
@@ -38,7 +40,13 @@ typedef struct spec {
 	const char *dir;
 	int32_t rows, cols, tr, tc;
 	const char *filter;
+	bool tile_col, cell_col;	/* column-major tile / cell order */
 } spec;
+
+static const char *pipeline_text(const spec *s)
+{
+	return !strncmp(s->filter, "zstd", 4) ? "zstd(level=-1)" : !strncmp(s->filter, "lz4", 3) ? "lz4" : "";
+}
 
 static int die(const char *what)
 {
@@ -112,8 +120,8 @@ static void write_schema(const spec *s)
 	tf_buf_put_u32(&b, FORMAT, NULL);
 	tf_buf_put_u8(&b, 0, NULL);		/* allows_dups */
 	tf_buf_put_u8(&b, 0, NULL);		/* dense */
-	tf_buf_put_u8(&b, 0, NULL);		/* tile order row-major */
-	tf_buf_put_u8(&b, 0, NULL);		/* cell order row-major */
+	tf_buf_put_u8(&b, s->tile_col, NULL);	/* tile order: 0 row-, 1 column-major */
+	tf_buf_put_u8(&b, s->cell_col, NULL);	/* cell order */
 	tf_buf_put_u64(&b, 10000, NULL);	/* capacity */
 	put_pipeline(&b, "zstd(level=-1)");	/* coords */
 	put_pipeline(&b, "zstd(level=-1)");	/* offsets */
@@ -125,7 +133,7 @@ static void write_schema(const spec *s)
 	put_str32(&b, "a");
 	tf_buf_put_u8(&b, TF_DT_INT32, NULL);
 	tf_buf_put_u32(&b, 1, NULL);
-	put_pipeline(&b, !strcmp(s->filter, "none") ? "" : !strcmp(s->filter, "zstd") ? "zstd(level=-1)" : "lz4");
+	put_pipeline(&b, pipeline_text(s));
 	tf_buf_put_u64(&b, 4, NULL);
 	tf_buf_put_u32(&b, 0x80000000u, NULL);	/* fill: INT32_MIN */
 	tf_buf_put_u8(&b, 0, NULL);		/* nullable */
@@ -167,25 +175,28 @@ static uint64_t *write_tiles(const spec *s, const char *fdir, const int32_t *box
 
 	snprintf(path, sizeof(path), "%s/a0.tdb", fdir);
 	if (!offs || !cells || !ws || !(f = fopen(path, "wb")) ||
-	    tf_pipeline_parse(!strcmp(s->filter, "none") ? "" : !strcmp(s->filter, "zstd") ? "zstd(level=-1)" : "lz4",
-			      &p, NULL))
+	    tf_pipeline_parse(pipeline_text(s), &p, NULL))
 		die("tiles");
 	*size = 0;
-	for (int32_t tr = t0; tr <= t1; tr += s->tr)
-		for (int32_t tc = u0; tc <= u1; tc += s->tc, t++) {
-			for (int32_t i = 0; i < s->tr; i++)
-				for (int32_t j = 0; j < s->tc; j++) {
-					int32_t r = tr + i, c = tc + j;
-					bool in = r >= box[0] && r <= box[1] && c >= box[2] && c <= box[3];
-					cells[(size_t)i * s->tc + j] = in ? value(r, c, salt) : 0;
-				}
-			enc.len = 0;
-			if (tf_tile_encode(p, &env, ws, tf_span_of(cells, (size_t)s->tr * s->tc * 4), NULL, 0, &enc, NULL) ||
-			    fwrite(enc.p, 1, enc.len, f) != enc.len)
-				die("encode");
-			offs[t] = *size;
-			*size += enc.len;
-		}
+	for (size_t k = 0; k < nt; k++, t++) {
+		size_t ntr = (size_t)((t1 - t0) / s->tr + 1), ntc = (size_t)((u1 - u0) / s->tc + 1);
+		int32_t tr = t0 + (int32_t)(s->tile_col ? k % ntr : k / ntc) * s->tr;
+		int32_t tc = u0 + (int32_t)(s->tile_col ? k / ntr : k % ntc) * s->tc;
+
+		for (int32_t i = 0; i < s->tr; i++)
+			for (int32_t j = 0; j < s->tc; j++) {
+				int32_t r = tr + i, c = tc + j;
+				bool in = r >= box[0] && r <= box[1] && c >= box[2] && c <= box[3];
+				size_t at = s->cell_col ? (size_t)j * s->tr + i : (size_t)i * s->tc + j;
+				cells[at] = in ? value(r, c, salt) : 0;
+			}
+		enc.len = 0;
+		if (tf_tile_encode(p, &env, ws, tf_span_of(cells, (size_t)s->tr * s->tc * 4), NULL, 0, &enc, NULL) ||
+		    fwrite(enc.p, 1, enc.len, f) != enc.len)
+			die("encode");
+		offs[t] = *size;
+		*size += enc.len;
+	}
 	if (fclose(f) != 0)
 		die(path);
 	tf_pipeline_free(p);
@@ -286,7 +297,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: genarray DIR ROWS COLS TR TC NFRAGS [none|zstd|lz4] [--append R0 R1 C0 C1 T]\n");
 		return 2;
 	}
-	s = (spec){ argv[1], arg(argv[2]), arg(argv[3]), arg(argv[4]), arg(argv[5]), argc > 7 ? argv[7] : "none" };
+	s = (spec){ argv[1], arg(argv[2]), arg(argv[3]), arg(argv[4]), arg(argv[5]), argc > 7 ? argv[7] : "none",
+		    false, false };
+	if (strchr(s.filter, ':')) {
+		const char *o = strchr(s.filter, ':') + 1;
+		s.tile_col = o[0] == 'c';
+		s.cell_col = o[0] && o[1] == 'c';
+	}
 	nf = arg(argv[6]);
 	errno = 0;
 	if (!s.rows || !s.cols || !s.tr || !s.tc || s.rows % s.tr || s.cols % s.tc || (nf && (s.rows / s.tr) % nf))

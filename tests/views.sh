@@ -38,6 +38,21 @@ n=$(awk -F, 'NR > 1 && NF != 4 { bad++ } END { print bad + 0 }' "$tmp/s.csv")
 [ "$(head -n 1 "$tmp/s.csv")" = "d0,d1,f64,s" ] || { echo "FAIL: header"; fail=1; }
 grep -c '' "$tmp/s.csv" | grep -qx 601 || { echo "FAIL: grep -c"; fail=1; }
 
+# A later copy of a fragment: without duplicates the newest cell of each
+# coordinate replaces the old one (same cells); with duplicates both stay,
+# and the copy, newer than the delete, loses none of its 120 cells.
+n=__1795312354999_1795312354999_0123456789abcdef0123456789abcdef_22
+cp -r "$TF_CORPUS/multifrag_sparse/array" "$tmp/ms"
+f=$(ls "$tmp/ms/__fragments" | head -n 1)
+cp -r "$tmp/ms/__fragments/$f" "$tmp/ms/__fragments/$n" && : > "$tmp/ms/__commits/$n.wrt"
+"$TILETOOL" export "$tmp/ms" > "$tmp/ms.csv" && "$TILETOOL" export "$TF_CORPUS/multifrag_sparse/array" |
+	cmp -s - "$tmp/ms.csv" || { echo "FAIL: a later duplicate fragment without duplicates"; fail=1; }
+cp -r "$TF_CORPUS/extra/sparse_dups_timestamps/array" "$tmp/dt"
+f=$(ls "$tmp/dt/__fragments" | head -n 1)
+cp -r "$tmp/dt/__fragments/$f" "$tmp/dt/__fragments/$n" && : > "$tmp/dt/__commits/$n.wrt"
+rows=$(($("$TILETOOL" export "$tmp/dt" | wc -l) - 1))
+[ "$rows" = $((285 + 120)) ] || { echo "FAIL: a later duplicate fragment with duplicates: $rows records"; fail=1; }
+
 # The views of an encrypted array need its key; without one they fail cleanly.
 "$TILETOOL" export "$TF_CORPUS/enc_dense_zstd/array" >/dev/null 2>"$tmp/err"
 [ $? = 1 ] && grep -q "key" "$tmp/err" || { echo "FAIL: encrypted array without a key"; fail=1; }

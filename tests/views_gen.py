@@ -3,8 +3,8 @@
 their views (tiletool export) checked against a simulation written here:
 each cell from the newest fragment whose box holds it, else the fill value
 (INT32_MIN); the non-empty domain the box around all fragments; each
-fragment's cells in storage order (tiles row-major over the tiles its box
-touches, cells row-major, padding skipped).
+fragment's cells in storage order (tiles in tile order over the tiles its box
+touches, cells in cell order, padding skipped), row- or column-major.
 
 Usage: views_gen.py GENARRAY TILETOOL [ROUNDS [SEED]]
 """
@@ -36,7 +36,8 @@ def one(gen, tool, rng, tmp):
     rows, cols = tr * rng.randint(1, 5), tc * rng.randint(1, 5)
     d = os.path.join(tmp, 'a')
     shutil.rmtree(d, ignore_errors=True)
-    filt = rng.choice(['none', 'zstd', 'lz4'])
+    torder, corder = rng.choice('rc'), rng.choice('rc')
+    filt = rng.choice(['none', 'zstd', 'lz4']) + ':' + torder + corder
     run(gen, d, str(rows), str(cols), str(tr), str(tc), '0', filt)
     frags = []
     for k in range(rng.randint(1, 5)):
@@ -61,7 +62,7 @@ def one(gen, tool, rng, tmp):
     want_csv = 'r,c,a\n' + ''.join('%d,%d,%d\n' % x for x in cells)
     got = run(tool, 'export', d).decode()
     if got != want_csv:
-        return 'cells.csv differs (fragments %r)' % frags
+        return 'cells.csv differs (fragments %r, orders %s%s)' % (frags, torder, corder)
     raw = struct.pack('<%di' % len(cells), *[x[2] for x in cells])
     if run(tool, 'export', '--raw', 'a', d) != raw:
         return 'a.raw differs (fragments %r)' % frags
@@ -69,16 +70,21 @@ def one(gen, tool, rng, tmp):
         t = int(name.split('_')[2])
         (r0, r1, c0, c1), _ = [f for f in frags if f[1] == t][0]
         rows_out = []
-        for ttr in range(r0 // tr, r1 // tr + 1):
-            for ttc in range(c0 // tc, c1 // tc + 1):
-                for i in range(tr):
-                    for j in range(tc):
-                        r, c = ttr * tr + i, ttc * tc + j
-                        if r0 <= r <= r1 and c0 <= c <= c1:
-                            rows_out.append('%d,%d,%d\n' % (r, c, value(r, c, t)))
+        tiles = [(a, b) for a in range(r0 // tr, r1 // tr + 1) for b in range(c0 // tc, c1 // tc + 1)]
+        if torder == 'c':
+            tiles.sort(key=lambda x: (x[1], x[0]))
+        cells_in = [(i, j) for i in range(tr) for j in range(tc)]
+        if corder == 'c':
+            cells_in.sort(key=lambda x: (x[1], x[0]))
+        for ttr, ttc in tiles:
+            for i, j in cells_in:
+                r, c = ttr * tr + i, ttc * tc + j
+                if r0 <= r <= r1 and c0 <= c <= c1:
+                    rows_out.append('%d,%d,%d\n' % (r, c, value(r, c, t)))
         got = run(tool, 'export', '--fragment', name, d).decode()
         if got != 'r,c,a\n' + ''.join(rows_out):
-            return 'fragments/%s/cells.csv differs (box %r, tiles %dx%d)' % (name, (r0, r1, c0, c1), tr, tc)
+            return 'fragments/%s/cells.csv differs (box %r, tiles %dx%d, orders %s%s)' % (
+                name, (r0, r1, c0, c1), tr, tc, torder, corder)
     return None
 
 
