@@ -428,7 +428,6 @@ struct tf_sparse {
 	int hbits;
 	tf_buf key;		/* the current group's coordinates */
 	size_t *keyoff, *keylen;
-	tf_row cand;		/* the current group's best cell */
 };
 
 static size_t add_spec(tf_sparse *it, tf_col_kind kind, const char *name, const tf_field *field)
@@ -549,7 +548,6 @@ tf_status tf_sparse_open(tf_snapshot *s, const tf_fieldspec *out, size_t nout, t
 	it->hbits = (int)(63 / (sc->ndims ? sc->ndims : 1));
 	tf_buf_init(&it->key, TILE_BYTES_LIMIT);
 	if ((rc = build_specs(it, out, nout, err)) == TF_OK && (rc = add_slots(it, err)) == TF_OK &&
-	    (rc = tf_row_init(&it->cand, nout, err)) == TF_OK &&
 	    (!(it->keyoff = calloc(it->ndims + 1, sizeof(size_t))) || !(it->keylen = calloc(it->ndims + 1, sizeof(size_t)))))
 		rc = tf_err(err, TF_E_NOMEM, "out of memory");
 	if (rc != TF_OK) {
@@ -579,7 +577,6 @@ void tf_sparse_free(tf_sparse *it)
 	free(it->keyoff);
 	free(it->keylen);
 	tf_buf_free(&it->key);
-	tf_row_free(&it->cand);
 	free(it);
 }
 

@@ -6,6 +6,11 @@ each cell from the newest fragment whose box holds it, else the fill value
 fragment's cells in storage order (tiles in tile order over the tiles its box
 touches, cells in cell order, padding skipped), row- or column-major.
 
+Also sparse 1-D arrays (genarray --sparse): interleaved fragments that
+rewrite some of the first fragment's coordinates, with and without
+duplicates; merged in coordinate order, the newest cell winning without
+duplicates, the newest fragment's cells first with them.
+
 Usage: views_gen.py GENARRAY TILETOOL [ROUNDS [SEED]]
 """
 import os
@@ -88,6 +93,45 @@ def one(gen, tool, rng, tmp):
     return None
 
 
+def sparse_cells(n, nf, f, dups):
+    """The cells genarray --sparse writes to fragment f, in storage order."""
+    out = []
+    for i in range(n // nf):
+        d = i * nf + f
+        out.append((d, d * 3 + f, 'v%d.%d' % (d, f)))
+        if f > 0 and i % 5 == 0:
+            out.append((i * nf, i * nf * 3 + f, 'v%d.%d' % (i * nf, f)))
+        if dups and i % 7 == 0:
+            out.append((d, d * 3 + f, 'v%d.%db' % (d, f)))
+    return sorted(out, key=lambda x: (x[0], x[2].endswith('b')))
+
+
+def one_sparse(gen, tool, rng, tmp):
+    n, nf, cap, dups = rng.randint(1, 300), rng.randint(1, 4), rng.randint(1, 40), rng.random() < 0.5
+    n = max(n, nf)
+    d = os.path.join(tmp, 's')
+    shutil.rmtree(d, ignore_errors=True)
+    run(gen, d, '--sparse', str(n), str(nf), str(cap), *(['dups'] if dups else []), rng.choice(['none', 'zstd']))
+    frags = [sparse_cells(n, nf, f, dups) for f in range(nf)]
+    text = lambda cells: 'd,a,s\n' + ''.join('%d,%d,%s\n' % c for c in cells)
+    if dups:
+        merged = sorted(((c, -f, k) for f, cells in enumerate(frags) for k, c in enumerate(cells)),
+                        key=lambda x: (x[0][0], x[1], x[2]))
+        merged = [m[0] for m in merged]
+    else:
+        newest = {}
+        for f, cells in enumerate(frags):
+            for c in cells:
+                newest[c[0]] = c
+        merged = [newest[k] for k in sorted(newest)]
+    if run(tool, 'export', d).decode() != text(merged):
+        return 'sparse cells.csv differs (n %d, fragments %d, capacity %d, dups %s)' % (n, nf, cap, dups)
+    for f, name in enumerate(sorted(os.listdir(os.path.join(d, '__fragments')))):
+        if run(tool, 'export', '--fragment', name, d).decode() != text(frags[f]):
+            return 'sparse fragments/%s/cells.csv differs' % name
+    return None
+
+
 def main():
     gen, tool = sys.argv[1], sys.argv[2]
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 60
@@ -96,7 +140,7 @@ def main():
     failed = 0
     try:
         for i in range(rounds):
-            msg = one(gen, tool, rng, tmp)
+            msg = one(gen, tool, rng, tmp) if i % 2 else one_sparse(gen, tool, rng, tmp)
             if msg:
                 failed += 1
                 print('FAIL round %d: %s' % (i, msg))
