@@ -64,8 +64,11 @@ static tf_status load_field(tf_cellbuf_field *bf, const tf_col *col, tf_workspac
 	tf_status rc;
 
 	bf->col = col;
+	bf->missing = tf_col_missing(col);
+	bf->var = tf_col_var(col);
+	bf->cell_size = tf_col_cell_size(col);
 	bf->data.len = 0;
-	if (tf_col_missing(col))
+	if (bf->missing)
 		return TF_OK;
 	if (n > TILE_BYTES_LIMIT / 8)
 		return tf_err(err, TF_E_CORRUPT, "a tile of %llu cells", (unsigned long long)n);
@@ -112,18 +115,18 @@ void tf_cellbuf_get(const tf_cellbuf *b, size_t i, uint64_t c, const uint8_t **p
 	const tf_cellbuf_field *bf = &b->f[i];
 	const tf_field *fd = b->spec[i].field;
 
-	if (tf_col_missing(bf->col)) {	/* added by schema evolution: the fill value */
+	if (bf->missing) {	/* added by schema evolution: the fill value */
 		*p = fd ? fd->fill : NULL;
 		*n = fd ? (size_t)fd->fill_size : 0;
 		*valid = !fd || !fd->nullable || fd->fill_valid;
 		return;
 	}
 	*valid = bf->valid[c] != 0;
-	if (tf_col_var(bf->col)) {
+	if (bf->var) {
 		*p = bf->data.p + bf->starts[c];
 		*n = (size_t)(bf->starts[c + 1] - bf->starts[c]);
 	} else {
-		*n = tf_col_cell_size(bf->col);
+		*n = bf->cell_size;
 		*p = bf->data.p + (size_t)c * *n;
 	}
 }
@@ -409,6 +412,9 @@ typedef struct slot {
 	tf_cellbuf buf;
 	uint64_t *hilbert;	/* Hilbert values of the loaded tile's cells */
 	size_t hcap;
+	uint64_t *tiles;	/* space tile of each cell along each dimension
+				 * (ndims per cell; 0 where tile order skips it) */
+	size_t tcap;
 } slot;
 
 struct tf_sparse {
@@ -565,6 +571,7 @@ void tf_sparse_free(tf_sparse *it)
 	for (size_t i = 0; i < it->nslots; i++) {
 		tf_cellbuf_free(&it->slots[i].buf);
 		free(it->slots[i].hilbert);
+		free(it->slots[i].tiles);
 	}
 	for (size_t k = 0; it->cond_idx && k < tf_snapshot_ndeletes(it->s); k++)
 		free(it->cond_idx[k]);
@@ -675,13 +682,8 @@ static int cmp_coords(const tf_sparse *it, const slot *a, const slot *b)
 		return a->hilbert[ca] < b->hilbert[cb] ? -1 : 1;
 	for (size_t k = 0; !it->hilbert && k < n; k++) {
 		size_t d = trow ? k : n - 1 - k;
-		const tf_field *fd = &it->schema->dims[d];
-		uint64_t ta, tb;
+		uint64_t ta = a->tiles[ca * n + d], tb = b->tiles[cb * n + d];
 
-		if (fd->cell_val_num == TF_CELL_VAR || !fd->has_extent)
-			continue;
-		dim_value(a, d, ca, &pa, &na), dim_value(b, d, cb, &pb, &nb);
-		ta = tile_index(fd, pa), tb = tile_index(fd, pb);
 		if (ta != tb)
 			return ta < tb ? -1 : 1;
 	}
@@ -825,6 +827,36 @@ static tf_status compute_hilbert(const tf_sparse *it, slot *sl, tf_error *err)
 
 /* ---- slots and the heap ----------------------------------------------------------------------- */
 
+/* The space tile of each loaded cell along each dimension that tile
+ * order compares (those with an extent, not var-sized), 0 elsewhere. */
+static tf_status compute_tiles(const tf_sparse *it, slot *sl, tf_error *err)
+{
+	size_t n = it->ndims;
+	const uint8_t *p;
+	size_t len;
+
+	if (sl->buf.ncells > SIZE_MAX / sizeof(uint64_t) / (n ? n : 1))
+		return tf_err(err, TF_E_NOMEM, "a tile of %llu cells", (unsigned long long)sl->buf.ncells);
+	if (sl->tcap < sl->buf.ncells * n) {
+		uint64_t *v = realloc(sl->tiles, sl->buf.ncells * n * sizeof(uint64_t));
+		if (!v)
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		sl->tiles = v;
+		sl->tcap = sl->buf.ncells * n;
+	}
+	for (size_t d = 0; d < n; d++) {
+		const tf_field *fd = &it->schema->dims[d];
+		bool skip = fd->cell_val_num == TF_CELL_VAR || !fd->has_extent;
+
+		for (uint64_t c = 0; c < sl->buf.ncells; c++) {
+			if (!skip)
+				dim_value(sl, d, c, &p, &len);
+			sl->tiles[c * n + d] = skip ? 0 : tile_index(fd, p);
+		}
+	}
+	return TF_OK;
+}
+
 /* Load the tile of the slot's position (if not loaded). */
 static tf_status slot_load(tf_sparse *it, slot *sl, tf_workspace *ws, tf_error *err)
 {
@@ -835,7 +867,7 @@ static tf_status slot_load(tf_sparse *it, slot *sl, tf_workspace *ws, tf_error *
 		return TF_OK;
 	if ((rc = tf_cellbuf_load(&sl->buf, it->s, ws, sl->frag, tile, tf_frag_tile_cells(sl->f, tile), err)) != TF_OK)
 		return rc;
-	return it->hilbert ? compute_hilbert(it, sl, err) : TF_OK;
+	return it->hilbert ? compute_hilbert(it, sl, err) : compute_tiles(it, sl, err);
 }
 
 /* Move to the next cell a read at the snapshot's time sees (cells newer

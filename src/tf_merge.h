@@ -45,6 +45,8 @@ typedef struct tf_fieldspec {
 
 typedef struct tf_cellbuf_field {
 	const tf_col *col;
+	bool missing, var;		/* of col, kept at hand */
+	unsigned cell_size;
 	tf_buf data;			/* fixed values, or var bytes */
 	uint64_t *starts;		/* var: ncells + 1 */
 	uint8_t *valid;			/* ncells */
