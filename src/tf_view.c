@@ -592,6 +592,8 @@ static tf_status extend_one(csv *c, tf_workspace *ws, tf_error *err)
 	if (rc == TF_OK && (end || !text.len))
 		c->complete = true;
 	pthread_mutex_unlock(&c->lock);
+	if (rc == TF_OK && (end || !text.len))
+		prod_free(c, &c->prod);	/* its tiles are needed no more */
 	tf_buf_free(&text);
 	free(in);
 	return rc;
