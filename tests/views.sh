@@ -12,6 +12,7 @@ if [ ! -d "${TF_CORPUS:-}" ]; then
 	exit 77
 fi
 here=$(cd "$(dirname "$0")" && pwd)
+: "${GENARRAY:=$(dirname "$TILETOOL")/../contrib/genarray}"
 # NumPy comes from Debian (python3-numpy) for /usr/bin/python3; any python3
 # with NumPy will do.
 py=python3
