@@ -12,7 +12,6 @@ if [ ! -d "${TF_CORPUS:-}" ]; then
 	exit 77
 fi
 here=$(cd "$(dirname "$0")" && pwd)
-: "${GENARRAY:=$(dirname "$TILETOOL")/../contrib/genarray}"
 # NumPy comes from Debian (python3-numpy) for /usr/bin/python3; any python3
 # with NumPy will do.
 py=python3
@@ -22,10 +21,6 @@ done
 "$py" -c 'import numpy' 2>/dev/null || echo "NOTE: no python3 with NumPy: .npy files are checked byte-wise only"
 fail=0
 "$py" "$here/views_check.py" "$TILETOOL" "$TF_CORPUS" || fail=1
-
-# Dense 2-D arrays of overlapping, partial-tile fragments written here,
-# against a simulation of newest-wins and fill values.
-"$py" "$here/views_gen.py" "$GENARRAY" "$TILETOOL" 60 || fail=1
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
