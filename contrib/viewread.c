@@ -5,6 +5,9 @@
  *
  *   viewread [-k KEYFILE] [--cache SIZE] [--piece BYTES] ARRAY VIEW
  *   viewread [...] --random N SIZE [--seed S] [--check] ARRAY VIEW
+ *   viewread [...] --at OFF [--random N SIZE] ARRAY VIEW   (one read at OFF first)
+ *   viewread [...] --files ARRAY FILE...   decoded files of the array read whole through
+ *                                          the cache, as the mount serves them: the baseline
  *
  * VIEW is a path inside the views folder: cells.csv, a.raw, a.npy,
  * fragments/F/cells.csv.  Prints bytes, seconds, MB/s (or reads/s and the
@@ -45,6 +48,42 @@ static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 	return (x > y) - (x < y);
+}
+
+/* Files of the array (relative paths) read whole through the cache in
+ * pieces, as the driver reads decoded files: what a view is compared with. */
+static int read_files(tf_array *a, tf_cache *cache, tf_workspace *ws, size_t piece, int n, char **rel)
+{
+	uint8_t *buf = malloc(piece);
+	uint64_t total = 0;
+	double t = now();
+	tf_error err;
+
+	for (int i = 0; i < n; i++) {
+		tf_read_state rs = { 0, 0 };
+		tf_file *f;
+		size_t got;
+
+		if (tf_array_open_file(a, rel[i], &f, &err) != TF_OK) {
+			fprintf(stderr, "viewread: %s\n", err.msg);
+			return 1;
+		}
+		for (uint64_t off = 0;; off += got) {
+			if (tf_file_read(f, cache, ws, &rs, off, piece, buf, &got, &err) != TF_OK) {
+				fprintf(stderr, "viewread: %s\n", err.msg);
+				return 1;
+			}
+			if (!got)
+				break;
+			total += got;
+		}
+		tf_file_unref(f);
+	}
+	t = now() - t;
+	printf("%d decoded files: %" PRIu64 " bytes in %.3f s, %.1f MB/s (pieces of %zu)\n", n, total, t,
+	       total / t / 1e6, piece);
+	free(buf);
+	return 0;
 }
 
 /* The whole view (into *all if wanted); returns its size. */
@@ -116,10 +155,13 @@ int main(int argc, char **argv)
 		{ "cache", required_argument, NULL, 'c' }, { "piece", required_argument, NULL, 'p' },
 		{ "random", required_argument, NULL, 'r' }, { "seed", required_argument, NULL, 's' },
 		{ "check", no_argument, NULL, 'C' }, { "key", required_argument, NULL, 'k' },
+		{ "at", required_argument, NULL, 'a' }, { "files", no_argument, NULL, 'f' },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t cache_size = (uint64_t)256 << 20, piece = (uint64_t)1 << 20;
 	unsigned n = 0, seed = 1;
+	long long at = -1;
+	bool files = false;
 	size_t size = 4096;
 	bool check = false;
 	tf_key *key = NULL;
@@ -145,6 +187,8 @@ int main(int argc, char **argv)
 			break;
 		case 's': seed = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'C': check = true; break;
+		case 'a': at = strtoll(optarg, NULL, 10); break;
+		case 'f': files = true; break;
 		case 'k':
 			if (tf_key_load_file(optarg, &key, &err) != TF_OK) {
 				fprintf(stderr, "viewread: %s\n", err.msg);
@@ -153,6 +197,19 @@ int main(int argc, char **argv)
 			break;
 		default: return 2;
 		}
+	}
+	if (files && argc - optind >= 2) {
+		int rc = 1;
+		if (tf_array_open(argv[optind], key, &a, &err) == TF_OK &&
+		    tf_cache_new((size_t)cache_size, 0, &cache, &err) == TF_OK) {
+			rc = read_files(a, cache, ws, (size_t)piece, argc - optind - 1, argv + optind + 1);
+			tf_cache_free(cache);
+			tf_array_free(a);
+		}
+		printf("peak RSS %ld KiB\n", rss_kb());
+		tf_workspace_free(ws);
+		tf_key_free(key);
+		return rc;
 	}
 	if (argc - optind != 2 || !piece || !size) {
 		fprintf(stderr, "usage: viewread [--cache SIZE] [--piece B] [--random N SIZE [--seed S] [--check]] ARRAY VIEW\n");
@@ -164,6 +221,17 @@ int main(int argc, char **argv)
 		fprintf(stderr, "viewread: %s\n", err.msg);
 		return 1;
 	}
+	if (at >= 0) {	/* one read there first: a CSV indexes up to it */
+		uint8_t *buf = malloc((size_t)size);
+		size_t got = 0;
+		t = now();
+		if (!buf || tf_view_read(w, ws, (uint64_t)at, (size_t)size, buf, &got, &err) != TF_OK) {
+			fprintf(stderr, "viewread: %s\n", buf ? err.msg : "out of memory");
+			return 1;
+		}
+		printf("one read of %zu bytes at %lld: %.3f s (%zu bytes)\n", size, at, now() - t, got);
+		free(buf);
+	}
 	t = now();
 	total = n && !check ? 0 : whole(w, ws, (size_t)piece, check ? &all : NULL);
 	t = now() - t;
@@ -172,7 +240,12 @@ int main(int argc, char **argv)
 		       t, total / t / 1e6, piece);
 	if (n)
 		random_reads(w, ws, n, size, seed, all, total);
-	printf("peak RSS %ld KiB\n", rss_kb());
+	{
+		tf_cache_stats cs;
+		tf_cache_get_stats(cache, &cs);
+		printf("peak RSS %ld KiB; cache: %" PRIu64 " hits, %" PRIu64 " misses (decodes), %" PRIu64
+		       " evictions\n", rss_kb(), cs.hits, cs.misses, cs.evictions);
+	}
 	free(all);
 	tf_view_close(w);
 	tf_views_unref(v);

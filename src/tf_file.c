@@ -1027,3 +1027,50 @@ tf_status tf_file_read(tf_file *f, tf_cache *c, tf_workspace *ws, tf_read_state 
 	*got = (size_t)(j.pos - off);
 	return rc;
 }
+
+/* ---- pinned chunks (for readers that gather many small pieces) ------------------------------ */
+
+typedef struct pin_find {
+	size_t tile, c;
+	const chunk_ent *e;
+} pin_find;
+
+static tf_status note_chunk(tf_file *f, size_t tile, size_t c, const chunk_ent *e, void *arg, tf_error *err)
+{
+	pin_find *p = arg;
+
+	(void)f, (void)err;
+	if (!p->e)
+		*p = (pin_find){ tile, c, e };
+	return TF_OK;
+}
+
+tf_status tf_file_pin_chunk(tf_file *f, tf_cache *c, tf_workspace *ws, uint64_t off, tf_file_pin *pin,
+		      tf_error *err)
+{
+	const tf_cache_source src = { f, load_chunk, hold_file, release_file };
+	pin_find p = { 0, 0, NULL };
+	tf_status rc;
+
+	memset(pin, 0, sizeof(*pin));
+	if (off >= f->size)
+		return tf_err(err, TF_E_INVAL, "%s: offset %llu past the end", f->name, (unsigned long long)off);
+	if ((rc = each_chunk(f, off, off + 1, note_chunk, &p, err)) != TF_OK)
+		return rc;
+	if (!p.e || off < p.e->off || off - p.e->off >= p.e->size)
+		return tf_err(err, TF_E_CORRUPT, "%s: no chunk holds byte %llu", f->name, (unsigned long long)off);
+	rc = tf_cache_get(c, owner_in(f, c), CHUNK_KEY(p.tile, p.c), p.e->size, &src, ws, &pin->entry, err);
+	if (rc != TF_OK)
+		return rc;
+	pin->data = tf_cache_data(pin->entry);
+	pin->off = p.e->off;
+	pin->len = p.e->size;
+	return TF_OK;
+}
+
+void tf_file_unpin(tf_cache *c, tf_file_pin *pin)
+{
+	if (pin->entry)
+		tf_cache_release(c, pin->entry);
+	memset(pin, 0, sizeof(*pin));
+}

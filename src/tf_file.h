@@ -144,6 +144,23 @@ typedef struct tf_read_state {
 tf_status tf_file_read(tf_file *f, tf_cache *c, tf_workspace *ws, tf_read_state *rs, uint64_t off,
 		       size_t len, uint8_t *dst, size_t *got, tf_error *err);
 
+/*
+ * One decoded chunk held in the cache for a caller that copies many small
+ * pieces out of it (array views): bytes [off, off + len) of the decoded file
+ * are at data until tf_file_unpin.  A pinned chunk is never evicted, so
+ * hold few at a time.
+ */
+typedef struct tf_cache_entry tf_cache_entry;
+typedef struct tf_file_pin {
+	const uint8_t *data;
+	uint64_t off;
+	uint32_t len;
+	tf_cache_entry *entry;
+} tf_file_pin;
+tf_status tf_file_pin_chunk(tf_file *f, tf_cache *c, tf_workspace *ws, uint64_t off, tf_file_pin *pin,
+		      tf_error *err);
+void tf_file_unpin(tf_cache *c, tf_file_pin *pin);
+
 /* Does the var-string layout (§4.7-4.8) apply to a field by TileDB's rule? */
 bool tf_var_string_applies(const tf_pipeline *p, tf_datatype type, uint32_t cell_val_num,
 			   uint32_t version);

@@ -941,6 +941,74 @@ tf_status tf_col_fixed(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_
 	}
 }
 
+void tf_pinset_init(tf_pinset *ps, tf_cache *cache)
+{
+	memset(ps, 0, sizeof(*ps));
+	ps->cache = cache;
+}
+
+void tf_pinset_release(tf_pinset *ps)
+{
+	for (size_t i = 0; i < ps->n; i++)
+		tf_file_unpin(ps->cache, &ps->p[i].pin);
+	ps->n = 0;
+}
+
+/* The held chunk of f holding byte off, pinning it (and letting the least
+ * recently used one go) if none does. */
+static tf_status pinned_at(tf_pinset *ps, tf_file *f, tf_workspace *ws, uint64_t off, size_t *slot,
+			   tf_error *err)
+{
+	size_t i, lru = 0;
+	tf_status rc;
+
+	for (i = 0; i < ps->n; i++) {
+		if (ps->p[i].f == f && off >= ps->p[i].pin.off && off - ps->p[i].pin.off < ps->p[i].pin.len)
+			break;
+		if (ps->p[i].used < ps->p[lru].used)
+			lru = i;
+	}
+	if (i == ps->n) {
+		if (ps->n == TF_PINSET_MAX)
+			tf_file_unpin(ps->cache, &ps->p[i = lru].pin);
+		else
+			i = ps->n++;
+		ps->p[i].f = f;
+		if ((rc = tf_file_pin_chunk(f, ps->cache, ws, off, &ps->p[i].pin, err)) != TF_OK) {
+			ps->p[i] = ps->p[--ps->n];
+			return rc;
+		}
+	}
+	ps->p[i].used = ++ps->clock;
+	*slot = i;
+	return TF_OK;
+}
+
+tf_status tf_col_fixed_pinned(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell, uint64_t n,
+			      uint8_t *dst, tf_pinset *ps, tf_error *err)
+{
+	uint64_t off, size, len;
+	size_t i;
+	tf_status rc;
+
+	if (c->missing || c->var || c->layout != LAYOUT_PLAIN || c->cache != ps->cache)
+		return tf_col_fixed(c, ws, tile, cell, n, dst, err);
+	if ((rc = tile_range(c->data, tile, &off, &size, err)) != TF_OK ||
+	    (rc = cells_in(c->data, size, c->stored, cell, n, err)) != TF_OK)
+		return rc;
+	off += cell * c->stored;
+	for (len = n * c->stored; len > 0 && rc == TF_OK;) {
+		if ((rc = pinned_at(ps, c->data, ws, off, &i, err)) == TF_OK) {
+			const tf_file_pin *p = &ps->p[i].pin;
+			uint64_t take = p->off + p->len - off < len ? p->off + p->len - off : len;
+
+			memcpy(dst, p->data + (off - p->off), (size_t)take);
+			dst += take, off += take, len -= take;
+		}
+	}
+	return rc;
+}
+
 tf_status tf_col_var_cells(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell,
 			   uint64_t n, uint64_t *starts, tf_buf *data, tf_error *err)
 {

@@ -109,6 +109,26 @@ unsigned tf_col_cell_size(const tf_col *c);	/* fixed cells (8 for var offsets) *
 /* n fixed-size cells from cell `cell` of tile `tile` into dst. */
 tf_status tf_col_fixed(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell, uint64_t n,
 		       uint8_t *dst, tf_error *err);
+/* Chunks held by one caller while it gathers many small pieces (a read of
+ * a .raw view): a piece inside a held chunk is copied with no cache
+ * lookup.  At most TF_PINSET_MAX are held; release them when done. */
+#define TF_PINSET_MAX 32
+typedef struct tf_pinset {
+	tf_cache *cache;
+	size_t n;
+	uint64_t clock;
+	struct {
+		tf_file *f;
+		tf_file_pin pin;
+		uint64_t used;
+	} p[TF_PINSET_MAX];
+} tf_pinset;
+void tf_pinset_init(tf_pinset *ps, tf_cache *cache);
+void tf_pinset_release(tf_pinset *ps);
+/* tf_col_fixed through a pin set. */
+tf_status tf_col_fixed_pinned(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell, uint64_t n,
+			      uint8_t *dst, tf_pinset *ps, tf_error *err);
+
 /* n var-sized cells: their bytes appended to data, starts[0..n] their
  * boundaries within what was appended. */
 tf_status tf_col_var_cells(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell,

@@ -857,8 +857,12 @@ static uint64_t raw_size(const tf_views *v, const matrix *m)
 static tf_status gather_fixed(tf_snapshot *s, const tf_field *f, unsigned cs, tf_workspace *ws,
 			      const tf_run *runs, size_t nruns, uint8_t *dst, tf_error *err)
 {
+	tf_pinset ps;
 	tf_status rc = TF_OK;
 
+	/* A row of output takes a short piece of each tile it crosses, and the
+	 * next row the piece after it: the chunks stay held for the read. */
+	tf_pinset_init(&ps, tf_snapshot_cache(s));
 	for (size_t r = 0; r < nruns && rc == TF_OK; r++) {
 		const tf_run *run = &runs[r];
 		const tf_col *col = NULL;
@@ -871,13 +875,15 @@ static tf_status gather_fixed(tf_snapshot *s, const tf_field *f, unsigned cs, tf
 		} else if (tf_col_cell_size(col) != cs) {
 			rc = tf_err(err, TF_E_CORRUPT, "%s: cells of %u bytes, not %u", f->name, tf_col_cell_size(col), cs);
 		} else if (run->stride == 1) {
-			rc = tf_col_fixed(col, ws, run->tile, run->cell, run->n, dst, err);
+			rc = tf_col_fixed_pinned(col, ws, run->tile, run->cell, run->n, dst, &ps, err);
 		} else {
 			for (uint64_t i = 0; i < run->n && rc == TF_OK; i++)
-				rc = tf_col_fixed(col, ws, run->tile, run->cell + i * run->stride, 1, dst + i * cs, err);
+				rc = tf_col_fixed_pinned(col, ws, run->tile, run->cell + i * run->stride, 1, dst + i * cs,
+							 &ps, err);
 		}
 		dst += run->n * cs;
 	}
+	tf_pinset_release(&ps);
 	return rc;
 }
 
