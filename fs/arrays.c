@@ -31,8 +31,6 @@ void fs_arrays_destroy(tilefs *fs)
 /* The longest directory prefix of rel that is an array root, if any. */
 static bool array_root(const tilefs *fs, const char *rel, char *root, size_t n)
 {
-	char path[PATH_MAX];
-
 	if (snprintf(root, n, "%s", rel) >= (int)n)
 		return false;
 	for (char *slash = strrchr(root, '/');; slash = strrchr(root, '/')) {
@@ -40,8 +38,7 @@ static bool array_root(const tilefs *fs, const char *rel, char *root, size_t n)
 			*slash = '\0';
 		else
 			strcpy(root, ".");
-		if (snprintf(path, sizeof(path), "%s/%s", fs->source, root) < (int)sizeof(path) &&
-		    tf_array_detect(path))
+		if (tf_array_detect(fs->src, root))
 			return true;
 		if (!slash)
 			return false;
@@ -50,13 +47,11 @@ static bool array_root(const tilefs *fs, const char *rel, char *root, size_t n)
 
 static fs_array *open_array(tilefs *fs, const char *root)
 {
-	char path[PATH_MAX];
 	fs_array *a = calloc(1, sizeof(*a));
 	tf_error err;
 
-	snprintf(path, sizeof(path), "%s/%s", fs->source, root);
 	if (!a || !(a->root = strdup(root)) ||
-	    tf_array_open(path, tf_config_array_key(fs->config, root), &a->array, &err) != TF_OK) {
+	    tf_array_open(fs->src, root, tf_config_array_key(fs->config, root), &a->array, &err) != TF_OK) {
 		if (a)
 			free(a->root);
 		free(a);

@@ -88,9 +88,15 @@ static int open_source(tilefs *fs, const char *source)
 {
 	char real[PATH_MAX];
 
+	tf_error err;
+
 	if (!realpath(source, real) || !(fs->source = strdup(real)) ||
 	    (fs->source_fd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
 		fprintf(stderr, "tilefs: %s: %s\n", source, strerror(errno));
+		return TFS_EXIT_USAGE;
+	}
+	if (tf_source_local(real, &fs->src, &err) != TF_OK) {
+		fprintf(stderr, "tilefs: %s\n", err.msg);
 		return TFS_EXIT_USAGE;
 	}
 	return 0;
@@ -292,6 +298,7 @@ static void teardown(tilefs *fs)
 	tf_config_free(fs->config);	/* wipes the keys */
 	if (fs->source_fd > 0)
 		close(fs->source_fd);
+	tf_source_free(fs->src);
 	free(fs->source);
 }
 

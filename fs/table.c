@@ -18,7 +18,7 @@
 struct fs_node {
 	char *rel;
 	tf_file *file;		/* NULL if indexing failed */
-	struct stat src;	/* the source the index (or failure) is for */
+	tf_version src;		/* the source the index (or failure) is for */
 	uint64_t generation;	/* bumped whenever the index is rebuilt */
 	uint64_t opened_generation; /* generation the last open saw */
 	int pins;		/* lookups in progress and open handles */
@@ -179,26 +179,27 @@ bool fs_is_decoded(tilefs *fs, const char *rel)
 	return fs_array_of(fs, rel, &inner) && tf_array_is_decoded_name(inner);
 }
 
-static int abs_path(const tilefs *fs, const char *rel, char *out, size_t n)
+void fs_version_of(const struct stat *sb, tf_version *v)
 {
-	return snprintf(out, n, "%s/%s", fs->source, rel) < (int)n ? 0 : -ENAMETOOLONG;
+	*v = (tf_version){ .dev = sb->st_dev, .ino = sb->st_ino, .size = (uint64_t)sb->st_size,
+			   .mtime_ns = (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec,
+			   .ctime_ns = (int64_t)sb->st_ctim.tv_sec * 1000000000 + sb->st_ctim.tv_nsec };
 }
 
 /* The sibling data file of an offsets rule with var_data: its path and the
  * rule that decodes it supply the data's pipeline and datatype. */
 static tf_status add_var_data(const tilefs *fs, const char *rel, const tf_rule *r,
-			      tf_file_spec *spec, char *path, size_t n, tf_error *err)
+			      tf_file_spec *spec, char *sibling, size_t n, tf_error *err)
 {
 	const char *slash = strrchr(rel, '/');
-	char sibling[PATH_MAX];
 	const tf_rule *dr;
 
-	if (snprintf(sibling, sizeof(sibling), "%.*s%s", slash ? (int)(slash - rel + 1) : 0, rel,
-		     r->var_data) >= (int)sizeof(sibling) || abs_path(fs, sibling, path, n))
+	if (snprintf(sibling, n, "%.*s%s", slash ? (int)(slash - rel + 1) : 0, rel,
+		     r->var_data) >= (int)n)
 		return tf_err(err, TF_E_INVAL, "var_data path too long");
 	if (!(dr = tf_config_match(fs->config, sibling)))
 		return tf_err(err, TF_E_INVAL, "var_data %s: no [match] rule decodes it", sibling);
-	spec->var_data = path;
+	spec->var_data = sibling;
 	spec->var_pipeline = dr->pipeline;
 	spec->var_type = dr->type;
 	return TF_OK;
@@ -211,7 +212,8 @@ typedef struct facts {
 } facts;
 
 /* A file no rule matches, inside a TileDB array: its array says how. */
-static tf_status build_from_array(tilefs *fs, const char *rel, tf_file **out, facts *fx, tf_error *err)
+static tf_status build_from_array(tilefs *fs, const char *rel, const tf_version *v, tf_file **out,
+				  facts *fx, tf_error *err)
 {
 	const char *inner;
 	tf_array *a = fs_array_of(fs, rel, &inner);
@@ -222,7 +224,7 @@ static tf_status build_from_array(tilefs *fs, const char *rel, tf_file **out, fa
 		return tf_err(err, TF_E_IO, "%s: its TileDB array cannot be opened", rel);
 	if ((rc = tf_array_describe(a, inner, &af, err)) != TF_OK)
 		return tf_err_prefix(err, "%s", rel);
-	rc = tf_file_open(af.path, rel, &af.spec, out, err);
+	rc = tf_file_open(fs->src, af.path, rel, v, &af.spec, out, err);
 	fx->field = af.field ? strdup(af.field) : NULL;
 	fx->role = af.kind ? strdup(af.kind) : NULL;
 	fx->fragment = af.fragment ? strdup(af.fragment) : NULL;
@@ -231,22 +233,21 @@ static tf_status build_from_array(tilefs *fs, const char *rel, tf_file **out, fa
 	return rc;
 }
 
-static tf_status build_index(tilefs *fs, const char *rel, tf_file **out, facts *fx, tf_error *err)
+static tf_status build_index(tilefs *fs, const char *rel, const tf_version *v, tf_file **out, facts *fx,
+			     tf_error *err)
 {
 	const tf_rule *r = tf_config_match(fs->config, rel);
-	char path[PATH_MAX], var_path[PATH_MAX];
+	char var_path[PATH_MAX];
 	tf_file_spec spec;
 	tf_status rc;
 
 	if (!r)
-		return build_from_array(fs, rel, out, fx, err);
+		return build_from_array(fs, rel, v, out, fx, err);
 	spec = (tf_file_spec){ .pipeline = r->pipeline, .type = r->type, .cell_val_num = r->cell_val_num,
 			       .version = r->version, .key = r->key, .generic = r->generic };
-	if (abs_path(fs, rel, path, sizeof(path)))
-		return tf_err(err, TF_E_INVAL, "%s: path too long", rel);
 	if (r->var_data && (rc = add_var_data(fs, rel, r, &spec, var_path, sizeof(var_path), err)) != TF_OK)
 		return tf_err_prefix(err, "%s", rel);
-	return tf_file_open(path, rel, &spec, out, err);
+	return tf_file_open(fs->src, rel, rel, v, &spec, out, err);
 }
 
 static void set_error_locked(fs_node *n, const char *msg)
@@ -257,7 +258,7 @@ static void set_error_locked(fs_node *n, const char *msg)
 
 /* Build the index for n (pinned) with the lock released; install it unless
  * another thread got there first. */
-static void refresh(tilefs *fs, fs_node *n, const struct stat *st)
+static void refresh(tilefs *fs, fs_node *n, const tf_version *st)
 {
 	fs_table *t = &fs->table;
 	tf_file *f = NULL;
@@ -266,12 +267,12 @@ static void refresh(tilefs *fs, fs_node *n, const struct stat *st)
 	tf_status rc;
 
 	pthread_mutex_unlock(&t->lock);
-	rc = build_index(fs, n->rel, &f, &fx, &err);
+	rc = build_index(fs, n->rel, st, &f, &fx, &err);
 	if (rc != TF_OK)
 		fs_log(TF_LOG_ERROR, "%s", err.msg);
 	pthread_mutex_lock(&t->lock);
 	if ((n->file && tf_file_is_current(n->file, st)) ||
-	    (!n->file && n->index_errno && tf_same_source(&n->src, st))) {
+	    (!n->file && n->index_errno && tf_version_equal(&n->src, st))) {
 		tf_file_unref(f);	/* lost the race: keep theirs */
 		free(fx.field), free(fx.role), free(fx.fragment);
 		return;
@@ -299,8 +300,10 @@ fs_node *fs_lookup(tilefs *fs, const char *rel, const struct stat *st, bool pin,
 		   tf_file **file, bool *reused, int *errp)
 {
 	fs_table *t = &fs->table;
+	tf_version v;
 	fs_node *n;
 
+	fs_version_of(st, &v);
 	*file = NULL;
 	*reused = false;
 	*errp = 0;
@@ -314,8 +317,8 @@ fs_node *fs_lookup(tilefs *fs, const char *rel, const struct stat *st, bool pin,
 	}
 	n->pins++;
 	lru_touch(t, n);
-	if (n->file ? !tf_file_is_current(n->file, st) : !(n->index_errno && tf_same_source(&n->src, st)))
-		refresh(fs, n, st);
+	if (n->file ? !tf_file_is_current(n->file, &v) : !(n->index_errno && tf_version_equal(&n->src, &v)))
+		refresh(fs, n, &v);
 	if (n->file) {
 		*file = tf_file_ref(n->file);
 		*reused = n->generation == n->opened_generation;

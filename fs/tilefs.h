@@ -43,6 +43,7 @@ typedef struct fs_table {
 typedef struct tilefs {
 	char *source;			/* absolute path of SOURCE */
 	int source_fd;			/* O_DIRECTORY handle of SOURCE */
+	tf_source *src;			/* the library's view of SOURCE */
 	tf_config *config;
 	const tf_settings *settings;
 	tf_cache *cache;		/* created after daemonizing (threads) */
@@ -68,6 +69,7 @@ void fs_table_destroy(fs_table *t);
  * an index error the node comes back with *file NULL and -errno in *errp.
  * With pin, the node stays valid until fs_node_release() (open handles).
  */
+void fs_version_of(const struct stat *st, tf_version *v);
 fs_node *fs_lookup(tilefs *fs, const char *rel, const struct stat *st, bool pin,
 		   tf_file **file, bool *reused, int *errp);
 void fs_node_release(tilefs *fs, fs_node *n);

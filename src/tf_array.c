@@ -36,7 +36,8 @@ typedef struct frag_slot {
 } frag_slot;
 
 struct tf_array {
-	char *dir;
+	tf_source *src;		/* borrowed */
+	char *dir;		/* the array's root in src */
 	const tf_key *key;
 	pthread_mutex_t lock;	/* guards everything below, and fragment loads */
 	schema_slot *schemas;
@@ -44,19 +45,20 @@ struct tf_array {
 	frag_slot *frags[NBUCKETS];
 };
 
-bool tf_array_detect(const char *dir)
+bool tf_array_detect(tf_source *src, const char *dir)
 {
 	char path[4096];
-	struct stat sb;
+	tf_stat st;
 
-	if (snprintf(path, sizeof(path), "%s/__schema", dir) < (int)sizeof(path) &&
-	    stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+	if (tf_path_join(path, sizeof(path), dir, "__schema") &&
+	    tf_source_stat(src, path, &st, NULL) == TF_OK && st.kind == TF_ENT_DIR)
 		return true;
-	return snprintf(path, sizeof(path), "%s/" LEGACY_SCHEMA, dir) < (int)sizeof(path) &&
-	       stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+	return tf_path_join(path, sizeof(path), dir, LEGACY_SCHEMA) &&
+	       tf_source_stat(src, path, &st, NULL) == TF_OK && st.kind == TF_ENT_REG;
 }
 
-tf_status tf_array_open(const char *dir, const tf_key *key, tf_array **out, tf_error *err)
+tf_status tf_array_open(tf_source *src, const char *dir, const tf_key *key, tf_array **out,
+			tf_error *err)
 {
 	tf_array *a = calloc(1, sizeof(*a));
 
@@ -64,6 +66,7 @@ tf_status tf_array_open(const char *dir, const tf_key *key, tf_array **out, tf_e
 		free(a);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
+	a->src = src;
 	a->key = key;
 	pthread_mutex_init(&a->lock, NULL);
 	*out = a;
@@ -93,23 +96,23 @@ void tf_array_free(tf_array *a)
 
 /* ---- schemas (lock held) ---------------------------------------------------------------- */
 
-static tf_status read_whole(const char *path, tf_buf *out, tf_error *err)
+static tf_status read_whole(tf_source *src, const char *path, tf_buf *out, tf_error *err)
 {
-	struct stat sb;
-	int fd = tf_open_regular(path, &sb);
-	ssize_t got = 0;
+	tf_object *o;
+	uint64_t size;
 	tf_status rc;
 
-	if (fd < 0) {
-		rc = tf_err(err, TF_E_IO, "%s: %s", path, strerror(errno));
-	} else if ((rc = tf_buf_reserve(out, (size_t)sb.st_size, err)) == TF_OK) {
-		got = pread(fd, out->p, (size_t)sb.st_size, 0);
-		if (got != (ssize_t)sb.st_size)
-			rc = tf_err(err, TF_E_IO, "%s: short read", path);
-		out->len = got > 0 ? (size_t)got : 0;
-	}
-	if (fd >= 0)
-		close(fd);
+	out->len = 0;
+	if ((rc = tf_object_open(src, path, NULL, &o, err)) != TF_OK)
+		return rc;
+	size = tf_object_stat(o)->v.size;
+	if (size > out->limit)
+		rc = tf_err(err, TF_E_CORRUPT, "%s: %llu bytes, more than any schema", path,
+			    (unsigned long long)size);
+	else if ((rc = tf_buf_reserve(out, (size_t)size, err)) == TF_OK &&
+		 (rc = tf_object_read(o, 0, out->p, (size_t)size, err)) == TF_OK)
+		out->len = (size_t)size;
+	tf_object_close(o);
 	return rc;
 }
 
@@ -118,15 +121,16 @@ static tf_status parse_schema_file(tf_array *a, const char *name, tf_schema **ou
 {
 	tf_buf raw = TF_BUF_INIT((size_t)64 << 20), payload = TF_BUF_INIT((size_t)256 << 20);
 	tf_workspace *ws = tf_workspace_new();
-	char path[4096];
+	char path[4096], file[4096];
 	tf_status rc;
 
 	if (!ws)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
-	if (snprintf(path, sizeof(path), strcmp(name, LEGACY_SCHEMA) ? "%s/__schema/%s" : "%s/%s",
-		     a->dir, name) >= (int)sizeof(path))
+	snprintf(file, sizeof(file), strcmp(name, LEGACY_SCHEMA) ? "__schema/%s" : "%s", name);
+	if (!tf_path_join(path, sizeof(path), a->dir, file))
 		rc = tf_err(err, TF_E_INVAL, "path too long");
-	else if ((rc = read_whole(path, &raw, err)) == TF_OK && raw.len > 30 && tf_le64(raw.p) == raw.len - 30)
+	else if ((rc = read_whole(a->src, path, &raw, err)) == TF_OK && raw.len > 30 &&
+		 tf_le64(raw.p) == raw.len - 30)
 		rc = tf_err(err, TF_E_UNSUPPORTED, "a TileDB 1.3 (pre-format 1) array: not supported, "
 			    "as by TileDB 2.x");
 	else if (rc == TF_OK &&
@@ -196,6 +200,7 @@ static tf_status get_fragment(tf_array *a, const char *name, const char *fdir, t
 	const tf_schema *legacy = NULL;
 	tf_error legacy_err = { TF_OK, "" };
 	char path[4096];
+	tf_stat st;
 
 	for (s = *head; s && strcmp(s->name, name); s = s->next)
 		;
@@ -205,10 +210,11 @@ static tf_status get_fragment(tf_array *a, const char *name, const char *fdir, t
 			return tf_err(err, TF_E_NOMEM, "out of memory");
 		}
 		/* Fragments before format 10 use the array's one old schema. */
-		if (snprintf(path, sizeof(path), "%s/" LEGACY_SCHEMA, a->dir) < (int)sizeof(path) &&
-		    access(path, F_OK) == 0)
+		if (tf_path_join(path, sizeof(path), a->dir, LEGACY_SCHEMA) &&
+		    tf_source_stat(a->src, path, &st, NULL) == TF_OK)
 			get_schema(a, LEGACY_SCHEMA, &legacy, &legacy_err);
-		if (tf_fragment_open(fdir, name, legacy, get_schema, a, a->key, &s->fr, &s->error) != TF_OK &&
+		if (tf_fragment_open(a->src, fdir, name, legacy, get_schema, a, a->key, &s->fr,
+				     &s->error) != TF_OK &&
 		    legacy_err.code != TF_OK)
 			s->error = legacy_err;	/* the real cause */
 		s->next = *head;
@@ -303,7 +309,11 @@ bool tf_array_is_decoded_name(const char *rel)
 static tf_status set_paths(tf_array *a, const char *rel, const path_info *pi, tf_array_file *out,
 			   tf_error *err)
 {
-	if (asprintf(&out->path, "%s/%s", a->dir, rel) < 0 ||
+	char path[4096];
+
+	if (!tf_path_join(path, sizeof(path), a->dir, rel))
+		return tf_err(err, TF_E_INVAL, "path too long");
+	if (!(out->path = strdup(path)) ||
 	    (pi->kind != P_RAW && pi->frag[0] && !(out->fragment = strdup(pi->frag))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	return TF_OK;
@@ -312,12 +322,12 @@ static tf_status set_paths(tf_array *a, const char *rel, const path_info *pi, tf
 static tf_status describe_fragment_file(tf_array *a, const path_info *pi, tf_array_file *out,
 					tf_error *err)
 {
-	char fdir[4096];
+	char fdir[4096], sub[512];
 	tf_fragment *fr;
 	tf_status rc;
 
-	if (snprintf(fdir, sizeof(fdir), pi->in_fragments_dir ? "%s/__fragments/%s" : "%s/%s", a->dir,
-		     pi->frag) >= (int)sizeof(fdir))
+	snprintf(sub, sizeof(sub), pi->in_fragments_dir ? "__fragments/%s" : "%s", pi->frag);
+	if (!tf_path_join(fdir, sizeof(fdir), a->dir, sub))
 		return tf_err(err, TF_E_INVAL, "path too long");
 	if ((rc = get_fragment(a, pi->frag, fdir, &fr, err)) != TF_OK)
 		return rc;
@@ -338,7 +348,8 @@ static tf_status describe_fragment_file(tf_array *a, const path_info *pi, tf_arr
 	if (!(out->field = strdup(out->ff.field)))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	if (out->ff.var_file) {
-		if (asprintf(&out->var_path, "%s/%s", fdir, out->ff.var_file) < 0)
+		char var[4096];
+		if (!tf_path_join(var, sizeof(var), fdir, out->ff.var_file) || !(out->var_path = strdup(var)))
 			return tf_err(err, TF_E_NOMEM, "out of memory");
 		out->spec.var_data = out->var_path;
 	}
@@ -382,21 +393,24 @@ void tf_array_file_clear(tf_array_file *f)
 	memset(f, 0, sizeof(*f));
 }
 
+/* The greatest schema file name (names start with timestamps). */
+static int pick_latest(void *ctx, const char *name, const tf_stat *st)
+{
+	char *best = ctx;
+
+	if (st->kind != TF_ENT_DIR && name[0] != '.' && strcmp(name, "__enumerations") &&
+	    strlen(name) < 256 && strcmp(name, best) > 0)
+		snprintf(best, 256, "%s", name);
+	return 0;
+}
+
 tf_status tf_array_latest_schema(tf_array *a, const tf_schema **out, char **name, tf_error *err)
 {
 	char path[4096], best[256] = "";
-	struct dirent *d;
-	DIR *dir;
 	tf_status rc;
 
-	snprintf(path, sizeof(path), "%s/__schema", a->dir);
-	if ((dir = opendir(path))) {
-		while ((d = readdir(dir)))
-			if (d->d_name[0] != '.' && strcmp(d->d_name, "__enumerations") &&
-			    strlen(d->d_name) < sizeof(best) && strcmp(d->d_name, best) > 0)
-				snprintf(best, sizeof(best), "%s", d->d_name);
-		closedir(dir);
-	}
+	if (tf_path_join(path, sizeof(path), a->dir, "__schema"))
+		tf_source_list(a->src, path, false, pick_latest, best, NULL);
 	if (!best[0])
 		snprintf(best, sizeof(best), "%s", LEGACY_SCHEMA);
 	pthread_mutex_lock(&a->lock);

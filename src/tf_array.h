@@ -28,16 +28,19 @@
 
 typedef struct tf_array tf_array;
 
-/* Whether dir is the root of a TileDB array (__schema/ or __array_schema.tdb). */
-bool tf_array_detect(const char *dir);
+/* Whether dir of src is the root of a TileDB array (__schema/ or
+ * __array_schema.tdb). */
+bool tf_array_detect(tf_source *src, const char *dir);
 
-/* key: for encrypted arrays (may be NULL); kept by reference. */
-tf_status tf_array_open(const char *dir, const tf_key *key, tf_array **out, tf_error *err);
+/* The array at dir of src (both kept by reference: src must outlive it);
+ * key: for encrypted arrays (may be NULL), also kept by reference. */
+tf_status tf_array_open(tf_source *src, const char *dir, const tf_key *key, tf_array **out,
+			tf_error *err);
 void tf_array_free(tf_array *a);
 
 typedef struct tf_array_file {
 	tf_file_spec spec;		/* open `path` with it */
-	char *path;			/* absolute */
+	char *path;			/* in the array's source */
 	const char *kind;		/* "data", "offsets", "var", "validity", "schema", ... */
 	char *field;			/* attribute/dimension name, or NULL */
 	char *fragment;			/* fragment directory name, or NULL */

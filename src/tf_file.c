@@ -4,12 +4,9 @@
  */
 #include "tf_file.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "tf_cache.h"
 #include "tf_tile.h"
@@ -47,11 +44,12 @@ typedef struct decoder {
 
 struct tf_file {
 	atomic_int refs;
-	char *name, *path;
-	_Atomic int fd;		/* -1 until a read needs it: listing a big array
-				 * must not hold a descriptor per file */
-	int var_fd;
-	struct stat st;
+	char *name, *rel;
+	tf_source *src;		/* borrowed: outlives every file */
+	_Atomic(tf_object *) obj; /* NULL until a read needs it: listing a big
+				 * array must not hold a descriptor per file */
+	tf_object *var_obj;	/* folded offsets: the data file */
+	tf_version ver;		/* the version indexed */
 	decoder *dec;
 	size_t ndec;
 	decoder var;		/* folded offsets: the data file's decoder */
@@ -67,27 +65,6 @@ struct tf_file {
 
 /* ---- I/O ------------------------------------------------------------------------ */
 
-static tf_status read_at(int fd, uint64_t off, void *dst, size_t n, tf_error *err)
-{
-	uint8_t *p = dst;
-
-	while (n) {
-		ssize_t got = pread(fd, p, n, (off_t)off);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0)
-			return tf_err(err, TF_E_IO, "read at %llu: %s", (unsigned long long)off,
-				      strerror(errno));
-		if (got == 0)
-			return tf_err(err, TF_E_STALE, "file ended at %llu (changed on disk?)",
-				      (unsigned long long)off);
-		p += got;
-		off += (uint64_t)got;
-		n -= (size_t)got;
-	}
-	return TF_OK;
-}
-
 /* Headers are read through a window: a walk visits them in order.  Chunks
  * are tens of KiB apart, so a wide window reads nearly the whole file: one
  * sequential pass instead of a random read per header, which costs ten times
@@ -95,19 +72,19 @@ static tf_status read_at(int fd, uint64_t off, void *dst, size_t n, tf_error *er
  * want next.  (Asking the kernel to read ahead while taking only the header
  * pages was measured slower: 0.43 s against 0.27 s for a cold 70 MB file.) */
 typedef struct walker {
-	int fd;
+	tf_object *obj;
 	uint64_t end;		/* the walk stays before this offset */
 	uint64_t at;		/* file offset of buf[0] */
 	size_t len;
 	uint8_t buf[WALK_WINDOW];
 } walker;
 
-static walker *walker_new(int fd, uint64_t end)
+static walker *walker_new(tf_object *obj, uint64_t end)
 {
 	walker *w = malloc(sizeof(*w));
 
 	if (w) {
-		w->fd = fd;
+		w->obj = obj;
 		w->end = end;
 		w->at = w->len = 0;
 	}
@@ -121,7 +98,7 @@ static tf_status walk_read(walker *w, uint64_t off, void *dst, size_t n, tf_erro
 			      (unsigned long long)off);
 	if (off < w->at || off + n > w->at + w->len) {
 		size_t want = w->end - off < WALK_WINDOW ? (size_t)(w->end - off) : WALK_WINDOW;
-		tf_status rc = read_at(w->fd, off, w->buf, want, err);
+		tf_status rc = tf_object_read(w->obj, off, w->buf, want, err);
 		if (rc != TF_OK)
 			return rc;
 		w->at = off;
@@ -131,46 +108,21 @@ static tf_status walk_read(walker *w, uint64_t off, void *dst, size_t n, tf_erro
 	return TF_OK;
 }
 
-int tf_open_regular(const char *path, struct stat *st)
+/* The stored file, opened on first need, and only as the version indexed:
+ * another version's bytes would not match the index. */
+static tf_object *file_obj(const tf_file *f, tf_error *err)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	tf_object *o = atomic_load(&f->obj), *have = NULL;
 
-	if (fd < 0)
-		return -1;
-	if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || fcntl(fd, F_SETFL, 0) != 0) {
-		close(fd);
-		errno = EINVAL;
-		return -1;
+	if (o)
+		return o;
+	if (tf_object_open(f->src, f->rel, &f->ver, &o, err) != TF_OK)
+		return NULL;
+	if (!atomic_compare_exchange_strong((_Atomic(tf_object *) *)&f->obj, &have, o)) {
+		tf_object_close(o);	/* another reader opened it first */
+		o = have;
 	}
-	return fd;
-}
-
-bool tf_same_source(const struct stat *a, const struct stat *b)
-{
-	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
-}
-
-/* The source's descriptor, opened on first need.  A file that is no longer
- * the one indexed is refused: its bytes would not match the index. */
-static int file_fd(const tf_file *f, tf_error *err)
-{
-	int fd = atomic_load(&f->fd), have = -1;
-	struct stat st;
-
-	if (fd >= 0)
-		return fd;
-	if ((fd = tf_open_regular(f->path, &st)) < 0)
-		return tf_err(err, TF_E_IO, "%s: %s", f->name, strerror(errno)), -1;
-	if (!tf_same_source(&st, &f->st)) {
-		close(fd);
-		return tf_err(err, TF_E_STALE, "%s changed on disk", f->name), -1;
-	}
-	if (!atomic_compare_exchange_strong((_Atomic int *)&f->fd, &have, fd)) {
-		close(fd);	/* another reader opened it first */
-		fd = have;
-	}
-	return fd;
+	return o;
 }
 
 /* ---- chunk lists ------------------------------------------------------------------- */
@@ -234,8 +186,8 @@ static tf_status build_table(const tf_file *f, const tile_ent *te, chunk_table *
 {
 	uint64_t stored, size;
 	chunk_table *t = NULL;
+	tf_object *obj;
 	walker *w;
-	int fd;
 	tf_status rc;
 
 	if (te->kind != TILE_CHUNKED) {
@@ -252,9 +204,9 @@ static tf_status build_table(const tf_file *f, const tile_ent *te, chunk_table *
 		*out = t;
 		return TF_OK;
 	}
-	if ((fd = file_fd(f, err)) < 0)
+	if (!(obj = file_obj(f, err)))
 		return err ? err->code : TF_E_IO;
-	if (!(w = walker_new(fd, te->start + te->stored)))
+	if (!(w = walker_new(obj, te->start + te->stored)))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	rc = walk_chunks(w, te->start, te->off, &t, &stored, &size, err);
 	free(w);
@@ -309,10 +261,10 @@ static tf_status add_tile(tf_file *f, const tile_ent *te, tf_error *err)
 }
 
 /* Walk every tile in [start, end): tiles with their chunk lists loaded. */
-static tf_status walk_file(tf_file *f, int fd, uint64_t start, uint64_t end, unsigned dec,
+static tf_status walk_file(tf_file *f, tf_object *obj, uint64_t start, uint64_t end, unsigned dec,
 			   tf_error *err)
 {
-	walker *w = walker_new(fd, end);
+	walker *w = walker_new(obj, end);
 	tf_status rc = TF_OK;
 
 	if (!w)
@@ -338,7 +290,7 @@ static tf_status walk_file(tf_file *f, int fd, uint64_t start, uint64_t end, uns
 /* Tiles given by the caller: checked against the file, chunks read later. */
 static tf_status layout_tiles(tf_file *f, const tf_tile_layout *v, size_t n, tf_error *err)
 {
-	uint64_t fsize = (uint64_t)f->st.st_size;
+	uint64_t fsize = f->ver.size;
 	tf_status rc = TF_OK;
 
 	for (size_t t = 0; t < n && rc == TF_OK; t++) {
@@ -371,17 +323,17 @@ static tf_status decode_data_tile(const tf_file *f, tf_workspace *ws, uint64_t s
 	if (stored > SIZE_MAX)
 		return tf_err(err, TF_E_NOMEM, "data tile too large");
 	if ((rc = tf_buf_reserve(io, (size_t)stored, err)) != TF_OK ||
-	    (rc = read_at(f->var_fd, start, io->p, (size_t)stored, err)) != TF_OK)
+	    (rc = tf_object_read(f->var_obj, start, io->p, (size_t)stored, err)) != TF_OK)
 		return rc;
 	return tf_tile_decode(f->var.pipeline, &f->var.env, ws, tf_span_of(io->p, (size_t)stored), data,
 			      offsets, NULL, err);
 }
 
 /* The data file's tiles: from the caller, or by walking it. */
-static tf_status data_tiles(const tf_file_spec *spec, int fd, uint64_t fsize, tf_tile_layout **out,
-			    size_t *n, tf_error *err)
+static tf_status data_tiles(const tf_file_spec *spec, tf_object *obj, tf_tile_layout **out, size_t *n,
+			    tf_error *err)
 {
-	tf_file scratch = { .fd = fd, .st.st_size = (off_t)fsize };
+	tf_file scratch = { .ver = tf_object_stat(obj)->v };
 	tf_status rc = TF_OK;
 
 	*n = 0;
@@ -393,7 +345,7 @@ static tf_status data_tiles(const tf_file_spec *spec, int fd, uint64_t fsize, tf
 		*n = spec->nvar_tiles;
 		return TF_OK;
 	}
-	rc = walk_file(&scratch, fd, 0, fsize, 0, err);
+	rc = walk_file(&scratch, obj, 0, scratch.ver.size, 0, err);
 	if (rc == TF_OK && (*out = malloc((scratch.ntiles ? scratch.ntiles : 1) * sizeof(**out))))
 		for (size_t t = 0; t < scratch.ntiles; t++)
 			(*out)[t] = (tf_tile_layout){ scratch.tiles[t].start, scratch.tiles[t].stored,
@@ -497,7 +449,6 @@ static tf_status open_var_data(tf_file *f, const tf_file_spec *spec, tf_error *e
 {
 	const tf_filter_class *first = spec->var_pipeline ? tf_pipeline_class(spec->var_pipeline, 0) : NULL;
 	tf_tile_layout *data = NULL;
-	struct stat sb;
 	size_t ndata;
 	tf_status rc;
 
@@ -505,16 +456,15 @@ static tf_status open_var_data(tf_file *f, const tf_file_spec *spec, tf_error *e
 	    !tf_datatype_is_var_string(spec->var_type))
 		return tf_err(err, TF_E_INVAL, "offsets are folded only into STRING_ASCII/UTF8 data "
 			      "whose first filter is rle or dictionary");
-	f->var_fd = tf_open_regular(spec->var_data, &sb);
-	if (f->var_fd < 0)
-		return tf_err(err, TF_E_IO, "%s: %s", spec->var_data, strerror(errno));
+	if ((rc = tf_object_open(f->src, spec->var_data, NULL, &f->var_obj, err)) != TF_OK)
+		return rc;
 	if ((rc = make_decoder(&f->var, spec->var_pipeline, spec->key, err)) != TF_OK)
 		return rc;
 	/* A 0-chunk offsets tile is the authoritative sign of the var-string
 	 * layout, whatever the version rule says (FORMAT-NOTES §4.7, §10 #21). */
 	f->var.env = (tf_chunk_env){ .type = spec->var_type, .cell_size = tf_datatype_size(spec->var_type),
 				     .version = f->dec[0].env.version, .var_string = true, .key = spec->key };
-	rc = data_tiles(spec, f->var_fd, (uint64_t)sb.st_size, &data, &ndata, err);
+	rc = data_tiles(spec, f->var_obj, &data, &ndata, err);
 	if (rc != TF_OK)
 		return tf_err_prefix(err, "%s", spec->var_data);
 	rc = fold_tiles(f, data, ndata, err);
@@ -540,7 +490,7 @@ static tf_status open_tiles(tf_file *f, const tf_file_spec *spec, tf_error *err)
 				 .var_string = spec->var_string || (spec->pipeline &&
 					tf_var_string_applies(spec->pipeline, spec->type, spec->cell_val_num, version)) };
 	rc = spec->tiles ? layout_tiles(f, spec->tiles, spec->ntiles, err)
-			 : walk_file(f, atomic_load(&f->fd), 0, (uint64_t)f->st.st_size, 0, err);
+			 : walk_file(f, atomic_load(&f->obj), 0, f->ver.size, 0, err);
 	if (rc != TF_OK || !spec->var_data || !has_empty_tile(f))
 		return rc;
 	return open_var_data(f, spec, err);
@@ -556,7 +506,7 @@ static tf_status read_generic_header(const tf_file *f, uint64_t pos, uint64_t en
 
 	if (end - pos < sizeof(base))
 		return tf_err(err, TF_E_CORRUPT, "truncated generic tile header");
-	if ((rc = read_at(atomic_load(&f->fd), pos, base, sizeof(base), err)) != TF_OK)
+	if ((rc = tf_object_read(atomic_load(&f->obj), pos, base, sizeof(base), err)) != TF_OK)
 		return rc;
 	/* TileDB 1.3 wrote a 30-byte header (no pipeline) that TileDB 2.x
 	 * cannot read either ("format 0"); say so rather than "corrupt". */
@@ -569,7 +519,7 @@ static tf_status read_generic_header(const tf_file *f, uint64_t pos, uint64_t en
 	if (!(hdr = malloc(sizeof(base) + ps)))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	memcpy(hdr, base, sizeof(base));
-	rc = read_at(atomic_load(&f->fd), pos + sizeof(base), hdr + sizeof(base), ps, err);
+	rc = tf_object_read(atomic_load(&f->obj), pos + sizeof(base), hdr + sizeof(base), ps, err);
 	if (rc == TF_OK)
 		rc = tf_generic_header_parse(tf_span_of(hdr, sizeof(base) + ps), h, err);
 	free(hdr);
@@ -621,16 +571,16 @@ static tf_status add_generic(tf_file *f, walker *w, uint64_t pos, const tf_key *
  * the caller could not say where they end. */
 static bool footer_starts_at(const tf_file *f, uint64_t pos)
 {
-	uint64_t fsize = (uint64_t)f->st.st_size;
+	uint64_t fsize = f->ver.size;
 	uint8_t len[8];
 
-	return fsize - pos >= 8 && read_at(atomic_load(&f->fd), fsize - 8, len, 8, NULL) == TF_OK &&
+	return fsize - pos >= 8 && tf_object_read(atomic_load(&f->obj), fsize - 8, len, 8, NULL) == TF_OK &&
 	       tf_le64(len) == fsize - 8 - pos;
 }
 
 static tf_status open_generic(tf_file *f, const tf_file_spec *spec, tf_error *err)
 {
-	uint64_t fsize = (uint64_t)f->st.st_size, end = spec->generic_end ? spec->generic_end : fsize;
+	uint64_t fsize = f->ver.size, end = spec->generic_end ? spec->generic_end : fsize;
 	walker *w;
 	tf_status rc = TF_OK;
 
@@ -638,7 +588,7 @@ static tf_status open_generic(tf_file *f, const tf_file_spec *spec, tf_error *er
 	if (end > fsize)
 		return tf_err(err, TF_E_CORRUPT, "generic tiles end at %llu, after the file's end",
 			      (unsigned long long)end);
-	if (!(w = walker_new(atomic_load(&f->fd), end)))
+	if (!(w = walker_new(atomic_load(&f->obj), end)))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	for (uint64_t pos = 0; rc == TF_OK && pos < end;) {
 		if (!spec->generic_end && pos && footer_starts_at(f, pos)) {
@@ -664,10 +614,8 @@ static void file_free(tf_file *f)
 {
 	if (f->cache)
 		tf_cache_drop(f->cache, atomic_load(&f->owner));
-	if (atomic_load(&f->fd) >= 0)
-		close(atomic_load(&f->fd));
-	if (f->var_fd >= 0)
-		close(f->var_fd);
+	tf_object_close(atomic_load(&f->obj));
+	tf_object_close(f->var_obj);
 	for (size_t i = 0; i < f->ndec; i++)
 		tf_pipeline_free(f->dec[i].pipeline);
 	tf_pipeline_free(f->var.pipeline);
@@ -676,39 +624,50 @@ static void file_free(tf_file *f)
 	free(f->tiles);
 	free(f->dec);
 	free(f->name);
-	free(f->path);
+	free(f->rel);
 	free(f);
 }
 
-tf_status tf_file_open(const char *path, const char *name, const tf_file_spec *spec,
-		       tf_file **out, tf_error *err)
+/* The stored file at open: not opened at all when the caller knows both its
+ * version and its tiles (a listing of a big array opens nothing), else
+ * opened for the walk (and closed again when a layout made the walk moot). */
+static tf_status open_stored(tf_file *f, const tf_version *expect, const tf_file_spec *spec,
+			     tf_error *err)
+{
+	tf_object *o;
+	tf_status rc;
+
+	if (expect && spec->tiles && !spec->generic) {
+		f->ver = *expect;
+		return TF_OK;
+	}
+	if ((rc = tf_object_open(f->src, f->rel, expect, &o, err)) != TF_OK)
+		return rc;
+	f->ver = tf_object_stat(o)->v;
+	atomic_init(&f->obj, o);
+	return TF_OK;
+}
+
+tf_status tf_file_open(tf_source *src, const char *rel, const char *name, const tf_version *expect,
+		       const tf_file_spec *spec, tf_file **out, tf_error *err)
 {
 	tf_file *f = calloc(1, sizeof(*f));
 	tf_status rc;
 
-	int fd;
-
-	if (!f || !(f->name = strdup(name ? name : path)) || !(f->path = strdup(path))) {
+	if (!f || !(f->name = strdup(name ? name : rel)) || !(f->rel = strdup(rel))) {
 		if (f)
 			free(f->name);
 		free(f);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
 	atomic_init(&f->refs, 1);
-	f->var_fd = -1;
+	atomic_init(&f->obj, NULL);
+	f->src = src;
 	f->cell_val_num = spec->cell_val_num;
-	fd = tf_open_regular(path, &f->st);
-	atomic_init(&f->fd, fd);
-	if (fd < 0 && errno == EINVAL)
-		rc = tf_err(err, TF_E_INVAL, "not a regular file");
-	else if (fd < 0)
-		rc = tf_err(err, TF_E_IO, "%s", strerror(errno));
-	else
+	if ((rc = open_stored(f, expect, spec, err)) == TF_OK)
 		rc = spec->generic ? open_generic(f, spec, err) : open_tiles(f, spec, err);
-	if (rc == TF_OK && f->from_layout) {	/* nothing read yet: reopen when needed */
-		close(fd);
-		atomic_store(&f->fd, -1);
-	}
+	if (rc == TF_OK && f->from_layout)	/* nothing read yet: reopen when needed */
+		tf_object_close(atomic_exchange(&f->obj, NULL));
 	if (rc != TF_OK) {
 		tf_err_prefix(err, "%s", f->name);
 		file_free(f);
@@ -778,8 +737,8 @@ static tf_status decode_entry(const tf_file *f, tf_workspace *ws, const tile_ent
 {
 	tf_buf *io = tf_workspace_buf(ws, TF_WS_IO);
 	const decoder *d = &f->dec[te->dec];
+	tf_object *obj;
 	tf_status rc;
-	int fd;
 
 	switch (te->kind) {
 	case TILE_FOLDED:
@@ -788,14 +747,14 @@ static tf_status decode_entry(const tf_file *f, tf_workspace *ws, const tile_ent
 	case TILE_CHUNKED:
 		break;
 	}
-	if ((fd = file_fd(f, err)) < 0)
+	if (!(obj = file_obj(f, err)))
 		return err ? err->code : TF_E_IO;
 	if (te->kind == TILE_RAW)
-		return read_at(fd, e->src_off, dst, e->size, err);
+		return tf_object_read(obj, e->src_off, dst, e->size, err);
 	if (e->src_len > SIZE_MAX)
 		return tf_err(err, TF_E_NOMEM, "chunk too large");
 	if ((rc = tf_buf_reserve(io, (size_t)e->src_len, err)) != TF_OK ||
-	    (rc = read_at(fd, e->src_off, io->p, (size_t)e->src_len, err)) != TF_OK)
+	    (rc = tf_object_read(obj, e->src_off, io->p, (size_t)e->src_len, err)) != TF_OK)
 		return rc;
 	return tf_chunk_decode(d->pipeline, &d->env, ws, tf_span_of(io->p, (size_t)e->src_len), dst,
 			       NULL, err);
@@ -826,7 +785,7 @@ void tf_file_get_info(const tf_file *f, tf_file_info *info)
 		const chunk_table *ct = atomic_load(&f->tiles[t].chunks);
 		info->chunks += ct ? ct->n : 0;
 	}
-	info->stored_bytes = (uint64_t)f->st.st_size;
+	info->stored_bytes = f->ver.size;
 	info->decoded_bytes = f->size;
 	info->folded_tiles = f->folded;
 	info->type = f->dec ? f->dec[0].env.type : TF_DT_CHAR;
@@ -854,9 +813,14 @@ size_t tf_file_index_bytes(const tf_file *f)
 	return n;
 }
 
-bool tf_file_is_current(const tf_file *f, const struct stat *now)
+bool tf_file_is_current(const tf_file *f, const tf_version *now)
 {
-	return tf_same_source(now, &f->st);
+	return tf_version_equal(now, &f->ver);
+}
+
+const tf_version *tf_file_version(const tf_file *f)
+{
+	return &f->ver;
 }
 
 /* ---- reading through the cache --------------------------------------------------------------- */

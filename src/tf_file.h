@@ -32,10 +32,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/stat.h>
-
 #include "tf_keys.h"
 #include "tf_pipeline.h"
+#include "tf_source.h"
 #include "tf_status.h"
 
 typedef struct tf_file tf_file;
@@ -60,7 +59,7 @@ typedef struct tf_file_spec {
 	const tf_tile_layout *tiles;
 	size_t ntiles;
 	/* An offsets file whose tiles may be folded into this var data file: */
-	const char *var_data;		/* path, or NULL */
+	const char *var_data;		/* its path in the same source, or NULL */
 	const tf_pipeline *var_pipeline; /* the data file's pipeline */
 	tf_datatype var_type;		/* the data file's datatype */
 	const tf_tile_layout *var_tiles; /* the data file's tiles, if known */
@@ -68,9 +67,14 @@ typedef struct tf_file_spec {
 	bool var_string;		/* force the var-string layout (§10 #21) */
 } tf_file_spec;
 
-/* path is opened; name (may be NULL = path) is what messages call it. */
-tf_status tf_file_open(const char *path, const char *name, const tf_file_spec *spec,
-		       tf_file **out, tf_error *err);
+/*
+ * Index file rel of src (which must outlive the file); name (NULL: rel) is
+ * what messages call it.  With expect, the file must be that version
+ * (TF_E_STALE otherwise); with expect and a tile layout, opening reads
+ * nothing.  Every later read checks it still reads that version.
+ */
+tf_status tf_file_open(tf_source *src, const char *rel, const char *name, const tf_version *expect,
+		       const tf_file_spec *spec, tf_file **out, tf_error *err);
 tf_file *tf_file_ref(tf_file *f);
 void tf_file_unref(tf_file *f);
 
@@ -116,16 +120,9 @@ void tf_file_get_info(const tf_file *f, tf_file_info *info);
 char *tf_file_pipeline_text(const tf_file *f);
 /* Memory held by the index, for index budgets. */
 size_t tf_file_index_bytes(const tf_file *f);
-/* Whether the source file on disk is still the one this index describes. */
-bool tf_file_is_current(const tf_file *f, const struct stat *now);
-/* Open a stored file for reading: O_NOFOLLOW and O_NONBLOCK until fstat
- * (into *st) says it is a regular file, so a FIFO, device or symlink
- * swapped in is refused at once instead of blocking a thread.  Returns the
- * fd, or -1 with errno set (EINVAL: not a regular file). */
-int tf_open_regular(const char *path, struct stat *st);
-/* Whether two stats describe the same version of a file (device, inode,
- * size, modification time). */
-bool tf_same_source(const struct stat *a, const struct stat *b);
+/* Whether the stored file is still the version this index describes. */
+bool tf_file_is_current(const tf_file *f, const tf_version *now);
+const tf_version *tf_file_version(const tf_file *f);
 
 /*
  * Reading through a cache.  A tf_read_state per open file lets sequential

@@ -64,6 +64,9 @@ typedef struct tf_stat {
 /* Whether two versions are the same stored bytes. */
 bool tf_version_equal(const tf_version *a, const tf_version *b);
 
+/* dir "/" name into out[n] ("." as dir adds nothing); false if too long. */
+bool tf_path_join(char *out, size_t n, const char *dir, const char *name);
+
 /* ---- sources ---------------------------------------------------------------------------- */
 
 /* A local directory; dir is opened once (O_DIRECTORY) and everything below
@@ -79,6 +82,15 @@ struct tf_s3_settings;
 tf_status tf_source_open(const char *spec, const struct tf_s3_settings *s3, tf_source **out,
 			 tf_error *err);
 void tf_source_free(tf_source *s);
+
+/*
+ * A file or directory the user named, as a source and a path in it (for
+ * tiletool): "s3://BUCKET/KEY" gives the bucket and KEY; a local path is
+ * resolved (symlinks the user named are theirs to follow) and given as a
+ * path under the source "/".  *rel is malloc'd.
+ */
+tf_status tf_source_locate(const char *spec, const struct tf_s3_settings *s3, tf_source **src,
+			   char **rel, tf_error *err);
 
 /* "local" or "s3"; and how the user spelled the source (for messages). */
 const char *tf_source_kind(const tf_source *s);

@@ -234,9 +234,10 @@ static void opts_free(opts *o)
 /* A file inside a TileDB array (below the nearest ancestor with __schema/
  * or __array_schema.tdb), opened as its array says.  *found tells whether
  * the array knows the file at all. */
-static tf_status open_in_array(const opts *o, const char *path, tf_file **f, bool *found, tf_error *err)
+static tf_status open_in_array(const opts *o, tf_source *src, const char *rel, const char *name,
+			       tf_file **f, bool *found, tf_error *err)
 {
-	char *full = realpath(path, NULL), *dir = full ? strdup(full) : NULL, *slash;
+	char *dir = strdup(rel), *slash;
 	bool in_array = false;
 	tf_array *a = NULL;
 	tf_array_file af;
@@ -244,46 +245,74 @@ static tf_status open_in_array(const opts *o, const char *path, tf_file **f, boo
 
 	*found = false;
 	/* The nearest ancestor directory that is an array root, if any. */
-	while (dir && !in_array && (slash = strrchr(dir, '/')) && slash > dir) {
+	while (dir && !in_array && (slash = strrchr(dir, '/'))) {
 		*slash = '\0';
-		in_array = tf_array_detect(dir);
+		in_array = tf_array_detect(src, dir);
 	}
-	if (in_array && tf_array_open(dir, o->key, &a, err) == TF_OK) {
-		rc = tf_array_describe(a, full + strlen(dir) + 1, &af, err);
+	if (in_array && tf_array_open(src, dir, o->key, &a, err) == TF_OK) {
+		rc = tf_array_describe(a, rel + strlen(dir) + 1, &af, err);
 		*found = rc != TF_E_INVAL;
 		if (rc == TF_OK) {
-			rc = tf_file_open(af.path, path, &af.spec, f, err);
+			rc = tf_file_open(src, af.path, name, NULL, &af.spec, f, err);
 			tf_array_file_clear(&af);
 		}
 		tf_array_free(a);
 	}
 	free(dir);
-	free(full);
 	return rc;
 }
 
-static tf_status open_file(const opts *o, const char *path, tf_file **f, tf_error *err)
+/* The var data file named by --var-data, as a path in src: the user names
+ * it beside the offsets file, resolved like it. */
+static tf_status var_data_rel(const opts *o, char **out, tf_error *err)
+{
+	tf_source *vsrc = NULL;
+	tf_status rc;
+
+	*out = NULL;
+	if (!o->var_data)
+		return TF_OK;
+	rc = tf_source_locate(o->var_data, NULL, &vsrc, out, err);
+	tf_source_free(vsrc);
+	return rc;
+}
+
+/* Open path (a local file, or s3://BUCKET/KEY) as a decoded file; *src is
+ * the source it reads, to be freed after the file. */
+static tf_status open_file(const opts *o, const char *path, tf_file **f, tf_source **src, tf_error *err)
 {
 	tf_file_spec spec = {
 		.pipeline = o->pipeline, .type = o->type, .cell_val_num = o->cell_val_num,
 		.version = o->version, .key = o->key, .generic = o->generic,
-		.var_data = o->var_data, .var_pipeline = o->var_pipeline, .var_type = o->var_type,
+		.var_pipeline = o->var_pipeline, .var_type = o->var_type,
 	};
-	char *full = realpath(path, NULL), *var = o->var_data ? realpath(o->var_data, NULL) : NULL;
-	bool found;
+	char *rel = NULL, *var = NULL;
+	bool found = false;
 	tf_status rc;
 
-	/* A file inside a TileDB array needs no flags: its schema says it all. */
-	if (!o->explicit && ((rc = open_in_array(o, path, f, &found, err)) == TF_OK || found)) {
-		free(full), free(var);
+	if ((rc = tf_source_locate(path, NULL, src, &rel, err)) != TF_OK)
 		return rc;
+	/* A file inside a TileDB array needs no flags: its schema says it all. */
+	if (!o->explicit)
+		rc = open_in_array(o, *src, rel, path, f, &found, err);
+	if (o->explicit || (rc != TF_OK && !found)) {
+		if ((rc = var_data_rel(o, &var, err)) == TF_OK) {
+			spec.var_data = var;
+			rc = tf_file_open(*src, rel, path, NULL, &spec, f, err);
+		}
 	}
-	/* The library never follows a symlink it opens; the user named this
-	 * file, so resolve what they named first. */
-	spec.var_data = var ? var : o->var_data;
-	rc = tf_file_open(full ? full : path, path, &spec, f, err);
-	free(full), free(var);
+	free(rel), free(var);
+	if (rc != TF_OK) {
+		tf_source_free(*src);
+		*src = NULL;
+	}
 	return rc;
+}
+
+static void close_file(tf_file *f, tf_source *src)
+{
+	tf_file_unref(f);
+	tf_source_free(src);
 }
 
 /* ---- decode / verify ---------------------------------------------------------------- */
@@ -352,19 +381,20 @@ static int cmd_decode(opts *o, int nfiles, char **files)
 {
 	FILE *out = stdout;
 	tf_file *f;
+	tf_source *src;
 	tf_error err;
 	unsigned errors;
 
 	if (nfiles != 1)
 		return usage_error("%s", "decode takes exactly one FILE");
-	if (open_file(o, files[0], &f, &err) != TF_OK) {
+	if (open_file(o, files[0], &f, &src, &err) != TF_OK) {
 		fprintf(stderr, "%s: %s\n", prog, err.msg);
 		return EXIT_DATA;
 	}
 	warn_folded(f, o);
 	if (o->out && !(out = fopen(o->out, "wb"))) {
 		fprintf(stderr, "%s: %s: %s\n", prog, o->out, strerror(errno));
-		tf_file_unref(f);
+		close_file(f, src);
 		return EXIT_DATA;
 	}
 	errors = decode_chunks(f, out, false);
@@ -374,7 +404,7 @@ static int cmd_decode(opts *o, int nfiles, char **files)
 	}
 	if (out != stdout)
 		fclose(out);
-	tf_file_unref(f);
+	close_file(f, src);
 	return errors ? EXIT_DATA : 0;
 }
 
@@ -387,10 +417,11 @@ static int cmd_verify(opts *o, int nfiles, char **files)
 	for (int i = 0; i < nfiles; i++) {
 		tf_file_info info;
 		tf_file *f;
+		tf_source *src;
 		tf_error err;
 		unsigned errors;
 
-		if (open_file(o, files[i], &f, &err) != TF_OK) {
+		if (open_file(o, files[i], &f, &src, &err) != TF_OK) {
 			fprintf(stderr, "%s: %s\n", prog, err.msg);
 			bad++;
 			continue;
@@ -401,7 +432,7 @@ static int cmd_verify(opts *o, int nfiles, char **files)
 		       files[i], errors ? "FAILED" : "ok", info.tiles, info.chunks, tf_file_size(f),
 		       errors ? ", see errors above" : "");
 		bad += errors != 0;
-		tf_file_unref(f);
+		close_file(f, src);
 	}
 	return bad ? EXIT_DATA : 0;
 }
@@ -465,9 +496,10 @@ static int cmd_info(opts *o, int nfiles, char **files)
 		return usage_error("%s", "info needs at least one FILE");
 	for (int i = 0; i < nfiles; i++) {
 		tf_file *f;
+		tf_source *src;
 		tf_error err;
 
-		if (open_file(o, files[i], &f, &err) != TF_OK) {
+		if (open_file(o, files[i], &f, &src, &err) != TF_OK) {
 			fprintf(stderr, "%s: %s\n", prog, err.msg);
 			rc = EXIT_DATA;
 			continue;
@@ -475,7 +507,7 @@ static int cmd_info(opts *o, int nfiles, char **files)
 		print_info(f);
 		if (o->verbose)
 			print_chunks(f);
-		tf_file_unref(f);
+		close_file(f, src);
 	}
 	return rc;
 }
@@ -676,19 +708,23 @@ static int cmd_encode(opts *o, int nfiles, char **files)
 static int cmd_schema(opts *o, int nfiles, char **files)
 {
 	const tf_schema *s;
-	tf_array *a;
+	tf_source *src = NULL;
+	tf_array *a = NULL;
 	tf_error err;
-	char *name = NULL;
+	char *name = NULL, *rel = NULL;
 	int rc = 0;
 
 	if (nfiles != 1)
 		return usage_error("%s", "schema takes one ARRAY directory");
-	if (!tf_array_detect(files[0])) {
-		fprintf(stderr, "%s: %s: not a TileDB array (no __schema/ or __array_schema.tdb)\n", prog, files[0]);
+	if (tf_source_locate(files[0], NULL, &src, &rel, &err) != TF_OK) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
 		return EXIT_DATA;
 	}
-	if (tf_array_open(files[0], o->key, &a, &err) != TF_OK ||
-	    tf_array_latest_schema(a, &s, &name, &err) != TF_OK) {
+	if (!tf_array_detect(src, rel)) {
+		fprintf(stderr, "%s: %s: not a TileDB array (no __schema/ or __array_schema.tdb)\n", prog, files[0]);
+		rc = EXIT_DATA;
+	} else if (tf_array_open(src, rel, o->key, &a, &err) != TF_OK ||
+		   tf_array_latest_schema(a, &s, &name, &err) != TF_OK) {
 		fprintf(stderr, "%s: %s: %s\n", prog, files[0], err.msg);
 		rc = EXIT_DATA;
 	} else {
@@ -696,7 +732,9 @@ static int cmd_schema(opts *o, int nfiles, char **files)
 		tf_schema_print(s, stdout);
 	}
 	free(name);
+	free(rel);
 	tf_array_free(a);
+	tf_source_free(src);
 	return rc;
 }
 
