@@ -3,7 +3,8 @@
  *
  * Everything that can be wrong with the configuration is found before the
  * mount is made, and reported with a distinct exit status; the cache's
- * threads start only after daemonizing (fork keeps no threads).
+ * threads start only after daemonizing (fork keeps no threads).  The
+ * session is libfuse's low-level one (ll.c).
  */
 #include "tilefs.h"
 
@@ -84,18 +85,19 @@ static int load_config(tilefs *fs, const cli *c)
 	return 0;
 }
 
+/* A local SOURCE is resolved once (symlinks the user named are theirs);
+ * nothing beneath it is ever followed. */
 static int open_source(tilefs *fs, const char *source)
 {
+	bool s3 = !strncmp(source, "s3://", 5);
 	char real[PATH_MAX];
-
 	tf_error err;
 
-	if (!realpath(source, real) || !(fs->source = strdup(real)) ||
-	    (fs->source_fd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+	if (!s3 && !realpath(source, real)) {
 		fprintf(stderr, "tilefs: %s: %s\n", source, strerror(errno));
 		return TFS_EXIT_USAGE;
 	}
-	if (tf_source_local(real, &fs->src, &err) != TF_OK) {
+	if (tf_source_open(s3 ? source : real, NULL, &fs->src, &err) != TF_OK) {
 		fprintf(stderr, "tilefs: %s\n", err.msg);
 		return TFS_EXIT_USAGE;
 	}
@@ -200,9 +202,13 @@ static int check_mountpoint(tilefs *fs, const char *mountpoint)
 		fprintf(stderr, "tilefs: %s: %s\n", mountpoint, strerror(errno));
 		return TFS_EXIT_USAGE;
 	}
-	if (fstat(fs->source_fd, &root) == 0 && beneath(fd, &root)) {
+	if (tf_source_local_fd(fs->src) < 0) {
+		close(fd);	/* nothing local can contain the mount */
+		return 0;
+	}
+	if (fstat(tf_source_local_fd(fs->src), &root) == 0 && beneath(fd, &root)) {
 		fprintf(stderr, "tilefs: %s: the mountpoint is inside SOURCE %s: the mount would "
-			"contain itself\n", mountpoint, fs->source);
+			"contain itself\n", mountpoint, tf_source_name(fs->src));
 		return TFS_EXIT_USAGE;
 	}
 	return 0;
@@ -227,9 +233,13 @@ static void find_readahead_knob(tilefs *fs, const char *mountpoint)
 	fclose(f);
 }
 
-static void free_workspace(void *ws)
+/* The root's node: inode 1, held for the life of the mount. */
+static int make_root(tilefs *fs)
 {
-	tf_workspace_free(ws);
+	struct stat st;
+	fs_node *root;
+
+	return fs_node_lookup(fs, NULL, ".", NULL, &root, &st);
 }
 
 /* After daemonizing: threads, locked keys, logging. */
@@ -253,60 +263,74 @@ static int start(tilefs *fs)
 	}
 	if (!workers)
 		workers = ncpu > 0 ? (unsigned)ncpu : 2;
-	pthread_mutex_init(&fs->arrays_lock, NULL);
 	if (tf_cache_new(fs->settings->cache_size, workers, &fs->cache, &err) != TF_OK ||
-	    fs_table_init(&fs->table, fs->settings->index_budget) != 0 ||
-	    pthread_key_create(&fs->workspace_key, free_workspace) != 0) {
-		fs_log(TF_LOG_ERROR, "cannot start: out of memory");
+	    fs_nodes_init(&fs->nodes, fs->settings->index_budget) != 0 ||
+	    tf_catalog_new(fs->src, fs->config, &fs->catalog, &err) != TF_OK ||
+	    fs_ll_thread_key(fs) != 0 || make_root(fs) != 0) {
+		fs_log(TF_LOG_ERROR, "cannot start: out of memory, or SOURCE unreadable");
 		return -1;
 	}
-	fs_log(TF_LOG_INFO, "serving %s (cache %llu bytes, %u decode workers)", fs->source,
+	fs_log(TF_LOG_INFO, "serving %s (cache %llu bytes, %u decode workers)", tf_source_name(fs->src),
 	       (unsigned long long)fs->settings->cache_size, workers);
 	return 0;
 }
 
+static int loop(tilefs *fs, const struct fuse_cmdline_opts *o)
+{
+	struct fuse_loop_config *cfg;
+	int rc;
+
+	if (o->singlethread)
+		return fuse_session_loop(fs->se);
+	if (!(cfg = fuse_loop_cfg_create()))
+		return -1;
+	/* A /dev/fuse descriptor per thread: no contention on one queue. */
+	fuse_loop_cfg_set_clone_fd(cfg, 1);
+	fuse_loop_cfg_set_idle_threads(cfg, o->max_idle_threads);
+	rc = fuse_session_loop_mt(fs->se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	return rc;
+}
+
 static int serve(tilefs *fs, struct fuse_args *args, const struct fuse_cmdline_opts *o)
 {
-	struct fuse *fuse = fuse_new(args, &tilefs_ops, sizeof(tilefs_ops), fs);
 	int rc = TFS_EXIT_FUSE;
 
-	if (!fuse)
-		return TFS_EXIT_USAGE;	/* fuse_new has said which option it rejected */
-	if (fuse_mount(fuse, o->mountpoint) != 0)
+	if (!(fs->se = fuse_session_new(args, &tilefs_ll_ops, sizeof(tilefs_ll_ops), fs)))
+		return TFS_EXIT_USAGE;	/* it has said which option it rejected */
+	if (fuse_session_mount(fs->se, o->mountpoint) != 0)
 		goto out;
 	find_readahead_knob(fs, o->mountpoint);
 	fs->foreground = o->foreground;
 	if (fuse_daemonize(o->foreground) != 0 || start(fs) != 0 ||
-	    fuse_set_signal_handlers(fuse_get_session(fuse)) != 0)
+	    fuse_set_signal_handlers(fs->se) != 0)
 		goto unmount;
-	rc = (o->singlethread ? fuse_loop(fuse) : fuse_loop_mt(fuse, 0)) ? TFS_EXIT_FUSE : 0;
-	fuse_remove_signal_handlers(fuse_get_session(fuse));
+	rc = loop(fs, o) ? TFS_EXIT_FUSE : 0;
+	fuse_remove_signal_handlers(fs->se);
 unmount:
-	fuse_unmount(fuse);
+	fuse_session_unmount(fs->se);
 out:
-	fuse_destroy(fuse);
+	fuse_session_destroy(fs->se);
+	fs->se = NULL;
 	return rc;
 }
 
+/* Everything start() made, in reverse; safe after any failure in it. */
 static void teardown(tilefs *fs)
 {
-	if (fs->cache) {
-		fs_table_destroy(&fs->table);
-		tf_cache_free(fs->cache);
-		fs_arrays_destroy(fs);
-	}
+	tf_cache_free(fs->cache);	/* workers stop first: their jobs hold handles */
+	if (fs->nodes.by_id)
+		fs_nodes_destroy(&fs->nodes);
+	tf_catalog_free(fs->catalog);
 	tf_config_free(fs->config);	/* wipes the keys */
-	if (fs->source_fd > 0)
-		close(fs->source_fd);
 	tf_source_free(fs->src);
-	free(fs->source);
 }
 
 int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts o = { 0 };
-	tilefs fs = { .source_fd = -1 };
+	tilefs fs = { 0 };
 	cli c = { 0 };
 	int rc;
 
@@ -321,7 +345,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tilefs: missing SOURCE and MOUNTPOINT (see tilefs --help)\n");
 		rc = TFS_EXIT_USAGE;
 	} else if (!(rc = open_source(&fs, c.source)) && !(rc = load_config(&fs, &c))) {
-		/* Read-only for the kernel too: writes fail with EROFS before reaching us. */
 		/* Read-only, and the kernel enforces the modes shown (the
 		 * source's, less write bits) for every user of allow_other. */
 		if (fuse_opt_add_arg(&args, "-oro") || fuse_opt_add_arg(&args, "-osubtype=tilefs") ||

@@ -123,13 +123,29 @@ tf_status tf_object_open(tf_source *s, const char *rel, const tf_version *expect
 	tf_status rc = check_rel(rel, err);
 
 	*out = NULL;
-	return rc == TF_OK ? s->ops->open(s, rel, expect, out, err) : rc;
+	if (rc == TF_OK && (rc = s->ops->open(s, rel, expect, out, err)) == TF_OK) {
+		atomic_init(&(*out)->refs, 1);
+		if (!(*out)->io_size)
+			(*out)->io_size = (uint64_t)1 << 20;
+	}
+	return rc;
+}
+
+tf_object *tf_object_ref(tf_object *o)
+{
+	atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
+	return o;
 }
 
 void tf_object_close(tf_object *o)
 {
-	if (o)
+	if (o && atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1)
 		o->ops->close(o);
+}
+
+uint64_t tf_object_io_size(const tf_object *o)
+{
+	return o->io_size;
 }
 
 const tf_stat *tf_object_stat(const tf_object *o) { return &o->st; }

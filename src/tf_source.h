@@ -124,13 +124,19 @@ tf_status tf_source_statfs(tf_source *s, tf_source_fsstat *out, tf_error *err);
 /*
  * Open regular file rel for reading.  With expect, the file must be that
  * version (TF_E_STALE otherwise); *out's version is in tf_object_stat().
- * A directory, FIFO, device or symlink is refused (TF_E_INVAL).
+ * A directory, FIFO, device or symlink is refused (TF_E_INVAL).  Objects
+ * are reference-counted: open gives one reference, tf_object_ref() adds
+ * one, tf_object_close() drops one (NULL is fine) and closes at zero.
  */
 tf_status tf_object_open(tf_source *s, const char *rel, const tf_version *expect, tf_object **out,
 			 tf_error *err);
+tf_object *tf_object_ref(tf_object *o);
 void tf_object_close(tf_object *o);
 const tf_stat *tf_object_stat(const tf_object *o);
 const char *tf_object_name(const tf_object *o);
+/* Bytes per tf_object_read a caller should aim for when it can choose:
+ * a local file wants about 1 MiB, an object store several. */
+uint64_t tf_object_io_size(const tf_object *o);
 
 /* Read exactly len bytes at off.  A range past the version's size, or bytes
  * that are no longer that version's, fail: TF_E_STALE; I/O: TF_E_IO. */

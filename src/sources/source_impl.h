@@ -10,6 +10,8 @@
 #ifndef TF_SOURCE_IMPL_H
 #define TF_SOURCE_IMPL_H
 
+#include <stdatomic.h>
+
 #include "tf_source.h"
 
 typedef struct tf_source_ops {
@@ -39,8 +41,10 @@ struct tf_source {
 
 struct tf_object {
 	const tf_object_ops *ops;
+	atomic_int refs;	/* tf_object_open gives 1; ops->close runs at 0 */
 	tf_stat st;		/* the version this object reads */
 	char *name;		/* rel, for messages */
+	uint64_t io_size;	/* preferred bytes per read */
 };
 
 /* The S3 kind (source_s3.c): spec is "s3://BUCKET[/PREFIX]". */

@@ -330,11 +330,12 @@ static bool write_file(const char *path, const tf_buf *b)
 	return f ? (fclose(f) == 0) && ok : false;
 }
 
-/* Decode every chunk of f in order; hand each to out (if non-NULL).  With
- * keep_going, report every failing chunk (or tile) and go on.  Returns the
- * number of errors. */
-static unsigned decode_chunks(tf_file *f, FILE *out, bool keep_going)
+/* Decode every unit (chunk, or run of tiny chunks) of h in order; hand
+ * each to out (if non-NULL).  With keep_going, report every failing unit
+ * (or tile) and go on.  Returns the number of errors. */
+static unsigned decode_units(tf_handle *h, FILE *out, bool keep_going)
 {
+	tf_file *f = tf_handle_file(h);
 	tf_workspace *ws = tf_workspace_new();
 	tf_buf buf = TF_BUF_INIT(TF_MAX_CHUNK_BYTES);
 	unsigned errors = !ws;
@@ -343,19 +344,19 @@ static unsigned decode_chunks(tf_file *f, FILE *out, bool keep_going)
 	for (size_t t = 0; ws && t < tf_file_ntiles(f) && (keep_going || !errors); t++) {
 		size_t n = 0;
 
-		if (tf_file_tile_chunks(f, t, &n, &err) != TF_OK) {
+		if (tf_handle_tile_units(h, t, &n, &err) != TF_OK) {
 			fprintf(stderr, "%s: %s\n", prog, err.msg);
 			errors++;
 		}
-		for (size_t c = 0; c < n && (keep_going || !errors); c++) {
-			tf_chunk_info ci;
+		for (size_t u = 0; u < n && (keep_going || !errors); u++) {
+			tf_unit_info ui;
 
-			tf_file_chunk_info(f, t, c, &ci);
-			if (tf_buf_reserve(&buf, ci.size, &err) != TF_OK ||
-			    tf_file_decode(f, ws, t, c, buf.p, &err) != TF_OK) {
+			tf_handle_unit_info(h, t, u, &ui);
+			if (tf_buf_reserve(&buf, ui.size, &err) != TF_OK ||
+			    tf_handle_decode_unit(h, ws, t, u, buf.p, &err) != TF_OK) {
 				fprintf(stderr, "%s: %s\n", prog, err.msg);
 				errors++;
-			} else if (out && !write_all(out, buf.p, ci.size)) {
+			} else if (out && !write_all(out, buf.p, ui.size)) {
 				fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
 				return errors + 1;
 			}
@@ -363,6 +364,22 @@ static unsigned decode_chunks(tf_file *f, FILE *out, bool keep_going)
 	}
 	tf_buf_free(&buf);
 	tf_workspace_free(ws);
+	return errors;
+}
+
+/* decode_units over a fresh handle of f. */
+static unsigned decode_file(tf_file *f, FILE *out, bool keep_going)
+{
+	tf_handle *h;
+	tf_error err;
+	unsigned errors;
+
+	if (tf_handle_open(f, &h, &err) != TF_OK) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		return 1;
+	}
+	errors = decode_units(h, out, keep_going);
+	tf_handle_close(h);
 	return errors;
 }
 
@@ -397,7 +414,7 @@ static int cmd_decode(opts *o, int nfiles, char **files)
 		close_file(f, src);
 		return EXIT_DATA;
 	}
-	errors = decode_chunks(f, out, false);
+	errors = decode_file(f, out, false);
 	if (fflush(out) != 0 && !errors) {
 		fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
 		errors++;
@@ -426,7 +443,7 @@ static int cmd_verify(opts *o, int nfiles, char **files)
 			bad++;
 			continue;
 		}
-		errors = decode_chunks(f, NULL, true);
+		errors = decode_file(f, NULL, true);
 		tf_file_get_info(f, &info);
 		printf("%s: %s (%" PRIu64 " tiles, %" PRIu64 " chunks, %" PRIu64 " bytes decoded%s)\n",
 		       files[i], errors ? "FAILED" : "ok", info.tiles, info.chunks, tf_file_size(f),
@@ -439,26 +456,28 @@ static int cmd_verify(opts *o, int nfiles, char **files)
 
 /* ---- info ------------------------------------------------------------------------------ */
 
-static void print_chunks(const tf_file *f)
+static int print_chunk(void *ctx, size_t c, const tf_chunk_info *ci)
 {
+	printf("  %-6zu %-6zu %14" PRIu64 " %10u %14" PRIu64 " %10" PRIu64 "\n", *(size_t *)ctx, c, ci->off,
+	       ci->size, ci->src_off, ci->src_len);
+	return 0;
+}
+
+static void print_chunks(tf_file *f)
+{
+	tf_workspace *ws = tf_workspace_new();
+	tf_handle *h = NULL;
+	tf_error err;
+
 	printf("  %-6s %-6s %14s %10s %14s %10s\n", "tile", "chunk", "decoded at", "bytes",
 	       "stored at", "bytes");
-	for (size_t t = 0; t < tf_file_ntiles(f); t++) {
-		size_t n;
-		tf_error err;
-
-		if (tf_file_tile_chunks(f, t, &n, &err) != TF_OK) {
+	if (!ws || tf_handle_open(f, &h, &err) != TF_OK)
+		printf("  %s\n", ws ? err.msg : "out of memory");
+	for (size_t t = 0; h && t < tf_file_ntiles(f); t++)
+		if (tf_handle_each_chunk(h, ws, t, print_chunk, &t, &err) != TF_OK)
 			printf("  %-6zu %s\n", t, err.msg);
-			continue;
-		}
-		for (size_t c = 0; c < n; c++) {
-			tf_chunk_info ci;
-
-			tf_file_chunk_info(f, t, c, &ci);
-			printf("  %-6zu %-6zu %14" PRIu64 " %10u %14" PRIu64 " %10" PRIu64 "\n", t, c, ci.off,
-			       ci.size, ci.src_off, ci.src_len);
-		}
-	}
+	tf_handle_close(h);
+	tf_workspace_free(ws);
 }
 
 static void print_info(const tf_file *f)
