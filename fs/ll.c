@@ -167,7 +167,7 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static int status_errno(tf_status rc)
 {
-	return rc == TF_E_NOTFOUND ? ENOENT : rc == TF_E_ACCESS ? EACCES : rc == TF_E_STALE ? ESTALE
+	return rc == TF_OK ? 0 : rc == TF_E_NOTFOUND ? ENOENT : rc == TF_E_ACCESS ? EACCES : rc == TF_E_STALE ? ESTALE
 	     : rc == TF_E_NOMEM ? ENOMEM : rc == TF_E_INVAL ? EINVAL : EIO;
 }
 
@@ -260,7 +260,7 @@ static int add_entry(void *arg, const char *name, const tf_stat *st)
 	char rel[PATH_MAX];
 
 	if (st->kind == TF_ENT_OTHER)
-		return 0;	/* see fs_node_lookup */
+		return 0;	/* devices: see fs_node_lookup */
 	if (l->hide && st->kind == TF_ENT_REG && tf_path_join(rel, sizeof(rel), l->dir, name) &&
 	    tf_catalog_show(l->fs->catalog, rel) == TF_SHOW_HIDDEN)
 		return 0;
@@ -311,8 +311,7 @@ static bool put_entry(fuse_req_t req, tilefs *fs, fs_node *dir, const dir_entry 
 	struct fuse_entry_param e = { 0 };
 	/* glibc's readdir skips entries whose inode number is 0. */
 	struct stat st = { .st_ino = de->st.v.ino ? de->st.v.ino : fs_node_ino(dir),
-			   .st_mode = de->st.kind == TF_ENT_DIR ? S_IFDIR : de->st.kind == TF_ENT_LNK ? S_IFLNK
-								       : S_IFREG };
+			   .st_mode = fs_mode_type(de->st.kind) };
 	size_t need;
 	fs_node *n;
 

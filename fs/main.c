@@ -287,6 +287,7 @@ static int loop(tilefs *fs, const struct fuse_cmdline_opts *o)
 	/* A /dev/fuse descriptor per thread: no contention on one queue. */
 	fuse_loop_cfg_set_clone_fd(cfg, 1);
 	fuse_loop_cfg_set_idle_threads(cfg, o->max_idle_threads);
+	fuse_loop_cfg_set_max_threads(cfg, o->max_threads);
 	rc = fuse_session_loop_mt(fs->se, cfg);
 	fuse_loop_cfg_destroy(cfg);
 	return rc;

@@ -338,6 +338,10 @@ int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *kn
 			st = *known;
 		else if ((rc = stat_rel(fs, rel, &st)) != 0)
 			return rc;
+		/* Device nodes of SOURCE are not shown: through the mount
+		 * they would open the device itself. */
+		if (st.kind == TF_ENT_OTHER)
+			return -ENOENT;
 		if (st.kind == TF_ENT_REG) {
 			tf_show show = tf_catalog_show(fs->catalog, rel);
 			if (show == TF_SHOW_HIDDEN)
@@ -405,8 +409,7 @@ static void fill_stat(const fs_node *n, const tf_stat *s, struct stat *st)
 	st->st_ino = n->id;
 	/* Read-only: the source's modes without write bits, which the kernel
 	 * enforces for every user (default_permissions). */
-	st->st_mode = (s->kind == TF_ENT_DIR ? S_IFDIR : s->kind == TF_ENT_LNK ? S_IFLNK : S_IFREG) |
-		      (s->mode & 07555);
+	st->st_mode = fs_mode_type(s->kind) | (s->mode & 07555);
 	st->st_nlink = s->nlink ? s->nlink : 1;
 	st->st_uid = s->uid;
 	st->st_gid = s->gid;
@@ -418,6 +421,12 @@ static void fill_stat(const fs_node *n, const tf_stat *s, struct stat *st)
 	st->st_ctim.tv_sec = s->v.ctime_ns / 1000000000LL;
 	st->st_ctim.tv_nsec = s->v.ctime_ns % 1000000000LL;
 	st->st_atim = st->st_mtim;
+}
+
+mode_t fs_mode_type(tf_ent_kind k)
+{
+	return k == TF_ENT_DIR ? S_IFDIR : k == TF_ENT_LNK ? S_IFLNK : k == TF_ENT_FIFO ? S_IFIFO
+	     : k == TF_ENT_SOCK ? S_IFSOCK : S_IFREG;
 }
 
 int fs_node_attr(tilefs *fs, fs_node *n, struct stat *attr)

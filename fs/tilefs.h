@@ -86,6 +86,8 @@ int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *kn
 		   struct stat *st);
 void fs_node_forget(tilefs *fs, fuse_ino_t ino, uint64_t nlookup);
 
+/* The S_IF* type bits of a kind. */
+mode_t fs_mode_type(tf_ent_kind k);
 /* Attributes of a node as the kernel is shown them. */
 int fs_node_attr(tilefs *fs, fs_node *n, struct stat *st);
 

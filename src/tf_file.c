@@ -662,6 +662,7 @@ static tf_status decode_chunks(const tf_file *f, const tile_ent *te, const unit_
 			       tf_workspace *ws, uint8_t *dst, tf_error *err)
 {
 	const decoder *d = &f->dec[te->dec];
+	size_t tile = (size_t)(te - f->tiles);
 	uint64_t pos = 0, at = 0;
 
 	for (uint32_t i = 0; i < u->nchunks; i++) {
@@ -670,24 +671,25 @@ static tf_status decode_chunks(const tf_file *f, const tile_ent *te, const unit_
 		tf_status rc;
 
 		if (stored.n - at < TF_CHUNK_HEADER_SIZE)
-			return tf_err(err, TF_E_CORRUPT, "chunk %u: header past the unit", u->first + i);
+			return tf_err(err, TF_E_CORRUPT, "tile %zu, chunk %u: header past the unit", tile,
+				      u->first + i);
 		tf_chunk_header_read(stored.p + at, &h);
 		sz = tf_chunk_stored_size(&h);
 		/* The index was made from these headers: they cannot differ
 		 * unless the bytes are not the version indexed. */
 		if (sz > stored.n - at || h.orig_len > u->size - pos)
-			return tf_err(err, TF_E_CORRUPT, "chunk %u: header differs from the index",
-				      u->first + i);
+			return tf_err(err, TF_E_CORRUPT, "tile %zu, chunk %u: header differs from the index",
+				      tile, u->first + i);
 		rc = tf_chunk_decode(d->pipeline, &d->env, ws, tf_span_of(stored.p + at, (size_t)sz),
 				     dst + pos, NULL, err);
 		if (rc != TF_OK)
-			return tf_err_prefix(err, "chunk %u", u->first + i);
+			return tf_err_prefix(err, "tile %zu, chunk %u", tile, u->first + i);
 		at += sz;
 		pos += h.orig_len;
 	}
 	if (pos != u->size || at != stored.n)
-		return tf_err(err, TF_E_CORRUPT, "chunks %u-%u: header differs from the index", u->first,
-			      u->first + u->nchunks - 1);
+		return tf_err(err, TF_E_CORRUPT, "tile %zu, chunks %u-%u: headers differ from the index", tile,
+			      u->first, u->first + u->nchunks - 1);
 	return TF_OK;
 }
 
@@ -695,8 +697,8 @@ tf_status tf_file_decode_unit(const tf_file *f, const tile_ent *te, const unit_e
 			      tf_workspace *ws, uint8_t *dst, tf_error *err)
 {
 	if (stored.n != u->src_len)
-		return tf_err(err, TF_E_CORRUPT, "unit of %llu stored bytes given %zu",
-			      (unsigned long long)u->src_len, stored.n);
+		return tf_err(err, TF_E_CORRUPT, "tile %zu: unit of %llu stored bytes given %zu",
+			      (size_t)(te - f->tiles), (unsigned long long)u->src_len, stored.n);
 	if (te->kind == TILE_RAW) {
 		memcpy(dst, stored.p, u->size);
 		return TF_OK;
@@ -717,7 +719,8 @@ tf_status tf_file_decode_folded(const tf_file *f, tf_object *var, tf_workspace *
 	if (rc == TF_OK && offsets.len != u->size)
 		rc = tf_err(err, TF_E_CORRUPT, "data tile holds %zu cells, the offsets tile %u",
 			    offsets.len / 8, u->size / 8);
-	return rc == TF_OK ? rc : tf_err_prefix(err, "rebuilding offsets from the data tile");
+	return rc == TF_OK ? rc : tf_err_prefix(err, "rebuilding offsets from data tile at %llu",
+						(unsigned long long)u->src_off);
 }
 
 /* ---- facts --------------------------------------------------------------------------------- */

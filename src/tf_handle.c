@@ -130,8 +130,10 @@ static void decode_batch(tf_handle *r, tf_cache *c, tf_workspace *ws, const clai
 		else
 			rc = tf_file_decode_unit(r->f, te, u, tf_span_of(p + (u->src_off - base),
 					      (size_t)u->src_len), ws, dst, &err);
-		if (rc != TF_OK)
+		if (rc != TF_OK && te->kind == TILE_FOLDED)
 			tf_err_prefix(&err, "%s: tile %zu", r->f->name, v[i].tile);
+		else if (rc != TF_OK)
+			tf_err_prefix(&err, "%s", r->f->name);	/* it names tile and chunk */
 		tf_cache_publish(c, v[i].e, rc, &err);
 	}
 }
@@ -589,20 +591,24 @@ tf_status tf_handle_decode_unit(tf_handle *r, tf_workspace *ws, size_t tile, siz
 
 	if (!ut || u >= ut->n)
 		return tf_err(err, TF_E_INVAL, "%s: tile %zu, unit %zu: not loaded", r->f->name, tile, u);
-	if (te->kind == TILE_FOLDED)
-		rc = tf_file_decode_folded(r->f, r->var, ws, &ut->u[u], dst, err);
-	else if ((rc = read_unit(r, ws, &ut->u[u], err)) == TF_OK)
+	if (te->kind == TILE_FOLDED) {
+		if ((rc = tf_file_decode_folded(r->f, r->var, ws, &ut->u[u], dst, err)) != TF_OK)
+			tf_err_prefix(err, "tile %zu", tile);
+	} else if ((rc = read_unit(r, ws, &ut->u[u], err)) != TF_OK) {
+		tf_err_prefix(err, "tile %zu", tile);
+	} else {
 		rc = tf_file_decode_unit(r->f, te, &ut->u[u], tf_span_of(tf_workspace_buf(ws, TF_WS_IO)->p,
 					 (size_t)ut->u[u].src_len), ws, dst, err);
-	return rc == TF_OK ? rc : tf_err_prefix(err, "%s: tile %zu", r->f->name, tile);
+	}
+	return rc == TF_OK ? rc : tf_err_prefix(err, "%s", r->f->name);
 }
 
 /* The chunk headers of one unit, as stored. */
 static tf_status unit_chunks(tf_handle *r, tf_workspace *ws, const tile_ent *te, const unit_ent *u,
 			     tf_chunk_fn fn, void *ctx, tf_error *err)
 {
-	const uint8_t *p = tf_workspace_buf(ws, TF_WS_IO)->p;
 	uint64_t at = 0, off = u->off;
+	const uint8_t *p;
 	tf_status rc;
 
 	if (te->kind != TILE_CHUNKED) {
@@ -611,6 +617,7 @@ static tf_status unit_chunks(tf_handle *r, tf_workspace *ws, const tile_ent *te,
 	}
 	if ((rc = read_unit(r, ws, u, err)) != TF_OK)
 		return rc;
+	p = tf_workspace_buf(ws, TF_WS_IO)->p;	/* after read_unit: it may move */
 	for (uint32_t i = 0; i < u->nchunks; i++) {
 		tf_chunk_header h;
 		tf_chunk_info ci;

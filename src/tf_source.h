@@ -51,7 +51,9 @@ typedef struct tf_version {
 	char etag[72];			/* S3, quotes stripped; "" for local */
 } tf_version;
 
-typedef enum { TF_ENT_REG, TF_ENT_DIR, TF_ENT_LNK, TF_ENT_OTHER } tf_ent_kind;
+/* FIFOs and sockets are shown as what they are (nothing ever opens them:
+ * the kernel makes its own pipe of such an inode); devices are OTHER. */
+typedef enum { TF_ENT_REG, TF_ENT_DIR, TF_ENT_LNK, TF_ENT_FIFO, TF_ENT_SOCK, TF_ENT_OTHER } tf_ent_kind;
 
 typedef struct tf_stat {
 	tf_ent_kind kind;

@@ -132,7 +132,8 @@ static tf_status errno_status(tf_error *err, const char *rel, const char *what)
 static void to_tf_stat(const struct stat *sb, tf_stat *st)
 {
 	st->kind = S_ISREG(sb->st_mode) ? TF_ENT_REG : S_ISDIR(sb->st_mode) ? TF_ENT_DIR
-		 : S_ISLNK(sb->st_mode) ? TF_ENT_LNK : TF_ENT_OTHER;
+		 : S_ISLNK(sb->st_mode) ? TF_ENT_LNK : S_ISFIFO(sb->st_mode) ? TF_ENT_FIFO
+		 : S_ISSOCK(sb->st_mode) ? TF_ENT_SOCK : TF_ENT_OTHER;
 	st->mode = sb->st_mode & 07777;
 	st->uid = sb->st_uid;
 	st->gid = sb->st_gid;
@@ -166,7 +167,7 @@ static tf_status local_stat(tf_source *base, const char *rel, tf_stat *st, tf_er
 static tf_ent_kind kind_of_dtype(unsigned char t)
 {
 	return t == DT_REG ? TF_ENT_REG : t == DT_DIR ? TF_ENT_DIR : t == DT_LNK ? TF_ENT_LNK
-	     : TF_ENT_OTHER;
+	     : t == DT_FIFO ? TF_ENT_FIFO : t == DT_SOCK ? TF_ENT_SOCK : TF_ENT_OTHER;
 }
 
 static tf_status local_list(tf_source *base, const char *rel, bool want_stat, tf_list_fn fn, void *ctx,
