@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,7 @@ struct tf_fragment {
 	uint64_t *sizes[S_KINDS];	/* n each */
 	uint64_t *where[L_KINDS];	/* generic tile offset of each list, n each */
 	u64_list *lists[L_KINDS];	/* n each, loaded on first use */
+	pthread_mutex_t lists_lock;	/* guards their loading */
 	uint64_t footer_offset;
 	uint64_t file_size;
 };
@@ -451,6 +453,8 @@ tf_status tf_fragment_open(tf_source *src, const char *dir, const char *name, co
 	uint32_t v;
 	tf_status rc;
 
+	if (fr)
+		pthread_mutex_init(&fr->lists_lock, NULL);
 	if (!fr || !(fr->dir = strdup(dir)) || !(fr->name = strdup(name)) ||
 	    asprintf(&fr->meta_path, "%s/__fragment_metadata.tdb", dir) < 0) {
 		tf_fragment_free(fr);
@@ -481,6 +485,7 @@ void tf_fragment_free(tf_fragment *fr)
 	if (!fr)
 		return;
 	free_lists(fr);
+	pthread_mutex_destroy(&fr->lists_lock);
 	free(fr->dir);
 	free(fr->name);
 	free(fr->meta_path);
@@ -489,7 +494,21 @@ void tf_fragment_free(tf_fragment *fr)
 
 /* ---- per-field tile lists (§8.6) -------------------------------------------------------------- */
 
+static tf_status load_list(tf_fragment *fr, int k, size_t idx, const u64_list **out, tf_error *err);
+
+/* A list, read on first use under the fragment's own lock: its readers
+ * want it anyway, and readers of other fragments are not held up. */
 static tf_status get_list(tf_fragment *fr, int k, size_t idx, const u64_list **out, tf_error *err)
+{
+	tf_status rc;
+
+	pthread_mutex_lock(&fr->lists_lock);
+	rc = load_list(fr, k, idx, out, err);
+	pthread_mutex_unlock(&fr->lists_lock);
+	return rc;
+}
+
+static tf_status load_list(tf_fragment *fr, int k, size_t idx, const u64_list **out, tf_error *err)
 {
 	u64_list *l = &fr->lists[k][idx];
 	tf_buf payload = TF_BUF_INIT((size_t)1 << 30);
