@@ -60,6 +60,7 @@ typedef struct tilefs {
 	char readahead_knob[96];	/* sysfs file of the mount's readahead window */
 	atomic_bool readahead_set;
 	bool foreground;
+	unsigned max_threads;		/* FUSE threads; 0: libfuse's choice (-o max_threads) */
 } tilefs;
 
 /* ll.c: the operations, and the key of their per-thread scratch. */
