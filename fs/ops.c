@@ -433,7 +433,7 @@ static int op_release(const char *path, struct fuse_file_info *fi)
 
 static const char *const file_attrs[] = {
 	"pipeline", "datatype", "tiles", "chunks", "filtered_size", "error",
-	"field", "fragment", "format_version",
+	"field", "fragment", "format_version", "filter", "codecs",
 };
 
 /* The array facts of a node: field "NAME (ROLE)", fragment, format version. */
@@ -462,6 +462,8 @@ static char *file_attr(tilefs *fs, fs_node *n, const tf_file *f, const char *nam
 	tf_file_get_info(f, &i);
 	if (!strcmp(name, "pipeline"))
 		return tf_file_pipeline_text(f);
+	if (!strcmp(name, "filter") || !strcmp(name, "codecs"))	/* netCDF's _Filter, _Codecs */
+		return name[0] == 'f' ? tf_file_filter_attr(f) : tf_file_codecs_json(f);
 	if (!strcmp(name, "error"))
 		return fs_node_error(fs, n);
 	if (!strcmp(name, "field") || !strcmp(name, "fragment") || !strcmp(name, "format_version"))
