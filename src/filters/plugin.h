@@ -63,6 +63,8 @@ typedef struct tf_plugin_info {
 } tf_plugin_info;
 
 typedef const tf_plugin_info *(*tf_plugin_entry_fn)(const tf_plugin_host *host);
+/* What a plugin defines (and tilefs never does). */
+const tf_plugin_info *tilefs_filter_plugin(const tf_plugin_host *host);
 
 /* ---- loading plugins -------------------------------------------------------------- */
 
