@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* cd_values are handed to the plugin as they are stored. */
+_Static_assert(sizeof(unsigned int) == sizeof(uint32_t), "cd_values are unsigned int");
+
 struct tf_hdf5_filter {
 	tf_filter_class cls;		/* cls.impl points back here */
 	const tf_h5z_class2 *h5;	/* in the plugin's memory */
