@@ -21,6 +21,14 @@
 #include "filters/plugin.h"
 #include "tf_config.h"
 
+/* Sanitizer builds: Debian's libh5bz2.so leaks on a corrupt stream, which
+ * test_debian_plugins decodes on purpose (tests/lsan.supp says more). */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void)
+{
+	return "leak:BZ2_bzDecompressInit\nleak:BZ2_decompress\n";
+}
+
 static const char *dir_of(const char *var, const char *sub, char *buf, size_t n)
 {
 	const char *d = getenv(var);
@@ -88,7 +96,7 @@ static size_t roundtrip(const tf_pipeline *p, tf_datatype t, const uint8_t *in, 
 		      "decode: %s", err.msg);
 	ck_assert_uint_eq(used, enc.len);
 	ck_assert_uint_eq(dec.len, n);
-	ck_assert(memcmp(dec.p, in, n) == 0);
+	ck_assert(n == 0 || memcmp(dec.p, in, n) == 0);
 	size = enc.len;
 	if (stored)
 		*stored = enc;
