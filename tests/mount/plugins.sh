@@ -4,8 +4,8 @@
 # matched by [match] rules naming them, read back byte-exact; a corrupt
 # plugin in plugin_path is one warning at mount; a rule naming a filter no
 # plugin provides refuses the mount (FILE:LINE).  user.tilefs.filter and
-# user.tilefs.codecs on these files, and valid JSON in user.tilefs.codecs of
-# every decoded file of the corpus.
+# user.tilefs.codecs on these files (tests/mount/codecs.sh checks them on
+# the corpus).
 . "$(dirname "$0")/lib.sh"
 : "${TF_SAMPLE_PLUGINS:?}"
 
@@ -100,43 +100,3 @@ grep -q "$WORK/missing.ini:4: filters: filter 2 'hdf5:32001': no HDF5 plugin pro
 	fail "message: $(cat "$WORK/err")"
 mountpoint -q "$MNT" && fail "mounted anyway"
 ok "a filter no plugin provides: mount refused naming FILE:LINE (exit 3)"
-
-# Every decoded file of the corpus (no rules: the arrays' own pipelines)
-# has user.tilefs.filter and user.tilefs.codecs, the latter valid JSON.
-[ -n "$TF_CORPUS" ] && [ -d "$TF_CORPUS" ] || skip "corpus absent ($TF_CORPUS)"
-key=$(corpus_key)
-printf '[tilefs]\ndefault_key = oracle\nlog_level = error\n[key oracle]\nfile = %s\n' "$key" > "$WORK/keyonly.ini"
-mount_fs "$WORK/keyonly.ini" "$TF_CORPUS"
-python3 - "$MNT" <<'PY' || fail "user.tilefs.codecs of the corpus"
-import errno, json, os, sys
-root = sys.argv[1]
-decoded = unreadable = 0
-bad = []
-for d, _, files in os.walk(root):
-    for f in files:
-        p = os.path.join(d, f)
-        try:
-            os.getxattr(p, "user.tilefs.pipeline")
-        except OSError as e:
-            if e.errno == errno.ENODATA:
-                continue            # shown as stored: not decoded
-            unreadable += 1         # an index that cannot be built (old formats)
-            continue
-        decoded += 1
-        try:
-            v = json.loads(os.getxattr(p, "user.tilefs.codecs"))
-            assert isinstance(v, list) and all(isinstance(c, dict) and isinstance(c.get("id"), str) for c in v), v
-            flt = os.getxattr(p, "user.tilefs.filter").decode()
-            assert (flt == "") == (v == []), (flt, v)
-        except Exception as e:
-            bad.append("%s: %r" % (os.path.relpath(p, root), e))
-print("decoded files: %d, codecs valid JSON: %d, unreadable: %d" % (decoded, decoded - len(bad), unreadable))
-if bad or decoded < 500:
-    print("\n".join(bad[:20]))
-    sys.exit(1)
-PY
-f=$(ls "$MNT"/chain_delta_zstd/array/__fragments/*/a0.tdb | head -n 1)
-getfattr --absolute-names -n user.tilefs.codecs "$f" | grep -qF 'user.tilefs.codecs="[{\"id\": \"delta\", \"dtype\": \"<i8\"}, {\"id\": \"zstd\", \"level\": -1}]"' ||
-	fail "codecs of chain_delta_zstd a0: $(getfattr --absolute-names -n user.tilefs.codecs "$f")"
-umount_fs
-ok "every decoded corpus file: user.tilefs.codecs is valid JSON"
