@@ -562,7 +562,7 @@ static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static const char *const file_attrs[] = {
 	"pipeline", "datatype", "tiles", "chunks", "filtered_size", "error",
-	"field", "fragment", "format_version",
+	"field", "fragment", "format_version", "filter", "codecs",
 };
 
 static char *fact_attr(tilefs *fs, fs_node *n, const char *name)
@@ -597,6 +597,10 @@ static char *file_attr(tilefs *fs, fs_node *n, const tf_file *f, const char *nam
 	tf_file_get_info(f, &i);
 	if (!strcmp(name, "pipeline"))
 		return tf_file_pipeline_text(f);
+	if (!strcmp(name, "filter"))	/* netCDF's _Filter */
+		return tf_file_filter_attr(f);
+	if (!strcmp(name, "codecs"))	/* netCDF's _Codecs */
+		return tf_file_codecs_json(f);
 	if (!strcmp(name, "error"))
 		return fs_node_error(fs, n);
 	if (!strcmp(name, "field") || !strcmp(name, "fragment") || !strcmp(name, "format_version"))

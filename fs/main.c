@@ -74,6 +74,8 @@ static int load_config(tilefs *fs, const cli *c)
 		fprintf(stderr, "tilefs: %s\n", err.msg);
 		return rc == TF_E_NOKEY ? TFS_EXIT_KEY : TFS_EXIT_CONFIG;
 	}
+	for (size_t i = 0; i < tf_config_nwarnings(fs->config); i++)	/* plugins skipped */
+		fprintf(stderr, "tilefs: warning: %s\n", tf_config_warning(fs->config, i));
 	if (c->cache_size) {
 		if (!tf_parse_size(c->cache_size, &size) || size < 65536) {
 			fprintf(stderr, "tilefs: cache_size: bad size '%s' (e.g. 256M)\n", c->cache_size);

@@ -760,6 +760,16 @@ char *tf_file_pipeline_text(const tf_file *f)
 	return f->ndec ? tf_pipeline_text(f->dec[0].pipeline) : strdup("");
 }
 
+char *tf_file_filter_attr(const tf_file *f)
+{
+	return f->ndec ? tf_pipeline_filter_attr(f->dec[0].pipeline) : strdup("");
+}
+
+char *tf_file_codecs_json(const tf_file *f)
+{
+	return f->ndec ? tf_pipeline_codecs_json(f->dec[0].pipeline, f->dec[0].env.type) : strdup("[]");
+}
+
 size_t tf_file_index_bytes(const tf_file *f)
 {
 	size_t n = sizeof(*f) + f->tcap * sizeof(tile_ent);

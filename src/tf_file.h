@@ -102,6 +102,10 @@ typedef struct tf_file_info {
 void tf_file_get_info(const tf_file *f, tf_file_info *info);
 /* Canonical text of the effective pipeline (malloc'd). */
 char *tf_file_pipeline_text(const tf_file *f);
+/* The effective pipeline as netCDF's _Filter and _Codecs attributes show
+ * it (tf_pipeline_filter_attr, tf_pipeline_codecs_json); malloc'd. */
+char *tf_file_filter_attr(const tf_file *f);
+char *tf_file_codecs_json(const tf_file *f);
 /* Memory held by the index, for index budgets. */
 size_t tf_file_index_bytes(const tf_file *f);
 /* Whether the stored file is still the version this index describes. */

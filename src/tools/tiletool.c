@@ -7,6 +7,8 @@
  *   tiletool info [-v] [decode options] FILE...
  *   tiletool verify [decode options] FILE...
  *   tiletool encode -F SPEC -t TYPE [-n CELLS] [--tile-size BYTES] [-k KEYFILE] IN OUT
+ *   (every command: [--plugin-path DIR[:DIR...]], default $TILEFS_PLUGIN_PATH,
+ *   then $HDF5_PLUGIN_PATH: filter plugins the specs may name)
  *
  * Exit status: 0 success, 1 data error, 2 usage error.
  */
@@ -25,6 +27,7 @@
 #include "tf_keys.h"
 #include "tf_pipeline.h"
 #include "tf_tile.h"
+#include "filters/plugin.h"
 
 enum { EXIT_DATA = 1, EXIT_USAGE = 2 };
 
@@ -34,9 +37,11 @@ typedef struct opts {
 	uint32_t cell_val_num, version;
 	uint64_t tile_size, tile_cells;
 	const char *offsets_in, *offsets_out, *offsets_spec;
+	const char *plugin_path;
 	bool generic, verbose, have_spec, all;
 	bool explicit;		/* any of -F -t -n -V --generic --var-*: no array lookup */
 	/* resolved */
+	tf_plugins *plugins;	/* outlives the pipelines, which hold its classes */
 	tf_pipeline *pipeline, *var_pipeline;
 	tf_key *key;
 } opts;
@@ -68,7 +73,10 @@ static void print_help(const char *cmd)
 		"      --var-data FILE    for an offsets file whose tiles were folded into the\n"
 		"                         data (string RLE/dictionary): the var data file ...\n"
 		"      --var-filters SPEC ... its pipeline\n"
-		"      --var-type TYPE    ... and its datatype\n";
+		"      --var-type TYPE    ... and its datatype\n"
+		"      --plugin-path DIRS filter plugins (tilefs or HDF5) for SPEC: DIR[:DIR...];\n"
+		"                         default $TILEFS_PLUGIN_PATH, then $HDF5_PLUGIN_PATH.\n"
+		"                         SPEC then names them: 'hdf5:307,9', a plugin's name\n";
 
 	if (!cmd) {
 		printf("Usage: %s COMMAND [OPTIONS] ...\n\n"
@@ -111,7 +119,7 @@ static void print_help(const char *cmd)
 /* ---- options ------------------------------------------------------------------------- */
 
 enum { OPT_VAR_DATA = 256, OPT_VAR_FILTERS, OPT_VAR_TYPE, OPT_TILE_SIZE, OPT_TILE_CELLS,
-       OPT_OFFSETS, OPT_OFFSETS_OUT, OPT_OFFSETS_FILTERS, OPT_HELP };
+       OPT_OFFSETS, OPT_OFFSETS_OUT, OPT_OFFSETS_FILTERS, OPT_PLUGIN_PATH, OPT_HELP };
 
 static const struct option long_opts[] = {
 	{ "filters", required_argument, NULL, 'F' },
@@ -131,6 +139,7 @@ static const struct option long_opts[] = {
 	{ "offsets", required_argument, NULL, OPT_OFFSETS },
 	{ "offsets-out", required_argument, NULL, OPT_OFFSETS_OUT },
 	{ "offsets-filters", required_argument, NULL, OPT_OFFSETS_FILTERS },
+	{ "plugin-path", required_argument, NULL, OPT_PLUGIN_PATH },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
 };
@@ -199,6 +208,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts *o)
 		case OPT_OFFSETS: o->offsets_in = optarg; break;
 		case OPT_OFFSETS_OUT: o->offsets_out = optarg; break;
 		case OPT_OFFSETS_FILTERS: o->offsets_spec = optarg; break;
+		case OPT_PLUGIN_PATH: o->plugin_path = optarg; break;
 		case OPT_HELP: print_help(cmd); return 0;
 		default: return EXIT_USAGE;
 		}
@@ -206,14 +216,26 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts *o)
 	return rc ? rc : -1;
 }
 
+static void plugin_warning(void *ctx, const char *msg)
+{
+	(void)ctx;
+	fprintf(stderr, "%s: warning: %s\n", prog, msg);
+}
+
 /* Turn option text into objects; errors are usage (spec) or data (key). */
 static int resolve(opts *o)
 {
 	tf_error err;
 
-	if (tf_pipeline_parse(o->spec, &o->pipeline, &err) != TF_OK)
+	if (tf_plugins_load(o->plugin_path ? o->plugin_path : tf_plugins_env_path(), plugin_warning,
+			    NULL, &o->plugins, &err) != TF_OK) {
+		fprintf(stderr, "%s: plugins: %s\n", prog, err.msg);
+		return EXIT_DATA;
+	}
+	if (tf_pipeline_parse_with(o->spec, o->plugins, &o->pipeline, &err) != TF_OK)
 		return usage_error("-F: %s", err.msg);
-	if (o->var_data && tf_pipeline_parse(o->var_spec ? o->var_spec : "", &o->var_pipeline, &err) != TF_OK)
+	if (o->var_data && tf_pipeline_parse_with(o->var_spec ? o->var_spec : "", o->plugins,
+						  &o->var_pipeline, &err) != TF_OK)
 		return usage_error("--var-filters: %s", err.msg);
 	if (o->var_data && !o->var_spec)
 		return usage_error("%s", "--var-data needs --var-filters (and --var-type)");
@@ -229,6 +251,7 @@ static void opts_free(opts *o)
 	tf_pipeline_free(o->pipeline);
 	tf_pipeline_free(o->var_pipeline);
 	tf_key_free(o->key);
+	tf_plugins_free(o->plugins);
 }
 
 /* A file inside a TileDB array (below the nearest ancestor with __schema/
@@ -482,7 +505,8 @@ static void print_chunks(tf_file *f)
 
 static void print_info(const tf_file *f)
 {
-	char *pipe = tf_file_pipeline_text(f);
+	char *pipe = tf_file_pipeline_text(f), *filter = tf_file_filter_attr(f);
+	char *codecs = tf_file_codecs_json(f);
 	tf_file_info i;
 
 	tf_file_get_info(f, &i);
@@ -491,6 +515,8 @@ static void print_info(const tf_file *f)
 	       i.encrypted ? ", encrypted (AES-256-GCM)" : "",
 	       i.var_string ? ", var-string layout (offsets folded into the data)" : "");
 	printf("  pipeline:  %s\n", pipe && *pipe ? pipe : "(none)");
+	printf("  _Filter:   %s\n", filter && *filter ? filter : "(none)");
+	printf("  _Codecs:   %s\n", codecs ? codecs : "(out of memory)");
 	if (i.cell_val_num == TF_CELL_VAR)
 		printf("  datatype:  %s, var-sized cells\n", tf_datatype_name(i.type));
 	else
@@ -504,7 +530,7 @@ static void print_info(const tf_file *f)
 	if (i.stored_bytes)
 		printf(" (ratio %.2f)", (double)i.decoded_bytes / (double)i.stored_bytes);
 	printf("\n");
-	free(pipe);
+	free(pipe), free(filter), free(codecs);
 }
 
 static int cmd_info(opts *o, int nfiles, char **files)
@@ -663,7 +689,8 @@ static int encode_var(const opts *o, const char *in, const char *out_path)
 	int rc = load_var_input(o, in, &v);
 
 	env.var_string = tf_var_string_applies(o->pipeline, o->type, TF_CELL_VAR, env.version);
-	if (!rc && o->offsets_out && tf_pipeline_parse(o->offsets_spec ? o->offsets_spec : "zstd", &off_pipe, &err))
+	if (!rc && o->offsets_out &&
+	    tf_pipeline_parse_with(o->offsets_spec ? o->offsets_spec : "zstd", o->plugins, &off_pipe, &err))
 		rc = usage_error("--offsets-filters: %s", err.msg);
 	if (!rc && o->key && off_pipe && tf_pipeline_append(off_pipe, TF_F_AES_256_GCM, &err))
 		rc = usage_error("%s", "too many filters");
