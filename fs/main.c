@@ -288,7 +288,8 @@ static int loop(tilefs *fs, const struct fuse_cmdline_opts *o)
 		return -1;
 	/* A /dev/fuse descriptor per thread: no contention on one queue. */
 	fuse_loop_cfg_set_clone_fd(cfg, 1);
-	fuse_loop_cfg_set_idle_threads(cfg, o->max_idle_threads);
+	if (o->max_idle_threads != UINT_MAX)	/* libfuse's "not given" */
+		fuse_loop_cfg_set_idle_threads(cfg, o->max_idle_threads);
 	fuse_loop_cfg_set_max_threads(cfg, fs->max_threads ? fs->max_threads : o->max_threads);
 	rc = fuse_session_loop_mt(fs->se, cfg);
 	fuse_loop_cfg_destroy(cfg);
