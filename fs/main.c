@@ -324,6 +324,8 @@ static void teardown(tilefs *fs)
 {
 	tf_cache_free(fs->cache);	/* workers stop first: their jobs hold handles */
 	if (fs->nodes.by_id)
+		fs_ll_free_handles(fs);
+	if (fs->nodes.by_id)
 		fs_nodes_destroy(&fs->nodes);
 	tf_catalog_free(fs->catalog);
 	tf_config_free(fs->config);	/* wipes the keys */
@@ -334,7 +336,7 @@ int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts o = { 0 };
-	tilefs fs = { 0 };
+	tilefs fs = { .handles_lock = PTHREAD_MUTEX_INITIALIZER };
 	cli c = { 0 };
 	int rc;
 

@@ -61,11 +61,15 @@ typedef struct tilefs {
 	atomic_bool readahead_set;
 	bool foreground;
 	unsigned max_threads;		/* FUSE threads; 0: libfuse's choice (-o max_threads) */
+	pthread_mutex_t handles_lock;
+	struct handle *handles;		/* open files (ll.c) */
 } tilefs;
 
 /* ll.c: the operations, and the key of their per-thread scratch. */
 extern const struct fuse_lowlevel_ops tilefs_ll_ops;
 int fs_ll_thread_key(tilefs *fs);
+/* Free the handles the kernel never released (at teardown). */
+void fs_ll_free_handles(tilefs *fs);
 
 /* ---- nodes.c ------------------------------------------------------------------------------ */
 
