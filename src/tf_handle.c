@@ -33,10 +33,12 @@ struct tf_handle {
 	tf_object *var;		/* folded offsets: the data file, else NULL */
 	_Atomic uint64_t next;	/* where the last request ended */
 	_Atomic uint64_t ahead;	/* decode-ahead queued up to here */
+	_Atomic uint64_t streak; /* bytes read sequentially so far */
 };
 
 #define UNIT_KEY(tile, u) ((uint64_t)(tile) << 32 | (uint64_t)(u))
 #define AHEAD_MIN ((uint64_t)8 << 20)	/* decode-ahead window, at least */
+#define RUN_MIN ((uint64_t)1 << 20)	/* stored bytes per decode-ahead read, at first */
 #define SEQ_SLACK ((uint64_t)4 << 20)	/* concurrent requests arrive out of order */
 
 /* A claimed unit, to be filled. */
@@ -64,6 +66,7 @@ tf_status tf_handle_open(tf_file *f, tf_handle **out, tf_error *err)
 	atomic_init(&r->refs, 1);
 	atomic_init(&r->next, 0);
 	atomic_init(&r->ahead, 0);
+	atomic_init(&r->streak, 0);
 	r->f = tf_file_ref(f);
 	*out = r;
 	return TF_OK;
@@ -348,16 +351,21 @@ static void drop_ahead(void *ctx)
 	free(j);
 }
 
-/* Decoded bytes per decode-ahead job: about io_size stored, within
- * [256 KiB, window / 4] decoded so that a window makes several jobs. */
-static uint64_t ahead_step(const tf_handle *r, uint64_t window)
+/*
+ * Decoded bytes per decode-ahead job: one source read each, of RUN_MIN
+ * stored bytes at first, growing with the sequential streak up to the
+ * source's preferred size (1 MiB locally, several for an object store, as
+ * mountpoint-s3 and TileDB's VFS read).  At least 256 KiB decoded.
+ */
+static uint64_t ahead_step(const tf_handle *r, uint64_t streak)
 {
-	uint64_t stored = r->f->ver.size ? r->f->ver.size : 1;
+	uint64_t stored = r->f->ver.size ? r->f->ver.size : 1, run = streak / 2;
 	double ratio = (double)r->f->size / (double)stored;
-	uint64_t step = (uint64_t)((double)tf_object_io_size(r->obj) * (ratio > 1 ? ratio : 1));
+	uint64_t step;
 
-	if (step > window / 4)
-		step = window / 4;
+	run = run < RUN_MIN ? RUN_MIN : run;
+	run = run < tf_object_io_size(r->obj) ? run : tf_object_io_size(r->obj);
+	step = (uint64_t)((double)run * (ratio > 1 ? ratio : 1));
 	return step < ((uint64_t)256 << 10) ? (uint64_t)256 << 10 : step;
 }
 
@@ -375,18 +383,26 @@ static bool submit_ahead(tf_handle *r, tf_cache *c, uint64_t owner, uint64_t fro
 	return false;
 }
 
-/* A reader continuing where it left off: queue the window after `end`. */
+/* A reader continuing where it left off: queue the window after `end`,
+ * four jobs deep at least (several reads in flight), at most a quarter of
+ * the budget. */
 static void decode_ahead(tf_handle *r, tf_cache *c, uint64_t owner, uint64_t off, uint64_t end)
 {
 	const tf_file *f = r->f;
 	uint64_t prev = atomic_exchange(&r->next, end), ahead = atomic_load(&r->ahead);
-	uint64_t window = tf_object_io_size(r->obj) * 8, step, from, to;
+	uint64_t window, step, from, to, streak;
 
-	if (!tf_cache_workers(c) || off > prev + SEQ_SLACK || prev > off + SEQ_SLACK)
+	if (off > prev + SEQ_SLACK || prev > off + SEQ_SLACK) {
+		atomic_store(&r->streak, 0);
 		return;
-	window = window < AHEAD_MIN ? AHEAD_MIN : window;
+	}
+	streak = atomic_fetch_add(&r->streak, end - off) + (end - off);
+	if (!tf_cache_workers(c))
+		return;
+	step = ahead_step(r, streak);
+	window = 4 * step < AHEAD_MIN ? AHEAD_MIN : 4 * step;
 	window = window < tf_cache_budget(c) / 4 ? window : tf_cache_budget(c) / 4;
-	step = ahead_step(r, window);
+	step = step < window / 4 ? step : window / 4;
 	from = ahead > end ? ahead : end;
 	to = end + window < f->size ? end + window : f->size;
 	if (from >= to || (to - from < step && to < f->size) ||
