@@ -48,7 +48,8 @@ static int take_source(void *data, const char *arg, int key, struct fuse_args *o
 static void usage(const char *prog)
 {
 	printf("Usage: %s [options] SOURCE MOUNTPOINT\n\n"
-	       "Show every TileDB tile file under SOURCE, decoded, at the same path under\n"
+	       "Show every TileDB tile file under SOURCE (a directory, or s3://BUCKET[/PREFIX]),\n"
+	       "decoded, at the same path under\n"
 	       "MOUNTPOINT (read-only).\n\n"
 	       "tilefs options:\n"
 	       "    -o config=FILE         INI configuration (see tilefs.ini(5))\n"
@@ -59,7 +60,8 @@ static void usage(const char *prog)
 	       "    -d                     FUSE debug output (implies -f)\n"
 	       "    -V, --version          print the version\n\n"
 	       "Exit status: 0 unmounted cleanly, 1 mount/FUSE error, 2 usage error,\n"
-	       "3 configuration error, 4 key error.\n\n", prog);
+	       "3 configuration error, 4 key error, 5 SOURCE refused (object store: credentials,\n"
+	       "bucket, endpoint).\n\n", prog);
 }
 
 static int load_config(tilefs *fs, const cli *c)
@@ -84,18 +86,31 @@ static int load_config(tilefs *fs, const cli *c)
 	return 0;
 }
 
+/* SOURCE through the library: a local directory, or s3://BUCKET[/PREFIX]
+ * with the [s3] settings (after the configuration is loaded).  An object
+ * store that refuses us or has no such bucket fails here, before the
+ * mount appears, with TFS_EXIT_SOURCE. */
 static int open_source(tilefs *fs, const char *source)
 {
 	char real[PATH_MAX];
 
 	tf_error err;
 
+	if (!strncmp(source, "s3://", 5)) {
+		if (!(fs->source = strdup(source)))
+			return TFS_EXIT_USAGE;
+		if (tf_source_open(source, tf_config_s3(fs->config), &fs->src, &err) != TF_OK) {
+			fprintf(stderr, "tilefs: %s: %s\n", source, err.msg);
+			return err.code == TF_E_INVAL ? TFS_EXIT_CONFIG : TFS_EXIT_SOURCE;
+		}
+		return 0;
+	}
 	if (!realpath(source, real) || !(fs->source = strdup(real)) ||
 	    (fs->source_fd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
 		fprintf(stderr, "tilefs: %s: %s\n", source, strerror(errno));
 		return TFS_EXIT_USAGE;
 	}
-	if (tf_source_local(real, &fs->src, &err) != TF_OK) {
+	if (tf_source_open(real, tf_config_s3(fs->config), &fs->src, &err) != TF_OK) {
 		fprintf(stderr, "tilefs: %s\n", err.msg);
 		return TFS_EXIT_USAGE;
 	}
@@ -320,7 +335,7 @@ int main(int argc, char **argv)
 	} else if (!c.source) {
 		fprintf(stderr, "tilefs: missing SOURCE and MOUNTPOINT (see tilefs --help)\n");
 		rc = TFS_EXIT_USAGE;
-	} else if (!(rc = open_source(&fs, c.source)) && !(rc = load_config(&fs, &c))) {
+	} else if (!(rc = load_config(&fs, &c)) && !(rc = open_source(&fs, c.source))) {
 		/* Read-only for the kernel too: writes fail with EROFS before reaching us. */
 		/* Read-only, and the kernel enforces the modes shown (the
 		 * source's, less write bits) for every user of allow_other. */

@@ -24,7 +24,7 @@
 #include "tf_file.h"
 
 /* Exit statuses of the tilefs command (documented in tilefs(1)). */
-enum { TFS_EXIT_FUSE = 1, TFS_EXIT_USAGE = 2, TFS_EXIT_CONFIG = 3, TFS_EXIT_KEY = 4 };
+enum { TFS_EXIT_FUSE = 1, TFS_EXIT_USAGE = 2, TFS_EXIT_CONFIG = 3, TFS_EXIT_KEY = 4, TFS_EXIT_SOURCE = 5 };
 
 /* A source file shown decoded, with its index while the source is unchanged. */
 typedef struct fs_node fs_node;
