@@ -907,6 +907,7 @@ static tf_status parse_spec(const char *spec, char **bucket, char **prefix, tf_e
 
 	while (plen && p[plen - 1] == '/')
 		plen--;
+	*bucket = *prefix = NULL;
 	if (!blen || blen > 255 || strspn(b, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") < blen)
 		return tf_err(err, TF_E_INVAL, "%s: not s3://BUCKET[/PREFIX] (a bucket is letters, digits, "
 			      "'.', '-' and '_')", spec);
@@ -918,6 +919,7 @@ static tf_status parse_spec(const char *spec, char **bucket, char **prefix, tf_e
 		*prefix = strdup("");
 	if (!*bucket || !*prefix) {
 		free(*bucket), free(*prefix);
+		*bucket = *prefix = NULL;
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
 	/* No empty, "." or ".." component: the prefix is a path. */
@@ -925,6 +927,7 @@ static tf_status parse_spec(const char *spec, char **bucket, char **prefix, tf_e
 		     strstr(*prefix, "/./") || strstr(*prefix, "/../") || !strncmp(*prefix, "./", 2) ||
 		     (*prefix)[0] == '/')) {
 		free(*bucket), free(*prefix);
+		*bucket = *prefix = NULL;
 		return tf_err(err, TF_E_INVAL, "%s: the prefix has an empty, '.' or '..' component", spec);
 	}
 	return TF_OK;
