@@ -49,7 +49,8 @@ static int take_source(void *data, const char *arg, int key, struct fuse_args *o
 static void usage(const char *prog)
 {
 	printf("Usage: %s [options] SOURCE MOUNTPOINT\n\n"
-	       "Show every TileDB tile file under SOURCE, decoded, at the same path under\n"
+	       "Show every TileDB tile file under SOURCE (a directory, or s3://BUCKET[/PREFIX]),\n"
+	       "decoded, at the same path under\n"
 	       "MOUNTPOINT (read-only).\n\n"
 	       "tilefs options:\n"
 	       "    -o config=FILE         INI configuration (see tilefs.ini(5))\n"
@@ -60,7 +61,8 @@ static void usage(const char *prog)
 	       "    -d                     FUSE debug output (implies -f)\n"
 	       "    -V, --version          print the version\n\n"
 	       "Exit status: 0 unmounted cleanly, 1 mount/FUSE error, 2 usage error,\n"
-	       "3 configuration error, 4 key error.\n\n", prog);
+	       "3 configuration error, 4 key error, 5 SOURCE refused (object store: credentials,\n"
+	       "bucket, endpoint).\n\n", prog);
 }
 
 static int load_config(tilefs *fs, const cli *c)
@@ -87,8 +89,10 @@ static int load_config(tilefs *fs, const cli *c)
 	return 0;
 }
 
-/* A local SOURCE is resolved once (symlinks the user named are theirs);
- * nothing beneath it is ever followed. */
+/* SOURCE through the library: a local directory, or s3://BUCKET[/PREFIX]
+ * with the [s3] settings (after the configuration is loaded).  An object
+ * store that refuses us or has no such bucket fails here, before the
+ * mount appears, with TFS_EXIT_SOURCE. */
 static int open_source(tilefs *fs, const char *source)
 {
 	bool s3 = !strncmp(source, "s3://", 5);
@@ -99,9 +103,9 @@ static int open_source(tilefs *fs, const char *source)
 		fprintf(stderr, "tilefs: %s: %s\n", source, strerror(errno));
 		return TFS_EXIT_USAGE;
 	}
-	if (tf_source_open(s3 ? source : real, NULL, &fs->src, &err) != TF_OK) {
-		fprintf(stderr, "tilefs: %s\n", err.msg);
-		return TFS_EXIT_USAGE;
+	if (tf_source_open(s3 ? source : real, tf_config_s3(fs->config), &fs->src, &err) != TF_OK) {
+		fprintf(stderr, "tilefs: %s: %s\n", source, err.msg);
+		return !s3 ? TFS_EXIT_USAGE : err.code == TF_E_INVAL ? TFS_EXIT_CONFIG : TFS_EXIT_SOURCE;
 	}
 	return 0;
 }
@@ -358,7 +362,7 @@ int main(int argc, char **argv)
 	} else if (!c.source) {
 		fprintf(stderr, "tilefs: missing SOURCE and MOUNTPOINT (see tilefs --help)\n");
 		rc = TFS_EXIT_USAGE;
-	} else if (!(rc = open_source(&fs, c.source)) && !(rc = load_config(&fs, &c))) {
+	} else if (!(rc = load_config(&fs, &c)) && !(rc = open_source(&fs, c.source))) {
 		/* Read-only, and the kernel enforces the modes shown (the
 		 * source's, less write bits) for every user of allow_other. */
 		if (fuse_opt_add_arg(&args, "-oro") || fuse_opt_add_arg(&args, "-osubtype=tilefs") ||

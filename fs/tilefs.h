@@ -25,7 +25,7 @@
 #include "tf_source.h"
 
 /* Exit statuses of the tilefs command (documented in tilefs(1)). */
-enum { TFS_EXIT_FUSE = 1, TFS_EXIT_USAGE = 2, TFS_EXIT_CONFIG = 3, TFS_EXIT_KEY = 4 };
+enum { TFS_EXIT_FUSE = 1, TFS_EXIT_USAGE = 2, TFS_EXIT_CONFIG = 3, TFS_EXIT_KEY = 4, TFS_EXIT_SOURCE = 5 };
 
 /*
  * A node: what one inode number shows.  A regular file's node is one
