@@ -575,6 +575,10 @@ static tf_status s3_open(tf_source *base, const char *rel, const tf_version *exp
 	}
 	o->base.ops = &s3_object_ops;
 	o->base.st = st;
+	/* Callers that can choose read RA_MAX at a time: four PART_MIN GETs
+	 * in parallel, where one 64 KiB chunk per request would cost a round
+	 * trip each. */
+	o->base.io_size = RA_MAX;
 	o->src = s;
 	pthread_mutex_init(&o->mu, NULL);
 	pthread_cond_init(&o->cv, NULL);

@@ -4,7 +4,8 @@
 # here.  The whole corpus decodes byte-exact from the store with no
 # configuration but the endpoint, the credentials and the key; again with
 # a fault-injecting proxy (503 SlowDown, resets, truncated and short
-# bodies, delays) between us and the store; reads the proxy fails every
+# bodies, delays) between us and the store, through tiletool and through
+# tilefs s3://corpus; reads the proxy fails every
 # time give exit 1 in bounded time, naming object, range and status; a
 # wrong secret or bucket fails the mount (exit 5) with one line and no
 # secret; an object replaced while open reads STALE, never mixed bytes.
@@ -52,6 +53,20 @@ arr=$(cd "$CORPUS" && ls -d */array | head -1)
 out=$(timeout 600 python3 "$here/corpus-s3.py" "$TILETOOL" "$WORK/s3.ini" "$CORPUS" s3://corpus . extra)
 echo "$out" | tail -n 9
 case $(echo "$out" | tail -n 1) in *" 0/"*|"") fail "corpus from the store" ;; *) [ "$(echo "$out" | grep -c FAIL)" = 0 ] && ok "corpus from the store" || fail "corpus from the store" ;; esac
+
+# ---- the corpus through the mount, zero-config (the shared check: every
+# data file compared, 4 threads, random ranges)
+mount_check() {	# WHAT INI
+	timeout 900 python3 "$TF_TOOLS/check-mount" --zero-config --mount-source s3://corpus --extra-ini "$2" \
+		"$TILEFS" "$CORPUS" . extra > "$WORK/mount.out" 2>&1
+	rc=$?
+	tail -n 1 "$WORK/mount.out"
+	[ $rc = 0 ] && grep -q "371/371" "$WORK/mount.out"
+}
+if [ -x "${TILEFS:-}" ] && [ -f "$TF_TOOLS/check-mount" ]; then
+	mount_check "store" "$WORK/s3.ini" && ok "tilefs s3://corpus: the corpus byte-exact through the mount" ||
+		fail "the corpus through tilefs s3://corpus"
+fi
 
 enc=$(cd "$CORPUS" && grep -l '"key_hex"' */manifest.json extra/*/manifest.json 2>/dev/null | head -1)
 encf=$(cd "$CORPUS/${enc%/manifest.json}" && find array/__fragments -name 'a0.tdb' | head -1)
@@ -113,11 +128,11 @@ stop_proxy() { kill "$proxy_pid" 2>/dev/null; wait "$proxy_pid" 2>/dev/null; pro
 printf '[s3]\nendpoint = http://127.0.0.1:%s\ntimeout = 1\nretries = 4\n' "$PROXY" > "$WORK/fault.ini"
 
 start_proxy --faults 503,reset,trunc,short --every 3 --per-request 2
-out=$(timeout 900 python3 "$here/corpus-s3.py" "$TILETOOL" "$WORK/fault.ini" "$CORPUS" s3://corpus . extra)
-echo "$out" | tail -n 9
+mount_check "fault proxy" "$WORK/fault.ini"; rc=$?
 faults=$(grep -vc ' - ' "$WORK/proxy.log")
-[ "$(echo "$out" | grep -c FAIL)" = 0 ] && [ -n "$out" ] && [ "$faults" -gt 100 ] &&
-	ok "corpus through the fault proxy ($faults faults injected)" || fail "corpus through the fault proxy"
+[ $rc = 0 ] && [ "$faults" -gt 100 ] &&
+	ok "tilefs s3://corpus through the fault proxy: the corpus byte-exact ($faults faults injected)" ||
+	fail "the corpus through the mount and the fault proxy"
 stop_proxy
 
 start_proxy --faults delay --every 2 --delay 2.5
