@@ -9,7 +9,7 @@
  *   viewread [...] --files ARRAY FILE...   decoded files of the array read whole through
  *                                          the cache, as the mount serves them: the baseline
  *
- * VIEW is a path inside the views folder: cells.csv, a.raw, a.npy,
+ * ARRAY may be s3://BUCKET/PREFIX (AWS_* environment).  VIEW is a path inside the views folder: cells.csv, a.raw, a.npy,
  * fragments/F/cells.csv.  Prints bytes, seconds, MB/s (or reads/s and the
  * median and 99th percentile latency) and the peak RSS.
  */
@@ -60,16 +60,17 @@ static int read_files(tf_array *a, tf_cache *cache, tf_workspace *ws, size_t pie
 	tf_error err;
 
 	for (int i = 0; i < n; i++) {
-		tf_read_state rs = { 0, 0 };
 		tf_file *f;
+		tf_handle *h;
 		size_t got;
 
-		if (tf_array_open_file(a, rel[i], &f, &err) != TF_OK) {
+		if (tf_array_open_file(a, rel[i], &f, &err) != TF_OK || tf_handle_open(f, &h, &err) != TF_OK) {
 			fprintf(stderr, "viewread: %s\n", err.msg);
 			return 1;
 		}
+		tf_file_unref(f);
 		for (uint64_t off = 0;; off += got) {
-			if (tf_file_read(f, cache, ws, &rs, off, piece, buf, &got, &err) != TF_OK) {
+			if (tf_handle_read(h, cache, ws, off, piece, buf, &got, &err) != TF_OK) {
 				fprintf(stderr, "viewread: %s\n", err.msg);
 				return 1;
 			}
@@ -77,7 +78,7 @@ static int read_files(tf_array *a, tf_cache *cache, tf_workspace *ws, size_t pie
 				break;
 			total += got;
 		}
-		tf_file_unref(f);
+		tf_handle_close(h);
 	}
 	t = now() - t;
 	printf("%d decoded files: %" PRIu64 " bytes in %.3f s, %.1f MB/s (pieces of %zu)\n", n, total, t,
@@ -165,6 +166,8 @@ int main(int argc, char **argv)
 	size_t size = 4096;
 	bool check = false;
 	tf_key *key = NULL;
+	tf_source *src = NULL;
+	char *rel = NULL;
 	tf_array *a;
 	tf_cache *cache;
 	tf_views *v;
@@ -198,9 +201,13 @@ int main(int argc, char **argv)
 		default: return 2;
 		}
 	}
+	if (argc - optind >= 1 && tf_source_locate(argv[optind], NULL, &src, &rel, &err) != TF_OK) {
+		fprintf(stderr, "viewread: %s\n", err.msg);
+		return 1;
+	}
 	if (files && argc - optind >= 2) {
 		int rc = 1;
-		if (tf_array_open(argv[optind], key, &a, &err) == TF_OK &&
+		if (tf_array_open(src, rel, key, &a, &err) == TF_OK &&
 		    tf_cache_new((size_t)cache_size, 0, &cache, &err) == TF_OK) {
 			rc = read_files(a, cache, ws, (size_t)piece, argc - optind - 1, argv + optind + 1);
 			tf_cache_free(cache);
@@ -209,13 +216,15 @@ int main(int argc, char **argv)
 		printf("peak RSS %ld KiB\n", rss_kb());
 		tf_workspace_free(ws);
 		tf_key_free(key);
+		free(rel);
+		tf_source_free(src);
 		return rc;
 	}
 	if (argc - optind != 2 || !piece || !size) {
 		fprintf(stderr, "usage: viewread [--cache SIZE] [--piece B] [--random N SIZE [--seed S] [--check]] ARRAY VIEW\n");
 		return 2;
 	}
-	if (tf_array_open(argv[optind], key, &a, &err) != TF_OK ||
+	if (tf_array_open(src, rel, key, &a, &err) != TF_OK ||
 	    tf_cache_new((size_t)cache_size, 0, &cache, &err) != TF_OK || tf_views_open(a, cache, &v, &err) != TF_OK ||
 	    tf_view_open(v, argv[optind + 1], &w, &err) != TF_OK) {
 		fprintf(stderr, "viewread: %s\n", err.msg);
@@ -253,5 +262,7 @@ int main(int argc, char **argv)
 	tf_array_free(a);
 	tf_key_free(key);
 	tf_workspace_free(ws);
+	free(rel);
+	tf_source_free(src);
 	return 0;
 }

@@ -1,103 +1,132 @@
 /*
  * tilefs.h - the FUSE driver's state.  Nothing here knows the TileDB
- * format: it maps paths to tf_file objects from the library and answers
- * FUSE requests with them.
+ * format: the library's catalog says what each path is, and the driver
+ * answers the kernel's low-level requests with inode numbers, handles and
+ * slices of the decoded-chunk cache.
  */
 #ifndef TILEFS_H
 #define TILEFS_H
 
 #include "config.h"	/* first: _GNU_SOURCE and friends */
 
-#define FUSE_USE_VERSION 31
+#define FUSE_USE_VERSION 312
 
-#include <fuse.h>
-#include <fuse_lowlevel.h>	/* fuse_parse_cmdline */
+#include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "tf_array.h"
 #include "tf_cache.h"
+#include "tf_catalog.h"
 #include "tf_config.h"
 #include "tf_file.h"
+#include "tf_source.h"
 
 /* Exit statuses of the tilefs command (documented in tilefs(1)). */
-enum { TFS_EXIT_FUSE = 1, TFS_EXIT_USAGE = 2, TFS_EXIT_CONFIG = 3, TFS_EXIT_KEY = 4 };
+enum { TFS_EXIT_FUSE = 1, TFS_EXIT_USAGE = 2, TFS_EXIT_CONFIG = 3, TFS_EXIT_KEY = 4, TFS_EXIT_SOURCE = 5 };
 
-/* A source file shown decoded, with its index while the source is unchanged. */
+/*
+ * A node: what one inode number shows.  A regular file's node is one
+ * version of its source (tf_version): a changed source gets a new node,
+ * so the kernel's page cache of a node never holds another version's bytes
+ * and open handles keep reading the version they opened.  Directories and
+ * symlinks keep their node while their path holds the same inode.
+ */
 typedef struct fs_node fs_node;
-/* A TileDB array under SOURCE. */
-typedef struct fs_array fs_array;
 
-typedef struct fs_table {
+typedef struct fs_nodes {
 	pthread_mutex_t lock;
-	fs_node **buckets;
+	pthread_cond_t indexed;		/* a node's index was built (or failed) */
+	fs_node **by_id, **by_rel;	/* two hash tables */
 	size_t nbuckets, count;
-	fs_node *lru_head, *lru_tail;	/* least recently used first */
+	uint64_t next_id;
+	fs_node *lru_head, *lru_tail;	/* decoded nodes holding an index, oldest first */
 	size_t index_bytes, index_budget;
-} fs_table;
+	size_t open_handles;
+} fs_nodes;
 
-/* The one state object of the driver (FUSE's private_data). */
+/* The one state object of the driver (the session's userdata). */
 typedef struct tilefs {
-	char *source;			/* absolute path of SOURCE */
-	int source_fd;			/* O_DIRECTORY handle of SOURCE */
+	tf_source *src;
 	tf_config *config;
 	const tf_settings *settings;
+	tf_catalog *catalog;
 	tf_cache *cache;		/* created after daemonizing (threads) */
-	fs_table table;
-	pthread_key_t workspace_key;	/* per-thread tf_workspace */
-	pthread_mutex_t arrays_lock;
-	fs_array *arrays;		/* arrays seen so far */
-	bool foreground;
+	fs_nodes nodes;
+	pthread_key_t thread_key;	/* per-thread scratch (fs_thread) */
+	struct fuse_session *se;
 	char readahead_knob[96];	/* sysfs file of the mount's readahead window */
 	atomic_bool readahead_set;
+	bool foreground;
+	unsigned max_threads;		/* FUSE threads; 0: libfuse's choice (-o max_threads) */
+	pthread_mutex_t handles_lock;
+	struct handle *handles;		/* open files (ll.c) */
 } tilefs;
 
-extern const struct fuse_operations tilefs_ops;
+/* ll.c: the operations, and the key of their per-thread scratch. */
+extern const struct fuse_lowlevel_ops tilefs_ll_ops;
+int fs_ll_thread_key(tilefs *fs);
+/* Free the handles the kernel never released (at teardown). */
+void fs_ll_free_handles(tilefs *fs);
 
-/* table.c */
-int fs_table_init(fs_table *t, size_t index_budget);
-void fs_table_destroy(fs_table *t);
+/* ---- nodes.c ------------------------------------------------------------------------------ */
+
+int fs_nodes_init(fs_nodes *t, size_t index_budget);
+void fs_nodes_destroy(fs_nodes *t);
+
+/* The node of kernel inode ino (NULL if unknown), pinned: fs_node_put it. */
+fs_node *fs_node_get(tilefs *fs, fuse_ino_t ino);
+void fs_node_put(tilefs *fs, fs_node *n);
+
 /*
- * The decoded-file node for rel (a regular source file with stat *st), with
- * a reference to its current index in *file; NULL when no rule decodes it.
- * A changed source gets a fresh index.  *reused tells whether *file is the
- * index the last open saw (then the kernel may keep its page cache).  On
- * an index error the node comes back with *file NULL and -errno in *errp.
- * With pin, the node stays valid until fs_node_release() (open handles).
+ * Look up name in directory node dir (or "." for the root when dir is
+ * NULL): a node for what the source holds there now, with the kernel's
+ * lookup count raised (fs_node_forget lowers it), and its attributes in
+ * *st.  Decoded files are indexed here (their size is their decoded size).
+ * Returns 0 or -errno (ENOENT for hidden files).
  */
-fs_node *fs_lookup(tilefs *fs, const char *rel, const struct stat *st, bool pin,
-		   tf_file **file, bool *reused, int *errp);
-void fs_node_release(tilefs *fs, fs_node *n);
-/* Remember/get the last decode error of a node (for user.tilefs.error). */
+int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *known, fs_node **out,
+		   struct stat *st);
+void fs_node_forget(tilefs *fs, fuse_ino_t ino, uint64_t nlookup);
+
+/* The S_IF* type bits of a kind. */
+mode_t fs_mode_type(tf_ent_kind k);
+/* Attributes of a node as the kernel is shown them. */
+int fs_node_attr(tilefs *fs, fs_node *n, struct stat *st);
+
+fuse_ino_t fs_node_ino(const fs_node *n);
+const char *fs_node_rel(const fs_node *n);
+bool fs_node_is_dir(const fs_node *n);
+bool fs_node_is_decoded(const fs_node *n);
+const tf_version *fs_node_version(const fs_node *n);
+
+/*
+ * The node's index (referenced: tf_file_unref it), rebuilt if it was
+ * evicted; -ESTALE when the source is no longer the node's version, -EIO
+ * when it cannot be indexed.  Counts the node open (fs_node_closed undoes).
+ */
+int fs_node_open_index(tilefs *fs, fs_node *n, tf_file **f);
+void fs_node_closed(tilefs *fs, fs_node *n);
+
+/* The last decode error of a node (for user.tilefs.error), malloc'd or NULL. */
 void fs_node_set_error(tilefs *fs, fs_node *n, const char *msg);
 char *fs_node_error(tilefs *fs, fs_node *n);
-/* Whether rel is a file tilefs decodes: a [match] rule, else its array. */
-bool fs_is_decoded(tilefs *fs, const char *rel);
+/* Whether a node has shown a decode error: later opens get direct I/O. */
+bool fs_node_failed(tilefs *fs, fs_node *n);
+/* The node's facts from its array (copies; tf_facts_clear them). */
+void fs_node_facts(tilefs *fs, fs_node *n, tf_facts *out);
 
-/* Facts shown as user.tilefs.* attributes of a decoded file, from its
- * array ("" and 0 when unknown). */
-typedef struct fs_facts {
-	char field[256], role[32], fragment[256];
-	uint32_t format_version;
-} fs_facts;
-void fs_node_facts(tilefs *fs, fs_node *n, fs_facts *out);
+/* Nodes, indexes kept, bytes of index, open handles: for user.tilefs.cache. */
+void fs_nodes_stats(tilefs *fs, size_t *nodes, size_t *indexes, size_t *index_bytes, size_t *handles);
 
-/* arrays.c */
-/* The TileDB array holding rel (NULL: none), and rel inside it. */
-tf_array *fs_array_of(tilefs *fs, const char *rel, const char **inner);
-void fs_arrays_destroy(tilefs *fs);
+/* ---- log.c ---------------------------------------------------------------------------------- */
 
-/* log.c */
 void fs_log_init(bool foreground, tf_log_level level);
 void fs_log(tf_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A decode failure: logged at most a few times a second, never repeated
  * for the same message within a short window. */
 void fs_log_failure(const char *msg);
-
-/* ops.c */
-tf_workspace *fs_workspace(tilefs *fs);
 
 #endif

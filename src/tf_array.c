@@ -14,49 +14,77 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tf_tile.h"
 
 #define LEGACY_SCHEMA "__array_schema.tdb"
 #define NBUCKETS 256
+#define MAX_FRAGMENTS 1024		/* idle fragments kept, least recently used out */
+#define RETRY_NS 1000000000LL		/* a failed schema or fragment is read again after this */
 
+/*
+ * Schemas and fragment metadata are read with no lock held and then
+ * published under the lock (a racing reader's copy is dropped), so one slow
+ * read never stalls readers of other files.  A failure is remembered for
+ * RETRY_NS only: a fragment seen mid-commit, before TileDB wrote its last
+ * file, reads once it is complete.  Schemas live as long as the array (they
+ * are few and callers keep pointers to them); fragments beyond
+ * MAX_FRAGMENTS are freed when idle.
+ */
 typedef struct schema_slot {
 	char *name;
 	tf_schema *schema;	/* NULL: it failed, see error */
 	bool encrypted;		/* its generic tile was: so is all the array (§9) */
 	tf_error error;
+	int64_t failed_at;
 } schema_slot;
 
 typedef struct frag_slot {
 	char *name;
 	tf_fragment *fr;	/* NULL: it failed, see error */
 	tf_error error;
-	struct frag_slot *next;
+	int64_t failed_at;
+	int refs;		/* describers using fr */
+	struct frag_slot *next;	/* hash chain */
+	struct frag_slot *older, *newer;	/* LRU of loaded fragments */
 } frag_slot;
 
 struct tf_array {
-	char *dir;
+	tf_source *src;		/* borrowed */
+	char *dir;		/* the array's root in src */
 	const tf_key *key;
-	pthread_mutex_t lock;	/* guards everything below, and fragment loads */
-	schema_slot *schemas;
+	pthread_mutex_t lock;	/* guards everything below; held for no I/O */
+	schema_slot **schemas;
 	size_t nschemas;
 	frag_slot *frags[NBUCKETS];
+	frag_slot *oldest, *newest;
+	size_t nfrags;
 };
 
-bool tf_array_detect(const char *dir)
+static int64_t now_ns(void)
 {
-	char path[4096];
-	struct stat sb;
+	struct timespec ts;
 
-	if (snprintf(path, sizeof(path), "%s/__schema", dir) < (int)sizeof(path) &&
-	    stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-		return true;
-	return snprintf(path, sizeof(path), "%s/" LEGACY_SCHEMA, dir) < (int)sizeof(path) &&
-	       stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-tf_status tf_array_open(const char *dir, const tf_key *key, tf_array **out, tf_error *err)
+bool tf_array_detect(tf_source *src, const char *dir)
+{
+	char path[4096];
+	tf_stat st;
+
+	if (tf_path_join(path, sizeof(path), dir, "__schema") &&
+	    tf_source_stat(src, path, &st, NULL) == TF_OK && st.kind == TF_ENT_DIR)
+		return true;
+	return tf_path_join(path, sizeof(path), dir, LEGACY_SCHEMA) &&
+	       tf_source_stat(src, path, &st, NULL) == TF_OK && st.kind == TF_ENT_REG;
+}
+
+tf_status tf_array_open(tf_source *src, const char *dir, const tf_key *key, tf_array **out,
+			tf_error *err)
 {
 	tf_array *a = calloc(1, sizeof(*a));
 
@@ -64,6 +92,7 @@ tf_status tf_array_open(const char *dir, const tf_key *key, tf_array **out, tf_e
 		free(a);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
+	a->src = src;
 	a->key = key;
 	pthread_mutex_init(&a->lock, NULL);
 	*out = a;
@@ -75,8 +104,9 @@ void tf_array_free(tf_array *a)
 	if (!a)
 		return;
 	for (size_t i = 0; i < a->nschemas; i++) {
-		free(a->schemas[i].name);
-		tf_schema_free(a->schemas[i].schema);
+		free(a->schemas[i]->name);
+		tf_schema_free(a->schemas[i]->schema);
+		free(a->schemas[i]);
 	}
 	for (size_t b = 0; b < NBUCKETS; b++)
 		for (frag_slot *s = a->frags[b], *next; s; s = next) {
@@ -93,23 +123,23 @@ void tf_array_free(tf_array *a)
 
 /* ---- schemas (lock held) ---------------------------------------------------------------- */
 
-static tf_status read_whole(const char *path, tf_buf *out, tf_error *err)
+static tf_status read_whole(tf_source *src, const char *path, tf_buf *out, tf_error *err)
 {
-	struct stat sb;
-	int fd = tf_open_regular(path, &sb);
-	ssize_t got = 0;
+	tf_object *o;
+	uint64_t size;
 	tf_status rc;
 
-	if (fd < 0) {
-		rc = tf_err(err, TF_E_IO, "%s: %s", path, strerror(errno));
-	} else if ((rc = tf_buf_reserve(out, (size_t)sb.st_size, err)) == TF_OK) {
-		got = pread(fd, out->p, (size_t)sb.st_size, 0);
-		if (got != (ssize_t)sb.st_size)
-			rc = tf_err(err, TF_E_IO, "%s: short read", path);
-		out->len = got > 0 ? (size_t)got : 0;
-	}
-	if (fd >= 0)
-		close(fd);
+	out->len = 0;
+	if ((rc = tf_object_open(src, path, NULL, &o, err)) != TF_OK)
+		return rc;
+	size = tf_object_stat(o)->v.size;
+	if (size > out->limit)
+		rc = tf_err(err, TF_E_CORRUPT, "%s: %llu bytes, more than any schema", path,
+			    (unsigned long long)size);
+	else if ((rc = tf_buf_reserve(out, (size_t)size, err)) == TF_OK &&
+		 (rc = tf_object_read(o, 0, out->p, (size_t)size, err)) == TF_OK)
+		out->len = (size_t)size;
+	tf_object_close(o);
 	return rc;
 }
 
@@ -118,15 +148,16 @@ static tf_status parse_schema_file(tf_array *a, const char *name, tf_schema **ou
 {
 	tf_buf raw = TF_BUF_INIT((size_t)64 << 20), payload = TF_BUF_INIT((size_t)256 << 20);
 	tf_workspace *ws = tf_workspace_new();
-	char path[4096];
+	char path[4096], file[4096];
 	tf_status rc;
 
 	if (!ws)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
-	if (snprintf(path, sizeof(path), strcmp(name, LEGACY_SCHEMA) ? "%s/__schema/%s" : "%s/%s",
-		     a->dir, name) >= (int)sizeof(path))
+	snprintf(file, sizeof(file), strcmp(name, LEGACY_SCHEMA) ? "__schema/%s" : "%s", name);
+	if (!tf_path_join(path, sizeof(path), a->dir, file))
 		rc = tf_err(err, TF_E_INVAL, "path too long");
-	else if ((rc = read_whole(path, &raw, err)) == TF_OK && raw.len > 30 && tf_le64(raw.p) == raw.len - 30)
+	else if ((rc = read_whole(a->src, path, &raw, err)) == TF_OK && raw.len > 30 &&
+		 tf_le64(raw.p) == raw.len - 30)
 		rc = tf_err(err, TF_E_UNSUPPORTED, "a TileDB 1.3 (pre-format 1) array: not supported, "
 			    "as by TileDB 2.x");
 	else if (rc == TF_OK &&
@@ -140,44 +171,90 @@ static tf_status parse_schema_file(tf_array *a, const char *name, tf_schema **ou
 	return rc == TF_OK ? rc : tf_err_prefix(err, "schema %s", name);
 }
 
-/* A schema by file name, read once (failures too are remembered). */
+static schema_slot *find_schema(tf_array *a, const char *name)
+{
+	for (size_t i = 0; i < a->nschemas; i++)
+		if (!strcmp(a->schemas[i]->name, name))
+			return a->schemas[i];
+	return NULL;
+}
+
+/* Publish what reading schema `name` gave (lock held). */
+static void publish_schema(tf_array *a, const char *name, tf_schema *sc, bool encrypted,
+			   const tf_error *e)
+{
+	schema_slot *s = find_schema(a, name), **v;
+
+	if (!s && (v = realloc(a->schemas, (a->nschemas + 1) * sizeof(*v))) &&
+	    (s = calloc(1, sizeof(*s))) && (s->name = strdup(name))) {
+		a->schemas = v;
+		a->schemas[a->nschemas++] = s;
+	} else if (!find_schema(a, name)) {
+		if (s)
+			free(s->name), free(s);
+		s = NULL;
+	}
+	if (!s || s->schema) {	/* no room, or a racing reader published first */
+		tf_schema_free(sc);
+		return;
+	}
+	s->schema = sc;
+	s->encrypted = encrypted;
+	if (!sc) {
+		s->error = *e;
+		s->failed_at = now_ns();
+	}
+}
+
+/* A schema by file name, read once; a failure is the answer for RETRY_NS. */
 static tf_status get_schema(void *ctx, const char *name, const tf_schema **out, tf_error *err)
 {
 	tf_array *a = ctx;
-	schema_slot *s, *v;
+	tf_schema *sc = NULL;
+	schema_slot *s;
+	bool encrypted;
+	tf_error e;
+	tf_status rc;
 
 	if (strchr(name, '/') || !strcmp(name, "..") || !*name)
 		return tf_err(err, TF_E_CORRUPT, "bad schema name '%s'", name);
-	for (size_t i = 0; i < a->nschemas; i++) {
-		s = &a->schemas[i];
-		if (strcmp(s->name, name))
-			continue;
-		if (!s->schema && err)
-			*err = s->error;
+	pthread_mutex_lock(&a->lock);
+	s = find_schema(a, name);
+	if (s && (s->schema || now_ns() - s->failed_at < RETRY_NS)) {
 		*out = s->schema;
-		return s->schema ? TF_OK : s->error.code;
+		rc = s->schema ? TF_OK : s->error.code;
+		if (rc != TF_OK && err)
+			*err = s->error;
+		pthread_mutex_unlock(&a->lock);
+		return rc;
 	}
-	if (!(v = realloc(a->schemas, (a->nschemas + 1) * sizeof(*v))))
-		return tf_err(err, TF_E_NOMEM, "out of memory");
-	a->schemas = v;
-	s = &v[a->nschemas];
-	memset(s, 0, sizeof(*s));
-	if (!(s->name = strdup(name)))
-		return tf_err(err, TF_E_NOMEM, "out of memory");
-	a->nschemas++;
-	parse_schema_file(a, name, &s->schema, &s->encrypted, &s->error);
-	return get_schema(a, name, out, err);
+	pthread_mutex_unlock(&a->lock);
+	if (parse_schema_file(a, name, &sc, &encrypted, &e) != TF_OK)
+		sc = NULL;
+	pthread_mutex_lock(&a->lock);
+	publish_schema(a, name, sc, encrypted, &e);
+	s = find_schema(a, name);
+	*out = s ? s->schema : NULL;
+	rc = *out ? TF_OK : s ? s->error.code : TF_E_NOMEM;
+	if (rc != TF_OK)
+		tf_err(err, rc, "%s", s ? s->error.msg : "out of memory");
+	pthread_mutex_unlock(&a->lock);
+	return rc;
 }
 
-static bool schema_encrypted(const tf_array *a, const tf_schema *s)
+static bool schema_encrypted(tf_array *a, const tf_schema *sc)
 {
+	bool enc = false;
+
+	pthread_mutex_lock(&a->lock);
 	for (size_t i = 0; i < a->nschemas; i++)
-		if (a->schemas[i].schema == s)
-			return a->schemas[i].encrypted;
-	return false;
+		if (a->schemas[i]->schema == sc)
+			enc = a->schemas[i]->encrypted;
+	pthread_mutex_unlock(&a->lock);
+	return enc;
 }
 
-/* ---- fragments (lock held) ----------------------------------------------------------------- */
+/* ---- fragments ------------------------------------------------------------------------------- */
 
 static size_t bucket(const char *s)
 {
@@ -188,36 +265,146 @@ static size_t bucket(const char *s)
 	return h % NBUCKETS;
 }
 
-/* Fragment `name` in directory fdir, its metadata read once. */
-static tf_status get_fragment(tf_array *a, const char *name, const char *fdir, tf_fragment **out,
-			      tf_error *err)
+/* (lock held) */
+static frag_slot *find_fragment(tf_array *a, const char *name)
 {
-	frag_slot **head = &a->frags[bucket(name)], *s;
+	frag_slot *s = a->frags[bucket(name)];
+
+	while (s && strcmp(s->name, name))
+		s = s->next;
+	return s;
+}
+
+static void lru_unlink(tf_array *a, frag_slot *s)
+{
+	*(s->older ? &s->older->newer : &a->oldest) = s->newer;
+	*(s->newer ? &s->newer->older : &a->newest) = s->older;
+	s->older = s->newer = NULL;
+}
+
+static void lru_push(tf_array *a, frag_slot *s)
+{
+	s->older = a->newest;
+	s->newer = NULL;
+	*(a->newest ? &a->newest->newer : &a->oldest) = s;
+	a->newest = s;
+}
+
+static void frag_free(frag_slot *s)
+{
+	tf_fragment_free(s->fr);
+	free(s->name);
+	free(s);
+}
+
+/* Idle fragments beyond MAX_FRAGMENTS go, oldest first (lock held). */
+static void trim_fragments(tf_array *a)
+{
+	for (frag_slot *s = a->oldest, *next; s && a->nfrags > MAX_FRAGMENTS; s = next) {
+		frag_slot **p = &a->frags[bucket(s->name)];
+
+		next = s->newer;
+		if (s->refs)
+			continue;
+		while (*p != s)
+			p = &(*p)->next;
+		*p = s->next;
+		lru_unlink(a, s);
+		a->nfrags--;
+		frag_free(s);
+	}
+}
+
+/* Publish a fragment read with no lock held (lock held); returns the slot. */
+static frag_slot *publish_fragment(tf_array *a, frag_slot *mine)
+{
+	frag_slot *s = find_fragment(a, mine->name);
+
+	if (s && (s->fr || !mine->fr)) {	/* a racing reader published first */
+		if (!s->fr)
+			s->error = mine->error, s->failed_at = mine->failed_at;
+		frag_free(mine);
+		return s;
+	}
+	if (s) {	/* replaces a failure */
+		s->fr = mine->fr;
+		mine->fr = NULL;
+		frag_free(mine);
+		lru_push(a, s);
+		a->nfrags++;
+		return s;
+	}
+	mine->next = a->frags[bucket(mine->name)];
+	a->frags[bucket(mine->name)] = mine;
+	if (mine->fr) {
+		lru_push(a, mine);
+		a->nfrags++;
+	}
+	return mine;
+}
+
+/* Read fragment `name` (directory fdir) into a new slot, no lock held. */
+static frag_slot *read_fragment(tf_array *a, const char *name, const char *fdir)
+{
+	frag_slot *s = calloc(1, sizeof(*s));
 	const tf_schema *legacy = NULL;
 	tf_error legacy_err = { TF_OK, "" };
 	char path[4096];
+	tf_stat st;
 
-	for (s = *head; s && strcmp(s->name, name); s = s->next)
-		;
-	if (!s) {
-		if (!(s = calloc(1, sizeof(*s))) || !(s->name = strdup(name))) {
-			free(s);
-			return tf_err(err, TF_E_NOMEM, "out of memory");
-		}
-		/* Fragments before format 10 use the array's one old schema. */
-		if (snprintf(path, sizeof(path), "%s/" LEGACY_SCHEMA, a->dir) < (int)sizeof(path) &&
-		    access(path, F_OK) == 0)
-			get_schema(a, LEGACY_SCHEMA, &legacy, &legacy_err);
-		if (tf_fragment_open(fdir, name, legacy, get_schema, a, a->key, &s->fr, &s->error) != TF_OK &&
-		    legacy_err.code != TF_OK)
-			s->error = legacy_err;	/* the real cause */
-		s->next = *head;
-		*head = s;
+	if (!s || !(s->name = strdup(name))) {
+		free(s);
+		return NULL;
 	}
-	if (!s->fr && err)
-		*err = s->error;
-	*out = s->fr;
-	return s->fr ? TF_OK : s->error.code;
+	/* Fragments before format 10 use the array's one old schema. */
+	if (tf_path_join(path, sizeof(path), a->dir, LEGACY_SCHEMA) &&
+	    tf_source_stat(a->src, path, &st, NULL) == TF_OK)
+		get_schema(a, LEGACY_SCHEMA, &legacy, &legacy_err);
+	if (tf_fragment_open(a->src, fdir, name, legacy, get_schema, a, a->key, &s->fr, &s->error) != TF_OK) {
+		if (legacy_err.code != TF_OK)
+			s->error = legacy_err;	/* the real cause */
+		s->failed_at = now_ns();
+	}
+	return s;
+}
+
+/* Fragment `name` in directory fdir, its metadata read once (a failure is
+ * the answer for RETRY_NS); the slot comes back referenced. */
+static tf_status get_fragment(tf_array *a, const char *name, const char *fdir, frag_slot **out,
+			      tf_error *err)
+{
+	frag_slot *s, *mine;
+
+	pthread_mutex_lock(&a->lock);
+	s = find_fragment(a, name);
+	if (!s || (!s->fr && now_ns() - s->failed_at >= RETRY_NS)) {
+		pthread_mutex_unlock(&a->lock);
+		if (!(mine = read_fragment(a, name, fdir)))
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		pthread_mutex_lock(&a->lock);
+		s = publish_fragment(a, mine);
+	}
+	if (!s->fr) {
+		tf_status rc = s->error.code;
+		if (err)
+			*err = s->error;
+		pthread_mutex_unlock(&a->lock);
+		return rc;
+	}
+	s->refs++;
+	lru_unlink(a, s);
+	lru_push(a, s);
+	pthread_mutex_unlock(&a->lock);
+	*out = s;
+	return TF_OK;
+}
+
+static void put_fragment(tf_array *a, frag_slot *s)
+{
+	pthread_mutex_lock(&a->lock);
+	s->refs--;
+	trim_fragments(a);
+	pthread_mutex_unlock(&a->lock);
 }
 
 /* ---- what a path is --------------------------------------------------------------------------- */
@@ -303,24 +490,43 @@ bool tf_array_is_decoded_name(const char *rel)
 static tf_status set_paths(tf_array *a, const char *rel, const path_info *pi, tf_array_file *out,
 			   tf_error *err)
 {
-	if (asprintf(&out->path, "%s/%s", a->dir, rel) < 0 ||
+	char path[4096];
+
+	if (!tf_path_join(path, sizeof(path), a->dir, rel))
+		return tf_err(err, TF_E_INVAL, "path too long");
+	if (!(out->path = strdup(path)) ||
 	    (pi->kind != P_RAW && pi->frag[0] && !(out->fragment = strdup(pi->frag))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	return TF_OK;
 }
 
+static tf_status describe_in(tf_array *a, tf_fragment *fr, const path_info *pi, const char *fdir,
+			     tf_array_file *out, tf_error *err);
+
 static tf_status describe_fragment_file(tf_array *a, const path_info *pi, tf_array_file *out,
 					tf_error *err)
 {
-	char fdir[4096];
+	char fdir[4096], sub[512];
+	frag_slot *slot = NULL;
 	tf_fragment *fr;
 	tf_status rc;
 
-	if (snprintf(fdir, sizeof(fdir), pi->in_fragments_dir ? "%s/__fragments/%s" : "%s/%s", a->dir,
-		     pi->frag) >= (int)sizeof(fdir))
+	snprintf(sub, sizeof(sub), pi->in_fragments_dir ? "__fragments/%s" : "%s", pi->frag);
+	if (!tf_path_join(fdir, sizeof(fdir), a->dir, sub))
 		return tf_err(err, TF_E_INVAL, "path too long");
-	if ((rc = get_fragment(a, pi->frag, fdir, &fr, err)) != TF_OK)
+	if ((rc = get_fragment(a, pi->frag, fdir, &slot, err)) != TF_OK)
 		return rc;
+	fr = slot->fr;
+	rc = describe_in(a, fr, pi, fdir, out, err);
+	put_fragment(a, slot);
+	return rc;
+}
+
+static tf_status describe_in(tf_array *a, tf_fragment *fr, const path_info *pi, const char *fdir,
+			     tf_array_file *out, tf_error *err)
+{
+	tf_status rc;
+
 	out->format_version = tf_fragment_version(fr);
 	if (pi->kind == P_FRAG_META) {	/* generic tiles, then the footer as it is */
 		out->kind = "fragment metadata";
@@ -338,7 +544,8 @@ static tf_status describe_fragment_file(tf_array *a, const path_info *pi, tf_arr
 	if (!(out->field = strdup(out->ff.field)))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	if (out->ff.var_file) {
-		if (asprintf(&out->var_path, "%s/%s", fdir, out->ff.var_file) < 0)
+		char var[4096];
+		if (!tf_path_join(var, sizeof(var), fdir, out->ff.var_file) || !(out->var_path = strdup(var)))
 			return tf_err(err, TF_E_NOMEM, "out of memory");
 		out->spec.var_data = out->var_path;
 	}
@@ -364,9 +571,7 @@ tf_status tf_array_describe(tf_array *a, const char *rel, tf_array_file *out, tf
 		out->spec.key = a->key;
 		return TF_OK;
 	}
-	pthread_mutex_lock(&a->lock);
 	rc = describe_fragment_file(a, &pi, out, err);
-	pthread_mutex_unlock(&a->lock);
 	if (rc != TF_OK)
 		tf_array_file_clear(out);
 	return rc;
@@ -382,26 +587,27 @@ void tf_array_file_clear(tf_array_file *f)
 	memset(f, 0, sizeof(*f));
 }
 
+/* The greatest schema file name (names start with timestamps). */
+static int pick_latest(void *ctx, const char *name, const tf_stat *st)
+{
+	char *best = ctx;
+
+	if (st->kind != TF_ENT_DIR && name[0] != '.' && strcmp(name, "__enumerations") &&
+	    strlen(name) < 256 && strcmp(name, best) > 0)
+		snprintf(best, 256, "%s", name);
+	return 0;
+}
+
 tf_status tf_array_latest_schema(tf_array *a, const tf_schema **out, char **name, tf_error *err)
 {
 	char path[4096], best[256] = "";
-	struct dirent *d;
-	DIR *dir;
 	tf_status rc;
 
-	snprintf(path, sizeof(path), "%s/__schema", a->dir);
-	if ((dir = opendir(path))) {
-		while ((d = readdir(dir)))
-			if (d->d_name[0] != '.' && strcmp(d->d_name, "__enumerations") &&
-			    strlen(d->d_name) < sizeof(best) && strcmp(d->d_name, best) > 0)
-				snprintf(best, sizeof(best), "%s", d->d_name);
-		closedir(dir);
-	}
+	if (tf_path_join(path, sizeof(path), a->dir, "__schema"))
+		tf_source_list(a->src, path, false, pick_latest, best, NULL);
 	if (!best[0])
 		snprintf(best, sizeof(best), "%s", LEGACY_SCHEMA);
-	pthread_mutex_lock(&a->lock);
 	rc = get_schema(a, best, out, err);
-	pthread_mutex_unlock(&a->lock);
 	if (rc == TF_OK && name && !(*name = strdup(best)))
 		rc = tf_err(err, TF_E_NOMEM, "out of memory");
 	return rc;
@@ -425,52 +631,64 @@ static bool rel_ok(const char *rel)
 	return true;
 }
 
-static tf_status full_path(const tf_array *a, const char *rel, char *buf, size_t n, tf_error *err)
+/* rel beneath the array as a path in the array's source. */
+static tf_status source_path(const tf_array *a, const char *rel, char *buf, size_t n, tf_error *err)
 {
 	if (!rel_ok(rel))
 		return tf_err(err, TF_E_INVAL, "'%s': not a path beneath the array", rel);
-	if (snprintf(buf, n, "%s/%s", a->dir, rel) >= (int)n)
+	if (!strcmp(rel, ".") ? snprintf(buf, n, "%s", a->dir) >= (int)n : !tf_path_join(buf, n, a->dir, rel))
 		return tf_err(err, TF_E_INVAL, "path too long");
 	return TF_OK;
+}
+
+typedef struct list_ctx {
+	tf_array_list_fn fn;
+	void *ctx;
+} list_ctx;
+
+static int list_one(void *ctx, const char *name, const tf_stat *st)
+{
+	list_ctx *l = ctx;
+
+	return l->fn(l->ctx, name, st->kind == TF_ENT_DIR);
 }
 
 tf_status tf_array_list(tf_array *a, const char *rel, tf_array_list_fn fn, void *ctx, tf_error *err)
 {
 	char path[4096];
-	struct dirent *d;
-	DIR *dir;
-	tf_status rc = full_path(a, rel, path, sizeof(path), err);
+	list_ctx l = { fn, ctx };
+	tf_error e;
+	tf_status rc = source_path(a, rel, path, sizeof(path), err);
 
 	if (rc != TF_OK)
 		return rc;
-	if (!(dir = opendir(path)))
-		return errno == ENOENT ? TF_OK : tf_err(err, TF_E_IO, "%s: %s", rel, strerror(errno));
-	while ((d = readdir(dir)))
-		if (strcmp(d->d_name, ".") && strcmp(d->d_name, "..") &&
-		    fn(ctx, d->d_name, d->d_type == DT_DIR) != 0)
-			break;
-	closedir(dir);
-	return TF_OK;
+	rc = tf_source_list(a->src, path, false, list_one, &l, &e);
+	if (rc == TF_E_NOTFOUND)	/* a directory the array does not have (yet) */
+		return TF_OK;
+	if (rc != TF_OK && err)
+		*err = e;
+	return rc;
 }
 
 tf_status tf_array_read(tf_array *a, const char *rel, size_t limit, tf_buf *out, tf_error *err)
 {
 	char path[4096];
-	struct stat sb;
-	int fd;
-	tf_status rc = full_path(a, rel, path, sizeof(path), err);
+	tf_object *o = NULL;
+	uint64_t size;
+	tf_status rc = source_path(a, rel, path, sizeof(path), err);
 
 	out->len = 0;
-	if (rc != TF_OK)
+	if (rc != TF_OK || (rc = tf_object_open(a->src, path, NULL, &o, err)) != TF_OK)
 		return rc;
-	if ((fd = tf_open_regular(path, &sb)) < 0)
-		return tf_err(err, TF_E_IO, "%s: %s", rel, strerror(errno));
-	close(fd);
-	if ((uint64_t)sb.st_size > limit)
-		return tf_err(err, TF_E_CORRUPT, "%s: %llu bytes, more than the %zu expected", rel,
-			      (unsigned long long)sb.st_size, limit);
-	rc = read_whole(path, out, err);
-	return rc == TF_OK ? rc : tf_err_prefix(err, "%s", rel);
+	size = tf_object_stat(o)->v.size;
+	if (size > limit || size > out->limit)
+		rc = tf_err(err, TF_E_CORRUPT, "%s: %llu bytes, more than the %zu expected", rel,
+			    (unsigned long long)size, limit < out->limit ? limit : out->limit);
+	else if ((rc = tf_buf_reserve(out, (size_t)size, err)) == TF_OK &&
+		 (rc = tf_object_read(o, 0, out->p, (size_t)size, err)) == TF_OK)
+		out->len = (size_t)size;
+	tf_object_close(o);
+	return rc;
 }
 
 tf_status tf_array_read_generic(tf_array *a, const char *rel, tf_buf *payload, tf_error *err)
@@ -495,14 +713,28 @@ tf_status tf_array_fragment(tf_array *a, const char *rel_dir, tf_fragment **out,
 {
 	const char *name = strrchr(rel_dir, '/') ? strrchr(rel_dir, '/') + 1 : rel_dir;
 	char fdir[4096];
-	tf_status rc = full_path(a, rel_dir, fdir, sizeof(fdir), err);
+	frag_slot *slot;
+	tf_status rc = source_path(a, rel_dir, fdir, sizeof(fdir), err);
 
-	if (rc != TF_OK)
+	if (rc != TF_OK || (rc = get_fragment(a, name, fdir, &slot, err)) != TF_OK)
 		return rc;
+	*out = slot->fr;
+	return TF_OK;
+}
+
+void tf_array_fragment_put(tf_array *a, const tf_fragment *fr)
+{
+	frag_slot *s;
+
+	if (!fr)
+		return;
 	pthread_mutex_lock(&a->lock);
-	rc = get_fragment(a, name, fdir, out, err);
+	s = find_fragment(a, tf_fragment_name(fr));
+	if (s && s->fr == fr && s->refs > 0) {
+		s->refs--;
+		trim_fragments(a);
+	}
 	pthread_mutex_unlock(&a->lock);
-	return rc;
 }
 
 tf_status tf_array_open_file(tf_array *a, const char *rel, tf_file **out, tf_error *err)
@@ -512,7 +744,7 @@ tf_status tf_array_open_file(tf_array *a, const char *rel, tf_file **out, tf_err
 
 	if (rc != TF_OK)
 		return rc;
-	rc = tf_file_open(af.path, rel, &af.spec, out, err);
+	rc = tf_file_open(a->src, af.path, rel, NULL, &af.spec, out, err);
 	tf_array_file_clear(&af);
 	return rc;
 }

@@ -28,16 +28,19 @@
 
 typedef struct tf_array tf_array;
 
-/* Whether dir is the root of a TileDB array (__schema/ or __array_schema.tdb). */
-bool tf_array_detect(const char *dir);
+/* Whether dir of src is the root of a TileDB array (__schema/ or
+ * __array_schema.tdb). */
+bool tf_array_detect(tf_source *src, const char *dir);
 
-/* key: for encrypted arrays (may be NULL); kept by reference. */
-tf_status tf_array_open(const char *dir, const tf_key *key, tf_array **out, tf_error *err);
+/* The array at dir of src (both kept by reference: src must outlive it);
+ * key: for encrypted arrays (may be NULL), also kept by reference. */
+tf_status tf_array_open(tf_source *src, const char *dir, const tf_key *key, tf_array **out,
+			tf_error *err);
 void tf_array_free(tf_array *a);
 
 typedef struct tf_array_file {
 	tf_file_spec spec;		/* open `path` with it */
-	char *path;			/* absolute */
+	char *path;			/* in the array's source */
 	const char *kind;		/* "data", "offsets", "var", "validity", "schema", ... */
 	char *field;			/* attribute/dimension name, or NULL */
 	char *fragment;			/* fragment directory name, or NULL */
@@ -76,11 +79,15 @@ tf_status tf_array_read(tf_array *a, const char *rel, size_t limit, tf_buf *out,
 /* The decoded payload of a file of one generic tile (.del, enumerations). */
 tf_status tf_array_read_generic(tf_array *a, const char *rel, tf_buf *payload, tf_error *err);
 /* The metadata of the fragment in directory rel_dir ("__fragments/NAME",
- * or "NAME" before format 12), read once and kept by the array. */
+ * or "NAME" before format 12), read once and kept by the array: *out stays
+ * valid until the caller gives it back with tf_array_fragment_put (the
+ * array frees idle fragments only). */
 tf_status tf_array_fragment(tf_array *a, const char *rel_dir, tf_fragment **out, tf_error *err);
+void tf_array_fragment_put(tf_array *a, const tf_fragment *fr);
 /* The key given at open (NULL if none), for generic tiles read from memory. */
 const tf_key *tf_array_key(const tf_array *a);
-/* Open a file the array decodes (tf_array_describe + tf_file_open). */
+/* Index a file the array decodes (tf_array_describe + tf_file_open; the
+ * file borrows the array's source). */
 tf_status tf_array_open_file(tf_array *a, const char *rel, tf_file **out, tf_error *err);
 
 #endif

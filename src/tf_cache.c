@@ -1,11 +1,34 @@
 /*
- * tf_cache.c - byte-budgeted LRU of decoded chunks with single-flight loads
- * and a decode-ahead worker pool.
+ * tf_cache.c - byte-budgeted LRU of decoded chunks with single-flight claims
+ * and a worker pool.
  *
- * One mutex guards the table, the LRU list and the job queue; it is never
- * held while decoding.  An entry is LOADING while one thread decodes it;
- * others wanting it wait on `loaded`.  Entries removed from the table
- * (evicted, dropped, failed) are `dead` and freed by their last release.
+ * Design, with the numbers behind it:
+ *
+ *  - One mutex guards the table, both lists, the buffer pools and the job
+ *    queue.  Every operation under it is O(1) (amortised: the table doubles
+ *    when it holds two entries per bucket), nothing under it reads, decodes
+ *    or copies chunk bytes, so a 1 MiB request's 16 chunk lookups cost a
+ *    few hundred nanoseconds of lock time against ~1 ms of decoding.
+ *
+ *  - An entry costs its buffer plus ENTRY_COST bytes of bookkeeping, both
+ *    charged to the budget: ten million 1-byte chunks under a 16 MiB budget
+ *    hold ~130,000 entries, not ten million.
+ *
+ *  - Buffers for chunks of 32-64 KiB (TileDB's usual size) are 64 KiB
+ *    slots carved from 2 MiB slabs that the kernel may back with a huge
+ *    page; freed slots are reused, never returned.  Other sizes are
+ *    malloc'd by the filler, outside the lock.
+ *
+ *  - Two lists: the LRU (least recent first) and the done list.  A reader
+ *    that passed a whole chunk on to the kernel's page cache releases it as
+ *    done; done chunks beyond DONE_KEEP go back to the pools at once.  A
+ *    cold 256 MiB scan thus cycles through a few MiB of hot buffers: on
+ *    a fresh daemon, touching new memory cost more CPU (the kernel zeroing
+ *    huge pages: 45% of the daemon's profile) than decoding did.
+ *
+ *  - An entry is LOADING while its claimer fills it; others wanting it wait
+ *    on `loaded`.  Failures are not kept.  Entries taken out of the table
+ *    (evicted, failed) are `dead` and freed by their last release.
  */
 #include "tf_cache.h"
 
@@ -16,35 +39,27 @@
 #include <sys/mman.h>
 
 typedef enum { E_LOADING, E_READY, E_FAILED } entry_state;
+typedef enum { L_NONE, L_LRU, L_DONE } list_id;
 
 struct tf_cache_entry {
 	uint64_t owner, index;
 	uint8_t *data;
-	size_t cap;		/* bytes allocated, what the budget counts */
+	size_t cap;		/* bytes of buffer charged (a slot, or len) */
 	uint32_t len;
 	int refs;
-	entry_state state;
-	tf_status rc;		/* why loading failed */
+	uint8_t state, list;
 	bool dead;
-	tf_error *err;		/* why loading failed, for the waiters */
-	tf_cache_entry *hnext;	/* hash chain */
-	tf_cache_entry *prev, *next; /* LRU list, least recent first */
+	tf_status rc;		/* why filling failed */
+	tf_error *err;		/* the same, for waiters */
+	tf_cache_entry *hnext;	/* hash chain; free list link when recycled */
+	tf_cache_entry *prev, *next;
 };
 
-typedef struct job {
-	uint64_t owner, index;
-	uint32_t len;
-	tf_cache_source src;
-} job;
-
-#define QUEUE_CAP 256
-
-/* Buffers for chunks of 32-64 KiB, TileDB's usual size, come from 2 MiB
- * slabs the kernel may back with a huge page: filling a cold cache then
- * faults once per 2 MiB instead of once per 4 KiB, and evicted buffers are
- * reused, not freed. */
+#define ENTRY_COST ((size_t)128)	/* >= sizeof(entry) + its share of the table */
 #define SLOT_BYTES ((size_t)64 << 10)
 #define SLAB_BYTES ((size_t)2 << 20)
+#define QUEUE_CAP 256
+#define SPARE_ENTRIES 4096		/* entry structs kept for reuse */
 
 typedef struct free_slot {
 	struct free_slot *next;
@@ -54,24 +69,59 @@ struct tf_cache {
 	pthread_mutex_t lock;
 	pthread_cond_t loaded, work;
 	tf_cache_entry **buckets;
-	size_t mask;
-	tf_cache_entry lru;	/* sentinel */
-	size_t budget, used, entries, pinned;
-	uint64_t next_owner, hits, misses, evictions, prefetches;
+	size_t mask, entries;
+	tf_cache_entry lru, done;	/* sentinels */
+	size_t budget, used, done_bytes, done_keep, pinned;
+	uint64_t next_owner, hits, misses, evictions, prefetches, recycled;
+	tf_cache_entry *spare;		/* recycled entry structs */
+	size_t nspare;
+	free_slot *slots;		/* recycled slots */
+	void **slabs;
+	size_t nslabs, slab_cap, slab_used;
 	pthread_t *threads;
-	unsigned nworkers;
-	job queue[QUEUE_CAP];
+	unsigned nworkers, running;
+	pthread_key_t in_worker;	/* set in worker threads: their claims are prefetches */
+	tf_cache_job queue[QUEUE_CAP];
 	size_t qhead, qlen;
 	bool stopping;
-	free_slot *slots;	/* recycled SLOT_BYTES buffers */
-	void **slabs;
-	size_t nslabs, slab_cap;
-	size_t slab_used;	/* bytes handed out of the newest slab */
 };
 
-/* ---- table and LRU (lock held) ---------------------------------------------------- */
+/* ---- lists (lock held) ------------------------------------------------------------------- */
 
-static size_t slot(const tf_cache *c, uint64_t owner, uint64_t index)
+static void list_init(tf_cache_entry *s)
+{
+	s->prev = s->next = s;
+}
+
+static void unlink_entry(tf_cache *c, tf_cache_entry *e)
+{
+	if (e->list == L_NONE)
+		return;
+	if (e->list == L_DONE)
+		c->done_bytes -= e->cap + ENTRY_COST;
+	e->prev->next = e->next;
+	e->next->prev = e->prev;
+	e->list = L_NONE;
+}
+
+/* Append e to the list (as its most recent member). */
+static void append(tf_cache *c, tf_cache_entry *e, list_id which)
+{
+	tf_cache_entry *s = which == L_DONE ? &c->done : &c->lru;
+
+	unlink_entry(c, e);
+	e->prev = s->prev;
+	e->next = s;
+	s->prev->next = e;
+	s->prev = e;
+	e->list = (uint8_t)which;
+	if (which == L_DONE)
+		c->done_bytes += e->cap + ENTRY_COST;
+}
+
+/* ---- the table (lock held) -------------------------------------------------------------- */
+
+static size_t bucket_of(const tf_cache *c, uint64_t owner, uint64_t index)
 {
 	uint64_t h = owner * 0x9e3779b97f4a7c15ull ^ (index + 0x632be59bd9b4e019ull) * 0xbf58476d1ce4e5b9ull;
 	return (size_t)(h ^ h >> 29) & c->mask;
@@ -79,62 +129,71 @@ static size_t slot(const tf_cache *c, uint64_t owner, uint64_t index)
 
 static tf_cache_entry *find(const tf_cache *c, uint64_t owner, uint64_t index)
 {
-	tf_cache_entry *e = c->buckets[slot(c, owner, index)];
+	tf_cache_entry *e = c->buckets[bucket_of(c, owner, index)];
 
 	while (e && (e->owner != owner || e->index != index))
 		e = e->hnext;
 	return e;
 }
 
-static void lru_unlink(tf_cache_entry *e)
+/* Two entries per bucket at most: double the table (amortised O(1)). */
+static void grow_table(tf_cache *c)
 {
-	e->prev->next = e->next;
-	e->next->prev = e->prev;
-	e->prev = e->next = e;
-}
+	size_t n = (c->mask + 1) * 2;
+	tf_cache_entry **b = calloc(n, sizeof(*b)), **old = c->buckets;
+	size_t oldn = c->mask + 1;
 
-static void lru_push(tf_cache *c, tf_cache_entry *e)	/* as most recent */
-{
-	e->prev = c->lru.prev;
-	e->next = &c->lru;
-	c->lru.prev->next = e;
-	c->lru.prev = e;
+	if (!b)
+		return;	/* longer chains, still correct */
+	c->buckets = b;
+	c->mask = n - 1;
+	for (size_t i = 0; i < oldn; i++)
+		for (tf_cache_entry *e = old[i], *next; e; e = next) {
+			size_t s = bucket_of(c, e->owner, e->index);
+			next = e->hnext;
+			e->hnext = b[s];
+			b[s] = e;
+		}
+	free(old);
 }
 
 static void table_insert(tf_cache *c, tf_cache_entry *e)
 {
-	size_t s = slot(c, e->owner, e->index);
+	size_t s;
 
+	if (c->entries >= 2 * (c->mask + 1))
+		grow_table(c);
+	s = bucket_of(c, e->owner, e->index);
 	e->hnext = c->buckets[s];
 	c->buckets[s] = e;
-	lru_push(c, e);
+	append(c, e, L_LRU);
 	c->entries++;
-	c->used += e->cap;
+	c->used += e->cap + ENTRY_COST;
 }
 
-/* Take e out of the table; it is freed now if nobody holds it. */
+/* Take e out of the table; whoever holds it frees it on release. */
 static void table_remove(tf_cache *c, tf_cache_entry *e)
 {
-	tf_cache_entry **p = &c->buckets[slot(c, e->owner, e->index)];
+	tf_cache_entry **p = &c->buckets[bucket_of(c, e->owner, e->index)];
 
 	while (*p != e)
 		p = &(*p)->hnext;
 	*p = e->hnext;
-	lru_unlink(e);
+	unlink_entry(c, e);
 	c->entries--;
-	c->used -= e->cap;
+	c->used -= e->cap + ENTRY_COST;
 	e->dead = true;
 }
 
-/* ---- buffers (lock held) ------------------------------------------------------------ */
+/* ---- buffers and entry structs (lock held) ----------------------------------------------- */
 
 static bool slot_sized(size_t len)
 {
 	return len > SLOT_BYTES / 2 && len <= SLOT_BYTES;
 }
 
-/* A new slab, left untouched: its pages are faulted in (and zeroed by the
- * kernel) by the decoder that first writes a slot, outside the lock. */
+/* A new slab, left untouched: its pages are faulted in by the filler that
+ * first writes a slot, outside the lock. */
 static bool add_slab(tf_cache *c)
 {
 	void *p, **v;
@@ -156,7 +215,6 @@ static bool add_slab(tf_cache *c)
 	return true;
 }
 
-/* A slot: a recycled one, else the next untouched one of the newest slab. */
 static uint8_t *get_slot(tf_cache *c)
 {
 	free_slot *f = c->slots;
@@ -171,7 +229,7 @@ static uint8_t *get_slot(tf_cache *c)
 	return (uint8_t *)c->slabs[c->nslabs - 1] + c->slab_used - SLOT_BYTES;
 }
 
-/* Buffers of exactly SLOT_BYTES are slots: others never have that size. */
+/* Slots are exactly SLOT_BYTES; no other buffer has that cap. */
 static void put_buffer(tf_cache *c, uint8_t *p, size_t cap)
 {
 	free_slot *f = (free_slot *)p;
@@ -184,57 +242,79 @@ static void put_buffer(tf_cache *c, uint8_t *p, size_t cap)
 	}
 }
 
+static tf_cache_entry *new_entry(tf_cache *c)
+{
+	tf_cache_entry *e = c->spare;
+
+	if (e) {
+		c->spare = e->hnext;
+		c->nspare--;
+		memset(e, 0, sizeof(*e));
+		return e;
+	}
+	return calloc(1, sizeof(*e));
+}
+
 static void entry_free(tf_cache *c, tf_cache_entry *e)
 {
 	put_buffer(c, e->data, e->cap);
 	free(e->err);
-	free(e);
+	if (c->nspare < SPARE_ENTRIES) {
+		e->hnext = c->spare;
+		c->spare = e;
+		c->nspare++;
+	} else {
+		free(e);
+	}
 }
 
-/* Evict least recently used idle entries until `need` more bytes fit.  One
- * victim of a fitting size may hand its buffer over instead of freeing it:
- * most chunks are 64 KiB, so buffers are recycled rather than churned. */
+/* Evict e (idle and READY).  A victim of a fitting size may hand its
+ * buffer to the caller instead of the pools. */
+static void evict(tf_cache *c, tf_cache_entry *e, uint8_t **reuse, size_t *reuse_cap, size_t need)
+{
+	c->evictions++;
+	c->recycled += e->list == L_DONE;
+	table_remove(c, e);
+	if (reuse && !*reuse && e->cap != SLOT_BYTES && e->cap >= need && e->cap <= 2 * need) {
+		*reuse = e->data;
+		*reuse_cap = e->cap;
+		e->data = NULL;
+	}
+	entry_free(c, e);
+}
+
+/* Evict idle entries, done ones first, then least recently used, until
+ * `need` more bytes fit the budget. */
 static void make_room(tf_cache *c, size_t need, uint8_t **reuse, size_t *reuse_cap)
 {
-	tf_cache_entry *e = c->lru.next;
+	tf_cache_entry *lists[2] = { &c->done, &c->lru };
 
-	while (e != &c->lru && c->used + need > c->budget) {
-		tf_cache_entry *victim = e;
-
-		e = e->next;
-		if (victim->refs || victim->state != E_READY)
-			continue;
-		table_remove(c, victim);
-		c->evictions++;
-		if (reuse && !*reuse && victim->cap != SLOT_BYTES && victim->cap >= need &&
-		    victim->cap <= 2 * need) {
-			*reuse = victim->data;
-			*reuse_cap = victim->cap;
-			victim->data = NULL;
+	for (int l = 0; l < 2; l++)
+		for (tf_cache_entry *e = lists[l]->next; e != lists[l] && c->used + need > c->budget;) {
+			tf_cache_entry *victim = e;
+			e = e->next;
+			if (!victim->refs && victim->state == E_READY)
+				evict(c, victim, reuse, reuse_cap, need);
 		}
-		entry_free(c, victim);
-	}
 }
 
-/* A queued job for (owner, index), or NULL (lock held).  Owner ids are
- * never 0: a job whose owner is 0 was cancelled. */
-static job *queued(tf_cache *c, uint64_t owner, uint64_t index)
+/* Done chunks beyond DONE_KEEP go back to the pools now (oldest first). */
+static void trim_done(tf_cache *c)
 {
-	for (size_t i = 0; i < c->qlen; i++) {
-		job *j = &c->queue[(c->qhead + i) % QUEUE_CAP];
-
-		if (j->owner == owner && j->index == index)
-			return j;
+	for (tf_cache_entry *e = c->done.next; e != &c->done && c->done_bytes > c->done_keep;) {
+		tf_cache_entry *victim = e;
+		e = e->next;
+		if (!victim->refs)
+			evict(c, victim, NULL, NULL, 0);
 	}
-	return NULL;
 }
 
-/* ---- loading -------------------------------------------------------------------------- */
+/* ---- claiming ------------------------------------------------------------------------------- */
 
 /* A new LOADING entry holding one reference (lock held). */
-static tf_cache_entry *start_load(tf_cache *c, uint64_t owner, uint64_t index, uint32_t len)
+static tf_cache_entry *claim(tf_cache *c, uint64_t owner, uint64_t index, uint32_t len)
 {
-	tf_cache_entry *e = calloc(1, sizeof(*e));
+	tf_cache_entry *e = new_entry(c);
 
 	if (!e)
 		return NULL;
@@ -244,46 +324,64 @@ static tf_cache_entry *start_load(tf_cache *c, uint64_t owner, uint64_t index, u
 	e->refs = 1;
 	e->state = E_LOADING;
 	if (slot_sized(len)) {
-		make_room(c, SLOT_BYTES, NULL, NULL);
-		e->data = get_slot(c);	/* NULL: run_load reports it */
+		make_room(c, SLOT_BYTES + ENTRY_COST, NULL, NULL);
+		e->data = get_slot(c);	/* NULL: fill_buffer reports it */
 		e->cap = SLOT_BYTES;
 	} else {
-		make_room(c, len, &e->data, &e->cap);
+		make_room(c, len + ENTRY_COST, &e->data, &e->cap);
 		if (!e->data)
-			e->cap = len;	/* allocated by the loader, outside the lock */
+			e->cap = len;	/* malloc'd by fill_buffer, outside the lock */
 	}
 	table_insert(c, e);
 	c->pinned++;
 	return e;
 }
 
-static void release_locked(tf_cache *c, tf_cache_entry *e)
+tf_status tf_cache_acquire(tf_cache *c, uint64_t owner, uint64_t index, uint32_t len,
+			   tf_cache_entry **out, tf_cache_state *state, tf_error *err)
 {
-	if (--e->refs > 0)
-		return;
-	c->pinned--;
-	if (e->dead)
-		entry_free(c, e);
-	else if (c->used > c->budget)
-		make_room(c, 0, NULL, NULL);
+	tf_cache_entry *e;
+
+	*out = NULL;
+	/* A chunk's length comes from its header, which may lie (up to 4 GiB):
+	 * one larger than the whole budget is refused before anything is
+	 * evicted or allocated for it. */
+	if ((size_t)len + ENTRY_COST > c->budget)
+		return tf_err(err, TF_E_CORRUPT, "a chunk of %u bytes is larger than the cache budget "
+			      "(%zu bytes; corrupt, or raise cache_size)", len, c->budget);
+	pthread_mutex_lock(&c->lock);
+	if ((e = find(c, owner, index))) {
+		if (e->refs++ == 0)
+			c->pinned++;
+		c->hits++;
+		if (e->state == E_READY)
+			append(c, e, L_LRU);	/* most recent; a re-read done chunk too */
+		*state = e->state == E_READY ? TF_CACHE_READY : TF_CACHE_LOADING;
+	} else if ((e = claim(c, owner, index, len))) {
+		c->misses++;
+		c->prefetches += pthread_getspecific(c->in_worker) != NULL;
+		*state = TF_CACHE_CLAIMED;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (!e)
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	*out = e;
+	return TF_OK;
 }
 
-/* Decode into e with no lock held, then publish the result to waiters. */
-static tf_status run_load(tf_cache *c, tf_cache_entry *e, const tf_cache_source *src,
-			  tf_workspace *ws, tf_error *err)
+uint8_t *tf_cache_fill_buffer(tf_cache *c, tf_cache_entry *e)
 {
-	tf_status rc;
+	(void)c;
+	if (!e->data && e->cap != SLOT_BYTES)
+		e->data = malloc(e->cap ? e->cap : 1);	/* only the claimer gets here */
+	return e->data;
+}
 
-	if (!ws)
-		rc = tf_err(err, TF_E_NOMEM, "no workspace");
-	else if (!e->data && (e->cap == SLOT_BYTES || !(e->data = malloc(e->cap ? e->cap : 1))))
-		rc = tf_err(err, TF_E_NOMEM, "cannot allocate %u bytes for a chunk", e->len);
-	else
-		rc = src->load(src->ctx, e->index, e->data, ws, err);
+void tf_cache_publish(tf_cache *c, tf_cache_entry *e, tf_status rc, const tf_error *err)
+{
 	pthread_mutex_lock(&c->lock);
 	e->state = rc == TF_OK ? E_READY : E_FAILED;
 	if (rc != TF_OK) {
-		/* Failures are not cached: the next reader tries again. */
 		e->rc = rc;
 		if (err && (e->err = malloc(sizeof(*e->err))))
 			*e->err = *err;
@@ -292,123 +390,102 @@ static tf_status run_load(tf_cache *c, tf_cache_entry *e, const tf_cache_source 
 	}
 	pthread_cond_broadcast(&c->loaded);
 	pthread_mutex_unlock(&c->lock);
+}
+
+tf_status tf_cache_wait(tf_cache *c, tf_cache_entry *e, tf_error *err)
+{
+	tf_status rc;
+
+	pthread_mutex_lock(&c->lock);
+	while (e->state == E_LOADING)
+		pthread_cond_wait(&c->loaded, &c->lock);
+	rc = e->state == E_READY ? TF_OK : e->rc;
+	if (rc != TF_OK && e->err && err)
+		*err = *e->err;
+	else if (rc != TF_OK && !e->err)
+		tf_err(err, rc, "chunk %llu could not be decoded", (unsigned long long)e->index);
+	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
 
-/* Wait for a chunk someone else is loading (lock held, e pinned). */
-static tf_status await(tf_cache *c, tf_cache_entry *e, tf_error *err)
+const uint8_t *tf_cache_data(const tf_cache_entry *e) { return e->data; }
+uint32_t tf_cache_len(const tf_cache_entry *e) { return e->len; }
+
+void tf_cache_release(tf_cache *c, tf_cache_entry *e, bool done)
 {
-	while (e->state == E_LOADING)
-		pthread_cond_wait(&c->loaded, &c->lock);
-	if (e->state == E_READY)
-		return TF_OK;
-	if (e->err && err)
-		*err = *e->err;
-	else if (!e->err)
-		tf_err(err, e->rc, "chunk %llu could not be decoded", (unsigned long long)e->index);
-	return e->rc;
+	pthread_mutex_lock(&c->lock);
+	if (done && !e->dead && e->state == E_READY)
+		append(c, e, L_DONE);
+	if (--e->refs == 0) {
+		c->pinned--;
+		if (e->dead)
+			entry_free(c, e);
+		else if (c->used > c->budget)
+			make_room(c, 0, NULL, NULL);
+	}
+	if (done)
+		trim_done(c);
+	pthread_mutex_unlock(&c->lock);
 }
 
 tf_status tf_cache_get(tf_cache *c, uint64_t owner, uint64_t index, uint32_t len,
 		       const tf_cache_source *src, tf_workspace *ws, tf_cache_entry **out,
 		       tf_error *err)
 {
+	tf_cache_state state;
 	tf_cache_entry *e;
-	job *q;
+	uint8_t *dst;
 	tf_status rc;
 
-	/* A chunk's length comes from its header, which may lie (up to 4 GiB):
-	 * one larger than the whole budget is refused before anything is
-	 * evicted or allocated for it. */
-	if (len > c->budget)
-		return tf_err(err, TF_E_CORRUPT, "a chunk of %u bytes is larger than the cache budget "
-			      "(%zu bytes; corrupt, or raise cache_size)", len, c->budget);
-	pthread_mutex_lock(&c->lock);
-	if ((e = find(c, owner, index))) {
-		if (e->refs++ == 0)
-			c->pinned++;
-		c->hits++;
-		if (e->state == E_READY) {
-			lru_unlink(e);
-			lru_push(c, e);
-		}
-		if ((rc = await(c, e, err)) != TF_OK)
-			release_locked(c, e);
-		pthread_mutex_unlock(&c->lock);
-		*out = rc == TF_OK ? e : NULL;
+	*out = NULL;
+	if ((rc = tf_cache_acquire(c, owner, index, len, &e, &state, err)) != TF_OK)
+		return rc;
+	if (state == TF_CACHE_CLAIMED) {
+		if (!ws)
+			rc = tf_err(err, TF_E_NOMEM, "no workspace");
+		else if (!(dst = tf_cache_fill_buffer(c, e)))
+			rc = tf_err(err, TF_E_NOMEM, "cannot allocate %u bytes for a chunk", len);
+		else
+			rc = src->load(src->ctx, index, dst, ws, err);
+		tf_cache_publish(c, e, rc, err);
+	} else if (state == TF_CACHE_LOADING) {
+		rc = tf_cache_wait(c, e, err);
+	}
+	if (rc != TF_OK) {
+		tf_cache_release(c, e, false);
 		return rc;
 	}
-	c->misses++;
-	/* A reader got here before the worker: that decode-ahead job is moot. */
-	if (c->nworkers && (q = queued(c, owner, index)))
-		q->owner = 0;
-	e = start_load(c, owner, index, len);
-	pthread_mutex_unlock(&c->lock);
-	if (!e)
-		return tf_err(err, TF_E_NOMEM, "out of memory");
-	if ((rc = run_load(c, e, src, ws, err)) != TF_OK) {
-		tf_cache_release(c, e);
-		e = NULL;
-	}
 	*out = e;
-	return rc;
+	return TF_OK;
 }
 
-const uint8_t *tf_cache_data(const tf_cache_entry *e)
-{
-	return e->data;
-}
+/* ---- workers ---------------------------------------------------------------------------- */
 
-void tf_cache_release(tf_cache *c, tf_cache_entry *e)
+bool tf_cache_submit(tf_cache *c, const tf_cache_job *job)
 {
+	bool queued = false;
+
+	if (!c->nworkers)
+		return false;
 	pthread_mutex_lock(&c->lock);
-	release_locked(c, e);
-	pthread_mutex_unlock(&c->lock);
-}
-
-void tf_cache_release_done(tf_cache *c, tf_cache_entry *e)
-{
-	pthread_mutex_lock(&c->lock);
-	if (!e->dead && e->state == E_READY) {	/* first in line for eviction */
-		lru_unlink(e);
-		e->next = c->lru.next;
-		e->prev = &c->lru;
-		c->lru.next->prev = e;
-		c->lru.next = e;
-	}
-	release_locked(c, e);
-	pthread_mutex_unlock(&c->lock);
-}
-
-/* ---- decode-ahead workers ------------------------------------------------------------------ */
-
-void tf_cache_prefetch(tf_cache *c, uint64_t owner, uint64_t index, uint32_t len,
-		       const tf_cache_source *src)
-{
-	if (!c->nworkers || len > c->budget)
-		return;
-	pthread_mutex_lock(&c->lock);
-	if (!c->stopping && c->qlen < QUEUE_CAP && !find(c, owner, index) && !queued(c, owner, index)) {
-		job *j = &c->queue[(c->qhead + c->qlen++) % QUEUE_CAP];
-
-		*j = (job){ owner, index, len, *src };
-		if (src->hold)
-			src->hold(src->ctx);
+	if (!c->stopping && c->qlen < QUEUE_CAP) {
+		c->queue[(c->qhead + c->qlen++) % QUEUE_CAP] = *job;
 		pthread_cond_signal(&c->work);
+		queued = true;
 	}
 	pthread_mutex_unlock(&c->lock);
+	return queued;
 }
 
 static void *worker_main(void *arg)
 {
 	tf_cache *c = arg;
 	tf_workspace *ws = tf_workspace_new();
-	tf_error err = { TF_OK, "" };
 
+	pthread_setspecific(c->in_worker, c);
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
-		tf_cache_entry *e;
-		job j;
+		tf_cache_job j;
 
 		while (!c->stopping && c->qlen == 0)
 			pthread_cond_wait(&c->work, &c->lock);
@@ -417,18 +494,14 @@ static void *worker_main(void *arg)
 		j = c->queue[c->qhead];
 		c->qhead = (c->qhead + 1) % QUEUE_CAP;
 		c->qlen--;
-		e = !j.owner || find(c, j.owner, j.index) ? NULL : start_load(c, j.owner, j.index, j.len);
-		c->prefetches += e != NULL;
+		c->running++;
 		pthread_mutex_unlock(&c->lock);
-		if (e) {
-			run_load(c, e, &j.src, ws, &err);
-			tf_cache_release(c, e);
-		}
-		/* Outside the lock: dropping the last hold may free the source,
-		 * which calls back into the cache. */
-		if (j.src.release)
-			j.src.release(j.src.ctx);
+		if (ws)
+			j.run(j.ctx, c, ws);
+		else if (j.drop)
+			j.drop(j.ctx);
 		pthread_mutex_lock(&c->lock);
+		c->running--;
 	}
 	pthread_mutex_unlock(&c->lock);
 	tf_workspace_free(ws);
@@ -440,28 +513,42 @@ unsigned tf_cache_workers(const tf_cache *c)
 	return c->nworkers;
 }
 
-/* ---- life cycle ---------------------------------------------------------------------------- */
+size_t tf_cache_budget(const tf_cache *c)
+{
+	return c->budget;
+}
+
+unsigned tf_cache_backlog(tf_cache *c)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&c->lock);
+	n = (unsigned)c->qlen + c->running;
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
+/* ---- life cycle ------------------------------------------------------------------------------ */
 
 tf_status tf_cache_new(size_t budget, unsigned workers, tf_cache **out, tf_error *err)
 {
 	tf_cache *c = calloc(1, sizeof(*c));
-	size_t nb = 1024;
 
-	if (!c)
-		return tf_err(err, TF_E_NOMEM, "out of memory");
-	while (nb < budget / 16384 && nb < ((size_t)1 << 24))
-		nb *= 2;
-	c->buckets = calloc(nb, sizeof(*c->buckets));
-	c->threads = calloc(workers ? workers : 1, sizeof(*c->threads));
-	if (!c->buckets || !c->threads) {
-		free(c->buckets);
-		free(c->threads);
+	if (!c || !(c->buckets = calloc(1024, sizeof(*c->buckets))) ||
+	    !(c->threads = calloc(workers ? workers : 1, sizeof(*c->threads))) ||
+	    pthread_key_create(&c->in_worker, NULL) != 0) {
+		if (c)
+			free(c->buckets), free(c->threads);
 		free(c);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
-	c->mask = nb - 1;
+	c->mask = 1023;
 	c->budget = budget;
-	c->lru.prev = c->lru.next = &c->lru;
+	/* Done chunks kept for a kernel that asks again (a retry page by page
+	 * after an error, a page cache under pressure): a little. */
+	c->done_keep = budget / 16 < ((size_t)4 << 20) ? budget / 16 : (size_t)4 << 20;
+	list_init(&c->lru);
+	list_init(&c->done);
 	c->next_owner = 1;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->loaded, NULL);
@@ -471,6 +558,15 @@ tf_status tf_cache_new(size_t budget, unsigned workers, tf_cache **out, tf_error
 			break;	/* fewer workers: less decode-ahead, still correct */
 	*out = c;
 	return TF_OK;
+}
+
+static void free_list(tf_cache *c, tf_cache_entry *s)
+{
+	while (s->next != s) {
+		tf_cache_entry *e = s->next;
+		table_remove(c, e);
+		entry_free(c, e);
+	}
 }
 
 void tf_cache_free(tf_cache *c)
@@ -484,13 +580,16 @@ void tf_cache_free(tf_cache *c)
 	for (unsigned i = 0; i < c->nworkers; i++)
 		pthread_join(c->threads[i], NULL);
 	for (; c->qlen; c->qlen--, c->qhead = (c->qhead + 1) % QUEUE_CAP)
-		if (c->queue[c->qhead].src.release)
-			c->queue[c->qhead].src.release(c->queue[c->qhead].src.ctx);
-	while (c->lru.next != &c->lru) {
-		tf_cache_entry *e = c->lru.next;
-		table_remove(c, e);
-		entry_free(c, e);
+		if (c->queue[c->qhead].drop)
+			c->queue[c->qhead].drop(c->queue[c->qhead].ctx);
+	free_list(c, &c->done);
+	free_list(c, &c->lru);
+	while (c->spare) {
+		tf_cache_entry *e = c->spare;
+		c->spare = e->hnext;
+		free(e);
 	}
+	pthread_key_delete(c->in_worker);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->loaded);
 	pthread_cond_destroy(&c->work);
@@ -512,24 +611,10 @@ uint64_t tf_cache_owner(tf_cache *c)
 	return id;
 }
 
-void tf_cache_drop(tf_cache *c, uint64_t owner)
-{
-	pthread_mutex_lock(&c->lock);
-	for (tf_cache_entry *e = c->lru.next, *next; e != &c->lru; e = next) {
-		next = e->next;
-		if (e->owner != owner)
-			continue;
-		table_remove(c, e);
-		if (e->refs == 0)
-			entry_free(c, e);
-	}
-	pthread_mutex_unlock(&c->lock);
-}
-
 void tf_cache_get_stats(tf_cache *c, tf_cache_stats *s)
 {
 	pthread_mutex_lock(&c->lock);
 	*s = (tf_cache_stats){ c->budget, c->used, c->entries, c->pinned, c->hits, c->misses,
-			       c->evictions, c->prefetches };
+			       c->evictions, c->prefetches, c->recycled };
 	pthread_mutex_unlock(&c->lock);
 }

@@ -2,21 +2,28 @@
  * tf_cache.h - decoded chunks shared by every reader.
  *
  * One cache holds decoded chunks under a byte budget.  Entries are keyed by
- * (owner, index): an owner is one version of one source file, so a changed
+ * (owner, index): an owner is one version of one stored file, so a changed
  * file gets a new owner and can never be answered with the old bytes.
  *
+ *  - Budget: what an entry costs is its buffer plus its bookkeeping, so a
+ *    file of millions of tiny chunks cannot grow the daemon past the budget.
  *  - LRU eviction of unpinned entries keeps the total under the budget;
- *    pinned entries (being copied out) are never freed under a reader.
- *  - Single flight: concurrent misses on one chunk decode it once; the
- *    others wait for that result.  Misses on different chunks decode in
- *    parallel (no lock is held while decoding).
- *  - A small worker pool decodes ahead of sequential readers
- *    (tf_cache_prefetch), each worker with its own workspace.
+ *    pinned entries (being filled, or read by a reply) are never freed.
+ *  - Single flight: the first thread to want an absent chunk claims it and
+ *    fills it; others wanting it wait for that result.  Claims on different
+ *    chunks are filled in parallel; no lock is held while filling.
+ *  - Done chunks: a chunk a reader passed on whole (to the kernel's page
+ *    cache, which answers the next read of it) is recycled first, so a long
+ *    scan reuses a few hot buffers instead of touching fresh memory and
+ *    never pushes out what random readers use.
+ *  - A small worker pool runs jobs (decode-ahead of whole runs of chunks),
+ *    each worker with its own workspace.
  * All functions are thread-safe.
  */
 #ifndef TF_CACHE_H
 #define TF_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,50 +33,79 @@
 typedef struct tf_cache tf_cache;
 typedef struct tf_cache_entry tf_cache_entry;
 
-/* How to fill an entry: decode chunk `index` of ctx into dst[len]. */
-typedef struct tf_cache_source {
-	void *ctx;
-	tf_status (*load)(void *ctx, uint64_t index, uint8_t *dst, tf_workspace *ws, tf_error *err);
-	void (*hold)(void *ctx);	/* keep ctx alive while a prefetch is queued */
-	void (*release)(void *ctx);
-} tf_cache_source;
-
 typedef struct tf_cache_stats {
 	size_t budget, used, entries, pinned;
-	uint64_t hits, misses, evictions, prefetches;
+	uint64_t hits, misses, evictions, prefetches, recycled;
 } tf_cache_stats;
 
 tf_status tf_cache_new(size_t budget, unsigned workers, tf_cache **out, tf_error *err);
 void tf_cache_free(tf_cache *c);
 
-/* A fresh owner id (never 0). */
+/* A fresh owner id (never 0).  Owners are never reused, so nothing needs
+ * dropping when a file goes: no reader asks for its chunks again, and they
+ * drift to the cold end of the LRU and go first (no scan, no lock held). */
 uint64_t tf_cache_owner(tf_cache *c);
-/* Forget every entry of owner (pinned ones go when released). */
-void tf_cache_drop(tf_cache *c, uint64_t owner);
+
+/* ---- claiming and filling ---------------------------------------------------------------- */
+
+typedef enum {
+	TF_CACHE_READY,		/* the bytes are there */
+	TF_CACHE_LOADING,	/* another thread fills it: tf_cache_wait() */
+	TF_CACHE_CLAIMED,	/* yours to fill: tf_cache_fill_buffer(), tf_cache_publish() */
+} tf_cache_state;
 
 /*
- * Return chunk (owner, index) of len bytes, decoding it with src on a miss
- * (ws is the caller's workspace).  A len larger than the whole budget is
- * refused (TF_E_CORRUPT) before anything is evicted or allocated: lengths
- * come from chunk headers.  On success *e is pinned: read it with
- * tf_cache_data() and give it back with tf_cache_release().
+ * Find chunk (owner, index) of len bytes, or claim it.  The entry comes
+ * back pinned in *e with its state in *state.  A len larger than the whole
+ * budget is refused (TF_E_CORRUPT) before anything is evicted or
+ * allocated: lengths come from chunk headers.
  */
+tf_status tf_cache_acquire(tf_cache *c, uint64_t owner, uint64_t index, uint32_t len,
+			   tf_cache_entry **e, tf_cache_state *state, tf_error *err);
+/* Where a claimed entry's len bytes go (allocated on first call, outside
+ * any lock); NULL when out of memory. */
+uint8_t *tf_cache_fill_buffer(tf_cache *c, tf_cache_entry *e);
+/* Make a claimed entry READY (rc TF_OK) or failed (err says why; failures
+ * are not kept: the next reader tries again).  It stays pinned. */
+void tf_cache_publish(tf_cache *c, tf_cache_entry *e, tf_status rc, const tf_error *err);
+/* Wait for a LOADING entry (pinned) to be published: its status. */
+tf_status tf_cache_wait(tf_cache *c, tf_cache_entry *e, tf_error *err);
+
+const uint8_t *tf_cache_data(const tf_cache_entry *e);
+uint32_t tf_cache_len(const tf_cache_entry *e);
+/* Unpin.  done: the caller passed the whole chunk on (see above). */
+void tf_cache_release(tf_cache *c, tf_cache_entry *e, bool done);
+
+/* ---- the simple way: fill with a callback --------------------------------------------------- */
+
+typedef struct tf_cache_source {
+	void *ctx;
+	tf_status (*load)(void *ctx, uint64_t index, uint8_t *dst, tf_workspace *ws, tf_error *err);
+} tf_cache_source;
+
+/* Acquire, and fill with src->load (in this thread, with ws) if claimed, or
+ * wait if another thread is filling it.  On success *e is pinned. */
 tf_status tf_cache_get(tf_cache *c, uint64_t owner, uint64_t index, uint32_t len,
 		       const tf_cache_source *src, tf_workspace *ws, tf_cache_entry **e,
 		       tf_error *err);
-const uint8_t *tf_cache_data(const tf_cache_entry *e);
-void tf_cache_release(tf_cache *c, tf_cache_entry *e);
-/* Release, and make the chunk the first to be evicted: for a reader that
- * passed all of it on (to the kernel's page cache, which answers the next
- * read of it).  A long sequential scan then evicts its own chunks before
- * anything other readers use. */
-void tf_cache_release_done(tf_cache *c, tf_cache_entry *e);
 
-/* Queue a background decode of (owner, index) unless it is cached, being
- * decoded, or the queue is full.  Never blocks on a decode. */
-void tf_cache_prefetch(tf_cache *c, uint64_t owner, uint64_t index, uint32_t len,
-		       const tf_cache_source *src);
+/* ---- workers ------------------------------------------------------------------------------ */
+
+/* A job runs once on a worker (run), or, if the cache is freed first, is
+ * dropped (drop); exactly one of the two is called. */
+typedef struct tf_cache_job {
+	void (*run)(void *ctx, tf_cache *c, tf_workspace *ws);
+	void (*drop)(void *ctx);
+	void *ctx;
+} tf_cache_job;
+
+/* Queue a job; false (and nothing called) when there are no workers or the
+ * queue is full: decode-ahead is best effort. */
+bool tf_cache_submit(tf_cache *c, const tf_cache_job *job);
 unsigned tf_cache_workers(const tf_cache *c);
+size_t tf_cache_budget(const tf_cache *c);
+/* Jobs queued or running: a reader's hint that workers are busy. */
+unsigned tf_cache_backlog(tf_cache *c);
 
 void tf_cache_get_stats(tf_cache *c, tf_cache_stats *s);
 

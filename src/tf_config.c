@@ -9,6 +9,8 @@
 #include "config.h"
 
 #include "tf_config.h"
+#include "filters/plugin.h"
+#include "tf_s3.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -61,7 +63,7 @@ typedef struct array_sec {
 	const tf_key *key;
 } array_sec;
 
-typedef enum { SEC_NONE, SEC_TILEFS, SEC_PIPELINE, SEC_KEY, SEC_MATCH, SEC_ARRAY } sec_kind;
+typedef enum { SEC_NONE, SEC_TILEFS, SEC_PIPELINE, SEC_KEY, SEC_MATCH, SEC_ARRAY, SEC_S3 } sec_kind;
 
 struct tf_config {
 	char *path, *dir;
@@ -75,6 +77,13 @@ struct tf_config {
 	size_t npipes, nkeys, nrules, narrays;
 	tf_pipeline *empty;
 	bool world_readable;	/* the config file itself */
+	char *plugin_path;	/* [tilefs] plugin_path, as written */
+	int plugin_path_line;
+	tf_plugins *plugins;	/* loaded by resolve(); outlives every pipeline */
+	char **warnings;	/* plugins skipped, for the caller to show */
+	size_t nwarnings;
+	tf_s3_settings s3;	/* [s3] */
+	bool s3_seen;
 };
 
 typedef struct parser {
@@ -341,7 +350,7 @@ static void start_section(parser *ps, const char *section)
 {
 	static const struct { const char *word; sec_kind kind; } kinds[] = {
 		{ "tilefs", SEC_TILEFS }, { "pipeline", SEC_PIPELINE }, { "key", SEC_KEY },
-		{ "match", SEC_MATCH }, { "array", SEC_ARRAY },
+		{ "match", SEC_MATCH }, { "array", SEC_ARRAY }, { "s3", SEC_S3 },
 	};
 	size_t wlen = strcspn(section, " \t");
 	const char *arg = section + wlen;
@@ -354,6 +363,12 @@ static void start_section(parser *ps, const char *section)
 			ps->kind = kinds[i].kind;
 	if (ps->kind == SEC_NONE)
 		return (void)fail(ps, ps->section_line, "unknown section [%s]", section);
+	if (ps->kind == SEC_S3) {	/* one [s3], no name */
+		if (*arg || ps->c->s3_seen)
+			return (void)fail(ps, ps->section_line, *arg ? "[s3] takes no name" : "duplicate section [s3]");
+		ps->c->s3_seen = true;
+		return;
+	}
 	if ((ps->kind == SEC_TILEFS) != (*arg == '\0'))
 		return (void)fail(ps, ps->section_line, ps->kind == SEC_TILEFS ? "[tilefs] takes no name" :
 				  "[%s] needs a name, e.g. [%s NAME]", section, section);
@@ -432,6 +447,11 @@ static int set_tilefs(parser *ps, const char *name, const char *value)
 		free(ps->c->default_key_name);
 		ps->c->default_key_name = strdup(value);
 		ps->c->default_key_line = ps->line;
+	} else if (!strcmp(name, "plugin_path")) {
+		free(ps->c->plugin_path);
+		if (!(ps->c->plugin_path = strdup(value)))
+			return fail(ps, ps->line, "out of memory");
+		ps->c->plugin_path_line = ps->line;
 	} else {
 		return fail(ps, ps->line, "unknown key '%s' in [tilefs]", name);
 	}
@@ -530,6 +550,12 @@ static int set_value(parser *ps, const char *name, const char *value)
 			return fail(ps, ps->line, "unknown key '%s' in [array %s]", name, ((array_sec *)ps->cur)->path);
 		((array_sec *)ps->cur)->line = ps->line;
 		return (((array_sec *)ps->cur)->key_name = strdup(value)) ? 1 : fail(ps, ps->line, "out of memory");
+	case SEC_S3: {
+		tf_error e;
+		if (tf_s3_settings_set(&ps->c->s3, name, value, ps->c->dir, &e) != TF_OK)
+			return fail(ps, ps->line, "%s", e.msg);
+		return 1;
+	}
 	case SEC_NONE:
 		break;
 	}
@@ -630,7 +656,7 @@ static tf_status build_pipeline(parser *ps, const fieldspec *f, tf_pipeline **ou
 {
 	tf_error perr;
 
-	if (tf_pipeline_parse(f->filters, out, &perr) == TF_OK)
+	if (tf_pipeline_parse_with(f->filters, ps->c->plugins, out, &perr) == TF_OK)
 		return TF_OK;
 	fail(ps, f->filters_line, "filters: %s", perr.msg);
 	return TF_E_INVAL;
@@ -685,9 +711,71 @@ static void resolve_rule(parser *ps, match_sec *m)
 	r->var_data = m->var_data;
 }
 
+/* ---- plugins ---------------------------------------------------------------------------------- */
+
+typedef struct warn_ctx {
+	tf_config *c;
+	const char *where;	/* "FILE:LINE" or the environment variable */
+} warn_ctx;
+
+static void keep_warning(void *ctx, const char *msg)
+{
+	warn_ctx *w = ctx;
+	char **v = realloc(w->c->warnings, (w->c->nwarnings + 1) * sizeof(*v));
+
+	if (!v)
+		return;
+	w->c->warnings = v;
+	if (asprintf(&v[w->c->nwarnings], "%s: %s", w->where, msg) >= 0)
+		w->c->nwarnings++;
+}
+
+/* plugin_path with each relative directory made relative to the
+ * configuration file's own, as key files are. */
+static char *plugin_dirs(const tf_config *c)
+{
+	char *in = strdup(c->plugin_path), *save = NULL, *out = strdup(""), *next;
+
+	for (char *d = in ? strtok_r(in, ":", &save) : NULL; d && out; d = strtok_r(NULL, ":", &save)) {
+		char *abs = resolve_path(c, d);
+		next = NULL;
+		if (abs && asprintf(&next, "%s%s%s", out, *out ? ":" : "", abs) < 0)
+			next = NULL;
+		free(abs);
+		free(out);
+		out = next;
+	}
+	free(in);
+	return out;
+}
+
+/* Load the plugins before any pipeline is built: plugin_path, else the
+ * environment's.  A plugin that cannot be used is a warning, not an error. */
+static tf_status load_plugins(tf_config *c, const char *where, tf_error *err)
+{
+	char *dirs = c->plugin_path ? plugin_dirs(c) : NULL;
+	const char *path = c->plugin_path ? dirs : tf_plugins_env_path();
+	warn_ctx w = { c, where };
+	tf_status rc;
+
+	if (c->plugin_path && !dirs)
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	if (!c->plugin_path)
+		w.where = getenv("TILEFS_PLUGIN_PATH") ? "TILEFS_PLUGIN_PATH" : "HDF5_PLUGIN_PATH";
+	rc = tf_plugins_load(path, keep_warning, &w, &c->plugins, err);
+	free(dirs);
+	return rc;
+}
+
 static void resolve(parser *ps)
 {
 	tf_config *c = ps->c;
+	char where[PATH_MAX + 16];
+	tf_error perr;
+
+	snprintf(where, sizeof(where), "%s:%d", c->path, c->plugin_path_line);
+	if (load_plugins(c, where, &perr) != TF_OK)
+		fail(ps, c->plugin_path_line, "plugin_path: %s", perr.msg);
 
 	for (size_t i = 0; i < c->nkeys && !ps->failed; i++)
 		if (!c->keys[i].key)
@@ -719,14 +807,21 @@ static tf_config *config_new(void)
 	c->s.cache_size = (uint64_t)256 << 20;
 	c->s.index_budget = (uint64_t)64 << 20;
 	c->s.log_level = TF_LOG_INFO;
+	tf_s3_settings_init(&c->s3);
 	return c;
 }
 
 tf_status tf_config_default(tf_config **out, tf_error *err)
 {
+	tf_status rc;
+
 	if (!(*out = config_new()))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
-	return TF_OK;
+	if ((rc = load_plugins(*out, NULL, err)) != TF_OK) {
+		tf_config_free(*out);
+		*out = NULL;
+	}
+	return rc;
 }
 
 static tf_status open_config(tf_config *c, const char *path, FILE **f, tf_error *err)
@@ -818,12 +913,37 @@ void tf_config_free(tf_config *c)
 	free(c->pipes), free(c->keys), free(c->rules), free(c->arrays);
 	free(c->default_key_name), free(c->path), free(c->dir);
 	tf_pipeline_free(c->empty);
+	tf_plugins_free(c->plugins);	/* after every pipeline holding its classes */
+	for (size_t i = 0; i < c->nwarnings; i++)
+		free(c->warnings[i]);
+	free(c->warnings), free(c->plugin_path);
+	tf_s3_settings_clear(&c->s3);
 	free(c);
 }
 
 const tf_settings *tf_config_settings(const tf_config *c)
 {
 	return &c->s;
+}
+
+const tf_plugins *tf_config_plugins(const tf_config *c)
+{
+	return c->plugins;
+}
+
+size_t tf_config_nwarnings(const tf_config *c)
+{
+	return c->nwarnings;
+}
+
+const char *tf_config_warning(const tf_config *c, size_t i)
+{
+	return i < c->nwarnings ? c->warnings[i] : NULL;
+}
+
+const struct tf_s3_settings *tf_config_s3(const tf_config *c)
+{
+	return &c->s3;
 }
 
 void tf_config_lock_keys(tf_config *c)

@@ -2,16 +2,26 @@
  * tf_config.h - what to decode how: the INI configuration (conf/tilefs.ini
  * documents every key).
  *
- *   [tilefs]          cache_size, unmatched, log_level, workers, default_key, views
+ *   [tilefs]          cache_size, unmatched, log_level, workers, default_key,
+ *                     plugin_path, views
  *   [pipeline NAME]   filters, datatype, cell_val_num, format_version
  *   [key NAME]        file | env | hex
  *   [match GLOB]      pipeline = NAME or inline filters/datatype/...,
  *                     key, generic, var_data; first match wins
  *   [array PATH]      key  (TileDB arrays under SOURCE, decoded from their schema)
+ *   [s3]              endpoint, region, path_style, profile, anonymous, list_ttl,
+ *                     credentials, timeout, retries, max_requests (tf_s3.h)
  *
  * Any error (unknown section or key, bad value, bad filter spec, missing or
  * world-readable key file, bad glob) fails the load with "FILE:LINE: message".
  * Key material is never part of a message.
+ *
+ * Filter plugins (filters/plugin.h) are loaded from plugin_path (relative
+ * directories are relative to the file), or with no plugin_path (and for
+ * tf_config_default) from $TILEFS_PLUGIN_PATH, else $HDF5_PLUGIN_PATH,
+ * before any filter spec is read, so specs may name them.  A plugin that
+ * cannot be used is skipped with a warning (tf_config_warning); a spec
+ * naming a filter no plugin provides fails the load at its line.
  */
 #ifndef TF_CONFIG_H
 #define TF_CONFIG_H
@@ -56,6 +66,15 @@ tf_status tf_config_default(tf_config **out, tf_error *err);
 void tf_config_free(tf_config *c);
 
 const tf_settings *tf_config_settings(const tf_config *c);
+/* The loaded filter plugins (valid while c is). */
+const tf_plugins *tf_config_plugins(const tf_config *c);
+/* What loading skipped ("FILE:LINE: plugin P skipped: why"), to be shown
+ * once by the program. */
+size_t tf_config_nwarnings(const tf_config *c);
+const char *tf_config_warning(const tf_config *c, size_t i);
+/* The [s3] section (defaults when there is none), for tf_source_open. */
+struct tf_s3_settings;
+const struct tf_s3_settings *tf_config_s3(const tf_config *c);
 /* Lock every key in memory again (locks do not survive fork()). */
 void tf_config_lock_keys(tf_config *c);
 /* Override the cache budget (mount option cache_size=). */

@@ -1,92 +1,16 @@
 /*
- * tf_file.c - two-level index of one source file (tiles, then each tile's
- * chunks) and decoding of its chunks.
+ * tf_file.c - the index of one stored file: its tiles, then each tile's
+ * decode units (tf_file_int.h), and decoding a unit from its stored bytes.
+ * Reading through the cache is tf_reader.c.
  */
-#include "tf_file.h"
+#include "tf_file_int.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-#include "tf_cache.h"
-#include "tf_tile.h"
 
 #define WALK_WINDOW (1024 * 1024)	/* see walker */
 
-typedef enum { TILE_CHUNKED, TILE_FOLDED, TILE_RAW } tile_kind;
-
-typedef struct chunk_ent {
-	uint64_t off;		/* start in the decoded file */
-	uint64_t src_off;	/* stored chunk, header included */
-	uint64_t src_len;
-	uint32_t size;		/* decoded bytes */
-} chunk_ent;
-
-typedef struct chunk_table {
-	size_t n;
-	chunk_ent c[];
-} chunk_table;
-
-typedef struct tile_ent {
-	uint64_t start, stored;	/* where the tile is stored */
-	uint64_t off, size;	/* its decoded range */
-	tile_kind kind;
-	unsigned dec;		/* which decoder: generic files have one per tile */
-	uint64_t data_start, data_stored; /* folded: the data tile it comes from */
-	_Atomic(chunk_table *) chunks;	/* NULL until first needed */
-} tile_ent;
-
-/* A pipeline and what it needs to run. */
-typedef struct decoder {
-	tf_pipeline *pipeline;	/* effective: AES appended when keyed */
-	tf_chunk_env env;
-} decoder;
-
-struct tf_file {
-	atomic_int refs;
-	char *name, *path;
-	_Atomic int fd;		/* -1 until a read needs it: listing a big array
-				 * must not hold a descriptor per file */
-	int var_fd;
-	struct stat st;
-	decoder *dec;
-	size_t ndec;
-	decoder var;		/* folded offsets: the data file's decoder */
-	tile_ent *tiles;
-	size_t ntiles, tcap;
-	uint64_t size;
-	uint64_t folded;
-	bool generic, from_layout;
-	uint32_t cell_val_num;
-	tf_cache *cache;	/* bound on the first read through a cache */
-	_Atomic uint64_t owner;	/* our id in that cache */
-};
-
-/* ---- I/O ------------------------------------------------------------------------ */
-
-static tf_status read_at(int fd, uint64_t off, void *dst, size_t n, tf_error *err)
-{
-	uint8_t *p = dst;
-
-	while (n) {
-		ssize_t got = pread(fd, p, n, (off_t)off);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0)
-			return tf_err(err, TF_E_IO, "read at %llu: %s", (unsigned long long)off,
-				      strerror(errno));
-		if (got == 0)
-			return tf_err(err, TF_E_STALE, "file ended at %llu (changed on disk?)",
-				      (unsigned long long)off);
-		p += got;
-		off += (uint64_t)got;
-		n -= (size_t)got;
-	}
-	return TF_OK;
-}
+/* ---- walking headers ------------------------------------------------------------- */
 
 /* Headers are read through a window: a walk visits them in order.  Chunks
  * are tens of KiB apart, so a wide window reads nearly the whole file: one
@@ -95,19 +19,19 @@ static tf_status read_at(int fd, uint64_t off, void *dst, size_t n, tf_error *er
  * want next.  (Asking the kernel to read ahead while taking only the header
  * pages was measured slower: 0.43 s against 0.27 s for a cold 70 MB file.) */
 typedef struct walker {
-	int fd;
+	tf_object *obj;
 	uint64_t end;		/* the walk stays before this offset */
 	uint64_t at;		/* file offset of buf[0] */
 	size_t len;
 	uint8_t buf[WALK_WINDOW];
 } walker;
 
-static walker *walker_new(int fd, uint64_t end)
+static walker *walker_new(tf_object *obj, uint64_t end)
 {
 	walker *w = malloc(sizeof(*w));
 
 	if (w) {
-		w->fd = fd;
+		w->obj = obj;
 		w->end = end;
 		w->at = w->len = 0;
 	}
@@ -121,7 +45,7 @@ static tf_status walk_read(walker *w, uint64_t off, void *dst, size_t n, tf_erro
 			      (unsigned long long)off);
 	if (off < w->at || off + n > w->at + w->len) {
 		size_t want = w->end - off < WALK_WINDOW ? (size_t)(w->end - off) : WALK_WINDOW;
-		tf_status rc = read_at(w->fd, off, w->buf, want, err);
+		tf_status rc = tf_object_read(w->obj, off, w->buf, want, err);
 		if (rc != TF_OK)
 			return rc;
 		w->at = off;
@@ -131,130 +55,123 @@ static tf_status walk_read(walker *w, uint64_t off, void *dst, size_t n, tf_erro
 	return TF_OK;
 }
 
-int tf_open_regular(const char *path, struct stat *st)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+/* ---- unit lists ---------------------------------------------------------------------- */
 
-	if (fd < 0)
-		return -1;
-	if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || fcntl(fd, F_SETFL, 0) != 0) {
-		close(fd);
-		errno = EINVAL;
-		return -1;
+static tf_status push_unit(unit_table **t, size_t *cap, const unit_ent *u, tf_error *err)
+{
+	if ((*t)->n == *cap) {
+		size_t ncap = *cap ? 2 * *cap : 16;
+		unit_table *v = realloc(*t, sizeof(**t) + ncap * sizeof(unit_ent));
+		if (!v)
+			return tf_err(err, TF_E_NOMEM, "cannot index %zu units", ncap);
+		*t = v;
+		*cap = ncap;
 	}
-	return fd;
+	(*t)->u[(*t)->n++] = *u;
+	return TF_OK;
 }
 
-bool tf_same_source(const struct stat *a, const struct stat *b)
+/* Whether chunk h (sz stored bytes) must start a new unit after cur. */
+static bool unit_full(const unit_ent *cur, const tf_chunk_header *h, uint64_t sz)
 {
-	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
-}
-
-/* The source's descriptor, opened on first need.  A file that is no longer
- * the one indexed is refused: its bytes would not match the index. */
-static int file_fd(const tf_file *f, tf_error *err)
-{
-	int fd = atomic_load(&f->fd), have = -1;
-	struct stat st;
-
-	if (fd >= 0)
-		return fd;
-	if ((fd = tf_open_regular(f->path, &st)) < 0)
-		return tf_err(err, TF_E_IO, "%s: %s", f->name, strerror(errno)), -1;
-	if (!tf_same_source(&st, &f->st)) {
-		close(fd);
-		return tf_err(err, TF_E_STALE, "%s changed on disk", f->name), -1;
-	}
-	if (!atomic_compare_exchange_strong((_Atomic int *)&f->fd, &have, fd)) {
-		close(fd);	/* another reader opened it first */
-		fd = have;
-	}
-	return fd;
-}
-
-/* ---- chunk lists ------------------------------------------------------------------- */
-
-static chunk_table *table_new(size_t n)
-{
-	chunk_table *t = malloc(sizeof(*t) + n * sizeof(chunk_ent));
-
-	if (t)
-		t->n = n;
-	return t;
+	return cur->nchunks == UNIT_CHUNKS || cur->size + (uint64_t)h->orig_len > UNIT_BYTES ||
+	       cur->src_len + sz > UNIT_STORED;
 }
 
 /*
  * Read the chunk headers of the tile at `pos` (u64 count, then chunks back
- * to back) into a new table whose decoded offsets start at `off`.  *stored
- * receives the tile's stored size, *size its decoded size.
+ * to back) into a new unit table whose decoded offsets start at `off`.
+ * *stored receives the tile's stored size, *size its decoded size.
  */
-static tf_status walk_chunks(walker *w, uint64_t pos, uint64_t off, chunk_table **out,
+static tf_status walk_chunks(walker *w, uint64_t pos, uint64_t off, unit_table **out,
 			     uint64_t *stored, uint64_t *size, tf_error *err)
 {
 	uint8_t raw[TF_CHUNK_HEADER_SIZE];
 	uint64_t n, p = pos + TF_TILE_HEADER_SIZE, start = off;
-	chunk_table *t;
-	tf_status rc;
+	unit_ent cur = { 0 };
+	unit_table *t;
+	size_t cap = 0;
+	tf_status rc = walk_read(w, pos, raw, TF_TILE_HEADER_SIZE, err);
 
-	if ((rc = walk_read(w, pos, raw, TF_TILE_HEADER_SIZE, err)) != TF_OK)
+	if (rc != TF_OK)
 		return rc;
 	n = tf_le64(raw);
-	if (n > (w->end - p) / TF_CHUNK_HEADER_SIZE)
+	if (n > (w->end - p) / TF_CHUNK_HEADER_SIZE || n > UINT32_MAX)
 		return tf_err(err, TF_E_CORRUPT, "claims %llu chunks in %llu bytes",
 			      (unsigned long long)n, (unsigned long long)(w->end - p));
-	if (!(t = table_new((size_t)n)))
-		return tf_err(err, TF_E_NOMEM, "cannot index %llu chunks", (unsigned long long)n);
-	for (uint64_t c = 0; c < n; c++) {
-		chunk_ent *e = &t->c[c];
+	if (!(t = calloc(1, sizeof(*t))))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	for (uint64_t c = 0; c < n && rc == TF_OK; c++) {
 		tf_chunk_header h;
+		uint64_t sz;
 
 		if ((rc = walk_read(w, p, raw, sizeof(raw), err)) != TF_OK) {
-			free(t);
-			return tf_err_prefix(err, "chunk %llu", (unsigned long long)c);
+			tf_err_prefix(err, "chunk %llu", (unsigned long long)c);
+			break;
 		}
 		tf_chunk_header_read(raw, &h);
-		if (tf_chunk_stored_size(&h) > w->end - p) {
-			free(t);
-			return tf_err(err, TF_E_CORRUPT, "chunk %llu: %llu stored bytes run past the end",
-				      (unsigned long long)c, (unsigned long long)tf_chunk_stored_size(&h));
+		if ((sz = tf_chunk_stored_size(&h)) > w->end - p) {
+			rc = tf_err(err, TF_E_CORRUPT, "chunk %llu: %llu stored bytes run past the end",
+				    (unsigned long long)c, (unsigned long long)sz);
+			break;
 		}
-		*e = (chunk_ent){ off, p, tf_chunk_stored_size(&h), h.orig_len };
-		p += e->src_len;
+		if (cur.nchunks && unit_full(&cur, &h, sz)) {
+			rc = push_unit(&t, &cap, &cur, err);
+			cur.nchunks = 0;
+		}
+		if (!cur.nchunks)
+			cur = (unit_ent){ .off = off, .src_off = p, .first = (uint32_t)c };
+		cur.size += h.orig_len;
+		cur.src_len += sz;
+		cur.nchunks++;
+		p += sz;
 		off += h.orig_len;
 	}
+	if (rc == TF_OK && cur.nchunks)
+		rc = push_unit(&t, &cap, &cur, err);
+	if (rc != TF_OK) {
+		free(t);
+		return rc;
+	}
+	t->nchunks = n;
 	*out = t;
 	*stored = p - pos;
 	*size = off - start;
 	return TF_OK;
 }
 
-/* Make tile t's chunk list (lock-free: a racing loader's list may win). */
-static tf_status build_table(const tf_file *f, const tile_ent *te, chunk_table **out, tf_error *err)
+/* The one pseudo-unit of a tile that is not chunked (raw bytes, or folded
+ * offsets rebuilt from a data tile). */
+static tf_status pseudo_table(const tile_ent *te, unit_table **out, tf_error *err)
+{
+	unit_table *t;
+
+	/* Its decoded size must fit 32 bits (sizes come from fragment
+	 * metadata, which may lie), and raw bytes decode to what is stored. */
+	if (te->size > UINT32_MAX || (te->kind == TILE_RAW && te->size != te->stored))
+		return tf_err(err, TF_E_CORRUPT, "tile of %llu bytes (%llu stored) cannot be one chunk",
+			      (unsigned long long)te->size, (unsigned long long)te->stored);
+	if (!(t = malloc(sizeof(*t) + sizeof(unit_ent))))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	t->n = t->nchunks = 1;
+	t->u[0] = (unit_ent){ te->off, te->kind == TILE_RAW ? te->start : te->data_start,
+			      te->kind == TILE_RAW ? te->stored : te->data_stored, (uint32_t)te->size, 1, 0 };
+	*out = t;
+	return TF_OK;
+}
+
+/* Make tile te's unit list from its chunk headers in obj, and check it
+ * against what the fragment metadata said of the tile. */
+static tf_status build_table(const tile_ent *te, tf_object *obj, unit_table **out, tf_error *err)
 {
 	uint64_t stored, size;
-	chunk_table *t = NULL;
+	unit_table *t = NULL;
 	walker *w;
-	int fd;
 	tf_status rc;
 
-	if (te->kind != TILE_CHUNKED) {
-		/* One pseudo-chunk: its decoded size must fit a chunk's 32 bits
-		 * (sizes come from fragment metadata, which may lie), and raw
-		 * bytes decode to exactly what is stored. */
-		if (te->size > UINT32_MAX || (te->kind == TILE_RAW && te->size != te->stored))
-			return tf_err(err, TF_E_CORRUPT, "tile of %llu bytes (%llu stored) cannot be "
-				      "one chunk", (unsigned long long)te->size, (unsigned long long)te->stored);
-		if (!(t = table_new(1)))
-			return tf_err(err, TF_E_NOMEM, "out of memory");
-		t->c[0] = (chunk_ent){ te->off, te->kind == TILE_RAW ? te->start : te->data_start,
-				       te->kind == TILE_RAW ? te->stored : te->data_stored, (uint32_t)te->size };
-		*out = t;
-		return TF_OK;
-	}
-	if ((fd = file_fd(f, err)) < 0)
-		return err ? err->code : TF_E_IO;
-	if (!(w = walker_new(fd, te->start + te->stored)))
+	if (te->kind != TILE_CHUNKED)
+		return pseudo_table(te, out, err);
+	if (!(w = walker_new(obj, te->start + te->stored)))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	rc = walk_chunks(w, te->start, te->off, &t, &stored, &size, err);
 	free(w);
@@ -271,19 +188,21 @@ static tf_status build_table(const tf_file *f, const tile_ent *te, chunk_table *
 	return TF_OK;
 }
 
-static tf_status load_tile(const tf_file *f, size_t t, const chunk_table **out, tf_error *err)
+/* Lock-free: a racing loader's table may win; ours is then freed. */
+tf_status tf_file_load_tile(const tf_file *f, tf_object *obj, size_t t, const unit_table **out,
+			    tf_error *err)
 {
 	tile_ent *te = &f->tiles[t];
-	chunk_table *have = atomic_load_explicit(&te->chunks, memory_order_acquire), *mine;
+	unit_table *have = atomic_load_explicit(&te->units, memory_order_acquire), *mine = NULL;
 	tf_status rc;
 
 	if (!have) {
-		if ((rc = build_table(f, te, &mine, err)) != TF_OK)
+		if ((rc = build_table(te, obj, &mine, err)) != TF_OK)
 			return tf_err_prefix(err, "%s: tile %zu", f->name, t);
-		if (atomic_compare_exchange_strong(&te->chunks, &have, mine))
+		if (atomic_compare_exchange_strong(&te->units, &have, mine))
 			have = mine;
 		else
-			free(mine);	/* another reader was first */
+			free(mine);
 	}
 	*out = have;
 	return TF_OK;
@@ -308,25 +227,24 @@ static tf_status add_tile(tf_file *f, const tile_ent *te, tf_error *err)
 	return TF_OK;
 }
 
-/* Walk every tile in [start, end): tiles with their chunk lists loaded. */
-static tf_status walk_file(tf_file *f, int fd, uint64_t start, uint64_t end, unsigned dec,
-			   tf_error *err)
+/* Walk every tile in [start, end) of obj: tiles with their units loaded. */
+static tf_status walk_file(tf_file *f, tf_object *obj, uint64_t start, uint64_t end, tf_error *err)
 {
-	walker *w = walker_new(fd, end);
+	walker *w = walker_new(obj, end);
 	tf_status rc = TF_OK;
 
 	if (!w)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	for (uint64_t pos = start; rc == TF_OK && pos < end;) {
-		tile_ent te = { .start = pos, .dec = dec, .kind = TILE_CHUNKED };
-		chunk_table *t;
+		tile_ent te = { .start = pos, .kind = TILE_CHUNKED };
+		unit_table *t;
 
 		rc = walk_chunks(w, pos, f->size, &t, &te.stored, &te.size, err);
 		if (rc != TF_OK) {
 			tf_err_prefix(err, "tile %zu (at byte %llu)", f->ntiles, (unsigned long long)pos);
 			break;
 		}
-		atomic_init(&te.chunks, t);
+		atomic_init(&te.units, t);
 		if ((rc = add_tile(f, &te, err)) != TF_OK)
 			free(t);
 		pos += te.stored;
@@ -335,10 +253,10 @@ static tf_status walk_file(tf_file *f, int fd, uint64_t start, uint64_t end, uns
 	return rc;
 }
 
-/* Tiles given by the caller: checked against the file, chunks read later. */
+/* Tiles given by the caller: checked against the file, units read later. */
 static tf_status layout_tiles(tf_file *f, const tf_tile_layout *v, size_t n, tf_error *err)
 {
-	uint64_t fsize = (uint64_t)f->st.st_size;
+	uint64_t fsize = f->ver.size;
 	tf_status rc = TF_OK;
 
 	for (size_t t = 0; t < n && rc == TF_OK; t++) {
@@ -349,7 +267,7 @@ static tf_status layout_tiles(tf_file *f, const tf_tile_layout *v, size_t n, tf_
 			return tf_err(err, TF_E_CORRUPT, "tile %zu: stored at %llu+%llu, beyond the file's "
 				      "%llu bytes", t, (unsigned long long)v[t].start,
 				      (unsigned long long)v[t].stored, (unsigned long long)fsize);
-		atomic_init(&te.chunks, NULL);
+		atomic_init(&te.units, NULL);
 		rc = add_tile(f, &te, err);
 	}
 	f->from_layout = true;
@@ -358,9 +276,9 @@ static tf_status layout_tiles(tf_file *f, const tf_tile_layout *v, size_t n, tf_
 
 /* ---- folded offsets (§4.7-4.8, §5.2) ---------------------------------------------------- */
 
-/* Decode data tile (start, stored) of the var file: its cell offsets (u64,
- * relative to the tile) land in *offsets, its data in the aux buffer. */
-static tf_status decode_data_tile(const tf_file *f, tf_workspace *ws, uint64_t start,
+/* Decode data tile (start, stored) of var: its cell offsets (u64, relative
+ * to the tile) land in *offsets, its data in the aux buffer. */
+static tf_status decode_data_tile(const tf_file *f, tf_object *var, tf_workspace *ws, uint64_t start,
 				  uint64_t stored, tf_buf *offsets, tf_error *err)
 {
 	tf_buf *io = tf_workspace_buf(ws, TF_WS_IO), *data = tf_workspace_buf(ws, TF_WS_AUX);
@@ -371,17 +289,17 @@ static tf_status decode_data_tile(const tf_file *f, tf_workspace *ws, uint64_t s
 	if (stored > SIZE_MAX)
 		return tf_err(err, TF_E_NOMEM, "data tile too large");
 	if ((rc = tf_buf_reserve(io, (size_t)stored, err)) != TF_OK ||
-	    (rc = read_at(f->var_fd, start, io->p, (size_t)stored, err)) != TF_OK)
+	    (rc = tf_object_read(var, start, io->p, (size_t)stored, err)) != TF_OK)
 		return rc;
 	return tf_tile_decode(f->var.pipeline, &f->var.env, ws, tf_span_of(io->p, (size_t)stored), data,
 			      offsets, NULL, err);
 }
 
-/* The data file's tiles: from the caller, or by walking it. */
-static tf_status data_tiles(const tf_file_spec *spec, int fd, uint64_t fsize, tf_tile_layout **out,
-			    size_t *n, tf_error *err)
+/* The data file's tiles: from the caller, or by walking var. */
+static tf_status data_tiles(const tf_file_spec *spec, tf_object *var, tf_tile_layout **out, size_t *n,
+			    tf_error *err)
 {
-	tf_file scratch = { .fd = fd, .st.st_size = (off_t)fsize };
+	tf_file scratch = { 0 };
 	tf_status rc = TF_OK;
 
 	*n = 0;
@@ -393,7 +311,8 @@ static tf_status data_tiles(const tf_file_spec *spec, int fd, uint64_t fsize, tf
 		*n = spec->nvar_tiles;
 		return TF_OK;
 	}
-	rc = walk_file(&scratch, fd, 0, fsize, 0, err);
+	scratch.ver = tf_object_stat(var)->v;
+	rc = walk_file(&scratch, var, 0, scratch.ver.size, err);
 	if (rc == TF_OK && (*out = malloc((scratch.ntiles ? scratch.ntiles : 1) * sizeof(**out))))
 		for (size_t t = 0; t < scratch.ntiles; t++)
 			(*out)[t] = (tf_tile_layout){ scratch.tiles[t].start, scratch.tiles[t].stored,
@@ -402,7 +321,7 @@ static tf_status data_tiles(const tf_file_spec *spec, int fd, uint64_t fsize, tf
 		rc = tf_err(err, TF_E_NOMEM, "out of memory");
 	*n = rc == TF_OK ? scratch.ntiles : 0;
 	for (size_t t = 0; t < scratch.ntiles; t++)
-		free(atomic_load(&scratch.tiles[t].chunks));
+		free(atomic_load(&scratch.tiles[t].units));
 	free(scratch.tiles);
 	return rc;
 }
@@ -417,34 +336,36 @@ static bool has_empty_tile(const tf_file *f)
 
 /* Turn each 0-chunk tile (exactly its 8-byte count) of this offsets file
  * into one rebuilt from the same tile of the data file.  Without a layout
- * its size is only known by decoding that data tile once. */
-static tf_status fold_tiles(tf_file *f, const tf_tile_layout *data, size_t ndata, tf_error *err)
+ * its size is only known by decoding that data tile once (var non-NULL). */
+static tf_status fold_tiles(tf_file *f, tf_object *var, const tf_tile_layout *data, size_t ndata,
+			    tf_error *err)
 {
 	tf_buf offsets = TF_BUF_INIT(2 * TF_MAX_CHUNK_BYTES);
-	tf_workspace *ws = f->from_layout ? NULL : tf_workspace_new();
+	tf_workspace *ws = var ? tf_workspace_new() : NULL;
 	tf_status rc = TF_OK;
 
-	if (!f->from_layout && !ws)
+	if (var && !ws)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	f->size = 0;
 	for (size_t t = 0; t < f->ntiles && rc == TF_OK; t++) {
 		tile_ent *te = &f->tiles[t];
-		chunk_table *ct = atomic_load(&te->chunks);
+		unit_table *ut = atomic_load(&te->units);
 		uint64_t moved = f->size - te->off;	/* modulo 2^64: may move back */
 
 		te->off = f->size;
-		for (size_t c = 0; ct && c < ct->n; c++)
-			ct->c[c].off += moved;
+		for (size_t u = 0; ut && u < ut->n; u++)
+			ut->u[u].off += moved;
 		if (te->stored == TF_TILE_HEADER_SIZE) {
 			if (t >= ndata) {
 				rc = tf_err(err, TF_E_CORRUPT, "offsets tile %zu has no data tile to rebuild it from", t);
 				break;
 			}
-			free(atomic_exchange(&te->chunks, NULL));
+			free(atomic_exchange(&te->units, NULL));
 			te->kind = TILE_FOLDED;
 			te->data_start = data[t].start;
 			te->data_stored = data[t].stored;
-			if (ws && (rc = decode_data_tile(f, ws, te->data_start, te->data_stored, &offsets, err)) != TF_OK)
+			if (ws && (rc = decode_data_tile(f, var, ws, te->data_start, te->data_stored, &offsets,
+							 err)) != TF_OK)
 				tf_err_prefix(err, "data tile %zu", t);
 			if (ws)
 				te->size = offsets.len;
@@ -497,7 +418,7 @@ static tf_status open_var_data(tf_file *f, const tf_file_spec *spec, tf_error *e
 {
 	const tf_filter_class *first = spec->var_pipeline ? tf_pipeline_class(spec->var_pipeline, 0) : NULL;
 	tf_tile_layout *data = NULL;
-	struct stat sb;
+	tf_object *var = NULL;
 	size_t ndata;
 	tf_status rc;
 
@@ -505,24 +426,29 @@ static tf_status open_var_data(tf_file *f, const tf_file_spec *spec, tf_error *e
 	    !tf_datatype_is_var_string(spec->var_type))
 		return tf_err(err, TF_E_INVAL, "offsets are folded only into STRING_ASCII/UTF8 data "
 			      "whose first filter is rle or dictionary");
-	f->var_fd = tf_open_regular(spec->var_data, &sb);
-	if (f->var_fd < 0)
-		return tf_err(err, TF_E_IO, "%s: %s", spec->var_data, strerror(errno));
+	if (!(f->var_rel = strdup(spec->var_data)))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
 	if ((rc = make_decoder(&f->var, spec->var_pipeline, spec->key, err)) != TF_OK)
 		return rc;
 	/* A 0-chunk offsets tile is the authoritative sign of the var-string
 	 * layout, whatever the version rule says (FORMAT-NOTES §4.7, §10 #21). */
 	f->var.env = (tf_chunk_env){ .type = spec->var_type, .cell_size = tf_datatype_size(spec->var_type),
 				     .version = f->dec[0].env.version, .var_string = true, .key = spec->key };
-	rc = data_tiles(spec, f->var_fd, (uint64_t)sb.st_size, &data, &ndata, err);
-	if (rc != TF_OK)
+	/* Without a layout of both files, the data file is read now. */
+	if ((!spec->var_tiles || !f->from_layout) &&
+	    (rc = tf_object_open(f->src, spec->var_data, NULL, &var, err)) != TF_OK)
+		return rc;
+	if ((rc = data_tiles(spec, var, &data, &ndata, err)) != TF_OK) {
+		tf_object_close(var);
 		return tf_err_prefix(err, "%s", spec->var_data);
-	rc = fold_tiles(f, data, ndata, err);
+	}
+	rc = fold_tiles(f, f->from_layout ? NULL : var, data, ndata, err);
+	tf_object_close(var);
 	free(data);
 	return rc;
 }
 
-static tf_status open_tiles(tf_file *f, const tf_file_spec *spec, tf_error *err)
+static tf_status open_tiles(tf_file *f, tf_object *obj, const tf_file_spec *spec, tf_error *err)
 {
 	uint32_t version = spec->version ? spec->version : 22;
 	decoder *d;
@@ -540,15 +466,15 @@ static tf_status open_tiles(tf_file *f, const tf_file_spec *spec, tf_error *err)
 				 .var_string = spec->var_string || (spec->pipeline &&
 					tf_var_string_applies(spec->pipeline, spec->type, spec->cell_val_num, version)) };
 	rc = spec->tiles ? layout_tiles(f, spec->tiles, spec->ntiles, err)
-			 : walk_file(f, atomic_load(&f->fd), 0, (uint64_t)f->st.st_size, 0, err);
+			 : walk_file(f, obj, 0, f->ver.size, err);
 	if (rc != TF_OK || !spec->var_data || !has_empty_tile(f))
 		return rc;
 	return open_var_data(f, spec, err);
 }
 
 /* Read and parse the generic tile header at pos. */
-static tf_status read_generic_header(const tf_file *f, uint64_t pos, uint64_t end,
-				     tf_generic_header *h, tf_error *err)
+static tf_status read_generic_header(tf_object *obj, uint64_t pos, uint64_t end, tf_generic_header *h,
+				     tf_error *err)
 {
 	uint8_t base[TF_GENERIC_BASE_SIZE], *hdr;
 	uint32_t ps;
@@ -556,7 +482,7 @@ static tf_status read_generic_header(const tf_file *f, uint64_t pos, uint64_t en
 
 	if (end - pos < sizeof(base))
 		return tf_err(err, TF_E_CORRUPT, "truncated generic tile header");
-	if ((rc = read_at(atomic_load(&f->fd), pos, base, sizeof(base), err)) != TF_OK)
+	if ((rc = tf_object_read(obj, pos, base, sizeof(base), err)) != TF_OK)
 		return rc;
 	/* TileDB 1.3 wrote a 30-byte header (no pipeline) that TileDB 2.x
 	 * cannot read either ("format 0"); say so rather than "corrupt". */
@@ -569,7 +495,7 @@ static tf_status read_generic_header(const tf_file *f, uint64_t pos, uint64_t en
 	if (!(hdr = malloc(sizeof(base) + ps)))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	memcpy(hdr, base, sizeof(base));
-	rc = read_at(atomic_load(&f->fd), pos + sizeof(base), hdr + sizeof(base), ps, err);
+	rc = tf_object_read(obj, pos + sizeof(base), hdr + sizeof(base), ps, err);
 	if (rc == TF_OK)
 		rc = tf_generic_header_parse(tf_span_of(hdr, sizeof(base) + ps), h, err);
 	free(hdr);
@@ -584,13 +510,13 @@ static tf_status add_generic(tf_file *f, walker *w, uint64_t pos, const tf_key *
 	tf_generic_header h;
 	tile_ent te = { .kind = TILE_CHUNKED, .dec = (unsigned)f->ndec };
 	decoder *d = realloc(f->dec, (f->ndec + 1) * sizeof(*d));
-	chunk_table *t;
+	unit_table *t;
 	tf_status rc;
 
 	if (!d)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	f->dec = d;
-	if ((rc = read_generic_header(f, pos, w->end, &h, err)) != TF_OK)
+	if ((rc = read_generic_header(w->obj, pos, w->end, &h, err)) != TF_OK)
 		return rc;
 	/* The header's pipeline carries AES itself when encrypted (§6, §9). */
 	d[f->ndec++] = (decoder){ h.pipeline, { .type = h.datatype, .cell_size = (uint32_t)h.cell_size,
@@ -603,7 +529,7 @@ static tf_status add_generic(tf_file *f, walker *w, uint64_t pos, const tf_key *
 			      (unsigned long long)h.persisted_size, (unsigned long long)(w->end - te.start));
 	if ((rc = walk_chunks(w, te.start, f->size, &t, &te.stored, &te.size, err)) != TF_OK)
 		return rc;
-	atomic_init(&te.chunks, t);
+	atomic_init(&te.units, t);
 	if (te.stored != h.persisted_size || te.size != h.tile_size) {
 		free(t);
 		return tf_err(err, TF_E_CORRUPT, "generic tile: chunks take %llu bytes for %llu, header "
@@ -619,18 +545,17 @@ static tf_status add_generic(tf_file *f, walker *w, uint64_t pos, const tf_key *
 /* Whether the bytes from pos to the end are a fragment metadata footer and
  * its u64 length (§8.4): what follows the generic tiles of such a file when
  * the caller could not say where they end. */
-static bool footer_starts_at(const tf_file *f, uint64_t pos)
+static bool footer_starts_at(tf_object *obj, uint64_t fsize, uint64_t pos)
 {
-	uint64_t fsize = (uint64_t)f->st.st_size;
 	uint8_t len[8];
 
-	return fsize - pos >= 8 && read_at(atomic_load(&f->fd), fsize - 8, len, 8, NULL) == TF_OK &&
+	return fsize - pos >= 8 && tf_object_read(obj, fsize - 8, len, 8, NULL) == TF_OK &&
 	       tf_le64(len) == fsize - 8 - pos;
 }
 
-static tf_status open_generic(tf_file *f, const tf_file_spec *spec, tf_error *err)
+static tf_status open_generic(tf_file *f, tf_object *obj, const tf_file_spec *spec, tf_error *err)
 {
-	uint64_t fsize = (uint64_t)f->st.st_size, end = spec->generic_end ? spec->generic_end : fsize;
+	uint64_t fsize = f->ver.size, end = spec->generic_end ? spec->generic_end : fsize;
 	walker *w;
 	tf_status rc = TF_OK;
 
@@ -638,10 +563,10 @@ static tf_status open_generic(tf_file *f, const tf_file_spec *spec, tf_error *er
 	if (end > fsize)
 		return tf_err(err, TF_E_CORRUPT, "generic tiles end at %llu, after the file's end",
 			      (unsigned long long)end);
-	if (!(w = walker_new(atomic_load(&f->fd), end)))
+	if (!(w = walker_new(obj, end)))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	for (uint64_t pos = 0; rc == TF_OK && pos < end;) {
-		if (!spec->generic_end && pos && footer_starts_at(f, pos)) {
+		if (!spec->generic_end && pos && footer_starts_at(obj, fsize, pos)) {
 			end = pos;	/* a fragment metadata footer follows */
 			break;
 		}
@@ -651,7 +576,7 @@ static tf_status open_generic(tf_file *f, const tf_file_spec *spec, tf_error *er
 	free(w);
 	if (rc == TF_OK && end < fsize) {	/* e.g. a fragment metadata footer */
 		tile_ent raw = { .start = end, .stored = fsize - end, .size = fsize - end, .kind = TILE_RAW };
-		atomic_init(&raw.chunks, NULL);
+		atomic_init(&raw.units, NULL);
 		if (raw.size > TF_MAX_CHUNK_BYTES)
 			return tf_err(err, TF_E_CORRUPT, "%llu bytes after the generic tiles",
 				      (unsigned long long)raw.size);
@@ -662,54 +587,54 @@ static tf_status open_generic(tf_file *f, const tf_file_spec *spec, tf_error *er
 
 static void file_free(tf_file *f)
 {
-	if (f->cache)
-		tf_cache_drop(f->cache, atomic_load(&f->owner));
-	if (atomic_load(&f->fd) >= 0)
-		close(atomic_load(&f->fd));
-	if (f->var_fd >= 0)
-		close(f->var_fd);
 	for (size_t i = 0; i < f->ndec; i++)
 		tf_pipeline_free(f->dec[i].pipeline);
 	tf_pipeline_free(f->var.pipeline);
 	for (size_t t = 0; t < f->ntiles; t++)
-		free(atomic_load(&f->tiles[t].chunks));
+		free(atomic_load(&f->tiles[t].units));
 	free(f->tiles);
 	free(f->dec);
+	free(f->var_rel);
 	free(f->name);
-	free(f->path);
+	free(f->rel);
 	free(f);
 }
 
-tf_status tf_file_open(const char *path, const char *name, const tf_file_spec *spec,
-		       tf_file **out, tf_error *err)
+/* Index f.  The stored file is not opened at all when the caller knows both
+ * its version and its tiles (a listing of a big array opens nothing). */
+static tf_status index_file(tf_file *f, const tf_version *expect, const tf_file_spec *spec, tf_error *err)
+{
+	tf_object *obj = NULL;
+	tf_status rc;
+
+	if (expect && spec->tiles && !spec->generic)
+		f->ver = *expect;
+	else if ((rc = tf_object_open(f->src, f->rel, expect, &obj, err)) != TF_OK)
+		return rc;
+	else
+		f->ver = tf_object_stat(obj)->v;
+	rc = spec->generic ? open_generic(f, obj, spec, err) : open_tiles(f, obj, spec, err);
+	tf_object_close(obj);
+	return rc;
+}
+
+tf_status tf_file_open(tf_source *src, const char *rel, const char *name, const tf_version *expect,
+		       const tf_file_spec *spec, tf_file **out, tf_error *err)
 {
 	tf_file *f = calloc(1, sizeof(*f));
 	tf_status rc;
 
-	int fd;
-
-	if (!f || !(f->name = strdup(name ? name : path)) || !(f->path = strdup(path))) {
+	if (!f || !(f->name = strdup(name ? name : rel)) || !(f->rel = strdup(rel))) {
 		if (f)
 			free(f->name);
 		free(f);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
 	atomic_init(&f->refs, 1);
-	f->var_fd = -1;
+	atomic_init(&f->owner, 0);
+	f->src = src;
 	f->cell_val_num = spec->cell_val_num;
-	fd = tf_open_regular(path, &f->st);
-	atomic_init(&f->fd, fd);
-	if (fd < 0 && errno == EINVAL)
-		rc = tf_err(err, TF_E_INVAL, "not a regular file");
-	else if (fd < 0)
-		rc = tf_err(err, TF_E_IO, "%s", strerror(errno));
-	else
-		rc = spec->generic ? open_generic(f, spec, err) : open_tiles(f, spec, err);
-	if (rc == TF_OK && f->from_layout) {	/* nothing read yet: reopen when needed */
-		close(fd);
-		atomic_store(&f->fd, -1);
-	}
-	if (rc != TF_OK) {
+	if ((rc = index_file(f, expect, spec, err)) != TF_OK) {
 		tf_err_prefix(err, "%s", f->name);
 		file_free(f);
 		return rc;
@@ -730,7 +655,75 @@ void tf_file_unref(tf_file *f)
 		file_free(f);
 }
 
-/* ---- tiles and chunks ------------------------------------------------------------------------ */
+/* ---- decoding a unit --------------------------------------------------------------------- */
+
+/* The chunks of unit u, back to back in `stored`, into dst. */
+static tf_status decode_chunks(const tf_file *f, const tile_ent *te, const unit_ent *u, tf_span stored,
+			       tf_workspace *ws, uint8_t *dst, tf_error *err)
+{
+	const decoder *d = &f->dec[te->dec];
+	size_t tile = (size_t)(te - f->tiles);
+	uint64_t pos = 0, at = 0;
+
+	for (uint32_t i = 0; i < u->nchunks; i++) {
+		tf_chunk_header h;
+		uint64_t sz;
+		tf_status rc;
+
+		if (stored.n - at < TF_CHUNK_HEADER_SIZE)
+			return tf_err(err, TF_E_CORRUPT, "tile %zu, chunk %u: header past the unit", tile,
+				      u->first + i);
+		tf_chunk_header_read(stored.p + at, &h);
+		sz = tf_chunk_stored_size(&h);
+		/* The index was made from these headers: they cannot differ
+		 * unless the bytes are not the version indexed. */
+		if (sz > stored.n - at || h.orig_len > u->size - pos)
+			return tf_err(err, TF_E_CORRUPT, "tile %zu, chunk %u: header differs from the index",
+				      tile, u->first + i);
+		rc = tf_chunk_decode(d->pipeline, &d->env, ws, tf_span_of(stored.p + at, (size_t)sz),
+				     dst + pos, NULL, err);
+		if (rc != TF_OK)
+			return tf_err_prefix(err, "tile %zu, chunk %u", tile, u->first + i);
+		at += sz;
+		pos += h.orig_len;
+	}
+	if (pos != u->size || at != stored.n)
+		return tf_err(err, TF_E_CORRUPT, "tile %zu, chunks %u-%u: headers differ from the index", tile,
+			      u->first, u->first + u->nchunks - 1);
+	return TF_OK;
+}
+
+tf_status tf_file_decode_unit(const tf_file *f, const tile_ent *te, const unit_ent *u, tf_span stored,
+			      tf_workspace *ws, uint8_t *dst, tf_error *err)
+{
+	if (stored.n != u->src_len)
+		return tf_err(err, TF_E_CORRUPT, "tile %zu: unit of %llu stored bytes given %zu",
+			      (size_t)(te - f->tiles), (unsigned long long)u->src_len, stored.n);
+	if (te->kind == TILE_RAW) {
+		memcpy(dst, stored.p, u->size);
+		return TF_OK;
+	}
+	return decode_chunks(f, te, u, stored, ws, dst, err);
+}
+
+tf_status tf_file_decode_folded(const tf_file *f, tf_object *var, tf_workspace *ws, const unit_ent *u,
+				uint8_t *dst, tf_error *err)
+{
+	tf_buf offsets;
+	tf_status rc;
+
+	if (!var)
+		return tf_err(err, TF_E_INVAL, "no data file to rebuild offsets from");
+	tf_buf_wrap(&offsets, dst, u->size);
+	rc = decode_data_tile(f, var, ws, u->src_off, u->src_len, &offsets, err);
+	if (rc == TF_OK && offsets.len != u->size)
+		rc = tf_err(err, TF_E_CORRUPT, "data tile holds %zu cells, the offsets tile %u",
+			    offsets.len / 8, u->size / 8);
+	return rc == TF_OK ? rc : tf_err_prefix(err, "rebuilding offsets from data tile at %llu",
+						(unsigned long long)u->src_off);
+}
+
+/* ---- facts --------------------------------------------------------------------------------- */
 
 uint64_t tf_file_size(const tf_file *f) { return f->size; }
 const char *tf_file_name(const tf_file *f) { return f->name; }
@@ -742,91 +735,15 @@ void tf_file_tile_range(const tf_file *f, size_t tile, uint64_t *off, uint64_t *
 	*size = f->tiles[tile].size;
 }
 
-tf_status tf_file_tile_chunks(const tf_file *f, size_t tile, size_t *nchunks, tf_error *err)
-{
-	const chunk_table *t = NULL;
-	tf_status rc = load_tile(f, tile, &t, err);
-
-	*nchunks = rc == TF_OK ? t->n : 0;
-	return rc;
-}
-
-void tf_file_chunk_info(const tf_file *f, size_t tile, size_t c, tf_chunk_info *out)
-{
-	const chunk_ent *e = &atomic_load_explicit(&f->tiles[tile].chunks, memory_order_acquire)->c[c];
-
-	*out = (tf_chunk_info){ e->off, e->size, e->src_off, e->src_len };
-}
-
-/* Rebuild a folded offsets tile: the data tile's cell offsets, straight into dst. */
-static tf_status decode_folded(const tf_file *f, tf_workspace *ws, const chunk_ent *e, uint8_t *dst,
-			       tf_error *err)
-{
-	tf_buf offsets;
-	tf_status rc;
-
-	tf_buf_wrap(&offsets, dst, e->size);
-	rc = decode_data_tile(f, ws, e->src_off, e->src_len, &offsets, err);
-	if (rc == TF_OK && offsets.len != e->size)
-		rc = tf_err(err, TF_E_CORRUPT, "data tile holds %zu cells, the offsets tile %u",
-			    offsets.len / 8, e->size / 8);
-	return rc == TF_OK ? rc : tf_err_prefix(err, "rebuilding offsets from the data tile");
-}
-
-static tf_status decode_entry(const tf_file *f, tf_workspace *ws, const tile_ent *te,
-			      const chunk_ent *e, uint8_t *dst, tf_error *err)
-{
-	tf_buf *io = tf_workspace_buf(ws, TF_WS_IO);
-	const decoder *d = &f->dec[te->dec];
-	tf_status rc;
-	int fd;
-
-	switch (te->kind) {
-	case TILE_FOLDED:
-		return decode_folded(f, ws, e, dst, err);
-	case TILE_RAW:
-	case TILE_CHUNKED:
-		break;
-	}
-	if ((fd = file_fd(f, err)) < 0)
-		return err ? err->code : TF_E_IO;
-	if (te->kind == TILE_RAW)
-		return read_at(fd, e->src_off, dst, e->size, err);
-	if (e->src_len > SIZE_MAX)
-		return tf_err(err, TF_E_NOMEM, "chunk too large");
-	if ((rc = tf_buf_reserve(io, (size_t)e->src_len, err)) != TF_OK ||
-	    (rc = read_at(fd, e->src_off, io->p, (size_t)e->src_len, err)) != TF_OK)
-		return rc;
-	return tf_chunk_decode(d->pipeline, &d->env, ws, tf_span_of(io->p, (size_t)e->src_len), dst,
-			       NULL, err);
-}
-
-tf_status tf_file_decode(const tf_file *f, tf_workspace *ws, size_t tile, size_t c, uint8_t *dst,
-			 tf_error *err)
-{
-	const tile_ent *te = &f->tiles[tile];
-	const chunk_table *t = atomic_load_explicit(&te->chunks, memory_order_acquire);
-	tf_status rc;
-
-	if (!t || c >= t->n)
-		return tf_err(err, TF_E_INVAL, "%s: tile %zu, chunk %zu: not loaded", f->name, tile, c);
-	rc = decode_entry(f, ws, te, &t->c[c], dst, err);
-	if (rc != TF_OK)
-		tf_err_prefix(err, "%s: tile %zu, chunk %zu", f->name, tile, c);
-	return rc;
-}
-
-/* ---- facts --------------------------------------------------------------------------------- */
-
 void tf_file_get_info(const tf_file *f, tf_file_info *info)
 {
 	memset(info, 0, sizeof(*info));
 	info->tiles = f->ntiles;
 	for (size_t t = 0; t < f->ntiles; t++) {
-		const chunk_table *ct = atomic_load(&f->tiles[t].chunks);
-		info->chunks += ct ? ct->n : 0;
+		const unit_table *ut = atomic_load(&f->tiles[t].units);
+		info->chunks += ut ? ut->nchunks : 0;
 	}
-	info->stored_bytes = (uint64_t)f->st.st_size;
+	info->stored_bytes = f->ver.size;
 	info->decoded_bytes = f->size;
 	info->folded_tiles = f->folded;
 	info->type = f->dec ? f->dec[0].env.type : TF_DT_CHAR;
@@ -843,234 +760,33 @@ char *tf_file_pipeline_text(const tf_file *f)
 	return f->ndec ? tf_pipeline_text(f->dec[0].pipeline) : strdup("");
 }
 
+char *tf_file_filter_attr(const tf_file *f)
+{
+	return f->ndec ? tf_pipeline_filter_attr(f->dec[0].pipeline) : strdup("");
+}
+
+char *tf_file_codecs_json(const tf_file *f)
+{
+	return f->ndec ? tf_pipeline_codecs_json(f->dec[0].pipeline, f->dec[0].env.type) : strdup("[]");
+}
+
 size_t tf_file_index_bytes(const tf_file *f)
 {
 	size_t n = sizeof(*f) + f->tcap * sizeof(tile_ent);
 
 	for (size_t t = 0; t < f->ntiles; t++) {
-		const chunk_table *ct = atomic_load(&f->tiles[t].chunks);
-		n += ct ? sizeof(*ct) + ct->n * sizeof(chunk_ent) : 0;
+		const unit_table *ut = atomic_load(&f->tiles[t].units);
+		n += ut ? sizeof(*ut) + ut->n * sizeof(unit_ent) : 0;
 	}
 	return n;
 }
 
-bool tf_file_is_current(const tf_file *f, const struct stat *now)
+bool tf_file_is_current(const tf_file *f, const tf_version *now)
 {
-	return tf_same_source(now, &f->st);
+	return tf_version_equal(now, &f->ver);
 }
 
-/* ---- reading through the cache --------------------------------------------------------------- */
-
-#define AHEAD_MAX_BYTES ((uint64_t)8 << 20)
-/* Cache entries are keyed by tile and chunk within the tile. */
-#define CHUNK_KEY(tile, c) ((uint64_t)(tile) << 32 | (uint64_t)(c))
-
-static tf_status load_chunk(void *ctx, uint64_t key, uint8_t *dst, tf_workspace *ws, tf_error *err)
+const tf_version *tf_file_version(const tf_file *f)
 {
-	return tf_file_decode(ctx, ws, (size_t)(key >> 32), (size_t)(key & 0xffffffffu), dst, err);
-}
-
-static void hold_file(void *ctx) { tf_file_ref(ctx); }
-static void release_file(void *ctx) { tf_file_unref(ctx); }
-
-static uint64_t owner_in(tf_file *f, tf_cache *c)
-{
-	uint64_t id = atomic_load(&f->owner), fresh;
-
-	if (id)
-		return id;
-	/* First read through a cache: take an id; a racing reader's id wins. */
-	fresh = tf_cache_owner(c);
-	if (atomic_compare_exchange_strong(&f->owner, &id, fresh)) {
-		f->cache = c;
-		return fresh;
-	}
-	return id;
-}
-
-/* The last tile starting at or before off; empty tiles share their start
- * with the next one, so this skips them.  Same for chunks in a tile. */
-static size_t tile_at(const tf_file *f, uint64_t off)
-{
-	size_t lo = 0, hi = f->ntiles;
-
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-		*(f->tiles[mid].off <= off ? &lo : &hi) = mid;
-	}
-	return lo;
-}
-
-static size_t chunk_at(const chunk_table *t, uint64_t off)
-{
-	size_t lo = 0, hi = t->n;
-
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-		*(t->c[mid].off <= off ? &lo : &hi) = mid;
-	}
-	return lo;
-}
-
-typedef tf_status (*chunk_visit)(tf_file *f, size_t tile, size_t c, const chunk_ent *e, void *arg,
-				 tf_error *err);
-
-/* Call visit for every non-empty chunk overlapping [from, to), in order,
- * loading tile chunk lists as needed. */
-static tf_status each_chunk(tf_file *f, uint64_t from, uint64_t to, chunk_visit visit, void *arg,
-			    tf_error *err)
-{
-	tf_status rc = TF_OK;
-
-	if (from >= to || !f->ntiles)
-		return TF_OK;
-	for (size_t t = tile_at(f, from); rc == TF_OK && t < f->ntiles && f->tiles[t].off < to; t++) {
-		const tile_ent *te = &f->tiles[t];
-		const chunk_table *ct = NULL;
-
-		if (!te->size || te->off + te->size <= from)
-			continue;
-		if ((rc = load_tile(f, t, &ct, err)) != TF_OK)
-			break;
-		for (size_t c = chunk_at(ct, from); rc == TF_OK && c < ct->n && ct->c[c].off < to; c++)
-			if (ct->c[c].size && ct->c[c].off + ct->c[c].size > from)
-				rc = visit(f, t, c, &ct->c[c], arg, err);
-	}
-	return rc;
-}
-
-typedef struct read_job {
-	tf_cache *cache;
-	tf_workspace *ws;
-	const tf_cache_source *src;
-	uint64_t owner, pos, end;
-	uint8_t *dst;		/* where pos goes */
-	bool drop_behind;	/* chunks this read takes whole go first */
-} read_job;
-
-static tf_status copy_chunk(tf_file *f, size_t tile, size_t c, const chunk_ent *e, void *arg,
-			    tf_error *err)
-{
-	read_job *j = arg;
-	uint64_t from = j->pos - e->off, n = e->size - from;
-	tf_cache_entry *ce;
-	tf_status rc;
-
-	(void)f;
-	if (j->pos < e->off || from >= e->size)	/* an index that does not add up */
-		return tf_err(err, TF_E_CORRUPT, "tile %zu, chunk %zu: index inconsistent at %llu", tile, c,
-			      (unsigned long long)j->pos);
-	if (n > j->end - j->pos)
-		n = j->end - j->pos;
-	rc = tf_cache_get(j->cache, j->owner, CHUNK_KEY(tile, c), e->size, j->src, j->ws, &ce, err);
-	if (rc != TF_OK)
-		return rc;
-	memcpy(j->dst, tf_cache_data(ce) + from, (size_t)n);
-	/* A read that took the whole chunk left it in the kernel's page cache:
-	 * ours goes first when room is needed (scan resistance). */
-	if (n == e->size && j->drop_behind)
-		tf_cache_release_done(j->cache, ce);
-	else
-		tf_cache_release(j->cache, ce);
-	j->dst += n;
-	j->pos += n;
-	return TF_OK;
-}
-
-static tf_status queue_chunk(tf_file *f, size_t tile, size_t c, const chunk_ent *e, void *arg,
-			     tf_error *err)
-{
-	read_job *j = arg;
-
-	(void)f, (void)err;
-	tf_cache_prefetch(j->cache, j->owner, CHUNK_KEY(tile, c), e->size, j->src);
-	j->pos = e->off + e->size;
-	return TF_OK;
-}
-
-/* A sequential reader now at j->pos: keep the workers busy on the chunks it
- * will want next, within a window small against the cache budget so that
- * prefetched chunks are not evicted unread. */
-static void decode_ahead(tf_file *f, tf_read_state *rs, read_job j)
-{
-	tf_cache_stats st;
-	uint64_t window, from;
-	tf_error ignored;
-
-	if (!rs || !tf_cache_workers(j.cache) || j.pos != atomic_load(&rs->next))
-		return;
-	tf_cache_get_stats(j.cache, &st);
-	window = st.budget / 4 < AHEAD_MAX_BYTES ? st.budget / 4 : AHEAD_MAX_BYTES;
-	from = atomic_load(&rs->ahead);
-	j.pos = from > j.pos ? from : j.pos;
-	from = j.pos;
-	if (each_chunk(f, from, j.end + window < f->size ? j.end + window : f->size, queue_chunk, &j,
-		       &ignored) == TF_OK && j.pos > atomic_load(&rs->ahead))
-		atomic_store(&rs->ahead, j.pos);
-}
-
-tf_status tf_file_read(tf_file *f, tf_cache *c, tf_workspace *ws, tf_read_state *rs, uint64_t off,
-		       size_t len, uint8_t *dst, size_t *got, tf_error *err)
-{
-	const tf_cache_source src = { f, load_chunk, hold_file, release_file };
-	read_job j = { c, ws, &src, owner_in(f, c), off, 0, dst, rs != NULL };
-	tf_status rc;
-
-	*got = 0;
-	if (off >= f->size || len == 0)
-		return TF_OK;
-	j.end = len < f->size - off ? off + len : f->size;
-	decode_ahead(f, rs, j);
-	rc = each_chunk(f, off, j.end, copy_chunk, &j, err);
-	if (rs)
-		atomic_store(&rs->next, j.pos);
-	*got = (size_t)(j.pos - off);
-	return rc;
-}
-
-/* ---- pinned chunks (for readers that gather many small pieces) ------------------------------ */
-
-typedef struct pin_find {
-	size_t tile, c;
-	const chunk_ent *e;
-} pin_find;
-
-static tf_status note_chunk(tf_file *f, size_t tile, size_t c, const chunk_ent *e, void *arg, tf_error *err)
-{
-	pin_find *p = arg;
-
-	(void)f, (void)err;
-	if (!p->e)
-		*p = (pin_find){ tile, c, e };
-	return TF_OK;
-}
-
-tf_status tf_file_pin_chunk(tf_file *f, tf_cache *c, tf_workspace *ws, uint64_t off, tf_file_pin *pin,
-		      tf_error *err)
-{
-	const tf_cache_source src = { f, load_chunk, hold_file, release_file };
-	pin_find p = { 0, 0, NULL };
-	tf_status rc;
-
-	memset(pin, 0, sizeof(*pin));
-	if (off >= f->size)
-		return tf_err(err, TF_E_INVAL, "%s: offset %llu past the end", f->name, (unsigned long long)off);
-	if ((rc = each_chunk(f, off, off + 1, note_chunk, &p, err)) != TF_OK)
-		return rc;
-	if (!p.e || off < p.e->off || off - p.e->off >= p.e->size)
-		return tf_err(err, TF_E_CORRUPT, "%s: no chunk holds byte %llu", f->name, (unsigned long long)off);
-	rc = tf_cache_get(c, owner_in(f, c), CHUNK_KEY(p.tile, p.c), p.e->size, &src, ws, &pin->entry, err);
-	if (rc != TF_OK)
-		return rc;
-	pin->data = tf_cache_data(pin->entry);
-	pin->off = p.e->off;
-	pin->len = p.e->size;
-	return TF_OK;
-}
-
-void tf_file_unpin(tf_cache *c, tf_file_pin *pin)
-{
-	if (pin->entry)
-		tf_cache_release(c, pin->entry);
-	memset(pin, 0, sizeof(*pin));
+	return &f->ver;
 }

@@ -32,10 +32,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/stat.h>
-
 #include "tf_keys.h"
 #include "tf_pipeline.h"
+#include "tf_source.h"
 #include "tf_status.h"
 
 typedef struct tf_file tf_file;
@@ -60,7 +59,7 @@ typedef struct tf_file_spec {
 	const tf_tile_layout *tiles;
 	size_t ntiles;
 	/* An offsets file whose tiles may be folded into this var data file: */
-	const char *var_data;		/* path, or NULL */
+	const char *var_data;		/* its path in the same source, or NULL */
 	const tf_pipeline *var_pipeline; /* the data file's pipeline */
 	tf_datatype var_type;		/* the data file's datatype */
 	const tf_tile_layout *var_tiles; /* the data file's tiles, if known */
@@ -68,35 +67,24 @@ typedef struct tf_file_spec {
 	bool var_string;		/* force the var-string layout (§10 #21) */
 } tf_file_spec;
 
-/* path is opened; name (may be NULL = path) is what messages call it. */
-tf_status tf_file_open(const char *path, const char *name, const tf_file_spec *spec,
-		       tf_file **out, tf_error *err);
+/*
+ * Index file rel of src (which must outlive the file); name (NULL: rel) is
+ * what messages call it.  With expect, the file must be that version
+ * (TF_E_STALE otherwise); with expect and a tile layout, opening reads
+ * nothing.  Every later read checks it still reads that version.
+ */
+tf_status tf_file_open(tf_source *src, const char *rel, const char *name, const tf_version *expect,
+		       const tf_file_spec *spec, tf_file **out, tf_error *err);
 tf_file *tf_file_ref(tf_file *f);
 void tf_file_unref(tf_file *f);
 
 uint64_t tf_file_size(const tf_file *f);	/* decoded bytes */
 const char *tf_file_name(const tf_file *f);
 
-/* ---- tile by tile ---------------------------------------------------------- */
+/* ---- tiles -------------------------------------------------------------------- */
 
 size_t tf_file_ntiles(const tf_file *f);
 void tf_file_tile_range(const tf_file *f, size_t tile, uint64_t *off, uint64_t *size);
-/* Load (once) the chunk list of a tile; *nchunks receives its length. */
-tf_status tf_file_tile_chunks(const tf_file *f, size_t tile, size_t *nchunks, tf_error *err);
-
-typedef struct tf_chunk_info {
-	uint64_t off;		/* start in the decoded file */
-	uint32_t size;		/* decoded bytes */
-	uint64_t src_off;	/* stored chunk (or data tile it is rebuilt from) */
-	uint64_t src_len;
-} tf_chunk_info;
-
-/* Facts of chunk c of a loaded tile. */
-void tf_file_chunk_info(const tf_file *f, size_t tile, size_t c, tf_chunk_info *out);
-/* Decode chunk c of a loaded tile into dst[size].  Errors name the file,
- * tile, chunk and filter. */
-tf_status tf_file_decode(const tf_file *f, tf_workspace *ws, size_t tile, size_t c, uint8_t *dst,
-			 tf_error *err);
 
 /* ---- facts ----------------------------------------------------------------- */
 
@@ -114,52 +102,95 @@ typedef struct tf_file_info {
 void tf_file_get_info(const tf_file *f, tf_file_info *info);
 /* Canonical text of the effective pipeline (malloc'd). */
 char *tf_file_pipeline_text(const tf_file *f);
+/* The effective pipeline as netCDF's _Filter and _Codecs attributes show
+ * it (tf_pipeline_filter_attr, tf_pipeline_codecs_json); malloc'd. */
+char *tf_file_filter_attr(const tf_file *f);
+char *tf_file_codecs_json(const tf_file *f);
 /* Memory held by the index, for index budgets. */
 size_t tf_file_index_bytes(const tf_file *f);
-/* Whether the source file on disk is still the one this index describes. */
-bool tf_file_is_current(const tf_file *f, const struct stat *now);
-/* Open a stored file for reading: O_NOFOLLOW and O_NONBLOCK until fstat
- * (into *st) says it is a regular file, so a FIFO, device or symlink
- * swapped in is refused at once instead of blocking a thread.  Returns the
- * fd, or -1 with errno set (EINVAL: not a regular file). */
-int tf_open_regular(const char *path, struct stat *st);
-/* Whether two stats describe the same version of a file (device, inode,
- * size, modification time). */
-bool tf_same_source(const struct stat *a, const struct stat *b);
+/* Whether the stored file is still the version this index describes. */
+bool tf_file_is_current(const tf_file *f, const tf_version *now);
+const tf_version *tf_file_version(const tf_file *f);
+
+/* ---- reading ------------------------------------------------------------------ */
 
 /*
- * Reading through a cache.  A tf_read_state per open file lets sequential
- * readers be detected; their next chunks are then decoded ahead on the
- * cache's workers.  With rs, a chunk that one read takes whole becomes the
- * first to be evicted: the caller (the kernel's page cache) keeps it.
- * rs may be NULL (no decode-ahead, plain LRU).  Reads past the end return
- * fewer bytes.  Safe to call from many threads at once.
+ * A handle: one open of the stored file(s), as the version indexed, from
+ * which the decoded bytes are read.  Open handles each hold one, so a file
+ * replaced or rewritten after the open gives that handle EIO or the old
+ * bytes, never a mix, and closed files hold no descriptor.  Readers are
+ * reference-counted (decode-ahead jobs hold one) and thread-safe.
  */
+typedef struct tf_handle tf_handle;
 typedef struct tf_cache tf_cache;
-typedef struct tf_read_state {
-	_Atomic uint64_t next;		/* where a sequential reader goes next */
-	_Atomic uint64_t ahead;		/* decode-ahead already queued up to here */
-} tf_read_state;
+typedef struct tf_cache_entry tf_cache_entry;
 
-tf_status tf_file_read(tf_file *f, tf_cache *c, tf_workspace *ws, tf_read_state *rs, uint64_t off,
-		       size_t len, uint8_t *dst, size_t *got, tf_error *err);
+/* TF_E_STALE if the stored file is no longer the version f indexed. */
+tf_status tf_handle_open(tf_file *f, tf_handle **out, tf_error *err);
+tf_handle *tf_handle_ref(tf_handle *r);
+void tf_handle_close(tf_handle *r);
+tf_file *tf_handle_file(const tf_handle *r);
 
 /*
- * One decoded chunk held in the cache for a caller that copies many small
- * pieces out of it (array views): bytes [off, off + len) of the decoded file
- * are at data until tf_file_unpin.  A pinned chunk is never evicted, so
- * hold few at a time.
+ * Decoded bytes as slices of cache buffers, pinned: the bytes of
+ * [off, off+len) (clipped at the end of the file) in order, for a reply
+ * that points straight at them.  Sequential readers get decode-ahead on
+ * the cache's workers; a request's missing units are decoded in parallel
+ * when workers are idle.  Any failing unit fails the whole request (its
+ * error names file, tile, chunk and filter) and nothing stays pinned.
+ * s is the caller's, reused across calls (tf_slices_free at the end).
  */
-typedef struct tf_cache_entry tf_cache_entry;
-typedef struct tf_file_pin {
-	const uint8_t *data;
-	uint64_t off;
-	uint32_t len;
-	tf_cache_entry *entry;
-} tf_file_pin;
-tf_status tf_file_pin_chunk(tf_file *f, tf_cache *c, tf_workspace *ws, uint64_t off, tf_file_pin *pin,
-		      tf_error *err);
-void tf_file_unpin(tf_cache *c, tf_file_pin *pin);
+typedef struct tf_slice {
+	const uint8_t *p;
+	size_t n;
+	tf_cache_entry *e;
+	bool whole;		/* the slice is its whole unit */
+} tf_slice;
+typedef struct tf_slices {
+	tf_slice *v;
+	size_t n, cap;
+	uint64_t bytes;		/* sum of the slices' n */
+} tf_slices;
+tf_status tf_handle_pin(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t off, size_t len,
+			tf_slices *s, tf_error *err);
+/* Unpin.  passed_on: the caller handed the bytes to a cache of its own
+ * (the kernel's page cache): whole units then go first (tf_cache.h). */
+void tf_handle_unpin(tf_cache *c, tf_slices *s, bool passed_on);
+void tf_slices_free(tf_slices *s);
+
+/* Pin, copy into dst, unpin: *got bytes (fewer only at the end of file). */
+tf_status tf_handle_read(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t off, size_t len,
+			 uint8_t *dst, size_t *got, tf_error *err);
+
+/* ---- units and chunks, for tools --------------------------------------------- */
+
+/*
+ * A tile is decoded in units: whole consecutive chunks, at most 64 KiB
+ * decoded together unless one chunk is larger (TileDB's chunks are one
+ * unit each).  Load (once) a tile's units; then their facts, or decode one.
+ */
+tf_status tf_handle_tile_units(tf_handle *r, size_t tile, size_t *nunits, tf_error *err);
+typedef struct tf_unit_info {
+	uint64_t off;		/* start in the decoded file */
+	uint32_t size;		/* decoded bytes */
+	uint64_t src_off;	/* stored, headers included */
+	uint64_t src_len;
+	uint32_t first_chunk, nchunks;
+} tf_unit_info;
+void tf_handle_unit_info(const tf_handle *r, size_t tile, size_t u, tf_unit_info *out);
+tf_status tf_handle_decode_unit(tf_handle *r, tf_workspace *ws, size_t tile, size_t u, uint8_t *dst,
+				tf_error *err);
+
+/* Every chunk of a tile, its header read from the stored file. */
+typedef struct tf_chunk_info {
+	uint64_t off;		/* start in the decoded file */
+	uint32_t size;		/* decoded bytes */
+	uint64_t src_off;	/* stored chunk, header included */
+	uint64_t src_len;
+} tf_chunk_info;
+typedef int (*tf_chunk_fn)(void *ctx, size_t chunk, const tf_chunk_info *ci);
+tf_status tf_handle_each_chunk(tf_handle *r, tf_workspace *ws, size_t tile, tf_chunk_fn fn, void *ctx,
+			       tf_error *err);
 
 /* Does the var-string layout (§4.7-4.8) apply to a field by TileDB's rule? */
 bool tf_var_string_applies(const tf_pipeline *p, tf_datatype type, uint32_t cell_val_num,

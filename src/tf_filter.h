@@ -44,8 +44,13 @@ enum {
 	TF_F_AES_256_GCM = 11, TF_F_CHECKSUM_MD5 = 12, TF_F_CHECKSUM_SHA256 = 13,
 	TF_F_DICTIONARY = 14, TF_F_SCALE_FLOAT = 15, TF_F_XOR = 16,
 	TF_F_WEBP = 18, TF_F_DELTA = 19,
-	TF_F_ID_LIMIT = 20	/* ids >= this are invalid */
+	TF_F_ID_LIMIT = 20,	/* built-in ids are below this */
+	TF_F_NO_ID = 255	/* a class with no TileDB id (an HDF5 plugin stage) */
 };
+
+/* Most parameters an HDF5 plugin stage (cd_values) or a plugin's
+ * TF_OPTS_CD_VALUES options may have. */
+#define TF_MAX_CD_VALUES 16
 
 /* Every option any filter has; each class uses the ones of its layout. */
 typedef struct tf_filter_opts {
@@ -57,6 +62,8 @@ typedef struct tf_filter_opts {
 	float quality;		/* webp */
 	uint8_t webp_format, lossless;
 	uint16_t y_extent, x_extent;
+	uint32_t ncd;		/* TF_OPTS_CD_VALUES: parameter count ... */
+	uint32_t cd[TF_MAX_CD_VALUES]; /* ... and the values (HDF5 cd_values) */
 } tf_filter_opts;
 
 /* How a class's options are serialized and spelled (FORMAT-NOTES §2.3). */
@@ -67,6 +74,7 @@ typedef enum tf_opts_layout {
 	TF_OPTS_WINDOW,		/* u32 max window */
 	TF_OPTS_SCALE_FLOAT,	/* f64 scale, f64 offset, u64 byte width */
 	TF_OPTS_WEBP,		/* f32, u8, u8, u16, u16, 2 pad bytes */
+	TF_OPTS_CD_VALUES,	/* u32 parameters, HDF5 style (plugins only) */
 } tf_opts_layout;
 
 typedef struct tf_key tf_key;		/* tf_keys.h */
@@ -86,6 +94,8 @@ typedef struct tf_stage {
 	size_t ncells;		/* in this chunk (relative to the chunk start) */
 	tf_scratch *scratch;	/* reusable codec contexts of this thread */
 	size_t limit;		/* ceiling for any buffer this stage allocates */
+	const struct tf_filter_class *cls; /* the class being run (plugin adapters
+				 * find their plugin through cls->impl) */
 } tf_stage;
 
 typedef struct tf_stream {
@@ -116,9 +126,15 @@ typedef struct tf_filter_class {
 	tf_status (*decode)(const tf_filter_opts *o, const tf_stage *st, tf_stream *s, tf_error *err);
 	tf_status (*encode)(const tf_filter_opts *o, const tf_stage *st, tf_parts *md,
 			    tf_parts *data, tf_error *err);
+	/* Plugins (filters/plugin.h): nonzero for an HDF5 filter stage, its id
+	 * in the HDF5 registry (id is then TF_F_NO_ID); the adapter's data. */
+	uint32_t hdf5_id;
+	const void *impl;
 } tf_filter_class;
 
-/* The registry: class by serialized id or by (case-insensitive) name. */
+/* The registry of built-in classes: by serialized id or by
+ * (case-insensitive) name.  Plugins live in a tf_plugins object
+ * (filters/plugin.h), which pipeline parsing consults after this. */
 const tf_filter_class *tf_filter_by_id(unsigned id);
 const tf_filter_class *tf_filter_by_name(const char *name, size_t len);
 /* Defaults TileDB uses for options not given (§2.3). */

@@ -8,13 +8,11 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "tf_tile.h"
 
@@ -30,7 +28,9 @@ typedef struct u64_list {
 } u64_list;
 
 struct tf_fragment {
-	char *dir, *name, *meta_path;
+	tf_source *src;		/* borrowed */
+	char *dir, *name, *meta_path;	/* relative to the source */
+	tf_version meta_ver;	/* lists are read later: from this version only */
 	const tf_key *key;
 	uint32_t version;	/* as stored */
 	uint32_t layout;	/* the footer layout used */
@@ -41,6 +41,7 @@ struct tf_fragment {
 	uint64_t *sizes[S_KINDS];	/* n each */
 	uint64_t *where[L_KINDS];	/* generic tile offset of each list, n each */
 	u64_list *lists[L_KINDS];	/* n each, loaded on first use */
+	pthread_mutex_t lists_lock;	/* guards their loading */
 	uint64_t footer_offset;
 	uint64_t file_size;
 	uint8_t *ned;		/* the non-empty domain as stored (see tf_fragment_ned) */
@@ -64,29 +65,18 @@ uint64_t tf_fragment_footer_offset(const tf_fragment *fr) { return fr->footer_of
 
 /* ---- reading the metadata file ------------------------------------------------------ */
 
-static tf_status read_range(const char *path, uint64_t off, uint64_t len, tf_buf *out, tf_error *err)
+static tf_status read_range(const tf_fragment *fr, uint64_t off, uint64_t len, tf_buf *out, tf_error *err)
 {
-	struct stat sb;
-	int fd = tf_open_regular(path, &sb);
-	size_t done = 0;
+	tf_object *o;
 	tf_status rc;
 
 	out->len = 0;
-	if (fd < 0)
-		return tf_err(err, TF_E_IO, "%s: %s", path, strerror(errno));
+	if ((rc = tf_object_open(fr->src, fr->meta_path, &fr->meta_ver, &o, err)) != TF_OK)
+		return rc;
 	rc = len > SIZE_MAX ? tf_err(err, TF_E_NOMEM, "too large") : tf_buf_reserve(out, (size_t)len, err);
-	while (rc == TF_OK && done < len) {
-		ssize_t got = pread(fd, out->p + done, (size_t)len - done, (off_t)(off + done));
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			rc = tf_err(err, got < 0 ? TF_E_IO : TF_E_CORRUPT, "%s: short read at %" PRIu64,
-				    path, off + done);
-		else
-			done += (size_t)got;
-	}
-	close(fd);
-	out->len = done;
+	if (rc == TF_OK && (rc = tf_object_read(o, off, out->p, (size_t)len, err)) == TF_OK)
+		out->len = (size_t)len;
+	tf_object_close(o);
 	return rc;
 }
 
@@ -102,13 +92,13 @@ static tf_status read_generic(const tf_fragment *fr, uint64_t off, tf_buf *out, 
 	if (!ws)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	/* 34 fixed header bytes say how long the rest is (§6). */
-	rc = off < fr->file_size ? read_range(fr->meta_path, off, TF_GENERIC_BASE_SIZE, &raw, err)
+	rc = off < fr->file_size ? read_range(fr, off, TF_GENERIC_BASE_SIZE, &raw, err)
 				 : tf_err(err, TF_E_CORRUPT, "generic tile offset %" PRIu64 " past the end", off);
 	if (rc == TF_OK) {
 		total = TF_GENERIC_BASE_SIZE + (uint64_t)tf_le32(raw.p + 30) + tf_le64(raw.p + 4);
 		rc = total > fr->file_size - off
 			? tf_err(err, TF_E_CORRUPT, "generic tile at %" PRIu64 " runs past the end", off)
-			: read_range(fr->meta_path, off, total, &raw, err);
+			: read_range(fr, off, total, &raw, err);
 	}
 	if (rc == TF_OK)
 		rc = tf_generic_decode(tf_span_of(raw.p, raw.len), fr->key, ws, out, NULL, err);
@@ -334,7 +324,7 @@ static tf_status read_footer(tf_fragment *fr, uint32_t v, const tf_schema *legac
 	if (v >= 10 || has_var_dims(legacy)) {
 		if (fr->file_size < 8)
 			return tf_err(err, TF_E_CORRUPT, "fragment metadata of %" PRIu64 " bytes", fr->file_size);
-		if ((rc = read_range(fr->meta_path, fr->file_size - 8, 8, out, err)) != TF_OK)
+		if ((rc = read_range(fr, fr->file_size - 8, 8, out, err)) != TF_OK)
 			return rc;
 		len = tf_le64(out->p);
 		if (len > fr->file_size - 8)
@@ -349,7 +339,7 @@ static tf_status read_footer(tf_fragment *fr, uint32_t v, const tf_schema *legac
 			return tf_err(err, TF_E_CORRUPT, "fragment metadata shorter than its footer");
 		fr->footer_offset = fr->file_size - len;
 	}
-	return read_range(fr->meta_path, fr->footer_offset, len, out, err);
+	return read_range(fr, fr->footer_offset, len, out, err);
 }
 
 static tf_status open_v3(tf_fragment *fr, uint32_t v, const tf_schema *legacy, tf_schema_lookup lookup,
@@ -477,25 +467,30 @@ static uint32_t version_from_name(const char *name)
 	return errno || *end || v > UINT32_MAX ? 4 : (uint32_t)v;
 }
 
-tf_status tf_fragment_open(const char *dir, const char *name, const tf_schema *legacy,
+tf_status tf_fragment_open(tf_source *src, const char *dir, const char *name, const tf_schema *legacy,
 			   tf_schema_lookup lookup, void *ctx, const tf_key *key,
 			   tf_fragment **out, tf_error *err)
 {
 	tf_fragment *fr = calloc(1, sizeof(*fr));
-	struct stat sb;
+	tf_stat sb;
 	uint32_t v;
 	tf_status rc;
 
+	if (fr)
+		pthread_mutex_init(&fr->lists_lock, NULL);
 	if (!fr || !(fr->dir = strdup(dir)) || !(fr->name = strdup(name)) ||
 	    asprintf(&fr->meta_path, "%s/__fragment_metadata.tdb", dir) < 0) {
 		tf_fragment_free(fr);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
+	fr->src = src;
 	fr->key = key;
-	if (stat(fr->meta_path, &sb) != 0) {
-		rc = tf_err(err, TF_E_IO, "%s", strerror(errno));
-	} else {
-		fr->file_size = (uint64_t)sb.st_size;
+	rc = tf_source_stat(src, fr->meta_path, &sb, err);
+	if (rc == TF_OK && sb.kind != TF_ENT_REG)
+		rc = tf_err(err, TF_E_CORRUPT, "not a regular file");
+	if (rc == TF_OK) {
+		fr->meta_ver = sb.v;
+		fr->file_size = sb.v.size;
 		v = version_from_name(name);
 		rc = v <= 2 ? open_v1v2(fr, legacy, err) : open_v3(fr, v, legacy, lookup, ctx, err);
 	}
@@ -514,6 +509,7 @@ void tf_fragment_free(tf_fragment *fr)
 		return;
 	free_lists(fr);
 	free(fr->ned);
+	pthread_mutex_destroy(&fr->lists_lock);
 	free(fr->dir);
 	free(fr->name);
 	free(fr->meta_path);
@@ -522,7 +518,21 @@ void tf_fragment_free(tf_fragment *fr)
 
 /* ---- per-field tile lists (§8.6) -------------------------------------------------------------- */
 
+static tf_status load_list(tf_fragment *fr, int k, size_t idx, const u64_list **out, tf_error *err);
+
+/* A list, read on first use under the fragment's own lock: its readers
+ * want it anyway, and readers of other fragments are not held up. */
 static tf_status get_list(tf_fragment *fr, int k, size_t idx, const u64_list **out, tf_error *err)
+{
+	tf_status rc;
+
+	pthread_mutex_lock(&fr->lists_lock);
+	rc = load_list(fr, k, idx, out, err);
+	pthread_mutex_unlock(&fr->lists_lock);
+	return rc;
+}
+
+static tf_status load_list(tf_fragment *fr, int k, size_t idx, const u64_list **out, tf_error *err)
 {
 	u64_list *l = &fr->lists[k][idx];
 	tf_buf payload = TF_BUF_INIT((size_t)1 << 30);

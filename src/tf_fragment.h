@@ -26,12 +26,13 @@ typedef tf_status (*tf_schema_lookup)(void *ctx, const char *name, const tf_sche
 				      tf_error *err);
 
 /*
- * Read the metadata of the fragment in directory dir, whose name is `name`
+ * Read the metadata of the fragment in directory dir of src (which must
+ * outlive the fragment), whose name is `name`
  * (it carries the format version for formats 3-9).  Fragments before format
  * 10 use `legacy` (the array's __array_schema.tdb); later ones get theirs
  * from lookup.
  */
-tf_status tf_fragment_open(const char *dir, const char *name, const tf_schema *legacy,
+tf_status tf_fragment_open(tf_source *src, const char *dir, const char *name, const tf_schema *legacy,
 			   tf_schema_lookup lookup, void *ctx, const tf_key *key,
 			   tf_fragment **out, tf_error *err);
 void tf_fragment_free(tf_fragment *fr);

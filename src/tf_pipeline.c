@@ -99,7 +99,8 @@ static tf_status read_compressor(tf_reader *o, const tf_filter_class **c, tf_fil
 		return rc;
 	if (comp >= sizeof(compressor_to_type))
 		return tf_err(err, TF_E_CORRUPT, "unknown compressor %u", comp);
-	*c = tf_filter_by_id(compressor_to_type[comp]);
+	if (tf_filter_by_id((*c)->id) == *c)	/* a plugin's byte is its own */
+		*c = tf_filter_by_id(compressor_to_type[comp]);
 	if ((rc = tf_get_i32(o, &fo->level, "compression level", err)) != TF_OK)
 		return rc;
 	/* DELTA/DOUBLE_DELTA carry a reinterpret byte from format 19/20 on
@@ -147,6 +148,12 @@ static tf_status read_options(tf_reader *o, const tf_filter_class **c, tf_filter
 		fo->x_extent = tf_le16(b.p + 4);
 		break;
 	}
+	case TF_OPTS_CD_VALUES:	/* u32 each */
+		if (o->n % 4 || o->n / 4 > TF_MAX_CD_VALUES)
+			return tf_err(err, TF_E_CORRUPT, "%zu parameter bytes", o->n);
+		for (fo->ncd = 0; rc == TF_OK && o->n; fo->ncd++)
+			rc = tf_get_u32(o, &fo->cd[fo->ncd], "parameter", err);
+		break;
 	}
 	if (rc == TF_OK && o->n != 0)
 		rc = tf_err(err, TF_E_CORRUPT, "%zu unexpected option bytes", o->n);
@@ -215,7 +222,7 @@ fail:
 static tf_status write_options(const tf_filter *f, tf_buf *b, tf_error *err)
 {
 	const tf_filter_opts *o = &f->o;
-	uint8_t w[24];
+	uint8_t w[4 * TF_MAX_CD_VALUES];
 	size_t n = 0;
 
 	switch (f->cls->layout) {
@@ -248,6 +255,10 @@ static tf_status write_options(const tf_filter *f, tf_buf *b, tf_error *err)
 		w[10] = w[11] = 0;
 		n = 12;
 		break;
+	case TF_OPTS_CD_VALUES:
+		for (; n < 4 * (size_t)o->ncd; n += 4)
+			tf_put_le32(w + n, o->cd[n / 4]);
+		break;
 	}
 	tf_status rc = tf_buf_put_u32(b, (uint32_t)n, err);
 	return rc != TF_OK ? rc : tf_buf_append(b, w, n, err);
@@ -260,10 +271,14 @@ tf_status tf_pipeline_serialize(const tf_pipeline *p, tf_buf *out, tf_error *err
 	if ((rc = tf_buf_put_u32(out, p->max_chunk_size, err)) != TF_OK ||
 	    (rc = tf_buf_put_u32(out, (uint32_t)p->n, err)) != TF_OK)
 		return rc;
-	for (size_t i = 0; i < p->n; i++)
+	for (size_t i = 0; i < p->n; i++) {
+		if (p->f[i].cls->id == TF_F_NO_ID)	/* TileDB has no number for it */
+			return tf_err(err, TF_E_INVAL, "filter %zu (%s) is an HDF5 filter: a TileDB "
+				      "pipeline cannot name it", i, p->f[i].cls->name);
 		if ((rc = tf_buf_put_u8(out, p->f[i].cls->id, err)) != TF_OK ||
 		    (rc = write_options(&p->f[i], out, err)) != TF_OK)
 			return rc;
+	}
 	return TF_OK;
 }
 
@@ -377,6 +392,7 @@ tf_status tf_pipeline_decode(const tf_pipeline *p, const tf_chunk_env *env, tf_w
 		const tf_filter *f = &p->f[i];
 
 		st.type = type[i];
+		st.cls = f->cls;
 		st.var_string = env->var_string && i == 0;
 		st.offsets = i == 0 ? offsets : NULL;
 		s.md_out = other_buf(ws->md, s.md);
@@ -434,10 +450,12 @@ tf_status tf_pipeline_encode(const tf_pipeline *p, const tf_chunk_env *env, tf_w
 		const tf_filter *f = &p->f[i];
 
 		st.type = tf_pipeline_type_at(p, i, env->type);
+		st.cls = f->cls;
 		st.var_string = env->var_string && i == 0;
 		st.cell_offsets = i == 0 ? cell_offsets : NULL;
 		st.ncells = i == 0 ? ncells : 0;
-		rc = f->cls->encode(&f->o, &st, &md, &data, err);
+		rc = f->cls->encode ? f->cls->encode(&f->o, &st, &md, &data, err)
+				    : tf_err(err, TF_E_UNSUPPORTED, "no encoder (decode-only plugin)");
 		if (rc != TF_OK)
 			tf_err_prefix(err, "filter %zu (%s)", i, f->cls->name);
 	}

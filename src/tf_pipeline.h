@@ -8,10 +8,19 @@
  * Text form, filters in write order:
  *     delta(reinterpret=int64) | bitshuffle | zstd(level=7)
  *     tiledb:19 | 8 | 2,7          numeric ids, netCDF style: id,params...
+ *     byteshuffle | hdf5:307,9     an HDF5 filter plugin: HDF5 id, cd_values
  * Parameters of the numeric form follow the serialized option order without
  * the compressor byte: level[,reinterpret]; window; scale,offset,byte_width;
- * quality,format,lossless,y_extent,x_extent.  The empty string is the empty
- * pipeline.  tf_pipeline_text() prints the canonical named form.
+ * quality,format,lossless,y_extent,x_extent.  A level may also be given as
+ * the unsigned 32-bit pattern of a negative one (4294967295 for -1).  The
+ * empty string is the empty pipeline.  tf_pipeline_text() prints the
+ * canonical named form.
+ *
+ * With plugins (filters/plugin.h), a filter may also be a tilefs plugin's
+ * name or id, and hdf5:ID[,param...] (or a bare id above 255, which no
+ * TileDB filter has) an HDF5 plugin's; their parameters are netCDF filter
+ * constants (seed 003): 9, 4294967295, -1 (int32), 23ub, -17b, 27us, -25s,
+ * 93u, 1.5f (one u32 each), 1.5d, -9l, 18ul (two u32, low half first).
  */
 #ifndef TF_PIPELINE_H
 #define TF_PIPELINE_H
@@ -33,13 +42,41 @@ tf_pipeline *tf_pipeline_new(void);
 tf_pipeline *tf_pipeline_dup(const tf_pipeline *p);
 void tf_pipeline_free(tf_pipeline *p);
 
+typedef struct tf_plugins tf_plugins;	/* filters/plugin.h */
+
 tf_status tf_pipeline_parse(const char *spec, tf_pipeline **out, tf_error *err);
+/* The same, also knowing the plugins of pl (may be NULL).  The pipeline
+ * holds classes of pl: free it before pl. */
+tf_status tf_pipeline_parse_with(const char *spec, const tf_plugins *pl, tf_pipeline **out,
+				 tf_error *err);
 /* Read the serialized form.  Whether DELTA/DOUBLE_DELTA options carry a
  * reinterpret byte (format >= 19/20) is read from their options length. */
 tf_status tf_pipeline_deserialize(tf_reader *r, tf_pipeline **out, tf_error *err);
 tf_status tf_pipeline_serialize(const tf_pipeline *p, tf_buf *out, tf_error *err);
 /* Canonical text form, malloc'd (NULL only when out of memory). */
 char *tf_pipeline_text(const tf_pipeline *p);
+
+/*
+ * The pipeline as netCDF's _Filter attribute shows it (ncdump -s), malloc'd
+ * (NULL only when out of memory): per filter its id (the TileDB id; an HDF5
+ * plugin's HDF5 id) and its parameters as unsigned 32-bit integers, in the
+ * numeric form's order, with ',' between them and '|' between filters:
+ * "2,4294967295|9".  Per the seed's encoding rules, a signed value is its
+ * 32-bit two's complement pattern, a float its IEEE bits, and a double or a
+ * 64-bit integer two values, its little-endian low half first.
+ */
+char *tf_pipeline_filter_attr(const tf_pipeline *p);
+/*
+ * The pipeline as netCDF's _Codecs attribute shows it: a JSON array with one
+ * object per filter in write order, "id" first: a NumCodecs id where one
+ * names the same codec (zstd, lz4, zlib, bz2, delta, shuffle, bitshuffle),
+ * with NumCodecs' parameter names, else "tiledb.NAME" (built-in), or
+ * "tilefs.NAME" (a tilefs plugin) or "hdf5.ID" (an HDF5 plugin without a
+ * NumCodecs id) with the filter's own options.  `type` is the tile's
+ * datatype (element sizes and dtypes are left out when it is TF_DT_ANY).
+ * malloc'd; NULL only when out of memory.
+ */
+char *tf_pipeline_codecs_json(const tf_pipeline *p, tf_datatype type);
 
 /* Append a filter with default options (e.g. AES for an encrypted field). */
 tf_status tf_pipeline_append(tf_pipeline *p, unsigned id, tf_error *err);

@@ -47,7 +47,9 @@ struct tf_col {
 				 * __coords: every dimension's value) */
 	col_layout layout;	/* legacy __coords: dimension `dim` of `ndims` */
 	unsigned dim, ndims, value_size;
-	tf_file *data, *vfile, *validity;
+	/* each file as the version first indexed: one open per column, kept
+	 * while the snapshot lives (a fragment's files never change) */
+	tf_handle *data, *vfile, *validity;
 	tf_cache *cache;
 };
 
@@ -470,8 +472,10 @@ static void load_metadata(tf_snapshot *s, tf_snap_frag *f)
 	f->has_dm = tf_fragment_has_delete_meta(f->fr);
 	if (!f->dense)
 		f->ntiles = tf_fragment_sparse_tiles(f->fr);
-	else if (dense_box(f, &f->error) != TF_OK)
+	else if (dense_box(f, &f->error) != TF_OK) {
+		tf_array_fragment_put(s->a, f->fr);
 		f->fr = NULL;
+	}
 }
 
 static tf_status list_fragments(tf_snapshot *s, const names *root, const names *fdir, tf_error *err)
@@ -620,9 +624,9 @@ static void col_free(tf_col *c)
 {
 	if (!c)
 		return;
-	tf_file_unref(c->data);
-	tf_file_unref(c->vfile);
-	tf_file_unref(c->validity);
+	tf_handle_close(c->data);
+	tf_handle_close(c->vfile);
+	tf_handle_close(c->validity);
 	free(c);
 }
 
@@ -644,6 +648,7 @@ void tf_snapshot_unref(tf_snapshot *s)
 		free(e);
 	}
 	for (size_t i = 0; i < s->nfrags; i++) {
+		tf_array_fragment_put(s->a, s->frags[i].fr);
 		free(s->frags[i].name);
 		free(s->frags[i].rel);
 		free(s->frags[i].lo);
@@ -723,14 +728,20 @@ tf_status tf_snapshot_enum(tf_snapshot *s, const tf_schema *schema, const tf_fie
 /* ---- columns ------------------------------------------------------------------------------------ */
 
 static tf_status open_role(tf_snapshot *s, const tf_snap_frag *f, const char *field, tf_role role,
-			   tf_file **out, tf_error *err)
+			   tf_handle **out, tf_error *err)
 {
 	char file[1100], rel[2048];
+	tf_file *tf;
+	tf_status rc;
 
 	if (!tf_fragment_field_file(f->fr, field, role, file, sizeof(file)) ||
 	    snprintf(rel, sizeof(rel), "%s/%s", f->rel, file) >= (int)sizeof(rel))
 		return tf_err(err, TF_E_CORRUPT, "fragment %s has no file for %s", f->name, field);
-	return tf_array_open_file(s->a, rel, out, err);
+	if ((rc = tf_array_open_file(s->a, rel, &tf, err)) != TF_OK)
+		return rc;
+	rc = tf_handle_open(tf, out, err);
+	tf_file_unref(tf);
+	return rc;
 }
 
 /* Format 1 stored coordinates zipped unless compressed (§8.3). */
@@ -863,10 +874,11 @@ bool tf_col_var(const tf_col *c) { return c->var; }
 bool tf_col_nullable(const tf_col *c) { return c->nullable; }
 unsigned tf_col_cell_size(const tf_col *c) { return c->cell_size; }
 
-/* Exactly len bytes at off of f's decoded bytes. */
-static tf_status read_exact(const tf_col *c, tf_file *f, tf_workspace *ws, uint64_t off, uint64_t len,
+/* Exactly len bytes at off of h's decoded bytes. */
+static tf_status read_exact(const tf_col *c, tf_handle *h, tf_workspace *ws, uint64_t off, uint64_t len,
 			    uint8_t *dst, tf_error *err)
 {
+	const tf_file *f = tf_handle_file(h);
 	size_t got = 0;
 	tf_status rc;
 
@@ -874,7 +886,7 @@ static tf_status read_exact(const tf_col *c, tf_file *f, tf_workspace *ws, uint6
 		return TF_OK;
 	if (len > SIZE_MAX)
 		return tf_err(err, TF_E_NOMEM, "read too large");
-	rc = tf_file_read(f, c->cache, ws, NULL, off, (size_t)len, dst, &got, err);
+	rc = tf_handle_read(h, c->cache, ws, off, (size_t)len, dst, &got, err);
 	if (rc == TF_OK && got != len)
 		rc = tf_err(err, TF_E_CORRUPT, "%s: %llu bytes wanted at %llu, the file decodes to %llu",
 			    tf_file_name(f), (unsigned long long)len, (unsigned long long)off,
@@ -882,9 +894,11 @@ static tf_status read_exact(const tf_col *c, tf_file *f, tf_workspace *ws, uint6
 	return rc;
 }
 
-/* Tile t of f: where it starts in the decoded file and how long it is. */
-static tf_status tile_range(tf_file *f, uint64_t t, uint64_t *off, uint64_t *size, tf_error *err)
+/* Tile t of h's file: where it starts in the decoded file and how long it is. */
+static tf_status tile_range(const tf_handle *h, uint64_t t, uint64_t *off, uint64_t *size, tf_error *err)
 {
+	const tf_file *f = tf_handle_file(h);
+
 	if (t >= tf_file_ntiles(f))
 		return tf_err(err, TF_E_CORRUPT, "%s: tile %llu of %zu", tf_file_name(f), (unsigned long long)t,
 			      tf_file_ntiles(f));
@@ -892,12 +906,12 @@ static tf_status tile_range(tf_file *f, uint64_t t, uint64_t *off, uint64_t *siz
 	return TF_OK;
 }
 
-static tf_status cells_in(const tf_file *f, uint64_t size, uint64_t cell_size, uint64_t cell, uint64_t n,
+static tf_status cells_in(const tf_handle *h, uint64_t size, uint64_t cell_size, uint64_t cell, uint64_t n,
 			  tf_error *err)
 {
 	if (cell_size == 0 || size % cell_size || cell > size / cell_size || n > size / cell_size - cell)
 		return tf_err(err, TF_E_CORRUPT, "%s: cells %llu+%llu of a tile of %llu bytes (%llu per cell)",
-			      tf_file_name(f), (unsigned long long)cell, (unsigned long long)n,
+			      tf_file_name(tf_handle_file(h)), (unsigned long long)cell, (unsigned long long)n,
 			      (unsigned long long)size, (unsigned long long)cell_size);
 	return TF_OK;
 }
@@ -950,31 +964,59 @@ void tf_pinset_init(tf_pinset *ps, tf_cache *cache)
 void tf_pinset_release(tf_pinset *ps)
 {
 	for (size_t i = 0; i < ps->n; i++)
-		tf_file_unpin(ps->cache, &ps->p[i].pin);
+		tf_cache_release(ps->cache, ps->p[i].unit.e, false);
 	ps->n = 0;
+	tf_slices_free(&ps->scratch);
 }
 
-/* The held chunk of f holding byte off, pinning it (and letting the least
+/*
+ * Pin the decode unit of h holding byte off into slot i.  A one-byte pin
+ * gives one slice of that unit's cache entry, which holds the whole unit's
+ * decoded bytes: where the slice points into it says where the unit
+ * starts.  The entry stays pinned (the slice is the set's) until released.
+ */
+static tf_status pin_unit_at(tf_pinset *ps, size_t i, tf_handle *h, tf_workspace *ws, uint64_t off,
+			     tf_error *err)
+{
+	tf_slice *sl;
+	tf_status rc = tf_handle_pin(h, ps->cache, ws, off, 1, &ps->scratch, err);
+
+	if (rc != TF_OK)
+		return rc;
+	if (ps->scratch.n != 1) {
+		tf_handle_unpin(ps->cache, &ps->scratch, false);
+		return tf_err(err, TF_E_CORRUPT, "%s: no unit holds byte %llu", tf_file_name(tf_handle_file(h)),
+			      (unsigned long long)off);
+	}
+	sl = &ps->scratch.v[0];
+	ps->p[i].h = h;
+	ps->p[i].unit = (tf_slice){ tf_cache_data(sl->e), tf_cache_len(sl->e), sl->e, true };
+	ps->p[i].off = off - (uint64_t)(sl->p - ps->p[i].unit.p);
+	ps->scratch.n = 0;	/* the entry is ours now: not unpinned with the scratch */
+	ps->scratch.bytes = 0;
+	return TF_OK;
+}
+
+/* The held unit of h holding byte off, pinning it (and letting the least
  * recently used one go) if none does. */
-static tf_status pinned_at(tf_pinset *ps, tf_file *f, tf_workspace *ws, uint64_t off, size_t *slot,
+static tf_status pinned_at(tf_pinset *ps, tf_handle *h, tf_workspace *ws, uint64_t off, size_t *slot,
 			   tf_error *err)
 {
 	size_t i, lru = 0;
 	tf_status rc;
 
 	for (i = 0; i < ps->n; i++) {
-		if (ps->p[i].f == f && off >= ps->p[i].pin.off && off - ps->p[i].pin.off < ps->p[i].pin.len)
+		if (ps->p[i].h == h && off >= ps->p[i].off && off - ps->p[i].off < ps->p[i].unit.n)
 			break;
 		if (ps->p[i].used < ps->p[lru].used)
 			lru = i;
 	}
 	if (i == ps->n) {
 		if (ps->n == TF_PINSET_MAX)
-			tf_file_unpin(ps->cache, &ps->p[i = lru].pin);
+			tf_cache_release(ps->cache, ps->p[i = lru].unit.e, false);
 		else
 			i = ps->n++;
-		ps->p[i].f = f;
-		if ((rc = tf_file_pin_chunk(f, ps->cache, ws, off, &ps->p[i].pin, err)) != TF_OK) {
+		if ((rc = pin_unit_at(ps, i, h, ws, off, err)) != TF_OK) {
 			ps->p[i] = ps->p[--ps->n];
 			return rc;
 		}
@@ -999,10 +1041,10 @@ tf_status tf_col_fixed_pinned(const tf_col *c, tf_workspace *ws, uint64_t tile, 
 	off += cell * c->stored;
 	for (len = n * c->stored; len > 0 && rc == TF_OK;) {
 		if ((rc = pinned_at(ps, c->data, ws, off, &i, err)) == TF_OK) {
-			const tf_file_pin *p = &ps->p[i].pin;
-			uint64_t take = p->off + p->len - off < len ? p->off + p->len - off : len;
+			uint64_t end = ps->p[i].off + ps->p[i].unit.n;
+			uint64_t take = end - off < len ? end - off : len;
 
-			memcpy(dst, p->data + (off - p->off), (size_t)take);
+			memcpy(dst, ps->p[i].unit.p + (off - ps->p[i].off), (size_t)take);
 			dst += take, off += take, len -= take;
 		}
 	}
@@ -1035,7 +1077,7 @@ tf_status tf_col_var_cells(const tf_col *c, tf_workspace *ws, uint64_t tile, uin
 	for (uint64_t i = 0; i < n; i++)
 		if (starts[i] > starts[i + 1] || starts[i + 1] > vsize)
 			return tf_err(err, TF_E_CORRUPT, "%s: tile %llu: cell offsets out of order",
-				      tf_file_name(c->data), (unsigned long long)tile);
+				      tf_file_name(tf_handle_file(c->data)), (unsigned long long)tile);
 	if ((rc = tf_buf_grow(data, (size_t)(starts[n] - starts[0]), &at, err)) != TF_OK ||
 	    (rc = read_exact(c, c->vfile, ws, voff + starts[0], starts[n] - starts[0], at, err)) != TF_OK)
 		return rc;

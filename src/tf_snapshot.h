@@ -38,7 +38,8 @@ typedef struct tf_snap_frag {
 	uint64_t t1, t2;		/* timestamps from the name */
 	uint32_t version;		/* format version from the name */
 	bool visible;			/* a read at the snapshot's time sees it */
-	tf_fragment *fr;		/* its metadata (owned by the array); NULL: failed */
+	tf_fragment *fr;		/* its metadata (the array's, held while the
+					 * snapshot lives); NULL: failed */
 	tf_error error;			/* why fr is NULL */
 	/* from the metadata: */
 	const tf_schema *schema;	/* the schema it was written with */
@@ -109,19 +110,22 @@ unsigned tf_col_cell_size(const tf_col *c);	/* fixed cells (8 for var offsets) *
 /* n fixed-size cells from cell `cell` of tile `tile` into dst. */
 tf_status tf_col_fixed(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell, uint64_t n,
 		       uint8_t *dst, tf_error *err);
-/* Chunks held by one caller while it gathers many small pieces (a read of
- * a .raw view): a piece inside a held chunk is copied with no cache
- * lookup.  At most TF_PINSET_MAX are held; release them when done. */
+/* Decode units held by one caller while it gathers many small pieces (a
+ * read of a .raw view): a piece inside a held unit is copied with no cache
+ * lookup.  At most TF_PINSET_MAX are held (pinned cache entries, never
+ * evicted); release them when done. */
 #define TF_PINSET_MAX 32
 typedef struct tf_pinset {
 	tf_cache *cache;
 	size_t n;
 	uint64_t clock;
 	struct {
-		tf_file *f;
-		tf_file_pin pin;
+		tf_handle *h;
+		tf_slice unit;		/* the whole unit: its bytes and entry */
+		uint64_t off;		/* where it starts in h's decoded file */
 		uint64_t used;
 	} p[TF_PINSET_MAX];
+	tf_slices scratch;	/* for tf_handle_pin */
 } tf_pinset;
 void tf_pinset_init(tf_pinset *ps, tf_cache *cache);
 void tf_pinset_release(tf_pinset *ps);

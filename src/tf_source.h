@@ -51,7 +51,9 @@ typedef struct tf_version {
 	char etag[72];			/* S3, quotes stripped; "" for local */
 } tf_version;
 
-typedef enum { TF_ENT_REG, TF_ENT_DIR, TF_ENT_LNK, TF_ENT_OTHER } tf_ent_kind;
+/* FIFOs and sockets are shown as what they are (nothing ever opens them:
+ * the kernel makes its own pipe of such an inode); devices are OTHER. */
+typedef enum { TF_ENT_REG, TF_ENT_DIR, TF_ENT_LNK, TF_ENT_FIFO, TF_ENT_SOCK, TF_ENT_OTHER } tf_ent_kind;
 
 typedef struct tf_stat {
 	tf_ent_kind kind;
@@ -63,6 +65,9 @@ typedef struct tf_stat {
 
 /* Whether two versions are the same stored bytes. */
 bool tf_version_equal(const tf_version *a, const tf_version *b);
+
+/* dir "/" name into out[n] ("." as dir adds nothing); false if too long. */
+bool tf_path_join(char *out, size_t n, const char *dir, const char *name);
 
 /* ---- sources ---------------------------------------------------------------------------- */
 
@@ -79,6 +84,15 @@ struct tf_s3_settings;
 tf_status tf_source_open(const char *spec, const struct tf_s3_settings *s3, tf_source **out,
 			 tf_error *err);
 void tf_source_free(tf_source *s);
+
+/*
+ * A file or directory the user named, as a source and a path in it (for
+ * tiletool): "s3://BUCKET/KEY" gives the bucket and KEY; a local path is
+ * resolved (symlinks the user named are theirs to follow) and given as a
+ * path under the source "/".  *rel is malloc'd.
+ */
+tf_status tf_source_locate(const char *spec, const struct tf_s3_settings *s3, tf_source **src,
+			   char **rel, tf_error *err);
 
 /* "local" or "s3"; and how the user spelled the source (for messages). */
 const char *tf_source_kind(const tf_source *s);
@@ -112,13 +126,19 @@ tf_status tf_source_statfs(tf_source *s, tf_source_fsstat *out, tf_error *err);
 /*
  * Open regular file rel for reading.  With expect, the file must be that
  * version (TF_E_STALE otherwise); *out's version is in tf_object_stat().
- * A directory, FIFO, device or symlink is refused (TF_E_INVAL).
+ * A directory, FIFO, device or symlink is refused (TF_E_INVAL).  Objects
+ * are reference-counted: open gives one reference, tf_object_ref() adds
+ * one, tf_object_close() drops one (NULL is fine) and closes at zero.
  */
 tf_status tf_object_open(tf_source *s, const char *rel, const tf_version *expect, tf_object **out,
 			 tf_error *err);
+tf_object *tf_object_ref(tf_object *o);
 void tf_object_close(tf_object *o);
 const tf_stat *tf_object_stat(const tf_object *o);
 const char *tf_object_name(const tf_object *o);
+/* Bytes per tf_object_read a caller should aim for when it can choose:
+ * a local file wants about 1 MiB, an object store several. */
+uint64_t tf_object_io_size(const tf_object *o);
 
 /* Read exactly len bytes at off.  A range past the version's size, or bytes
  * that are no longer that version's, fail: TF_E_STALE; I/O: TF_E_IO. */

@@ -54,6 +54,8 @@ const char *tf_status_str(tf_status st)
 	case TF_E_INVAL: return "invalid argument";
 	case TF_E_UNSUPPORTED: return "unsupported";
 	case TF_E_STALE: return "source changed";
+	case TF_E_NOTFOUND: return "not found";
+	case TF_E_ACCESS: return "access refused";
 	}
 	return "unknown error";
 }
@@ -65,6 +67,8 @@ int tf_status_errno(tf_status st)
 	case TF_E_NOMEM: return ENOMEM;
 	case TF_E_INVAL: return EINVAL;
 	case TF_E_UNSUPPORTED: return EOPNOTSUPP;
+	case TF_E_NOTFOUND: return ENOENT;
+	case TF_E_ACCESS: return EACCES;
 	default: return EIO;	/* every data problem is EIO for the range */
 	}
 }

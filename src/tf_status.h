@@ -23,6 +23,8 @@ typedef enum tf_status {
 	TF_E_INVAL = -7,	/* bad argument, spec, option or config */
 	TF_E_UNSUPPORTED = -8,	/* valid but not handled (e.g. no webp) */
 	TF_E_STALE = -9,	/* the source file changed under us */
+	TF_E_NOTFOUND = -10,	/* no such file or directory in the source */
+	TF_E_ACCESS = -11,	/* the source refuses: permissions, a symlink on the way */
 } tf_status;
 
 #define TF_ERRMSG_MAX 480

@@ -510,13 +510,15 @@ typedef struct block_src {
 	uint64_t len;
 } block_src;
 
-/* Cache loader: a block's text, formatted again from where it starts. */
+/* Cache loader: a block's text, formatted again from where it starts.
+ * Formatting reserves a little more than a value takes (a float's
+ * longest form), so it writes to a buffer of its own, then to dst. */
 static tf_status load_block(void *ctx, uint64_t index, uint8_t *dst, tf_workspace *ws, tf_error *err)
 {
 	block_src *b = ctx;
 	uint64_t *out = malloc((b->c->S + 1) * sizeof(uint64_t));
-	tf_buf text;
-	producer p;
+	tf_buf text = TF_BUF_INIT((size_t)b->len + 4096);
+	producer p = { 0 };
 	bool end;
 	tf_status rc;
 
@@ -527,14 +529,16 @@ static tf_status load_block(void *ctx, uint64_t index, uint8_t *dst, tf_workspac
 	}
 	if (!out)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
-	tf_buf_wrap(&text, dst, (size_t)b->len);
-	if ((rc = prod_init(b->c, &p, err)) == TF_OK)
+	if ((rc = tf_buf_reserve(&text, (size_t)b->len, err)) == TF_OK && (rc = prod_init(b->c, &p, err)) == TF_OK)
 		rc = produce(b->c, &p, ws, b->state, &text, out, &end, err);
 	prod_free(b->c, &p);
 	free(out);
 	if (rc == TF_E_NOMEM || (rc == TF_OK && text.len != b->len))
 		rc = tf_err(err, TF_E_STALE, "block %llu formats to other bytes than before (the array "
 			    "changed under the view?)", (unsigned long long)index);
+	else if (rc == TF_OK)
+		memcpy(dst, text.p, (size_t)b->len);
+	tf_buf_free(&text);
 	return rc;
 }
 
@@ -579,9 +583,9 @@ static tf_status extend_one(csv *c, tf_workspace *ws, tf_error *err)
 		rc = tf_err(err, TF_E_UNSUPPORTED, "a CSV block of %zu bytes", text.len);
 	if (rc == TF_OK && text.len) {	/* publish the text, then the index */
 		block_src src = { c, text.p, NULL, text.len };
-		tf_cache_source cs = { &src, load_block, NULL, NULL };
+		tf_cache_source cs = { &src, load_block };
 		if ((rc = tf_cache_get(cache, c->owner, b, (uint32_t)text.len, &cs, ws, &e, err)) == TF_OK)
-			tf_cache_release(cache, e);
+			tf_cache_release(cache, e, false);
 	}
 	pthread_mutex_lock(&c->lock);
 	if (rc == TF_OK && text.len && (rc = index_grow(c, err)) == TF_OK) {
@@ -648,7 +652,7 @@ static tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, ui
 	while (rc == TF_OK && done < len) {
 		uint64_t pos = off + done - c->header.len, start, blen, *state;
 		block_src src = { c, NULL, NULL, 0 };
-		tf_cache_source cs = { &src, load_block, NULL, NULL };
+		tf_cache_source cs = { &src, load_block };
 		tf_cache_entry *e;
 		size_t b, n;
 		bool eof;
@@ -672,10 +676,7 @@ static tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, ui
 		memcpy(dst + done, tf_cache_data(e) + (pos - start), n);
 		done += n;
 		/* A block read to its end goes first when room is needed. */
-		if (pos - start + n == blen)
-			tf_cache_release_done(cache, e);
-		else
-			tf_cache_release(cache, e);
+		tf_cache_release(cache, e, pos - start + n == blen);
 	}
 	*got = done;
 	return rc;
@@ -687,8 +688,8 @@ static void csv_free(csv *c)
 {
 	if (!c)
 		return;
-	if (c->owner)
-		tf_cache_drop(tf_snapshot_cache(c->v->s), c->owner);
+	/* Its blocks stay in the cache under an owner no one asks for again:
+	 * they drift to the cold end of the LRU and go first. */
 	prod_free(c, &c->prod);
 	tf_buf_free(&c->header);
 	free(c->cols);

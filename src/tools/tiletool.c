@@ -8,7 +8,12 @@
  *   tiletool verify [decode options] FILE...
  *   tiletool encode -F SPEC -t TYPE [-n CELLS] [--tile-size BYTES] [-k KEYFILE] IN OUT
  *   tiletool export [--csv | --raw ATTR | --npy ATTR] [--fragment NAME] [-k KEYFILE]
- *                   [-o OUT] ARRAY
+ *                   [-c CONFIG] [-o OUT] ARRAY
+ *   (every command: [--plugin-path DIR[:DIR...]], default $TILEFS_PLUGIN_PATH,
+ *   then $HDF5_PLUGIN_PATH: filter plugins the specs may name)
+ *
+ * FILE may be s3://BUCKET/KEY: read from an object store with the [s3]
+ * settings of -c FILE (an INI configuration) and the AWS_* environment.
  *
  * Exit status: 0 success, 1 data error, 2 usage error.
  */
@@ -30,22 +35,27 @@
 #include "tf_pipeline.h"
 #include "tf_tile.h"
 #include "tf_view.h"
+#include "filters/plugin.h"
 
 enum { EXIT_DATA = 1, EXIT_USAGE = 2 };
 
 typedef struct opts {
-	const char *spec, *keyfile, *out, *var_data, *var_spec;
+	const char *spec, *keyfile, *out, *var_data, *var_spec, *config;
 	tf_datatype type, var_type;
 	uint32_t cell_val_num, version;
 	uint64_t tile_size, tile_cells;
 	const char *offsets_in, *offsets_out, *offsets_spec;
 	const char *raw_attr, *npy_attr, *fragment;	/* export */
 	uint64_t cache_size;
+	const char *plugin_path;
 	bool generic, verbose, have_spec, all;
 	bool explicit;		/* any of -F -t -n -V --generic --var-*: no array lookup */
 	/* resolved */
+	tf_plugins *plugins;	/* outlives the pipelines, which hold its classes */
 	tf_pipeline *pipeline, *var_pipeline;
 	tf_key *key;
+	tf_config *cfg;				/* -c: its [s3] section */
+	const struct tf_s3_settings *s3;	/* NULL: defaults and environment */
 } opts;
 
 static const char *prog = "tiletool";
@@ -75,7 +85,12 @@ static void print_help(const char *cmd)
 		"      --var-data FILE    for an offsets file whose tiles were folded into the\n"
 		"                         data (string RLE/dictionary): the var data file ...\n"
 		"      --var-filters SPEC ... its pipeline\n"
-		"      --var-type TYPE    ... and its datatype\n";
+		"      --var-type TYPE    ... and its datatype\n"
+		"      --plugin-path DIRS filter plugins (tilefs or HDF5) for SPEC: DIR[:DIR...];\n"
+		"                         default $TILEFS_PLUGIN_PATH, then $HDF5_PLUGIN_PATH.\n"
+		"                         SPEC then names them: 'hdf5:307,9', a plugin's name\n"
+		"  -c, --config FILE      INI configuration whose [s3] section says how to\n"
+		"                         reach s3://BUCKET/KEY (else the AWS_* environment)\n";
 
 	if (!cmd) {
 		printf("Usage: %s COMMAND [OPTIONS] ...\n\n"
@@ -100,7 +115,7 @@ static void print_help(const char *cmd)
 		       " and authentication tags); report each error.\n\n%s", prog, decode_opts);
 	} else if (!strcmp(cmd, "export")) {
 		printf("Usage: %s export [--csv | --raw ATTR | --npy ATTR] [--fragment NAME] [-k KEYFILE]\n"
-		       "                [-o OUT] ARRAY\n\n"
+		       "                [-c CONFIG] [-o OUT] ARRAY\n\n"
 		       "Write what tilefs shows in ARRAY/" TF_VIEWS_DIR "/ (tilefs(1), Views), decoding only\n"
 		       "the tiles needed:\n"
 		       "      --csv              the cells a read of the whole array returns now, as\n"
@@ -111,11 +126,14 @@ static void print_help(const char *cmd)
 		       "      --npy ATTR         the same as a NumPy .npy file\n"
 		       "  -o, --output OUT       write to OUT instead of stdout\n"
 		       "  -k, --key FILE         the key of an encrypted array\n"
+		       "  -c, --config FILE      a configuration whose [s3] section reaches s3://\n"
+		       "                         arrays (ARRAY may be s3://BUCKET/PREFIX)\n"
 		       "      --cache-size SIZE  decoded-chunk cache (default 64M)\n", prog);
 	} else if (!strcmp(cmd, "schema")) {
-		printf("Usage: %s schema [-k KEYFILE] ARRAY\n\nPrint the newest schema of the TileDB "
-		       "array in directory ARRAY:\ndimensions, attributes, their pipelines.  -k: the "
-		       "key of an encrypted array.\n", prog);
+		printf("Usage: %s schema [-k KEYFILE] [-c CONFIG] ARRAY\n\nPrint the newest schema of the "
+		       "TileDB array in directory ARRAY\n(or s3://BUCKET/PREFIX): dimensions, attributes, "
+		       "their pipelines.  -k: the\nkey of an encrypted array; -c: a configuration with an "
+		       "[s3] section.\n", prog);
 	} else {
 		printf("Usage: %s encode -F SPEC -t TYPE [-n CELLS] [--tile-size BYTES] [-k KEYFILE] IN OUT\n"
 		       "       %s encode -F SPEC -t TYPE -n var --offsets OFFS [--tile-cells N]\n"
@@ -133,8 +151,8 @@ static void print_help(const char *cmd)
 /* ---- options ------------------------------------------------------------------------- */
 
 enum { OPT_VAR_DATA = 256, OPT_VAR_FILTERS, OPT_VAR_TYPE, OPT_TILE_SIZE, OPT_TILE_CELLS,
-       OPT_OFFSETS, OPT_OFFSETS_OUT, OPT_OFFSETS_FILTERS, OPT_HELP, OPT_CSV, OPT_RAW, OPT_NPY,
-       OPT_FRAGMENT, OPT_CACHE_SIZE };
+       OPT_OFFSETS, OPT_OFFSETS_OUT, OPT_OFFSETS_FILTERS, OPT_PLUGIN_PATH, OPT_HELP, OPT_CSV, OPT_RAW,
+       OPT_NPY, OPT_FRAGMENT, OPT_CACHE_SIZE };
 
 static const struct option long_opts[] = {
 	{ "filters", required_argument, NULL, 'F' },
@@ -146,6 +164,7 @@ static const struct option long_opts[] = {
 	{ "generic", no_argument, NULL, 'g' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "all", no_argument, NULL, 'a' },
+	{ "config", required_argument, NULL, 'c' },
 	{ "var-data", required_argument, NULL, OPT_VAR_DATA },
 	{ "var-filters", required_argument, NULL, OPT_VAR_FILTERS },
 	{ "var-type", required_argument, NULL, OPT_VAR_TYPE },
@@ -154,6 +173,7 @@ static const struct option long_opts[] = {
 	{ "offsets", required_argument, NULL, OPT_OFFSETS },
 	{ "offsets-out", required_argument, NULL, OPT_OFFSETS_OUT },
 	{ "offsets-filters", required_argument, NULL, OPT_OFFSETS_FILTERS },
+	{ "plugin-path", required_argument, NULL, OPT_PLUGIN_PATH },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "csv", no_argument, NULL, OPT_CSV },
 	{ "raw", required_argument, NULL, OPT_RAW },
@@ -197,7 +217,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts *o)
 	uint64_t n;
 	int c, rc = 0;
 
-	while (rc == 0 && (c = getopt_long(argc, argv, "F:t:n:k:V:o:gva", long_opts, NULL)) != -1) {
+	while (rc == 0 && (c = getopt_long(argc, argv, "F:t:n:k:V:o:c:gva", long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'F': o->spec = optarg; o->have_spec = o->explicit = true; break;
 		case 't': rc = parse_type(optarg, &o->type); o->explicit = true; break;
@@ -213,6 +233,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts *o)
 		case 'g': o->generic = o->explicit = true; break;
 		case 'v': o->verbose = true; break;
 		case 'a': o->all = true; break;
+		case 'c': o->config = optarg; break;
 		case OPT_VAR_DATA: o->var_data = optarg; o->explicit = true; break;
 		case OPT_VAR_FILTERS: o->var_spec = optarg; break;
 		case OPT_VAR_TYPE: rc = parse_type(optarg, &o->var_type); break;
@@ -227,6 +248,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts *o)
 		case OPT_OFFSETS: o->offsets_in = optarg; break;
 		case OPT_OFFSETS_OUT: o->offsets_out = optarg; break;
 		case OPT_OFFSETS_FILTERS: o->offsets_spec = optarg; break;
+		case OPT_PLUGIN_PATH: o->plugin_path = optarg; break;
 		case OPT_HELP: print_help(cmd); return 0;
 		case OPT_CSV: o->raw_attr = o->npy_attr = NULL; break;
 		case OPT_RAW: o->raw_attr = optarg; o->npy_attr = NULL; break;
@@ -242,17 +264,34 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts *o)
 	return rc ? rc : -1;
 }
 
+static void plugin_warning(void *ctx, const char *msg)
+{
+	(void)ctx;
+	fprintf(stderr, "%s: warning: %s\n", prog, msg);
+}
+
 /* Turn option text into objects; errors are usage (spec) or data (key). */
 static int resolve(opts *o)
 {
 	tf_error err;
 
-	if (tf_pipeline_parse(o->spec, &o->pipeline, &err) != TF_OK)
+	if (tf_plugins_load(o->plugin_path ? o->plugin_path : tf_plugins_env_path(), plugin_warning,
+			    NULL, &o->plugins, &err) != TF_OK) {
+		fprintf(stderr, "%s: plugins: %s\n", prog, err.msg);
+		return EXIT_DATA;
+	}
+	if (tf_pipeline_parse_with(o->spec, o->plugins, &o->pipeline, &err) != TF_OK)
 		return usage_error("-F: %s", err.msg);
-	if (o->var_data && tf_pipeline_parse(o->var_spec ? o->var_spec : "", &o->var_pipeline, &err) != TF_OK)
+	if (o->var_data && tf_pipeline_parse_with(o->var_spec ? o->var_spec : "", o->plugins,
+						  &o->var_pipeline, &err) != TF_OK)
 		return usage_error("--var-filters: %s", err.msg);
 	if (o->var_data && !o->var_spec)
 		return usage_error("%s", "--var-data needs --var-filters (and --var-type)");
+	if (o->config) {
+		if (tf_config_load(o->config, &o->cfg, &err) != TF_OK)
+			return usage_error("-c: %s", err.msg);
+		o->s3 = tf_config_s3(o->cfg);
+	}
 	if (o->keyfile && tf_key_load_file(o->keyfile, &o->key, &err) != TF_OK) {
 		fprintf(stderr, "%s: key: %s\n", prog, err.msg);
 		return err.code == TF_E_INVAL ? EXIT_USAGE : EXIT_DATA;
@@ -265,14 +304,17 @@ static void opts_free(opts *o)
 	tf_pipeline_free(o->pipeline);
 	tf_pipeline_free(o->var_pipeline);
 	tf_key_free(o->key);
+	tf_plugins_free(o->plugins);
+	tf_config_free(o->cfg);
 }
 
 /* A file inside a TileDB array (below the nearest ancestor with __schema/
  * or __array_schema.tdb), opened as its array says.  *found tells whether
  * the array knows the file at all. */
-static tf_status open_in_array(const opts *o, const char *path, tf_file **f, bool *found, tf_error *err)
+static tf_status open_in_array(const opts *o, tf_source *src, const char *rel, const char *name,
+			       tf_file **f, bool *found, tf_error *err)
 {
-	char *full = realpath(path, NULL), *dir = full ? strdup(full) : NULL, *slash;
+	char *dir = strdup(rel), *slash;
 	bool in_array = false;
 	tf_array *a = NULL;
 	tf_array_file af;
@@ -280,46 +322,74 @@ static tf_status open_in_array(const opts *o, const char *path, tf_file **f, boo
 
 	*found = false;
 	/* The nearest ancestor directory that is an array root, if any. */
-	while (dir && !in_array && (slash = strrchr(dir, '/')) && slash > dir) {
+	while (dir && !in_array && (slash = strrchr(dir, '/'))) {
 		*slash = '\0';
-		in_array = tf_array_detect(dir);
+		in_array = tf_array_detect(src, dir);
 	}
-	if (in_array && tf_array_open(dir, o->key, &a, err) == TF_OK) {
-		rc = tf_array_describe(a, full + strlen(dir) + 1, &af, err);
+	if (in_array && tf_array_open(src, dir, o->key, &a, err) == TF_OK) {
+		rc = tf_array_describe(a, rel + strlen(dir) + 1, &af, err);
 		*found = rc != TF_E_INVAL;
 		if (rc == TF_OK) {
-			rc = tf_file_open(af.path, path, &af.spec, f, err);
+			rc = tf_file_open(src, af.path, name, NULL, &af.spec, f, err);
 			tf_array_file_clear(&af);
 		}
 		tf_array_free(a);
 	}
 	free(dir);
-	free(full);
 	return rc;
 }
 
-static tf_status open_file(const opts *o, const char *path, tf_file **f, tf_error *err)
+/* The var data file named by --var-data, as a path in src: the user names
+ * it beside the offsets file, resolved like it. */
+static tf_status var_data_rel(const opts *o, char **out, tf_error *err)
+{
+	tf_source *vsrc = NULL;
+	tf_status rc;
+
+	*out = NULL;
+	if (!o->var_data)
+		return TF_OK;
+	rc = tf_source_locate(o->var_data, o->s3, &vsrc, out, err);
+	tf_source_free(vsrc);
+	return rc;
+}
+
+/* Open path (a local file, or s3://BUCKET/KEY) as a decoded file; *src is
+ * the source it reads, to be freed after the file. */
+static tf_status open_file(const opts *o, const char *path, tf_file **f, tf_source **src, tf_error *err)
 {
 	tf_file_spec spec = {
 		.pipeline = o->pipeline, .type = o->type, .cell_val_num = o->cell_val_num,
 		.version = o->version, .key = o->key, .generic = o->generic,
-		.var_data = o->var_data, .var_pipeline = o->var_pipeline, .var_type = o->var_type,
+		.var_pipeline = o->var_pipeline, .var_type = o->var_type,
 	};
-	char *full = realpath(path, NULL), *var = o->var_data ? realpath(o->var_data, NULL) : NULL;
-	bool found;
+	char *rel = NULL, *var = NULL;
+	bool found = false;
 	tf_status rc;
 
-	/* A file inside a TileDB array needs no flags: its schema says it all. */
-	if (!o->explicit && ((rc = open_in_array(o, path, f, &found, err)) == TF_OK || found)) {
-		free(full), free(var);
+	if ((rc = tf_source_locate(path, o->s3, src, &rel, err)) != TF_OK)
 		return rc;
+	/* A file inside a TileDB array needs no flags: its schema says it all. */
+	if (!o->explicit)
+		rc = open_in_array(o, *src, rel, path, f, &found, err);
+	if (o->explicit || (rc != TF_OK && !found)) {
+		if ((rc = var_data_rel(o, &var, err)) == TF_OK) {
+			spec.var_data = var;
+			rc = tf_file_open(*src, rel, path, NULL, &spec, f, err);
+		}
 	}
-	/* The library never follows a symlink it opens; the user named this
-	 * file, so resolve what they named first. */
-	spec.var_data = var ? var : o->var_data;
-	rc = tf_file_open(full ? full : path, path, &spec, f, err);
-	free(full), free(var);
+	free(rel), free(var);
+	if (rc != TF_OK) {
+		tf_source_free(*src);
+		*src = NULL;
+	}
 	return rc;
+}
+
+static void close_file(tf_file *f, tf_source *src)
+{
+	tf_file_unref(f);
+	tf_source_free(src);
 }
 
 /* ---- decode / verify ---------------------------------------------------------------- */
@@ -337,11 +407,12 @@ static bool write_file(const char *path, const tf_buf *b)
 	return f ? (fclose(f) == 0) && ok : false;
 }
 
-/* Decode every chunk of f in order; hand each to out (if non-NULL).  With
- * keep_going, report every failing chunk (or tile) and go on.  Returns the
- * number of errors. */
-static unsigned decode_chunks(tf_file *f, FILE *out, bool keep_going)
+/* Decode every unit (chunk, or run of tiny chunks) of h in order; hand
+ * each to out (if non-NULL).  With keep_going, report every failing unit
+ * (or tile) and go on.  Returns the number of errors. */
+static unsigned decode_units(tf_handle *h, FILE *out, bool keep_going)
 {
+	tf_file *f = tf_handle_file(h);
 	tf_workspace *ws = tf_workspace_new();
 	tf_buf buf = TF_BUF_INIT(TF_MAX_CHUNK_BYTES);
 	unsigned errors = !ws;
@@ -350,19 +421,19 @@ static unsigned decode_chunks(tf_file *f, FILE *out, bool keep_going)
 	for (size_t t = 0; ws && t < tf_file_ntiles(f) && (keep_going || !errors); t++) {
 		size_t n = 0;
 
-		if (tf_file_tile_chunks(f, t, &n, &err) != TF_OK) {
+		if (tf_handle_tile_units(h, t, &n, &err) != TF_OK) {
 			fprintf(stderr, "%s: %s\n", prog, err.msg);
 			errors++;
 		}
-		for (size_t c = 0; c < n && (keep_going || !errors); c++) {
-			tf_chunk_info ci;
+		for (size_t u = 0; u < n && (keep_going || !errors); u++) {
+			tf_unit_info ui;
 
-			tf_file_chunk_info(f, t, c, &ci);
-			if (tf_buf_reserve(&buf, ci.size, &err) != TF_OK ||
-			    tf_file_decode(f, ws, t, c, buf.p, &err) != TF_OK) {
+			tf_handle_unit_info(h, t, u, &ui);
+			if (tf_buf_reserve(&buf, ui.size, &err) != TF_OK ||
+			    tf_handle_decode_unit(h, ws, t, u, buf.p, &err) != TF_OK) {
 				fprintf(stderr, "%s: %s\n", prog, err.msg);
 				errors++;
-			} else if (out && !write_all(out, buf.p, ci.size)) {
+			} else if (out && !write_all(out, buf.p, ui.size)) {
 				fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
 				return errors + 1;
 			}
@@ -370,6 +441,22 @@ static unsigned decode_chunks(tf_file *f, FILE *out, bool keep_going)
 	}
 	tf_buf_free(&buf);
 	tf_workspace_free(ws);
+	return errors;
+}
+
+/* decode_units over a fresh handle of f. */
+static unsigned decode_file(tf_file *f, FILE *out, bool keep_going)
+{
+	tf_handle *h;
+	tf_error err;
+	unsigned errors;
+
+	if (tf_handle_open(f, &h, &err) != TF_OK) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		return 1;
+	}
+	errors = decode_units(h, out, keep_going);
+	tf_handle_close(h);
 	return errors;
 }
 
@@ -388,29 +475,30 @@ static int cmd_decode(opts *o, int nfiles, char **files)
 {
 	FILE *out = stdout;
 	tf_file *f;
+	tf_source *src;
 	tf_error err;
 	unsigned errors;
 
 	if (nfiles != 1)
 		return usage_error("%s", "decode takes exactly one FILE");
-	if (open_file(o, files[0], &f, &err) != TF_OK) {
+	if (open_file(o, files[0], &f, &src, &err) != TF_OK) {
 		fprintf(stderr, "%s: %s\n", prog, err.msg);
 		return EXIT_DATA;
 	}
 	warn_folded(f, o);
 	if (o->out && !(out = fopen(o->out, "wb"))) {
 		fprintf(stderr, "%s: %s: %s\n", prog, o->out, strerror(errno));
-		tf_file_unref(f);
+		close_file(f, src);
 		return EXIT_DATA;
 	}
-	errors = decode_chunks(f, out, false);
+	errors = decode_file(f, out, false);
 	if (fflush(out) != 0 && !errors) {
 		fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
 		errors++;
 	}
 	if (out != stdout)
 		fclose(out);
-	tf_file_unref(f);
+	close_file(f, src);
 	return errors ? EXIT_DATA : 0;
 }
 
@@ -423,52 +511,56 @@ static int cmd_verify(opts *o, int nfiles, char **files)
 	for (int i = 0; i < nfiles; i++) {
 		tf_file_info info;
 		tf_file *f;
+		tf_source *src;
 		tf_error err;
 		unsigned errors;
 
-		if (open_file(o, files[i], &f, &err) != TF_OK) {
+		if (open_file(o, files[i], &f, &src, &err) != TF_OK) {
 			fprintf(stderr, "%s: %s\n", prog, err.msg);
 			bad++;
 			continue;
 		}
-		errors = decode_chunks(f, NULL, true);
+		errors = decode_file(f, NULL, true);
 		tf_file_get_info(f, &info);
 		printf("%s: %s (%" PRIu64 " tiles, %" PRIu64 " chunks, %" PRIu64 " bytes decoded%s)\n",
 		       files[i], errors ? "FAILED" : "ok", info.tiles, info.chunks, tf_file_size(f),
 		       errors ? ", see errors above" : "");
 		bad += errors != 0;
-		tf_file_unref(f);
+		close_file(f, src);
 	}
 	return bad ? EXIT_DATA : 0;
 }
 
 /* ---- info ------------------------------------------------------------------------------ */
 
-static void print_chunks(const tf_file *f)
+static int print_chunk(void *ctx, size_t c, const tf_chunk_info *ci)
 {
+	printf("  %-6zu %-6zu %14" PRIu64 " %10u %14" PRIu64 " %10" PRIu64 "\n", *(size_t *)ctx, c, ci->off,
+	       ci->size, ci->src_off, ci->src_len);
+	return 0;
+}
+
+static void print_chunks(tf_file *f)
+{
+	tf_workspace *ws = tf_workspace_new();
+	tf_handle *h = NULL;
+	tf_error err;
+
 	printf("  %-6s %-6s %14s %10s %14s %10s\n", "tile", "chunk", "decoded at", "bytes",
 	       "stored at", "bytes");
-	for (size_t t = 0; t < tf_file_ntiles(f); t++) {
-		size_t n;
-		tf_error err;
-
-		if (tf_file_tile_chunks(f, t, &n, &err) != TF_OK) {
+	if (!ws || tf_handle_open(f, &h, &err) != TF_OK)
+		printf("  %s\n", ws ? err.msg : "out of memory");
+	for (size_t t = 0; h && t < tf_file_ntiles(f); t++)
+		if (tf_handle_each_chunk(h, ws, t, print_chunk, &t, &err) != TF_OK)
 			printf("  %-6zu %s\n", t, err.msg);
-			continue;
-		}
-		for (size_t c = 0; c < n; c++) {
-			tf_chunk_info ci;
-
-			tf_file_chunk_info(f, t, c, &ci);
-			printf("  %-6zu %-6zu %14" PRIu64 " %10u %14" PRIu64 " %10" PRIu64 "\n", t, c, ci.off,
-			       ci.size, ci.src_off, ci.src_len);
-		}
-	}
+	tf_handle_close(h);
+	tf_workspace_free(ws);
 }
 
 static void print_info(const tf_file *f)
 {
-	char *pipe = tf_file_pipeline_text(f);
+	char *pipe = tf_file_pipeline_text(f), *filter = tf_file_filter_attr(f);
+	char *codecs = tf_file_codecs_json(f);
 	tf_file_info i;
 
 	tf_file_get_info(f, &i);
@@ -477,6 +569,8 @@ static void print_info(const tf_file *f)
 	       i.encrypted ? ", encrypted (AES-256-GCM)" : "",
 	       i.var_string ? ", var-string layout (offsets folded into the data)" : "");
 	printf("  pipeline:  %s\n", pipe && *pipe ? pipe : "(none)");
+	printf("  _Filter:   %s\n", filter && *filter ? filter : "(none)");
+	printf("  _Codecs:   %s\n", codecs ? codecs : "(out of memory)");
 	if (i.cell_val_num == TF_CELL_VAR)
 		printf("  datatype:  %s, var-sized cells\n", tf_datatype_name(i.type));
 	else
@@ -490,7 +584,7 @@ static void print_info(const tf_file *f)
 	if (i.stored_bytes)
 		printf(" (ratio %.2f)", (double)i.decoded_bytes / (double)i.stored_bytes);
 	printf("\n");
-	free(pipe);
+	free(pipe), free(filter), free(codecs);
 }
 
 static int cmd_info(opts *o, int nfiles, char **files)
@@ -501,9 +595,10 @@ static int cmd_info(opts *o, int nfiles, char **files)
 		return usage_error("%s", "info needs at least one FILE");
 	for (int i = 0; i < nfiles; i++) {
 		tf_file *f;
+		tf_source *src;
 		tf_error err;
 
-		if (open_file(o, files[i], &f, &err) != TF_OK) {
+		if (open_file(o, files[i], &f, &src, &err) != TF_OK) {
 			fprintf(stderr, "%s: %s\n", prog, err.msg);
 			rc = EXIT_DATA;
 			continue;
@@ -511,7 +606,7 @@ static int cmd_info(opts *o, int nfiles, char **files)
 		print_info(f);
 		if (o->verbose)
 			print_chunks(f);
-		tf_file_unref(f);
+		close_file(f, src);
 	}
 	return rc;
 }
@@ -648,7 +743,8 @@ static int encode_var(const opts *o, const char *in, const char *out_path)
 	int rc = load_var_input(o, in, &v);
 
 	env.var_string = tf_var_string_applies(o->pipeline, o->type, TF_CELL_VAR, env.version);
-	if (!rc && o->offsets_out && tf_pipeline_parse(o->offsets_spec ? o->offsets_spec : "zstd", &off_pipe, &err))
+	if (!rc && o->offsets_out &&
+	    tf_pipeline_parse_with(o->offsets_spec ? o->offsets_spec : "zstd", o->plugins, &off_pipe, &err))
 		rc = usage_error("--offsets-filters: %s", err.msg);
 	if (!rc && o->key && off_pipe && tf_pipeline_append(off_pipe, TF_F_AES_256_GCM, &err))
 		rc = usage_error("%s", "too many filters");
@@ -712,19 +808,23 @@ static int cmd_encode(opts *o, int nfiles, char **files)
 static int cmd_schema(opts *o, int nfiles, char **files)
 {
 	const tf_schema *s;
-	tf_array *a;
+	tf_source *src = NULL;
+	tf_array *a = NULL;
 	tf_error err;
-	char *name = NULL;
+	char *name = NULL, *rel = NULL;
 	int rc = 0;
 
 	if (nfiles != 1)
 		return usage_error("%s", "schema takes one ARRAY directory");
-	if (!tf_array_detect(files[0])) {
-		fprintf(stderr, "%s: %s: not a TileDB array (no __schema/ or __array_schema.tdb)\n", prog, files[0]);
+	if (tf_source_locate(files[0], o->s3, &src, &rel, &err) != TF_OK) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
 		return EXIT_DATA;
 	}
-	if (tf_array_open(files[0], o->key, &a, &err) != TF_OK ||
-	    tf_array_latest_schema(a, &s, &name, &err) != TF_OK) {
+	if (!tf_array_detect(src, rel)) {
+		fprintf(stderr, "%s: %s: not a TileDB array (no __schema/ or __array_schema.tdb)\n", prog, files[0]);
+		rc = EXIT_DATA;
+	} else if (tf_array_open(src, rel, o->key, &a, &err) != TF_OK ||
+		   tf_array_latest_schema(a, &s, &name, &err) != TF_OK) {
 		fprintf(stderr, "%s: %s: %s\n", prog, files[0], err.msg);
 		rc = EXIT_DATA;
 	} else {
@@ -732,7 +832,9 @@ static int cmd_schema(opts *o, int nfiles, char **files)
 		tf_schema_print(s, stdout);
 	}
 	free(name);
+	free(rel);
 	tf_array_free(a);
+	tf_source_free(src);
 	return rc;
 }
 
@@ -789,49 +891,77 @@ static int copy_view(tf_view *w, FILE *out)
 	return rc;
 }
 
+/* Open the views of the array at rel of src and the view `view` in them. */
+static int export_open(opts *o, const char *name, tf_source *src, const char *rel, const char *view,
+		       tf_array **a, tf_cache **cache, tf_views **v, tf_view **w)
+{
+	size_t budget = (size_t)(o->cache_size ? o->cache_size : (uint64_t)64 << 20);
+	tf_error err;
+
+	if (!tf_array_detect(src, rel)) {
+		fprintf(stderr, "%s: %s: not a TileDB array (no __schema/ or __array_schema.tdb)\n", prog, name);
+		return EXIT_DATA;
+	}
+	if (tf_array_open(src, rel, o->key, a, &err) != TF_OK ||
+	    tf_cache_new(budget, 0, cache, &err) != TF_OK || tf_views_open(*a, *cache, v, &err) != TF_OK ||
+	    tf_view_open(*v, view, w, &err) != TF_OK) {
+		fprintf(stderr, "%s: %s: %s\n", prog, name, err.msg);
+		return EXIT_DATA;
+	}
+	return 0;
+}
+
+/* Copy the view to o->out (or stdout) and close it. */
+static int export_write(const opts *o, tf_view *w)
+{
+	FILE *out = o->out ? fopen(o->out, "wb") : stdout;
+	int rc;
+
+	if (!out) {
+		fprintf(stderr, "%s: %s: %s\n", prog, o->out, strerror(errno));
+		return EXIT_DATA;
+	}
+	rc = copy_view(w, out);
+	if (fflush(out) != 0 && !rc) {
+		fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
+		rc = EXIT_DATA;
+	}
+	if (out != stdout && fclose(out) != 0 && !rc) {
+		fprintf(stderr, "%s: %s: %s\n", prog, o->out, strerror(errno));
+		rc = EXIT_DATA;
+	}
+	return rc;
+}
+
 static int cmd_export(opts *o, int nfiles, char **files)
 {
-	char rel[1024];
+	char view[1024], *rel = NULL;
+	tf_source *src = NULL;
 	tf_array *a = NULL;
 	tf_cache *cache = NULL;
 	tf_views *v = NULL;
 	tf_view *w = NULL;
-	FILE *out = stdout;
 	tf_error err;
-	int rc = export_path(o, rel, sizeof(rel));
+	int rc = export_path(o, view, sizeof(view));
 
 	if (rc >= 0)
 		return rc;
 	if (nfiles != 1)
 		return usage_error("%s", "export takes one ARRAY directory");
-	if (!tf_array_detect(files[0])) {
-		fprintf(stderr, "%s: %s: not a TileDB array (no __schema/ or __array_schema.tdb)\n", prog, files[0]);
+	/* ARRAY may be s3://BUCKET/PREFIX, as for schema. */
+	if (tf_source_locate(files[0], o->s3, &src, &rel, &err) != TF_OK) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
 		return EXIT_DATA;
 	}
-	rc = 0;
-	if (tf_array_open(files[0], o->key, &a, &err) != TF_OK ||
-	    tf_cache_new((size_t)(o->cache_size ? o->cache_size : (uint64_t)64 << 20), 0, &cache, &err) != TF_OK ||
-	    tf_views_open(a, cache, &v, &err) != TF_OK || tf_view_open(v, rel, &w, &err) != TF_OK) {
-		fprintf(stderr, "%s: %s: %s\n", prog, files[0], err.msg);
-		rc = EXIT_DATA;
-	} else if (o->out && !(out = fopen(o->out, "wb"))) {
-		fprintf(stderr, "%s: %s: %s\n", prog, o->out, strerror(errno));
-		rc = EXIT_DATA;
-	} else {
-		rc = copy_view(w, out);
-		if (fflush(out) != 0 && !rc) {
-			fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
-			rc = EXIT_DATA;
-		}
-		if (out != stdout && fclose(out) != 0 && !rc) {
-			fprintf(stderr, "%s: %s: %s\n", prog, o->out, strerror(errno));
-			rc = EXIT_DATA;
-		}
-	}
+	rc = export_open(o, files[0], src, rel, view, &a, &cache, &v, &w);
+	if (rc == 0)
+		rc = export_write(o, w);
 	tf_view_close(w);
 	tf_views_unref(v);
 	tf_cache_free(cache);
 	tf_array_free(a);
+	free(rel);
+	tf_source_free(src);
 	return rc;
 }
 

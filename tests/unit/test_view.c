@@ -328,6 +328,8 @@ END_TEST
 /* ---- views over corpus arrays --------------------------------------------------------------------- */
 
 typedef struct opened {
+	tf_source *src;
+	char *rel;
 	tf_array *a;
 	tf_cache *cache;
 	tf_views *v;
@@ -341,7 +343,8 @@ static bool open_views(const char *case_name, size_t cache, opened *o)
 	if (!tf_test_corpus())
 		return false;
 	snprintf(dir, sizeof(dir), "%s/%s/array", tf_test_corpus(), case_name);
-	ck_assert_int_eq(tf_array_open(dir, NULL, &o->a, &err), TF_OK);
+	ck_assert_msg(tf_source_locate(dir, NULL, &o->src, &o->rel, &err) == TF_OK, "%s", err.msg);
+	ck_assert_int_eq(tf_array_open(o->src, o->rel, NULL, &o->a, &err), TF_OK);
 	ck_assert_int_eq(tf_cache_new(cache, 1, &o->cache, &err), TF_OK);
 	ck_assert_msg(tf_views_open(o->a, o->cache, &o->v, &err) == TF_OK, "%s", err.msg);
 	return true;
@@ -352,6 +355,8 @@ static void close_views(opened *o)
 	tf_views_unref(o->v);
 	tf_cache_free(o->cache);
 	tf_array_free(o->a);
+	free(o->rel);
+	tf_source_free(o->src);
 }
 
 /* The whole view, in pieces of `piece` bytes. */
@@ -578,6 +583,8 @@ START_TEST(test_views_change)
 	char tmp[] = "/tmp/tf-views-XXXXXX", cmd[8192], path[4200];
 	uint8_t *before, *after;
 	uint64_t nb, na;
+	tf_source *src;
+	char *rel;
 	tf_array *a;
 	tf_cache *cache;
 	tf_views *v, *v2;
@@ -589,7 +596,8 @@ START_TEST(test_views_change)
 	snprintf(cmd, sizeof(cmd), "cp -r '%s/multifrag_dense_disjoint/array' '%s/a'", tf_test_corpus(), tmp);
 	ck_assert_int_eq(system(cmd), 0);
 	snprintf(path, sizeof(path), "%s/a", tmp);
-	ck_assert_int_eq(tf_array_open(path, NULL, &a, NULL), TF_OK);
+	ck_assert_int_eq(tf_source_locate(path, NULL, &src, &rel, NULL), TF_OK);
+	ck_assert_int_eq(tf_array_open(src, rel, NULL, &a, NULL), TF_OK);
 	ck_assert_int_eq(tf_cache_new(1 << 20, 0, &cache, NULL), TF_OK);
 	ck_assert_int_eq(tf_views_open(a, cache, &v, NULL), TF_OK);
 	ck_assert(tf_views_current(v));
@@ -613,6 +621,8 @@ START_TEST(test_views_change)
 	tf_views_unref(v);
 	tf_cache_free(cache);
 	tf_array_free(a);
+	free(rel);
+	tf_source_free(src);
 	free(before);
 	free(after);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);

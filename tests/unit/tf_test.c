@@ -175,3 +175,37 @@ bool tf_test_corpus_check(const char *case_name, unsigned frag, const char *file
 	globfree(&g);
 	return true;
 }
+
+static tf_source *test_root;
+
+static void free_test_root(void)
+{
+	tf_source_free(test_root);
+	test_root = NULL;
+}
+
+tf_source *tf_test_root(void)
+{
+	tf_error err;
+
+	if (!test_root) {
+		ck_assert_msg(tf_source_local("/", &test_root, &err) == TF_OK, "%s", err.msg);
+		atexit(free_test_root);
+	}
+	return test_root;
+}
+
+tf_status tf_test_file_open(const char *path, const char *name, const tf_file_spec *spec, tf_file **out,
+			    tf_error *err)
+{
+	tf_file_spec s = *spec;
+	char *full = realpath(path, NULL), *var = spec->var_data ? realpath(spec->var_data, NULL) : NULL;
+	tf_status rc;
+
+	ck_assert_msg(full && (!spec->var_data || var), "%s: no such file", path);
+	s.var_data = var ? var + 1 : NULL;
+	rc = tf_file_open(tf_test_root(), full + 1, name ? name : path, NULL, &s, out, err);
+	free(full);
+	free(var);
+	return rc;
+}

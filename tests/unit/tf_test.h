@@ -13,12 +13,21 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "tf_file.h"
 #include "tf_pipeline.h"
+#include "tf_source.h"
 #include "tf_tile.h"
 
 /* Where the TileDB-written corpus lives (../shared/corpus beside the
  * project), or NULL if it is absent.  TF_CORPUS in the environment wins. */
 const char *tf_test_corpus(void);
+
+/* The local source "/" shared by a test program (freed at exit), and
+ * tf_file_open of an absolute path through it (spec->var_data, if any,
+ * absolute too). */
+tf_source *tf_test_root(void);
+tf_status tf_test_file_open(const char *path, const char *name, const tf_file_spec *spec, tf_file **out,
+			    tf_error *err);
 
 /* Deterministic generators filling n bytes. */
 typedef enum {

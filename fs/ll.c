@@ -1,0 +1,769 @@
+/*
+ * ll.c - the FUSE low-level operations.
+ *
+ * Requests name inodes; nodes.c says what each shows.  A read of a decoded
+ * file pins the cache's buffers that hold the range and replies with an
+ * iovec pointing straight at them (fuse_reply_iov: the kernel copies them
+ * into the page cache; we copy nothing), then unpins.  Every handle keeps
+ * the stored file open as the version its node shows, so a replaced source
+ * gives that handle the old bytes or EIO, never a mix.
+ */
+#include "tilefs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <sys/uio.h>
+
+#define XATTR_PREFIX "user.tilefs."
+#define TIMEOUT 1.0	/* entries and attributes: a changed source is seen within a second */
+
+static tilefs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/* ---- per-thread scratch ------------------------------------------------------------------- */
+
+typedef struct fs_thread {
+	tf_workspace *ws;
+	tf_slices slices;
+	struct iovec *iov;
+	size_t iov_cap;
+	uint8_t *buf;		/* raw reads */
+	size_t buf_cap;
+} fs_thread;
+
+static void thread_free(void *p)
+{
+	fs_thread *t = p;
+
+	tf_workspace_free(t->ws);
+	tf_slices_free(&t->slices);
+	free(t->iov);
+	free(t->buf);
+	free(t);
+}
+
+static fs_thread *thread_of(tilefs *fs)
+{
+	fs_thread *t = pthread_getspecific(fs->thread_key);
+
+	if (t)
+		return t;
+	if (!(t = calloc(1, sizeof(*t))) || !(t->ws = tf_workspace_new())) {
+		free(t);
+		return NULL;
+	}
+	pthread_setspecific(fs->thread_key, t);
+	return t;
+}
+
+int fs_ll_thread_key(tilefs *fs)
+{
+	return pthread_key_create(&fs->thread_key, thread_free);
+}
+
+/* ---- set-up ------------------------------------------------------------------------------- */
+
+static void ll_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	/* Many readahead requests in flight keep every decoder busy. */
+	conn->max_background = 32;
+}
+
+/*
+ * Let the kernel read ahead 1 MiB at a time, not FUSE's 128 KiB: larger
+ * requests amortise the round trip and decode-ahead keeps up.  Done on the
+ * first request, because the kernel clamps the window when it processes
+ * our INIT reply.  Best effort (needs root).
+ */
+static void widen_readahead(tilefs *fs)
+{
+	FILE *f;
+
+	if (atomic_exchange(&fs->readahead_set, true) || !fs->readahead_knob[0])
+		return;
+	if ((f = fopen(fs->readahead_knob, "w"))) {
+		fputs("1024\n", f);
+		fclose(f);
+	}
+}
+
+/* ---- names and attributes ------------------------------------------------------------------ */
+
+static void entry_of(fs_node *n, const struct stat *st, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = fs_node_ino(n);
+	e->attr = *st;
+	e->attr_timeout = TIMEOUT;
+	e->entry_timeout = TIMEOUT;
+}
+
+static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	tilefs *fs = fs_of(req);
+	fs_node *dir = fs_node_get(fs, parent), *n;
+	struct fuse_entry_param e;
+	struct stat st;
+	int rc;
+
+	widen_readahead(fs);
+	if (!dir) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	rc = fs_node_is_dir(dir) ? fs_node_lookup(fs, dir, name, NULL, &n, &st) : -ENOTDIR;
+	fs_node_put(fs, dir);
+	if (rc == -ENOENT) {	/* remembered for a second, like an entry */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = TIMEOUT;
+		fuse_reply_entry(req, &e);
+	} else if (rc) {
+		fuse_reply_err(req, -rc);
+	} else {
+		entry_of(n, &st, &e);
+		if (fuse_reply_entry(req, &e) != 0)
+			fs_node_forget(fs, e.ino, 1);	/* the kernel never got it */
+	}
+}
+
+static void ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	fs_node_forget(fs_of(req), ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *v)
+{
+	for (size_t i = 0; i < count; i++)
+		fs_node_forget(fs_of(req), v[i].ino, v[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	tilefs *fs = fs_of(req);
+	fs_node *n = fs_node_get(fs, ino);
+	struct stat st;
+
+	(void)fi;
+	widen_readahead(fs);
+	if (!n) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	fs_node_attr(fs, n, &st);
+	fs_node_put(fs, n);
+	fuse_reply_attr(req, &st, TIMEOUT);
+}
+
+static int status_errno(tf_status rc)
+{
+	return rc == TF_OK ? 0 : rc == TF_E_NOTFOUND ? ENOENT : rc == TF_E_ACCESS ? EACCES : rc == TF_E_STALE ? ESTALE
+	     : rc == TF_E_NOMEM ? ENOMEM : rc == TF_E_INVAL ? EINVAL : EIO;
+}
+
+static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	tilefs *fs = fs_of(req);
+	fs_node *n = fs_node_get(fs, ino);
+	char buf[PATH_MAX];
+	tf_status rc;
+
+	if (!n) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	rc = tf_source_readlink(fs->src, fs_node_rel(n), buf, sizeof(buf), NULL);
+	fs_node_put(fs, n);
+	if (rc == TF_OK)
+		fuse_reply_readlink(req, buf);
+	else
+		fuse_reply_err(req, status_errno(rc));
+}
+
+static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	tf_source_fsstat s;
+	struct statvfs sv = { 0 };
+
+	(void)ino;
+	if (tf_source_statfs(fs_of(req)->src, &s, NULL) != TF_OK) {
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	sv.f_bsize = sv.f_frsize = s.bsize;
+	sv.f_blocks = s.blocks, sv.f_bfree = s.bfree, sv.f_bavail = s.bavail;
+	sv.f_files = s.files, sv.f_ffree = s.ffree, sv.f_favail = s.ffree;
+	sv.f_namemax = s.namemax;
+	sv.f_flag = ST_RDONLY;
+	fuse_reply_statfs(req, &sv);
+}
+
+/* ---- directories ----------------------------------------------------------------------------- */
+
+/* A directory as listed at its first read: later reads page through it. */
+typedef struct dir_entry {
+	char *name;
+	tf_stat st;
+} dir_entry;
+
+typedef struct dir_handle {
+	fuse_ino_t ino;
+	bool listed, plus;
+	dir_entry *v;
+	size_t n, cap;
+} dir_handle;
+
+static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	tilefs *fs = fs_of(req);
+	fs_node *n = fs_node_get(fs, ino);
+	dir_handle *d;
+
+	if (!n || !fs_node_is_dir(n)) {
+		if (n)
+			fs_node_put(fs, n);
+		fuse_reply_err(req, n ? ENOTDIR : ESTALE);
+		return;
+	}
+	fs_node_put(fs, n);
+	if (!(d = calloc(1, sizeof(*d)))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	d->ino = ino;
+	fi->fh = (uintptr_t)d;
+	fi->cache_readdir = 0;
+	fuse_reply_open(req, fi);
+}
+
+typedef struct list_ctx {
+	tilefs *fs;
+	dir_handle *d;
+	const char *dir;
+	bool hide;
+} list_ctx;
+
+static int add_entry(void *arg, const char *name, const tf_stat *st)
+{
+	list_ctx *l = arg;
+	dir_handle *d = l->d;
+	char rel[PATH_MAX];
+
+	if (st->kind == TF_ENT_OTHER)
+		return 0;	/* devices: see fs_node_lookup */
+	if (l->hide && st->kind == TF_ENT_REG && tf_path_join(rel, sizeof(rel), l->dir, name) &&
+	    tf_catalog_show(l->fs->catalog, rel) == TF_SHOW_HIDDEN)
+		return 0;
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? 2 * d->cap : 64;
+		dir_entry *v = realloc(d->v, cap * sizeof(*v));
+		if (!v)
+			return 1;
+		d->v = v;
+		d->cap = cap;
+	}
+	if (!(d->v[d->n].name = strdup(name)))
+		return 1;
+	d->v[d->n++].st = *st;
+	return 0;
+}
+
+static int list_dir(tilefs *fs, dir_handle *d, bool plus)
+{
+	fs_node *n = fs_node_get(fs, d->ino);
+	list_ctx l = { fs, d, NULL, fs->settings->hide_unmatched };
+	tf_status rc;
+
+	tf_stat dot = { .kind = TF_ENT_DIR };
+
+	if (!n)
+		return ESTALE;
+	for (size_t i = 0; i < d->n; i++)
+		free(d->v[i].name);
+	d->n = 0;
+	l.dir = fs_node_rel(n);
+	/* "." and ".." first: the source does not list them. */
+	if (add_entry(&l, ".", &dot) || add_entry(&l, "..", &dot))
+		rc = TF_E_NOMEM;
+	else
+		rc = tf_source_list(fs->src, l.dir, plus, add_entry, &l, NULL);
+	fs_node_put(fs, n);
+	d->listed = true;
+	d->plus = plus;
+	return rc == TF_OK ? 0 : status_errno(rc);
+}
+
+/* One entry into buf at *len: a plain one, or with plus a looked-up one
+ * (whose lookup count the kernel then holds).  False when it does not fit. */
+static bool put_entry(fuse_req_t req, tilefs *fs, fs_node *dir, const dir_entry *de, bool plus,
+		      const tf_stat *known, char *buf, size_t size, size_t *len, off_t next)
+{
+	struct fuse_entry_param e = { 0 };
+	/* glibc's readdir skips entries whose inode number is 0. */
+	struct stat st = { .st_ino = de->st.v.ino ? de->st.v.ino : fs_node_ino(dir),
+			   .st_mode = fs_mode_type(de->st.kind) };
+	size_t need;
+	fs_node *n;
+
+	if (!plus) {
+		need = fuse_add_direntry(req, buf + *len, size - *len, de->name, &st, next);
+	} else if (!strcmp(de->name, ".") || !strcmp(de->name, "..")) {
+		e.attr = st;	/* ino 0: the kernel looks nothing up for them */
+		need = fuse_add_direntry_plus(req, buf + *len, size - *len, de->name, &e, next);
+	} else {
+		if (fs_node_lookup(fs, dir, de->name, known, &n, &st) == 0)
+			entry_of(n, &st, &e);
+		else
+			e.attr = st;	/* gone or hidden since listed: ino 0, no lookup held */
+		need = fuse_add_direntry_plus(req, buf + *len, size - *len, de->name, &e, next);
+		if (need > size - *len && e.ino)
+			fs_node_forget(fs, e.ino, 1);
+	}
+	if (need > size - *len)
+		return false;
+	*len += need;
+	return true;
+}
+
+static void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi,
+		     bool plus)
+{
+	tilefs *fs = fs_of(req);
+	dir_handle *d = (dir_handle *)(uintptr_t)fi->fh;
+	char *buf = malloc(size);
+	size_t len = 0;
+	fs_node *dir;
+	int rc = 0;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if ((!d->listed || off == 0) && (rc = list_dir(fs, d, plus)) != 0) {
+		free(buf);
+		fuse_reply_err(req, rc);
+		return;
+	}
+	dir = fs_node_get(fs, ino);
+	for (size_t i = (size_t)off; dir && i < d->n; i++)
+		if (!put_entry(req, fs, dir, &d->v[i], plus, d->plus ? &d->v[i].st : NULL, buf, size, &len,
+			       (off_t)i + 1))
+			break;
+	if (dir)
+		fs_node_put(fs, dir);
+	fuse_reply_buf(req, buf, len);
+	free(buf);
+}
+
+static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	read_dir(req, ino, size, off, fi, false);
+}
+
+static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	read_dir(req, ino, size, off, fi, true);
+}
+
+static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	dir_handle *d = (dir_handle *)(uintptr_t)fi->fh;
+
+	(void)ino;
+	for (size_t i = 0; i < d->n; i++)
+		free(d->v[i].name);
+	free(d->v);
+	free(d);
+	fuse_reply_err(req, 0);
+}
+
+/* ---- files ---------------------------------------------------------------------------------- */
+
+/* An open file: decoded (h) or passed through as stored (raw).  Open
+ * handles are listed so that teardown frees those the kernel never
+ * released (files still open at unmount). */
+typedef struct handle {
+	fs_node *node;		/* held open (fs_node_closed) */
+	tf_handle *h;
+	tf_object *raw;
+	bool direct;		/* no page cache: reads reach us whatever their size */
+	struct handle *prev, *next;
+} handle;
+
+static void handle_link(tilefs *fs, handle *h)
+{
+	pthread_mutex_lock(&fs->handles_lock);
+	h->next = fs->handles;
+	if (h->next)
+		h->next->prev = h;
+	fs->handles = h;
+	pthread_mutex_unlock(&fs->handles_lock);
+}
+
+/* Close h and free it (its node pin and open count go too). */
+static void handle_free(tilefs *fs, handle *h)
+{
+	pthread_mutex_lock(&fs->handles_lock);
+	*(h->prev ? &h->prev->next : &fs->handles) = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&fs->handles_lock);
+	tf_handle_close(h->h);
+	tf_object_close(h->raw);
+	if (h->h)
+		fs_node_closed(fs, h->node);
+	fs_node_put(fs, h->node);
+	free(h);
+}
+
+void fs_ll_free_handles(tilefs *fs)
+{
+	while (fs->handles)
+		handle_free(fs, fs->handles);
+}
+
+static int open_decoded(tilefs *fs, fs_node *n, handle *h)
+{
+	tf_file *f;
+	tf_error err;
+	tf_status rc;
+	int e = fs_node_open_index(fs, n, &f);
+
+	if (e)
+		return -e;
+	rc = tf_handle_open(f, &h->h, &err);
+	tf_file_unref(f);
+	if (rc == TF_OK)
+		return 0;
+	fs_node_closed(fs, n);
+	if (rc != TF_E_STALE)
+		fs_log(TF_LOG_ERROR, "%s", err.msg);
+	return status_errno(rc);
+}
+
+static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	tilefs *fs = fs_of(req);
+	fs_node *n = fs_node_get(fs, ino);
+	handle *h = NULL;
+	int rc = 0;
+
+	if (!n)
+		rc = ESTALE;
+	else if (fs_node_is_dir(n))
+		rc = EISDIR;
+	else if ((fi->flags & O_ACCMODE) != O_RDONLY)
+		rc = EROFS;
+	else if (!(h = calloc(1, sizeof(*h))))
+		rc = ENOMEM;
+	else if (fs_node_is_decoded(n))
+		rc = open_decoded(fs, n, h);
+	else
+		rc = status_errno(tf_object_open(fs->src, fs_node_rel(n), fs_node_version(n), &h->raw, NULL));
+	/* ESTALE: the source changed since the kernel looked it up; the
+	 * kernel looks again and opens the new node. */
+	if (rc) {
+		free(h);
+		if (n)
+			fs_node_put(fs, n);
+		fuse_reply_err(req, rc);
+		return;
+	}
+	h->node = n;	/* our pin passes to the handle */
+	/* A node is one version: its cached pages are always good.  One that
+	 * has shown a bad chunk is read without the page cache, so every
+	 * intact byte stays readable at any offset beside the bad range. */
+	h->direct = h->h && fs_node_failed(fs, n);
+	fi->direct_io = h->direct;
+	fi->keep_cache = !h->direct;
+	fi->fh = (uintptr_t)h;
+	handle_link(fs, h);
+	if (fuse_reply_open(req, fi) != 0)	/* interrupted: nobody will release it */
+		handle_free(fs, h);
+}
+
+static bool grow_iov(fs_thread *t, size_t n)
+{
+	struct iovec *v;
+
+	if (n <= t->iov_cap)
+		return true;
+	if (!(v = realloc(t->iov, n * sizeof(*v))))
+		return false;
+	t->iov = v;
+	t->iov_cap = n;
+	return true;
+}
+
+static void read_decoded(fuse_req_t req, tilefs *fs, handle *h, size_t size, off_t off)
+{
+	fs_thread *t = thread_of(fs);
+	/* Once replied to, the reader may close: the handle is freed by
+	 * RELEASE on another thread.  Nothing of h is touched after the reply. */
+	bool passed_on = !h->direct;
+	tf_error err;
+	tf_status rc;
+
+	if (!t) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	rc = tf_handle_pin(h->h, fs->cache, t->ws, (uint64_t)off, size, &t->slices, &err);
+	if (rc != TF_OK) {
+		/* Never a short read: FUSE takes one for the end of the file. */
+		fs_log_failure(err.msg);
+		fs_node_set_error(fs, h->node, err.msg);
+		fuse_reply_err(req, rc == TF_E_NOMEM ? ENOMEM : EIO);
+		return;
+	}
+	if (!grow_iov(t, t->slices.n)) {
+		fuse_reply_err(req, ENOMEM);
+	} else {
+		for (size_t i = 0; i < t->slices.n; i++)
+			t->iov[i] = (struct iovec){ (void *)(uintptr_t)t->slices.v[i].p, t->slices.v[i].n };
+		fuse_reply_iov(req, t->iov, (int)t->slices.n);
+	}
+	tf_handle_unpin(fs->cache, &t->slices, passed_on);
+}
+
+static void read_raw(fuse_req_t req, tilefs *fs, handle *h, size_t size, off_t off)
+{
+	fs_thread *t = thread_of(fs);
+	uint64_t fsize = tf_object_stat(h->raw)->v.size;
+	tf_error err;
+
+	if ((uint64_t)off >= fsize)
+		size = 0;
+	else if (size > fsize - (uint64_t)off)
+		size = (size_t)(fsize - (uint64_t)off);
+	if (t && size > t->buf_cap) {
+		uint8_t *b = realloc(t->buf, size);
+		if (b)
+			t->buf = b, t->buf_cap = size;
+	}
+	if (!t || size > t->buf_cap) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (tf_object_read(h->raw, (uint64_t)off, t->buf, size, &err) != TF_OK) {
+		fs_log_failure(err.msg);
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	fuse_reply_buf(req, (const char *)t->buf, size);
+}
+
+static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	tilefs *fs = fs_of(req);
+	handle *h = (handle *)(uintptr_t)fi->fh;
+
+	(void)ino;
+	if (h->h)
+		read_decoded(req, fs, h, size, off);
+	else
+		read_raw(req, fs, h, size, off);
+}
+
+static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	tilefs *fs = fs_of(req);
+	handle *h = (handle *)(uintptr_t)fi->fh;
+
+	(void)ino;
+	handle_free(fs, h);
+	fuse_reply_err(req, 0);
+}
+
+/* ---- extended attributes -------------------------------------------------------------------- */
+
+static const char *const file_attrs[] = {
+	"pipeline", "datatype", "tiles", "chunks", "filtered_size", "error",
+	"field", "fragment", "format_version", "filter", "codecs",
+};
+
+static char *fact_attr(tilefs *fs, fs_node *n, const char *name)
+{
+	tf_facts fx;
+	char *s = NULL;
+
+	fs_node_facts(fs, n, &fx);
+	if (!strcmp(name, "field") && fx.field && asprintf(&s, "%s (%s)", fx.field, fx.role) < 0)
+		s = NULL;
+	if (!strcmp(name, "fragment") && fx.fragment)
+		s = strdup(fx.fragment);
+	if (!strcmp(name, "format_version") && fx.format_version &&
+	    asprintf(&s, "%" PRIu32, fx.format_version) < 0)
+		s = NULL;
+	tf_facts_clear(&fx);
+	return s;
+}
+
+static char *number(uint64_t v)
+{
+	char *s;
+
+	return asprintf(&s, "%" PRIu64, v) < 0 ? NULL : s;
+}
+
+/* Text of attribute `name` (without prefix) of a decoded file; malloc'd or NULL. */
+static char *file_attr(tilefs *fs, fs_node *n, const tf_file *f, const char *name)
+{
+	tf_file_info i;
+
+	tf_file_get_info(f, &i);
+	if (!strcmp(name, "pipeline"))
+		return tf_file_pipeline_text(f);
+	if (!strcmp(name, "filter"))	/* netCDF's _Filter */
+		return tf_file_filter_attr(f);
+	if (!strcmp(name, "codecs"))	/* netCDF's _Codecs */
+		return tf_file_codecs_json(f);
+	if (!strcmp(name, "error"))
+		return fs_node_error(fs, n);
+	if (!strcmp(name, "field") || !strcmp(name, "fragment") || !strcmp(name, "format_version"))
+		return fact_attr(fs, n, name);
+	if (!strcmp(name, "datatype"))
+		return strdup(tf_datatype_name(i.type));
+	if (!strcmp(name, "tiles"))
+		return number(i.tiles);
+	if (!strcmp(name, "chunks"))
+		return number(i.chunks);
+	if (!strcmp(name, "filtered_size"))
+		return number(i.stored_bytes);
+	return NULL;
+}
+
+static char *root_attr(tilefs *fs, const char *name)
+{
+	size_t nodes, indexes, index_bytes, handles;
+	tf_cache_stats s;
+	char *v;
+
+	if (strcmp(name, "cache") || !fs->cache)
+		return NULL;
+	tf_cache_get_stats(fs->cache, &s);
+	fs_nodes_stats(fs, &nodes, &indexes, &index_bytes, &handles);
+	if (asprintf(&v, "budget=%zu used=%zu entries=%zu hits=%" PRIu64 " misses=%" PRIu64
+		     " evictions=%" PRIu64 " prefetches=%" PRIu64 " recycled=%" PRIu64 " nodes=%zu indexes=%zu"
+		     " index_bytes=%zu index_budget=%zu handles=%zu arrays=%zu", s.budget, s.used, s.entries,
+		     s.hits, s.misses, s.evictions, s.prefetches, s.recycled, nodes, indexes, index_bytes,
+		     (size_t)fs->settings->index_budget, handles, tf_catalog_arrays(fs->catalog)) < 0)
+		return NULL;
+	return v;
+}
+
+/* The index of a decoded node, for its attributes (NULL: none). */
+static tf_file *attr_index(tilefs *fs, fs_node *n)
+{
+	tf_file *f = NULL;
+
+	if (!fs_node_is_decoded(n) || fs_node_open_index(fs, n, &f) != 0)
+		return NULL;
+	fs_node_closed(fs, n);	/* not an open: only the reference is kept */
+	return f;
+}
+
+static void reply_attr_text(fuse_req_t req, char *v, size_t size)
+{
+	size_t len = v ? strlen(v) : 0;
+
+	if (!v)
+		fuse_reply_err(req, ENODATA);
+	else if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, v, len);
+	free(v);
+}
+
+static void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	tilefs *fs = fs_of(req);
+	fs_node *n;
+	tf_file *f;
+	char *v = NULL;
+
+	if (strncmp(name, XATTR_PREFIX, strlen(XATTR_PREFIX))) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	name += strlen(XATTR_PREFIX);
+	if (ino == FUSE_ROOT_ID) {
+		reply_attr_text(req, root_attr(fs, name), size);
+		return;
+	}
+	if (!(n = fs_node_get(fs, ino))) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	if ((f = attr_index(fs, n)))
+		v = file_attr(fs, n, f, name);
+	else if (fs_node_is_decoded(n) && !strcmp(name, "error"))
+		v = fs_node_error(fs, n);
+	tf_file_unref(f);
+	fs_node_put(fs, n);
+	reply_attr_text(req, v, size);
+}
+
+static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	tilefs *fs = fs_of(req);
+	char names[512];
+	size_t len = 0;
+	fs_node *n;
+	tf_file *f;
+
+	if (ino == FUSE_ROOT_ID) {
+		len = (size_t)snprintf(names, sizeof(names), XATTR_PREFIX "cache") + 1;
+	} else if ((n = fs_node_get(fs, ino))) {
+		if ((f = attr_index(fs, n))) {
+			for (size_t i = 0; i < sizeof(file_attrs) / sizeof(file_attrs[0]); i++) {
+				char *v = file_attr(fs, n, f, file_attrs[i]);	/* only those with a value */
+				if (v)
+					len += (size_t)snprintf(names + len, sizeof(names) - len, XATTR_PREFIX "%s",
+								file_attrs[i]) + 1;
+				free(v);
+			}
+			tf_file_unref(f);
+		}
+		fs_node_put(fs, n);
+	}
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, names, len);
+}
+
+const struct fuse_lowlevel_ops tilefs_ll_ops = {
+	.init = ll_init,
+	.lookup = ll_lookup,
+	.forget = ll_forget,
+	.forget_multi = ll_forget_multi,
+	.getattr = ll_getattr,
+	.readlink = ll_readlink,
+	.opendir = ll_opendir,
+	.readdir = ll_readdir,
+	.readdirplus = ll_readdirplus,
+	.releasedir = ll_releasedir,
+	.open = ll_open,
+	.read = ll_read,
+	.release = ll_release,
+	.statfs = ll_statfs,
+	.getxattr = ll_getxattr,
+	.listxattr = ll_listxattr,
+};

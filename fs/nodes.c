@@ -1,0 +1,543 @@
+/*
+ * nodes.c - inode numbers and what each shows.
+ *
+ * Two hash tables map inode numbers and paths to nodes; a path maps to its
+ * current node only.  A regular file's node is one version of its source:
+ * a lookup that finds the source changed makes a new node (a new inode for
+ * the kernel, with an empty page cache), while open handles and the
+ * kernel's references keep the old one until they let go.  A node is
+ * freed when the kernel has forgotten it and no handle or request holds it.
+ *
+ * Decoded nodes hold their index (tf_file).  Indexes of nodes nobody has
+ * open are dropped, least recently used first, beyond the index budget,
+ * and rebuilt (for the same version) when opened again.  A failed index is
+ * tried again after INDEX_RETRY_NS: a fragment seen mid-commit, before
+ * TileDB wrote its last file, reads once it is complete.
+ *
+ * One mutex guards the tables and every node's fields; indexes are built
+ * with it released (one builder per node; others wait on `indexed`).
+ */
+#include "tilefs.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define INDEX_RETRY_NS 1000000000LL
+
+struct fs_node {
+	fuse_ino_t id;
+	char *rel;
+	tf_stat st;		/* the source as this node shows it */
+	bool decoded, current;	/* current: by_rel maps rel here */
+	uint64_t nlookup;	/* the kernel's references */
+	unsigned pins, opens;	/* requests in flight, open handles */
+	/* decoded files */
+	uint64_t size;		/* decoded size, kept when the index is dropped */
+	tf_file *file;		/* NULL: not built, dropped, or failed */
+	size_t bytes;		/* its index memory */
+	bool indexing;
+	int index_errno;	/* the last build failed (0: did not) */
+	int64_t failed_at;
+	tf_facts facts;
+	char *error;		/* last decode or index error */
+	bool failed;		/* a read failed: later opens get direct I/O */
+	fs_node *id_next, *rel_next;
+	fs_node *prev, *next;	/* LRU of nodes holding an index */
+};
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static size_t hash_rel(const char *s)
+{
+	size_t h = 5381;
+
+	while (*s)
+		h = h * 33 ^ (unsigned char)*s++;
+	return h;
+}
+
+/* ---- tables (lock held) ----------------------------------------------------------------- */
+
+static fs_node **id_slot(fs_nodes *t, fuse_ino_t id)
+{
+	fs_node **p = &t->by_id[(id * 0x9e3779b97f4a7c15ull >> 20) % t->nbuckets];
+
+	while (*p && (*p)->id != id)
+		p = &(*p)->id_next;
+	return p;
+}
+
+static fs_node **rel_slot(fs_nodes *t, const char *rel)
+{
+	fs_node **p = &t->by_rel[hash_rel(rel) % t->nbuckets];
+
+	while (*p && strcmp((*p)->rel, rel))
+		p = &(*p)->rel_next;
+	return p;
+}
+
+static void grow(fs_nodes *t)
+{
+	size_t old = t->nbuckets, nb = old * 2;
+	fs_node **ids = calloc(nb, sizeof(*ids)), **rels = calloc(nb, sizeof(*rels));
+	fs_node **oid = t->by_id, **orel = t->by_rel;
+
+	if (!ids || !rels) {
+		free(ids), free(rels);
+		return;	/* longer chains, still correct */
+	}
+	t->by_id = ids, t->by_rel = rels, t->nbuckets = nb;
+	for (size_t i = 0; i < old; i++) {
+		for (fs_node *n = oid[i], *next; n; n = next) {
+			fs_node **p = id_slot(t, n->id);
+			next = n->id_next;
+			n->id_next = NULL;
+			*p = n;
+		}
+		for (fs_node *n = orel[i], *next; n; n = next) {
+			fs_node **p = rel_slot(t, n->rel);
+			next = n->rel_next;
+			n->rel_next = NULL;
+			*p = n;
+		}
+	}
+	free(oid), free(orel);
+}
+
+static void lru_unlink(fs_nodes *t, fs_node *n)
+{
+	if (!n->prev && !n->next && t->lru_head != n)
+		return;
+	*(n->prev ? &n->prev->next : &t->lru_head) = n->next;
+	*(n->next ? &n->next->prev : &t->lru_tail) = n->prev;
+	n->prev = n->next = NULL;
+}
+
+static void lru_touch(fs_nodes *t, fs_node *n)
+{
+	lru_unlink(t, n);
+	n->prev = t->lru_tail;
+	*(t->lru_tail ? &t->lru_tail->next : &t->lru_head) = n;
+	t->lru_tail = n;
+}
+
+static void drop_index(fs_nodes *t, fs_node *n)
+{
+	lru_unlink(t, n);
+	tf_file_unref(n->file);
+	n->file = NULL;
+	t->index_bytes -= n->bytes;
+	n->bytes = 0;
+}
+
+/* Indexes of nodes nobody has open go, oldest first, beyond the budget. */
+static void trim_indexes(fs_nodes *t)
+{
+	for (fs_node *n = t->lru_head, *next; n && t->index_bytes > t->index_budget; n = next) {
+		next = n->next;
+		if (!n->opens && !n->indexing)
+			drop_index(t, n);
+	}
+}
+
+static void unmap_rel(fs_nodes *t, fs_node *n)
+{
+	fs_node **p;
+
+	if (!n->current)
+		return;
+	p = rel_slot(t, n->rel);
+	if (*p == n)
+		*p = n->rel_next;
+	n->rel_next = NULL;
+	n->current = false;
+}
+
+/* Free n if nothing holds it any more (the root is held for ever). */
+static void maybe_free(fs_nodes *t, fs_node *n)
+{
+	fs_node **p;
+
+	if (n->nlookup || n->pins || n->opens || n->indexing || n->id == FUSE_ROOT_ID)
+		return;
+	p = id_slot(t, n->id);
+	*p = n->id_next;
+	unmap_rel(t, n);
+	drop_index(t, n);
+	tf_facts_clear(&n->facts);
+	t->count--;
+	free(n->error);
+	free(n->rel);
+	free(n);
+}
+
+static fs_node *add_node(fs_nodes *t, const char *rel, const tf_stat *st, bool decoded)
+{
+	fs_node *n = calloc(1, sizeof(*n)), **p;
+
+	if (!n || !(n->rel = strdup(rel))) {
+		free(n);
+		return NULL;
+	}
+	if (t->count >= 2 * t->nbuckets)
+		grow(t);
+	n->id = t->next_id++;
+	n->st = *st;
+	n->decoded = decoded;
+	*id_slot(t, n->id) = n;
+	p = rel_slot(t, rel);
+	if (*p)
+		unmap_rel(t, *p);	/* the old version stays for who holds it */
+	p = rel_slot(t, rel);
+	n->rel_next = *p;	/* NULL: the slot is the chain's end */
+	*p = n;
+	n->current = true;
+	t->count++;
+	return n;
+}
+
+int fs_nodes_init(fs_nodes *t, size_t index_budget)
+{
+	memset(t, 0, sizeof(*t));
+	t->nbuckets = 1024;
+	t->by_id = calloc(t->nbuckets, sizeof(*t->by_id));
+	t->by_rel = calloc(t->nbuckets, sizeof(*t->by_rel));
+	t->index_budget = index_budget;
+	t->next_id = FUSE_ROOT_ID;
+	pthread_mutex_init(&t->lock, NULL);
+	pthread_cond_init(&t->indexed, NULL);
+	return t->by_id && t->by_rel ? 0 : -ENOMEM;
+}
+
+void fs_nodes_destroy(fs_nodes *t)
+{
+	for (size_t i = 0; t->by_id && i < t->nbuckets; i++)
+		for (fs_node *n = t->by_id[i], *next; n; n = next) {
+			next = n->id_next;
+			tf_file_unref(n->file);
+			tf_facts_clear(&n->facts);
+			free(n->error);
+			free(n->rel);
+			free(n);
+		}
+	free(t->by_id);
+	free(t->by_rel);
+	pthread_mutex_destroy(&t->lock);
+	pthread_cond_destroy(&t->indexed);
+}
+
+/* ---- indexes -------------------------------------------------------------------------------- */
+
+/* Build n's index unless it has one, or failed recently (lock held; it is
+ * released while the catalog works).  Returns 0 or -errno. */
+static int ensure_index(tilefs *fs, fs_node *n)
+{
+	fs_nodes *t = &fs->nodes;
+	tf_file *f = NULL;
+	tf_facts fx;
+	tf_error err;
+	tf_status rc;
+
+	while (n->indexing)
+		pthread_cond_wait(&t->indexed, &t->lock);
+	if (n->file)
+		return 0;
+	if (n->index_errno && now_ns() - n->failed_at < INDEX_RETRY_NS)
+		return -n->index_errno;
+	n->indexing = true;
+	pthread_mutex_unlock(&t->lock);
+	rc = tf_catalog_open(fs->catalog, n->rel, &n->st.v, &f, &fx, &err);
+	if (rc != TF_OK && rc != TF_E_STALE)
+		fs_log(TF_LOG_ERROR, "%s", err.msg);
+	pthread_mutex_lock(&t->lock);
+	n->indexing = false;
+	pthread_cond_broadcast(&t->indexed);
+	if (rc != TF_OK) {
+		n->index_errno = rc == TF_E_STALE ? ESTALE : EIO;
+		n->failed_at = now_ns();
+		free(n->error);
+		n->error = strdup(err.msg);
+		return -n->index_errno;
+	}
+	tf_facts_clear(&n->facts);
+	n->facts = fx;
+	n->file = f;
+	n->size = tf_file_size(f);
+	n->bytes = tf_file_index_bytes(f);
+	n->index_errno = 0;
+	t->index_bytes += n->bytes;
+	lru_touch(t, n);
+	trim_indexes(t);
+	return 0;
+}
+
+/* ---- lookups ----------------------------------------------------------------------------------- */
+
+static int status_errno(tf_status rc)
+{
+	return rc == TF_E_NOTFOUND ? ENOENT : rc == TF_E_ACCESS ? EACCES : rc == TF_E_NOMEM ? ENOMEM
+	     : rc == TF_E_INVAL ? ENOENT : EIO;
+}
+
+/* Whether node n still shows what st describes. */
+static bool same_thing(const fs_node *n, const tf_stat *st)
+{
+	if (n->st.kind != st->kind)
+		return false;
+	if (st->kind == TF_ENT_REG || st->kind == TF_ENT_LNK)
+		return tf_version_equal(&n->st.v, &st->v);
+	return n->st.v.dev == st->v.dev && n->st.v.ino == st->v.ino && !strcmp(n->st.v.etag, st->v.etag);
+}
+
+/* The current node for rel showing st: the existing one, or a new one. */
+static fs_node *node_for(tilefs *fs, const char *rel, const tf_stat *st, bool decoded)
+{
+	fs_nodes *t = &fs->nodes;
+	fs_node *n = *rel_slot(t, rel);
+
+	if (n && same_thing(n, st)) {
+		if (n->st.kind == TF_ENT_DIR)
+			n->st = *st;	/* fresh mode and times */
+		return n;
+	}
+	return add_node(t, rel, st, decoded);
+}
+
+static int stat_rel(tilefs *fs, const char *rel, tf_stat *st)
+{
+	tf_status rc = tf_source_stat(fs->src, rel, st, NULL);
+
+	return rc == TF_OK ? 0 : -status_errno(rc);
+}
+
+int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *known, fs_node **out,
+		   struct stat *attr)
+{
+	char rel[PATH_MAX];
+	bool decoded = false;
+	fs_node *n;
+	tf_stat st;
+	int rc;
+
+	if (!dir)
+		snprintf(rel, sizeof(rel), ".");
+	else if (!tf_path_join(rel, sizeof(rel), dir->rel, name))
+		return -ENAMETOOLONG;
+	for (int tries = 0;; tries++) {
+		if (known && !tries)
+			st = *known;
+		else if ((rc = stat_rel(fs, rel, &st)) != 0)
+			return rc;
+		/* Device nodes of SOURCE are not shown: through the mount
+		 * they would open the device itself. */
+		if (st.kind == TF_ENT_OTHER)
+			return -ENOENT;
+		if (st.kind == TF_ENT_REG) {
+			tf_show show = tf_catalog_show(fs->catalog, rel);
+			if (show == TF_SHOW_HIDDEN)
+				return -ENOENT;
+			decoded = show == TF_SHOW_DECODED;
+		}
+		pthread_mutex_lock(&fs->nodes.lock);
+		if (!(n = node_for(fs, rel, &st, decoded))) {
+			pthread_mutex_unlock(&fs->nodes.lock);
+			return -ENOMEM;
+		}
+		n->pins++;
+		/* A file that cannot be indexed is listed empty; opening it says EIO.
+		 * One that changed since our stat is looked at again, once. */
+		rc = decoded ? ensure_index(fs, n) : 0;
+		n->pins--;
+		if (rc == -ESTALE && tries == 0) {
+			maybe_free(&fs->nodes, n);
+			pthread_mutex_unlock(&fs->nodes.lock);
+			continue;
+		}
+		n->nlookup++;
+		pthread_mutex_unlock(&fs->nodes.lock);
+		*out = n;
+		return fs_node_attr(fs, n, attr);
+	}
+}
+
+void fs_node_forget(tilefs *fs, fuse_ino_t ino, uint64_t nlookup)
+{
+	fs_node *n;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	if ((n = *id_slot(&fs->nodes, ino))) {
+		n->nlookup = nlookup < n->nlookup ? n->nlookup - nlookup : 0;
+		maybe_free(&fs->nodes, n);
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+}
+
+fs_node *fs_node_get(tilefs *fs, fuse_ino_t ino)
+{
+	fs_node *n;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	if ((n = *id_slot(&fs->nodes, ino)))
+		n->pins++;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return n;
+}
+
+void fs_node_put(tilefs *fs, fs_node *n)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	n->pins--;
+	maybe_free(&fs->nodes, n);
+	pthread_mutex_unlock(&fs->nodes.lock);
+}
+
+/* ---- attributes --------------------------------------------------------------------------------- */
+
+static void fill_stat(const fs_node *n, const tf_stat *s, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = n->id;
+	/* Read-only: the source's modes without write bits, which the kernel
+	 * enforces for every user (default_permissions). */
+	st->st_mode = fs_mode_type(s->kind) | (s->mode & 07555);
+	st->st_nlink = s->nlink ? s->nlink : 1;
+	st->st_uid = s->uid;
+	st->st_gid = s->gid;
+	st->st_size = (off_t)(n->decoded ? n->size : s->v.size);
+	st->st_blocks = (st->st_size + 511) / 512;
+	st->st_blksize = 65536;
+	st->st_mtim.tv_sec = s->v.mtime_ns / 1000000000LL;
+	st->st_mtim.tv_nsec = s->v.mtime_ns % 1000000000LL;
+	st->st_ctim.tv_sec = s->v.ctime_ns / 1000000000LL;
+	st->st_ctim.tv_nsec = s->v.ctime_ns % 1000000000LL;
+	st->st_atim = st->st_mtim;
+}
+
+mode_t fs_mode_type(tf_ent_kind k)
+{
+	return k == TF_ENT_DIR ? S_IFDIR : k == TF_ENT_LNK ? S_IFLNK : k == TF_ENT_FIFO ? S_IFIFO
+	     : k == TF_ENT_SOCK ? S_IFSOCK : S_IFREG;
+}
+
+int fs_node_attr(tilefs *fs, fs_node *n, struct stat *attr)
+{
+	tf_stat st;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	st = n->st;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	/* A directory shows its present modes and times; a file, its version. */
+	if (st.kind == TF_ENT_DIR && stat_rel(fs, n->rel, &st) == 0 && st.kind == TF_ENT_DIR) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		n->st = st;
+		pthread_mutex_unlock(&fs->nodes.lock);
+	}
+	pthread_mutex_lock(&fs->nodes.lock);
+	fill_stat(n, &st, attr);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return 0;
+}
+
+fuse_ino_t fs_node_ino(const fs_node *n) { return n->id; }
+const char *fs_node_rel(const fs_node *n) { return n->rel; }
+bool fs_node_is_dir(const fs_node *n) { return n->st.kind == TF_ENT_DIR; }
+bool fs_node_is_decoded(const fs_node *n) { return n->decoded; }
+const tf_version *fs_node_version(const fs_node *n) { return &n->st.v; }
+
+/* ---- opens ------------------------------------------------------------------------------------- */
+
+int fs_node_open_index(tilefs *fs, fs_node *n, tf_file **f)
+{
+	int rc;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	n->pins++;
+	/* A failure older than the retry time is tried again; a fresh one is
+	 * the answer. */
+	rc = ensure_index(fs, n);
+	if (rc == 0) {
+		*f = tf_file_ref(n->file);
+		n->opens++;
+		fs->nodes.open_handles++;
+		lru_touch(&fs->nodes, n);
+	}
+	n->pins--;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return rc;
+}
+
+void fs_node_closed(tilefs *fs, fs_node *n)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	n->opens--;
+	fs->nodes.open_handles--;
+	trim_indexes(&fs->nodes);
+	maybe_free(&fs->nodes, n);
+	pthread_mutex_unlock(&fs->nodes.lock);
+}
+
+void fs_node_set_error(tilefs *fs, fs_node *n, const char *msg)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	free(n->error);
+	n->error = strdup(msg);
+	n->failed = true;
+	pthread_mutex_unlock(&fs->nodes.lock);
+}
+
+char *fs_node_error(tilefs *fs, fs_node *n)
+{
+	char *s;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	s = n->error ? strdup(n->error) : NULL;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return s;
+}
+
+bool fs_node_failed(tilefs *fs, fs_node *n)
+{
+	bool failed;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	failed = n->failed;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return failed;
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+void fs_node_facts(tilefs *fs, fs_node *n, tf_facts *out)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	*out = (tf_facts){ dup_or_null(n->facts.field), dup_or_null(n->facts.role),
+			   dup_or_null(n->facts.fragment), n->facts.format_version };
+	pthread_mutex_unlock(&fs->nodes.lock);
+}
+
+void fs_nodes_stats(tilefs *fs, size_t *nodes, size_t *indexes, size_t *index_bytes, size_t *handles)
+{
+	size_t k = 0;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	for (fs_node *n = fs->nodes.lru_head; n; n = n->next)
+		k++;
+	*nodes = fs->nodes.count;
+	*indexes = k;
+	*index_bytes = fs->nodes.index_bytes;
+	*handles = fs->nodes.open_handles;
+	pthread_mutex_unlock(&fs->nodes.lock);
+}

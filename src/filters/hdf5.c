@@ -1,0 +1,163 @@
+/*
+ * hdf5.c - an HDF5 filter plugin as a filter class (hdf5.h has the
+ * contract: no metadata, data = the plugin's output, buffer ownership).
+ */
+#include "hdf5.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* cd_values are handed to the plugin as they are stored. */
+_Static_assert(sizeof(unsigned int) == sizeof(uint32_t), "cd_values are unsigned int");
+
+struct tf_hdf5_filter {
+	tf_filter_class cls;		/* cls.impl points back here */
+	const tf_h5z_class2 *h5;	/* in the plugin's memory */
+	pthread_mutex_t lock;		/* one call into the plugin at a time */
+	char name[16];			/* "hdf5:ID" */
+};
+
+/*
+ * Run the plugin over n bytes at src (flags: 0 forward, TF_H5Z_FLAG_REVERSE
+ * back).  On success *out is a malloc'd buffer the caller frees, holding
+ * *got bytes.
+ */
+static tf_status run(tf_hdf5_filter *h, const tf_filter_opts *o, unsigned flags,
+		     tf_span src, void **out, size_t *got, tf_error *err)
+{
+	void *buf = malloc(src.n);	/* the plugin's to free or keep */
+	size_t buf_size = src.n;
+
+	if (!buf)
+		return tf_err(err, TF_E_NOMEM, "cannot allocate %zu bytes", src.n);
+	memcpy(buf, src.p, src.n);
+	pthread_mutex_lock(&h->lock);
+	*got = h->h5->filter(flags, o->ncd, o->cd, src.n, &buf_size, &buf);
+	pthread_mutex_unlock(&h->lock);
+	if (*got == 0 || !buf) {
+		free(buf);	/* on failure *buf is still ours, whatever it points to */
+		return tf_err(err, TF_E_CORRUPT, "the HDF5 plugin's filter failed (%s %zu bytes)",
+			      flags ? "decoding" : "encoding", src.n);
+	}
+	*out = buf;
+	return TF_OK;
+}
+
+static tf_status decode(const tf_filter_opts *o, const tf_stage *st, tf_stream *s, tf_error *err)
+{
+	tf_hdf5_filter *h = (tf_hdf5_filter *)st->cls->impl;	/* ours: only its lock changes */
+	void *buf = NULL;
+	size_t got = 0;
+	tf_status rc;
+
+	if (s->data.n && (rc = run(h, o, TF_H5Z_FLAG_REVERSE, s->data, &buf, &got, err)) != TF_OK)
+		return rc;	/* (empty data: encode left it alone) */
+	/* Bounded before a byte is copied: a growable data_out by the stage's
+	 * limit; the first stage's, fixed, by the chunk's original length. */
+	rc = tf_stage_output(st, s->data_out, got, err);
+	if (rc == TF_OK && got) {
+		memcpy(s->data_out->p, buf, got);
+		s->data_out->len = got;
+	}
+	free(buf);
+	if (rc == TF_OK)
+		s->data = tf_span_of(s->data_out->p, s->data_out->len);
+	return rc;
+}
+
+/* The data parts joined, as the one input the plugin sees. */
+static tf_status join(const tf_parts *data, tf_buf *all, tf_error *err)
+{
+	tf_status rc = TF_OK;
+
+	for (size_t i = 0; i < data->n && rc == TF_OK; i++)
+		rc = tf_buf_append(all, data->v[i].p, data->v[i].len, err);
+	return rc;
+}
+
+static tf_status encode(const tf_filter_opts *o, const tf_stage *st, tf_parts *md, tf_parts *data,
+			tf_error *err)
+{
+	tf_hdf5_filter *h = (tf_hdf5_filter *)st->cls->impl;
+	tf_buf all = TF_BUF_INIT(SIZE_MAX);
+	tf_parts out;
+	tf_buf *part;
+	void *buf = NULL;
+	size_t got;
+	tf_status rc;
+
+	(void)md;	/* metadata passes through */
+	if (!h->h5->encoder_present)
+		return tf_err(err, TF_E_UNSUPPORTED, "the HDF5 plugin has no encoder");
+	if (tf_parts_total(data) == 0)
+		return TF_OK;
+	tf_parts_init(&out);
+	if ((rc = join(data, &all, err)) == TF_OK &&
+	    (rc = run(h, o, 0, tf_span_of(all.p, all.len), &buf, &got, err)) == TF_OK &&
+	    (rc = tf_parts_add(&out, &part, err)) == TF_OK)
+		rc = tf_buf_append(part, buf, got, err);
+	if (rc == TF_OK) {
+		tf_parts_free(data);
+		*data = out;
+	} else {
+		tf_parts_free(&out);
+	}
+	free(buf);
+	tf_buf_free(&all);
+	return rc;
+}
+
+static tf_status check_class(const tf_h5z_class2 *c, tf_error *err)
+{
+	if (!c)
+		return tf_err(err, TF_E_INVAL, "H5PLget_plugin_info() returned NULL");
+	if (c->version != TF_H5Z_CLASS_T_VERS)
+		return tf_err(err, TF_E_INVAL, "not an H5Z_class2_t (version %d)", c->version);
+	if (c->id < 256 || c->id > TF_H5Z_FILTER_MAX)	/* 0-255 are libhdf5's own */
+		return tf_err(err, TF_E_INVAL, "filter id %d is not a plugin id (256-%d)", c->id,
+			      TF_H5Z_FILTER_MAX);
+	if (!c->decoder_present || !c->filter)
+		return tf_err(err, TF_E_INVAL, "filter %d has no decoder", c->id);
+	return TF_OK;
+}
+
+tf_status tf_hdf5_filter_new(tf_h5pl_type_fn type, tf_h5pl_info_fn info, tf_hdf5_filter **out,
+			     tf_error *err)
+{
+	const tf_h5z_class2 *c;
+	tf_hdf5_filter *h;
+	int t = type();
+	tf_status rc;
+
+	if (t != TF_H5PL_TYPE_FILTER)
+		return tf_err(err, TF_E_INVAL, "H5PLget_plugin_type() is %d, not a filter (0)", t);
+	c = info();
+	if ((rc = check_class(c, err)) != TF_OK)
+		return rc;
+	if (!(h = calloc(1, sizeof(*h))) || pthread_mutex_init(&h->lock, NULL) != 0) {
+		free(h);
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	h->h5 = c;
+	snprintf(h->name, sizeof(h->name), "hdf5:%d", c->id);
+	h->cls = (tf_filter_class){
+		.id = TF_F_NO_ID, .name = h->name, .layout = TF_OPTS_CD_VALUES,
+		.decode = decode, .encode = encode, .hdf5_id = (uint32_t)c->id, .impl = h,
+	};
+	*out = h;
+	return TF_OK;
+}
+
+void tf_hdf5_filter_free(tf_hdf5_filter *h)
+{
+	if (!h)
+		return;
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+}
+
+const tf_filter_class *tf_hdf5_filter_class(const tf_hdf5_filter *h)
+{
+	return &h->cls;
+}

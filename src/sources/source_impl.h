@@ -1,0 +1,54 @@
+/*
+ * source_impl.h - for implementations of tf_source.h only.
+ *
+ * A source kind fills a table of operations and embeds `struct tf_source`
+ * (and `struct tf_object` for its objects) as the first member of its own
+ * structs.  tf_source.c checks relative paths before any operation runs, so
+ * an implementation sees only "." or names without empty, "." or ".."
+ * components and without leading or trailing '/'.
+ */
+#ifndef TF_SOURCE_IMPL_H
+#define TF_SOURCE_IMPL_H
+
+#include <stdatomic.h>
+
+#include "tf_source.h"
+
+typedef struct tf_source_ops {
+	const char *kind;
+	void (*free)(tf_source *s);
+	tf_status (*stat)(tf_source *s, const char *rel, tf_stat *st, tf_error *err);
+	tf_status (*list)(tf_source *s, const char *rel, bool want_stat, tf_list_fn fn, void *ctx,
+			  tf_error *err);
+	tf_status (*readlink)(tf_source *s, const char *rel, char *buf, size_t size, tf_error *err);
+	tf_status (*statfs)(tf_source *s, tf_source_fsstat *out, tf_error *err);
+	tf_status (*open)(tf_source *s, const char *rel, const tf_version *expect, tf_object **out,
+			  tf_error *err);
+} tf_source_ops;
+
+typedef struct tf_object_ops {
+	void (*close)(tf_object *o);
+	tf_status (*read)(tf_object *o, uint64_t off, void *dst, size_t len, tf_error *err);
+	void (*prefetch)(tf_object *o, uint64_t off, uint64_t len);
+	tf_status (*check)(tf_object *o, tf_error *err);
+} tf_object_ops;
+
+struct tf_source {
+	const tf_source_ops *ops;
+	char *name;		/* as the user spelled it */
+	int local_fd;		/* the root directory of a local source, else -1 */
+};
+
+struct tf_object {
+	const tf_object_ops *ops;
+	atomic_int refs;	/* tf_object_open gives 1; ops->close runs at 0 */
+	tf_stat st;		/* the version this object reads */
+	char *name;		/* rel, for messages */
+	uint64_t io_size;	/* preferred bytes per read */
+};
+
+/* The S3 kind (source_s3.c): spec is "s3://BUCKET[/PREFIX]". */
+tf_status tf_source_s3(const char *spec, const struct tf_s3_settings *s3, tf_source **out,
+		       tf_error *err);
+
+#endif

@@ -1,0 +1,353 @@
+/*
+ * source_local.c - a local directory as a source.
+ *
+ * Confinement: the directory is opened once; every name is resolved beneath
+ * that descriptor with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+ * RESOLVE_NO_MAGICLINKS), or, on kernels without openat2, by a walk of
+ * O_NOFOLLOW opens one component at a time.  A directory swapped for a
+ * symlink to /etc therefore fails with ELOOP instead of leading outside.
+ *
+ * Special files: objects are opened O_NONBLOCK and fstat'ed before anything
+ * is read, so a FIFO or device swapped in is refused at once instead of
+ * blocking a thread for ever.
+ *
+ * Versions: an object keeps its descriptor, so a file renamed over it later
+ * goes on reading the old inode.  A file rewritten in place is caught after
+ * each read by comparing size, mtime and ctime with the version opened (the
+ * kernel updates both times before it copies a write's data in): such a
+ * read fails TF_E_STALE rather than returning bytes of two versions.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "sources/source_impl.h"
+
+typedef struct local_source {
+	tf_source base;
+	atomic_bool no_openat2;	/* the kernel said ENOSYS once */
+} local_source;
+
+typedef struct local_object {
+	tf_object base;
+	int fd;
+} local_object;
+
+static const tf_object_ops local_object_ops;
+
+/* ---- resolving beneath the root ------------------------------------------------------- */
+
+/* Without openat2: walk rel a component at a time, none of them a symlink
+ * (tf_source.c has already refused "." and ".." components). */
+static int walk_beneath(int root, const char *rel, int flags)
+{
+	char buf[PATH_MAX], *save, *c, *next;
+	int dir = root, fd = -1;
+
+	if (snprintf(buf, sizeof(buf), "%s", rel) >= (int)sizeof(buf))
+		return errno = ENAMETOOLONG, -1;
+	for (c = strtok_r(buf, "/", &save); c; c = next) {
+		next = strtok_r(NULL, "/", &save);
+		fd = openat(dir, c, next ? O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+					 : flags | O_NOFOLLOW | O_CLOEXEC);
+		if (dir != root) {
+			int e = errno;
+			close(dir);
+			errno = e;
+		}
+		if (fd < 0)
+			return -1;
+		dir = fd;
+	}
+	return fd;
+}
+
+static int open_beneath(local_source *s, const char *rel, int flags)
+{
+	struct open_how how = { .flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
+				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+	long fd;
+
+	if (!strcmp(rel, "."))
+		return openat(s->base.local_fd, ".", flags | O_CLOEXEC);
+	if (!atomic_load_explicit(&s->no_openat2, memory_order_relaxed)) {
+		fd = syscall(SYS_openat2, s->base.local_fd, rel, &how, sizeof(how));
+		if (fd >= 0 || errno != ENOSYS)
+			return (int)fd;
+		atomic_store(&s->no_openat2, true);
+	}
+	return walk_beneath(s->base.local_fd, rel, flags);
+}
+
+/* The directory holding rel (O_PATH, beneath the root) and rel's last
+ * component in *last.  The caller closes the fd unless it is the root's. */
+static int parent_beneath(local_source *s, const char *rel, const char **last)
+{
+	const char *slash = strrchr(rel, '/');
+	char parent[PATH_MAX];
+
+	*last = slash ? slash + 1 : rel;
+	if (!slash)
+		return s->base.local_fd;
+	if ((size_t)(slash - rel) >= sizeof(parent))
+		return errno = ENAMETOOLONG, -1;
+	memcpy(parent, rel, (size_t)(slash - rel));
+	parent[slash - rel] = '\0';
+	return open_beneath(s, parent, O_PATH | O_DIRECTORY);
+}
+
+static void close_parent(local_source *s, int dir)
+{
+	int e = errno;
+
+	if (dir >= 0 && dir != s->base.local_fd)
+		close(dir);
+	errno = e;
+}
+
+static tf_status errno_status(tf_error *err, const char *rel, const char *what)
+{
+	int e = errno;
+
+	tf_status code = e == ENOMEM ? TF_E_NOMEM : e == ENOENT || e == ENOTDIR ? TF_E_NOTFOUND
+		       : e == EACCES || e == EPERM || e == ELOOP || e == EXDEV ? TF_E_ACCESS : TF_E_IO;
+
+	return tf_err(err, code, "%s: %s: %s", rel, what, strerror(e));
+}
+
+/* ---- stats ------------------------------------------------------------------------------ */
+
+static void to_tf_stat(const struct stat *sb, tf_stat *st)
+{
+	st->kind = S_ISREG(sb->st_mode) ? TF_ENT_REG : S_ISDIR(sb->st_mode) ? TF_ENT_DIR
+		 : S_ISLNK(sb->st_mode) ? TF_ENT_LNK : S_ISFIFO(sb->st_mode) ? TF_ENT_FIFO
+		 : S_ISSOCK(sb->st_mode) ? TF_ENT_SOCK : TF_ENT_OTHER;
+	st->mode = sb->st_mode & 07777;
+	st->uid = sb->st_uid;
+	st->gid = sb->st_gid;
+	st->nlink = (uint32_t)sb->st_nlink;
+	st->v = (tf_version){ .dev = sb->st_dev, .ino = sb->st_ino, .size = (uint64_t)sb->st_size,
+			      .mtime_ns = (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec,
+			      .ctime_ns = (int64_t)sb->st_ctim.tv_sec * 1000000000 + sb->st_ctim.tv_nsec };
+}
+
+static tf_status local_stat(tf_source *base, const char *rel, tf_stat *st, tf_error *err)
+{
+	local_source *s = (local_source *)base;
+	const char *last;
+	struct stat sb;
+	int dir, rc;
+
+	if (!strcmp(rel, "."))
+		rc = fstat(s->base.local_fd, &sb);
+	else if ((dir = parent_beneath(s, rel, &last)) < 0)
+		return errno_status(err, rel, "stat");
+	else {
+		rc = fstatat(dir, last, &sb, AT_SYMLINK_NOFOLLOW);
+		close_parent(s, dir);
+	}
+	if (rc != 0)
+		return errno_status(err, rel, "stat");
+	to_tf_stat(&sb, st);
+	return TF_OK;
+}
+
+static tf_ent_kind kind_of_dtype(unsigned char t)
+{
+	return t == DT_REG ? TF_ENT_REG : t == DT_DIR ? TF_ENT_DIR : t == DT_LNK ? TF_ENT_LNK
+	     : t == DT_FIFO ? TF_ENT_FIFO : t == DT_SOCK ? TF_ENT_SOCK : TF_ENT_OTHER;
+}
+
+static tf_status local_list(tf_source *base, const char *rel, bool want_stat, tf_list_fn fn, void *ctx,
+			    tf_error *err)
+{
+	local_source *s = (local_source *)base;
+	int fd = open_beneath(s, rel, O_RDONLY | O_DIRECTORY);
+	struct dirent *d;
+	DIR *dir;
+
+	if (fd < 0 || !(dir = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return errno_status(err, rel, "list");
+	}
+	while ((d = readdir(dir))) {
+		tf_stat st = { .kind = kind_of_dtype(d->d_type), .v.ino = d->d_ino };
+		struct stat sb;
+
+		if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, ".."))
+			continue;
+		/* DT_UNKNOWN (some filesystems): a stat tells the kind. */
+		if ((want_stat || d->d_type == DT_UNKNOWN) &&
+		    fstatat(dirfd(dir), d->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0)
+			to_tf_stat(&sb, &st);
+		else if (want_stat)
+			continue;	/* gone since readdir */
+		if (fn(ctx, d->d_name, &st))
+			break;
+	}
+	closedir(dir);
+	return TF_OK;
+}
+
+static tf_status local_readlink(tf_source *base, const char *rel, char *buf, size_t size, tf_error *err)
+{
+	local_source *s = (local_source *)base;
+	const char *last;
+	int dir = parent_beneath(s, rel, &last);
+	ssize_t n = dir < 0 || size == 0 ? -1 : readlinkat(dir, last, buf, size - 1);
+
+	close_parent(s, dir);
+	if (n < 0)
+		return errno_status(err, rel, "readlink");
+	buf[n] = '\0';
+	return TF_OK;
+}
+
+static tf_status local_statfs(tf_source *base, tf_source_fsstat *out, tf_error *err)
+{
+	struct statvfs sv;
+
+	if (fstatvfs(base->local_fd, &sv) != 0)
+		return errno_status(err, base->name, "statfs");
+	*out = (tf_source_fsstat){ sv.f_bsize, sv.f_blocks, sv.f_bfree, sv.f_bavail, sv.f_files,
+				   sv.f_ffree, sv.f_namemax };
+	return TF_OK;
+}
+
+/* ---- objects ------------------------------------------------------------------------------ */
+
+static tf_status local_open(tf_source *base, const char *rel, const tf_version *expect, tf_object **out,
+			    tf_error *err)
+{
+	local_source *s = (local_source *)base;
+	int fd = open_beneath(s, rel, O_RDONLY | O_NONBLOCK);
+	local_object *o;
+	struct stat sb;
+	tf_stat st;
+
+	if (fd < 0)
+		return errno_status(err, rel, "open");
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || fcntl(fd, F_SETFL, 0) != 0) {
+		close(fd);
+		return tf_err(err, TF_E_INVAL, "%s: not a regular file", rel);
+	}
+	to_tf_stat(&sb, &st);
+	if (expect && !tf_version_equal(expect, &st.v)) {
+		close(fd);
+		return tf_err(err, TF_E_STALE, "%s: changed on disk", rel);
+	}
+	if (!(o = calloc(1, sizeof(*o))) || !(o->base.name = strdup(rel))) {
+		free(o);
+		close(fd);
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	o->base.ops = &local_object_ops;
+	o->base.st = st;
+	o->fd = fd;
+	*out = &o->base;
+	return TF_OK;
+}
+
+static void local_close(tf_object *base)
+{
+	local_object *o = (local_object *)base;
+
+	close(o->fd);
+	free(o->base.name);
+	free(o);
+}
+
+/* Whether the file still has the size and times of the version opened. */
+static tf_status local_check(tf_object *base, tf_error *err)
+{
+	local_object *o = (local_object *)base;
+	struct stat sb;
+	tf_stat now;
+
+	if (fstat(o->fd, &sb) != 0)
+		return errno_status(err, o->base.name, "stat");
+	to_tf_stat(&sb, &now);
+	if (!tf_version_equal(&now.v, &o->base.st.v))
+		return tf_err(err, TF_E_STALE, "%s: changed on disk while open", o->base.name);
+	return TF_OK;
+}
+
+static tf_status local_read(tf_object *base, uint64_t off, void *dst, size_t len, tf_error *err)
+{
+	local_object *o = (local_object *)base;
+	uint8_t *p = dst;
+
+	while (len) {
+		ssize_t got = pread(o->fd, p, len, (off_t)off);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			return tf_err(err, TF_E_IO, "%s: read at %llu: %s", o->base.name,
+				      (unsigned long long)off, strerror(errno));
+		if (got == 0)
+			return tf_err(err, TF_E_STALE, "%s: ended at %llu (changed on disk?)", o->base.name,
+				      (unsigned long long)off);
+		p += got;
+		off += (uint64_t)got;
+		len -= (size_t)got;
+	}
+	/* After the bytes are in: a write that overlapped them has already
+	 * moved the file's times. */
+	return local_check(base, err);
+}
+
+static void local_prefetch(tf_object *base, uint64_t off, uint64_t len)
+{
+	posix_fadvise(((local_object *)base)->fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+}
+
+static const tf_object_ops local_object_ops = {
+	.close = local_close, .read = local_read, .prefetch = local_prefetch, .check = local_check,
+};
+
+/* ---- the source ------------------------------------------------------------------------- */
+
+static void local_free(tf_source *base)
+{
+	close(base->local_fd);
+	free(base->name);
+	free(base);
+}
+
+static const tf_source_ops local_source_ops = {
+	.kind = "local", .free = local_free, .stat = local_stat, .list = local_list,
+	.readlink = local_readlink, .statfs = local_statfs, .open = local_open,
+};
+
+tf_status tf_source_local(const char *dir, tf_source **out, tf_error *err)
+{
+	local_source *s = calloc(1, sizeof(*s));
+
+	if (!s || !(s->base.name = strdup(dir))) {
+		free(s);
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	s->base.ops = &local_source_ops;
+	if ((s->base.local_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		tf_status rc = tf_err(err, TF_E_IO, "%s: %s", dir, strerror(errno));
+		free(s->base.name);
+		free(s);
+		return rc;
+	}
+	atomic_init(&s->no_openat2, false);
+	*out = &s->base;
+	return TF_OK;
+}

@@ -1,0 +1,351 @@
+/*
+ * tf_catalog.c - paths to decoders: [match] rules, TileDB arrays, raw.
+ *
+ * Directories are remembered in one table: array roots with their opened
+ * tf_array (kept in an LRU of at most TF_CATALOG_ARRAYS, freed when no
+ * caller holds them), and directories that are not arrays with the time
+ * they were found so (asked again after NOT_ARRAY_TTL).
+ */
+#include "config.h"
+
+#include "tf_catalog.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tf_array.h"
+
+#define NOT_ARRAY_TTL_NS 1000000000LL	/* the mount's entry timeout */
+#define MAX_DIRS 65536			/* then forget every non-array directory */
+#define NBUCKETS 1024
+
+typedef struct dir_slot {
+	char *rel;
+	tf_array *array;		/* NULL: not an array root */
+	int64_t checked_ns;		/* when found not to be one */
+	int refs;			/* callers using array */
+	struct dir_slot *hnext, *prev, *next;	/* hash chain; LRU of arrays */
+} dir_slot;
+
+struct tf_catalog {
+	tf_source *src;
+	const tf_config *cfg;
+	pthread_mutex_t lock;
+	dir_slot *buckets[NBUCKETS];
+	size_t ndirs, narrays;
+	dir_slot lru;			/* arrays, least recently used first */
+};
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static size_t hash(const char *s)
+{
+	size_t h = 5381;
+
+	while (*s)
+		h = h * 33 ^ (unsigned char)*s++;
+	return h % NBUCKETS;
+}
+
+tf_status tf_catalog_new(tf_source *src, const tf_config *cfg, tf_catalog **out, tf_error *err)
+{
+	tf_catalog *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	c->src = src;
+	c->cfg = cfg;
+	c->lru.prev = c->lru.next = &c->lru;
+	pthread_mutex_init(&c->lock, NULL);
+	*out = c;
+	return TF_OK;
+}
+
+static void slot_free(dir_slot *d)
+{
+	tf_array_free(d->array);
+	free(d->rel);
+	free(d);
+}
+
+void tf_catalog_free(tf_catalog *c)
+{
+	if (!c)
+		return;
+	for (size_t b = 0; b < NBUCKETS; b++)
+		for (dir_slot *d = c->buckets[b], *next; d; d = next) {
+			next = d->hnext;
+			slot_free(d);
+		}
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+size_t tf_catalog_arrays(tf_catalog *c)
+{
+	size_t n;
+
+	pthread_mutex_lock(&c->lock);
+	n = c->narrays;
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
+/* ---- the directory table (lock held) ------------------------------------------------------ */
+
+static dir_slot *find(tf_catalog *c, const char *rel)
+{
+	dir_slot *d = c->buckets[hash(rel)];
+
+	while (d && strcmp(d->rel, rel))
+		d = d->hnext;
+	return d;
+}
+
+static void unhash(tf_catalog *c, dir_slot *d)
+{
+	dir_slot **p = &c->buckets[hash(d->rel)];
+
+	while (*p != d)
+		p = &(*p)->hnext;
+	*p = d->hnext;
+	c->ndirs--;
+	if (d->array) {
+		d->prev->next = d->next;
+		d->next->prev = d->prev;
+		c->narrays--;
+	}
+}
+
+static void lru_touch(tf_catalog *c, dir_slot *d)
+{
+	d->prev->next = d->next;
+	d->next->prev = d->prev;
+	d->prev = c->lru.prev;
+	d->next = &c->lru;
+	c->lru.prev->next = d;
+	c->lru.prev = d;
+}
+
+/* Arrays beyond the bound go, least recently used first, if idle. */
+static void trim(tf_catalog *c)
+{
+	for (dir_slot *d = c->lru.next, *next; d != &c->lru && c->narrays > TF_CATALOG_ARRAYS; d = next) {
+		next = d->next;
+		if (!d->refs) {
+			unhash(c, d);
+			slot_free(d);
+		}
+	}
+	if (c->ndirs <= MAX_DIRS)
+		return;
+	for (size_t b = 0; b < NBUCKETS; b++)
+		for (dir_slot *d = c->buckets[b], *next; d; d = next) {
+			next = d->hnext;
+			if (!d->array) {
+				unhash(c, d);
+				slot_free(d);
+			}
+		}
+}
+
+/* Remember what dir is (array: a, taken over; else not one). */
+static dir_slot *remember(tf_catalog *c, const char *rel, tf_array *a)
+{
+	dir_slot *d = find(c, rel);
+
+	if (d && d->array) {	/* another caller got there first */
+		tf_array_free(a);
+		return d;
+	}
+	if (!d) {
+		if (!(d = calloc(1, sizeof(*d))) || !(d->rel = strdup(rel))) {
+			free(d);
+			tf_array_free(a);
+			return NULL;
+		}
+		d->hnext = c->buckets[hash(rel)];
+		c->buckets[hash(rel)] = d;
+		c->ndirs++;
+		d->prev = d->next = d;
+	}
+	d->checked_ns = now_ns();
+	if ((d->array = a)) {
+		d->prev = d->next = d;
+		lru_touch(c, d);
+		c->narrays++;
+	}
+	return d;
+}
+
+/* ---- finding the array of a path ---------------------------------------------------------- */
+
+/*
+ * The array slot for directory dir, referenced, or NULL if dir is not an
+ * array root.  The root is detected (two stats) outside the lock.
+ */
+static dir_slot *array_at(tf_catalog *c, const char *dir)
+{
+	dir_slot *d;
+	tf_array *a = NULL;
+
+	pthread_mutex_lock(&c->lock);
+	d = find(c, dir);
+	if (d && !d->array && now_ns() - d->checked_ns < NOT_ARRAY_TTL_NS)
+		d = NULL, dir = NULL;	/* known not to be one */
+	pthread_mutex_unlock(&c->lock);
+	if (!dir)
+		return NULL;
+	if (!d || !d->array) {
+		if (tf_array_detect(c->src, dir) &&
+		    tf_array_open(c->src, dir, tf_config_array_key(c->cfg, dir), &a, NULL) != TF_OK)
+			a = NULL;
+		pthread_mutex_lock(&c->lock);
+		d = remember(c, dir, a);
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_lock(&c->lock);
+	if (d && (d = find(c, dir)) && d->array) {	/* may have been trimmed */
+		d->refs++;
+		lru_touch(c, d);
+	} else {
+		d = NULL;
+	}
+	trim(c);
+	pthread_mutex_unlock(&c->lock);
+	return d;
+}
+
+static void array_release(tf_catalog *c, dir_slot *d)
+{
+	pthread_mutex_lock(&c->lock);
+	d->refs--;
+	trim(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* The innermost array root holding rel (referenced), and rel inside it. */
+static dir_slot *array_of(tf_catalog *c, const char *rel, const char **inner)
+{
+	char dir[4096];
+	dir_slot *d;
+
+	if (snprintf(dir, sizeof(dir), "%s", rel) >= (int)sizeof(dir))
+		return NULL;
+	for (char *slash = strrchr(dir, '/');; slash = strrchr(dir, '/')) {
+		if (slash)
+			*slash = '\0';
+		else
+			strcpy(dir, ".");
+		if ((d = array_at(c, dir))) {
+			*inner = rel + (slash ? strlen(dir) + 1 : 0);
+			return d;
+		}
+		if (!slash)
+			return NULL;
+	}
+}
+
+/* ---- answers --------------------------------------------------------------------------------- */
+
+tf_show tf_catalog_show(tf_catalog *c, const char *rel)
+{
+	const char *inner;
+	dir_slot *d;
+	bool decoded;
+
+	if (tf_config_match(c->cfg, rel))
+		return TF_SHOW_DECODED;
+	if ((d = array_of(c, rel, &inner))) {
+		decoded = tf_array_is_decoded_name(inner);
+		array_release(c, d);
+		if (decoded)
+			return TF_SHOW_DECODED;
+	}
+	return tf_config_settings(c->cfg)->hide_unmatched ? TF_SHOW_HIDDEN : TF_SHOW_RAW;
+}
+
+void tf_facts_clear(tf_facts *fx)
+{
+	if (!fx)
+		return;
+	free(fx->field);
+	free(fx->role);
+	free(fx->fragment);
+	*fx = (tf_facts){ 0 };
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+/* A file no rule matches, inside a TileDB array: its array says how. */
+static tf_status open_in_array(tf_catalog *c, const char *rel, const tf_version *v, tf_file **out,
+			       tf_facts *fx, tf_error *err)
+{
+	const char *inner;
+	dir_slot *d = array_of(c, rel, &inner);
+	tf_array_file af;
+	tf_status rc;
+
+	if (!d)
+		return tf_err(err, TF_E_INVAL, "%s: no rule decodes it and no TileDB array holds it", rel);
+	if ((rc = tf_array_describe(d->array, inner, &af, err)) != TF_OK) {
+		array_release(c, d);
+		return tf_err_prefix(err, "%s", rel);
+	}
+	rc = tf_file_open(c->src, af.path, rel, v, &af.spec, out, err);
+	if (rc == TF_OK && fx)
+		*fx = (tf_facts){ dup_or_null(af.field), dup_or_null(af.kind), dup_or_null(af.fragment),
+				  af.format_version };
+	tf_array_file_clear(&af);
+	array_release(c, d);
+	return rc;
+}
+
+/* The sibling data file of an offsets rule with var_data: its path and the
+ * rule that decodes it supply the data's pipeline and datatype. */
+static tf_status add_var_data(tf_catalog *c, const char *rel, const tf_rule *r, tf_file_spec *spec,
+			      char *sibling, size_t n, tf_error *err)
+{
+	const char *slash = strrchr(rel, '/');
+	const tf_rule *dr;
+
+	if (snprintf(sibling, n, "%.*s%s", slash ? (int)(slash - rel + 1) : 0, rel, r->var_data) >= (int)n)
+		return tf_err(err, TF_E_INVAL, "var_data path too long");
+	if (!(dr = tf_config_match(c->cfg, sibling)))
+		return tf_err(err, TF_E_INVAL, "var_data %s: no [match] rule decodes it", sibling);
+	spec->var_data = sibling;
+	spec->var_pipeline = dr->pipeline;
+	spec->var_type = dr->type;
+	return TF_OK;
+}
+
+tf_status tf_catalog_open(tf_catalog *c, const char *rel, const tf_version *v, tf_file **out,
+			  tf_facts *fx, tf_error *err)
+{
+	const tf_rule *r = tf_config_match(c->cfg, rel);
+	char var_path[4096];
+	tf_file_spec spec;
+	tf_status rc;
+
+	if (fx)
+		*fx = (tf_facts){ 0 };
+	if (!r)
+		return open_in_array(c, rel, v, out, fx, err);
+	spec = (tf_file_spec){ .pipeline = r->pipeline, .type = r->type, .cell_val_num = r->cell_val_num,
+			       .version = r->version, .key = r->key, .generic = r->generic };
+	if (r->var_data && (rc = add_var_data(c, rel, r, &spec, var_path, sizeof(var_path), err)) != TF_OK)
+		return tf_err_prefix(err, "%s", rel);
+	return tf_file_open(c->src, rel, rel, v, &spec, out, err);
+}

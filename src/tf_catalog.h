@@ -1,0 +1,60 @@
+/*
+ * tf_catalog.h - what a path under a source is, and how it decodes.
+ *
+ * The one place that answers "what is this file?": the first [match] rule
+ * whose glob matches its path, else the TileDB array holding it (its own
+ * schemas and fragment metadata say how, FORMAT-NOTES §7-§9), else nothing:
+ * it is shown as stored, or hidden (`unmatched = hide`).
+ *
+ * Arrays are found by their root (__schema/ or __array_schema.tdb; the
+ * innermost root holding the path wins, as dimension-label arrays nest in
+ * their array) and kept, least recently used first out beyond
+ * TF_CATALOG_ARRAYS, with their schemas and fragment metadata.  A
+ * directory found not to be an array is asked again after a second, so an
+ * array created under a live mount is seen.  Thread-safe; no lock is held
+ * while anything is read.
+ */
+#ifndef TF_CATALOG_H
+#define TF_CATALOG_H
+
+#include <stdint.h>
+
+#include "tf_config.h"
+#include "tf_file.h"
+#include "tf_source.h"
+#include "tf_status.h"
+
+#define TF_CATALOG_ARRAYS 64
+
+typedef struct tf_catalog tf_catalog;
+
+/* src and cfg are borrowed and must outlive the catalog. */
+tf_status tf_catalog_new(tf_source *src, const tf_config *cfg, tf_catalog **out, tf_error *err);
+void tf_catalog_free(tf_catalog *c);
+
+typedef enum { TF_SHOW_RAW, TF_SHOW_DECODED, TF_SHOW_HIDDEN } tf_show;
+
+/* How regular file rel is shown, from its path alone (nothing is read but
+ * whether its ancestors are array roots, which is remembered). */
+tf_show tf_catalog_show(tf_catalog *c, const char *rel);
+
+/* What the array says a decoded file is, for its attributes. */
+typedef struct tf_facts {
+	char *field;			/* attribute or dimension, or NULL */
+	char *role;			/* "data", "offsets", "schema", ..., or NULL */
+	char *fragment;			/* fragment directory name, or NULL */
+	uint32_t format_version;	/* 0 if not known */
+} tf_facts;
+void tf_facts_clear(tf_facts *fx);
+
+/*
+ * Index decoded file rel as version v (which the caller stat'ed; NULL: as
+ * it is now).  fx (may be NULL) receives its facts.  Errors name the file.
+ */
+tf_status tf_catalog_open(tf_catalog *c, const char *rel, const tf_version *v, tf_file **out,
+			  tf_facts *fx, tf_error *err);
+
+/* Arrays currently kept. */
+size_t tf_catalog_arrays(tf_catalog *c);
+
+#endif

@@ -1,0 +1,86 @@
+/*
+ * tf_file_int.h - what tf_file.c (the index) and tf_handle.c (reading
+ * through it) share.  Nothing else includes this file.
+ */
+#ifndef TF_FILE_INT_H
+#define TF_FILE_INT_H
+
+#include <stdatomic.h>
+
+#include "tf_file.h"
+#include "tf_tile.h"
+
+typedef enum { TILE_CHUNKED, TILE_FOLDED, TILE_RAW } tile_kind;
+
+/*
+ * A decode unit: whole consecutive chunks of one tile, together at most
+ * UNIT_BYTES decoded unless one chunk alone is larger, at most UNIT_CHUNKS
+ * chunks and UNIT_STORED stored bytes unless one chunk alone is larger.
+ * The index and the cache hold units, not chunks: TileDB's 64 KiB chunks
+ * are one unit each, and a tile of ten million 1-byte chunks is ~150 units
+ * (bounded index memory and cache entries), decoded a run at a time.
+ */
+#define UNIT_BYTES ((uint64_t)64 << 10)
+#define UNIT_CHUNKS 65536u
+#define UNIT_STORED ((uint64_t)4 << 20)
+
+typedef struct unit_ent {
+	uint64_t off;		/* start in the decoded file */
+	uint64_t src_off;	/* its first chunk, header included */
+	uint64_t src_len;	/* stored bytes of all its chunks */
+	uint32_t size;		/* decoded bytes */
+	uint32_t nchunks;
+	uint32_t first;		/* index in its tile of its first chunk */
+} unit_ent;
+
+typedef struct unit_table {
+	size_t n;
+	uint64_t nchunks;	/* chunks of the tile */
+	unit_ent u[];
+} unit_table;
+
+typedef struct tile_ent {
+	uint64_t start, stored;	/* where the tile is stored */
+	uint64_t off, size;	/* its decoded range */
+	tile_kind kind;
+	unsigned dec;		/* which decoder: generic files have one per tile */
+	uint64_t data_start, data_stored; /* folded: the data tile it comes from */
+	_Atomic(unit_table *) units;	/* NULL until first needed */
+} tile_ent;
+
+/* A pipeline and what it needs to run. */
+typedef struct decoder {
+	tf_pipeline *pipeline;	/* effective: AES appended when keyed */
+	tf_chunk_env env;
+} decoder;
+
+struct tf_file {
+	atomic_int refs;
+	char *name, *rel;
+	tf_source *src;		/* borrowed: outlives every file */
+	tf_version ver;		/* the version indexed */
+	char *var_rel;		/* folded offsets: the data file, or NULL */
+	decoder *dec;
+	size_t ndec;
+	decoder var;		/* folded offsets: the data file's decoder */
+	tile_ent *tiles;
+	size_t ntiles, tcap;
+	uint64_t size;
+	uint64_t folded;
+	bool generic, from_layout;
+	uint32_t cell_val_num;
+	_Atomic uint64_t owner;	/* our id in the cache we are read through */
+};
+
+/* The unit list of tile t, read from obj (its chunk headers) the first time. */
+tf_status tf_file_load_tile(const tf_file *f, tf_object *obj, size_t t, const unit_table **out,
+			    tf_error *err);
+/* Decode unit u of tile te from its stored bytes (all its chunks, as
+ * stored) into dst[u->size]; errors name the chunk. */
+tf_status tf_file_decode_unit(const tf_file *f, const tile_ent *te, const unit_ent *u, tf_span stored,
+			      tf_workspace *ws, uint8_t *dst, tf_error *err);
+/* Rebuild a folded offsets tile (its one unit) from the data tile in var. */
+tf_status tf_file_decode_folded(const tf_file *f, tf_object *var, tf_workspace *ws, const unit_ent *u,
+				uint8_t *dst, tf_error *err);
+
+#endif

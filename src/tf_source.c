@@ -1,0 +1,171 @@
+/*
+ * tf_source.c - the source interface: path checks, then the kind's operation.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sources/source_impl.h"
+
+bool tf_version_equal(const tf_version *a, const tf_version *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtime_ns == b->mtime_ns &&
+	       a->ctime_ns == b->ctime_ns && !strcmp(a->etag, b->etag);
+}
+
+bool tf_path_join(char *out, size_t n, const char *dir, const char *name)
+{
+	int len = strcmp(dir, ".") ? snprintf(out, n, "%s/%s", dir, name) : snprintf(out, n, "%s", name);
+
+	return len >= 0 && (size_t)len < n;
+}
+
+/* "." or names joined by single '/', none of them "." or "..": what every
+ * implementation may assume (FUSE hands us single components, tiletool and
+ * the configuration build the rest). */
+static tf_status check_rel(const char *rel, tf_error *err)
+{
+	const char *c = rel;
+
+	if (!strcmp(rel, "."))
+		return TF_OK;
+	for (;;) {
+		size_t n = strcspn(c, "/");
+		if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+			return tf_err(err, TF_E_INVAL, "'%s': not a relative path inside the source", rel);
+		if (!c[n])
+			return TF_OK;
+		c += n + 1;
+	}
+}
+
+tf_status tf_source_open(const char *spec, const struct tf_s3_settings *s3, tf_source **out,
+			 tf_error *err)
+{
+	if (!strncmp(spec, "s3://", 5))
+		return tf_source_s3(spec, s3, out, err);
+	return tf_source_local(spec, out, err);
+}
+
+tf_status tf_source_locate(const char *spec, const struct tf_s3_settings *s3, tf_source **src,
+			   char **rel, tf_error *err)
+{
+	const char *key = !strncmp(spec, "s3://", 5) ? strchr(spec + 5, '/') : NULL;
+	char *full = NULL, *bucket;
+	tf_status rc;
+
+	*src = NULL;
+	if (!strncmp(spec, "s3://", 5)) {
+		if (!(bucket = strndup(spec, key ? (size_t)(key - spec) : strlen(spec))))
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		*rel = strdup(key && key[1] ? key + 1 : ".");
+		rc = *rel ? tf_source_s3(bucket, s3, src, err) : tf_err(err, TF_E_NOMEM, "out of memory");
+		free(bucket);
+	} else if (!(full = realpath(spec, NULL))) {
+		return tf_err(err, errno == ENOENT ? TF_E_NOTFOUND : TF_E_IO, "%s: %s", spec, strerror(errno));
+	} else {
+		*rel = strdup(full[1] ? full + 1 : ".");
+		rc = *rel ? tf_source_local("/", src, err) : tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	free(full);
+	if (rc != TF_OK) {
+		free(*rel);
+		*rel = NULL;
+	}
+	return rc;
+}
+
+void tf_source_free(tf_source *s)
+{
+	if (s)
+		s->ops->free(s);
+}
+
+const char *tf_source_kind(const tf_source *s) { return s->ops->kind; }
+const char *tf_source_name(const tf_source *s) { return s->name; }
+int tf_source_local_fd(const tf_source *s) { return s->local_fd; }
+
+tf_status tf_source_stat(tf_source *s, const char *rel, tf_stat *st, tf_error *err)
+{
+	tf_status rc = check_rel(rel, err);
+
+	return rc == TF_OK ? s->ops->stat(s, rel, st, err) : rc;
+}
+
+tf_status tf_source_list(tf_source *s, const char *rel, bool want_stat, tf_list_fn fn, void *ctx,
+			 tf_error *err)
+{
+	tf_status rc = check_rel(rel, err);
+
+	return rc == TF_OK ? s->ops->list(s, rel, want_stat, fn, ctx, err) : rc;
+}
+
+tf_status tf_source_readlink(tf_source *s, const char *rel, char *buf, size_t size, tf_error *err)
+{
+	tf_status rc = check_rel(rel, err);
+
+	if (rc == TF_OK && !s->ops->readlink)
+		return tf_err(err, TF_E_INVAL, "%s: a %s source has no symlinks", rel, s->ops->kind);
+	return rc == TF_OK ? s->ops->readlink(s, rel, buf, size, err) : rc;
+}
+
+tf_status tf_source_statfs(tf_source *s, tf_source_fsstat *out, tf_error *err)
+{
+	return s->ops->statfs(s, out, err);
+}
+
+tf_status tf_object_open(tf_source *s, const char *rel, const tf_version *expect, tf_object **out,
+			 tf_error *err)
+{
+	tf_status rc = check_rel(rel, err);
+
+	*out = NULL;
+	if (rc == TF_OK && (rc = s->ops->open(s, rel, expect, out, err)) == TF_OK) {
+		atomic_init(&(*out)->refs, 1);
+		if (!(*out)->io_size)
+			(*out)->io_size = (uint64_t)1 << 20;
+	}
+	return rc;
+}
+
+tf_object *tf_object_ref(tf_object *o)
+{
+	atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
+	return o;
+}
+
+void tf_object_close(tf_object *o)
+{
+	if (o && atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1)
+		o->ops->close(o);
+}
+
+uint64_t tf_object_io_size(const tf_object *o)
+{
+	return o->io_size;
+}
+
+const tf_stat *tf_object_stat(const tf_object *o) { return &o->st; }
+const char *tf_object_name(const tf_object *o) { return o->name; }
+
+tf_status tf_object_read(tf_object *o, uint64_t off, void *dst, size_t len, tf_error *err)
+{
+	if (off > o->st.v.size || len > o->st.v.size - off)
+		return tf_err(err, TF_E_STALE, "%s: %zu bytes at %llu: past the end of its %llu bytes",
+			      o->name, len, (unsigned long long)off, (unsigned long long)o->st.v.size);
+	return len ? o->ops->read(o, off, dst, len, err) : TF_OK;
+}
+
+void tf_object_prefetch(tf_object *o, uint64_t off, uint64_t len)
+{
+	if (o->ops->prefetch && off < o->st.v.size)
+		o->ops->prefetch(o, off, len < o->st.v.size - off ? len : o->st.v.size - off);
+}
+
+tf_status tf_object_check(tf_object *o, tf_error *err)
+{
+	return o->ops->check ? o->ops->check(o, err) : TF_OK;
+}

@@ -1,0 +1,102 @@
+#!/bin/sh
+# Filter plugins through the mount: tile files written through Debian's HDF5
+# plugins (libh5bz2.so 307, libh5lz4.so 32004) and the sample tilefs plugin,
+# matched by [match] rules naming them, read back byte-exact; a corrupt
+# plugin in plugin_path is one warning at mount; a rule naming a filter no
+# plugin provides refuses the mount (FILE:LINE).  user.tilefs.filter and
+# user.tilefs.codecs on these files (tests/mount/codecs.sh checks them on
+# the corpus).
+. "$(dirname "$0")/lib.sh"
+: "${TF_SAMPLE_PLUGINS:?}"
+
+D=${TF_HDF5_PLUGINS:-}
+[ -n "$D" ] && [ -f "$D/libh5bz2.so" ] || skip "Debian's hdf5-filter-plugin is not installed"
+unset TILEFS_PLUGIN_PATH HDF5_PLUGIN_PATH
+# A sanitizer build: Debian's libh5bz2.so leaks on the corrupt data decoded here.
+LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/../lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export LSAN_OPTIONS
+attr() { getfattr --absolute-names --only-values -n "user.tilefs.$1" "$2"; }
+
+src=$WORK/src
+mkdir -p "$src/sub" "$WORK/bad"
+python3 -c '
+import random, sys
+r = random.Random(5)
+words = [b"tile", b"chunk", b"filter", b"plugin", b"hdf5", b"netcdf", b"zarr"]
+sys.stdout.buffer.write(b" ".join(r.choice(words) for _ in range(120000)))
+' > "$WORK/text"
+head -c 400000 /dev/urandom > "$WORK/rand"
+"$TILETOOL" encode --plugin-path "$D" -F 'hdf5:307,9' --tile-size 300000 "$WORK/text" "$src/a.bz" &&
+	"$TILETOOL" encode --plugin-path "$D" -F 'byteshuffle | hdf5:32004 | md5' -t int32 "$WORK/rand" "$src/sub/b.lz" &&
+	"$TILETOOL" encode --plugin-path "$TF_SAMPLE_PLUGINS" -F 'bytexor(7) | zstd(level=3)' "$WORK/text" "$src/c.x" ||
+	fail "writing tile files through the plugins"
+printf '\177ELF no plugin' > "$WORK/bad/corrupt.so"
+cat > "$WORK/ok.ini" <<EOF
+[tilefs]
+plugin_path = $D:$TF_SAMPLE_PLUGINS:bad
+log_level = error
+[match *.bz]
+filters = hdf5:307,9
+[match **/*.lz]
+filters = byteshuffle | hdf5:32004 | md5
+datatype = int32
+[match *.x]
+filters = bytexor(7) | zstd(level=3)
+EOF
+
+timeout 60 "$TILEFS" -o config="$WORK/ok.ini" "$src" "$MNT" 2> "$WORK/err" || fail "mount: $(cat "$WORK/err")"
+mountpoint -q "$MNT" || fail "no mount"
+[ "$(wc -l < "$WORK/err")" = 1 ] || fail "want exactly one warning: $(cat "$WORK/err")"
+grep -q "^tilefs: warning: $WORK/ok.ini:2: plugin $WORK/bad/corrupt.so skipped: " "$WORK/err" ||
+	fail "the warning does not name the corrupt plugin: $(cat "$WORK/err")"
+cmp "$MNT/a.bz" "$WORK/text" || fail "a.bz (libh5bz2.so) differs through the mount"
+cmp "$MNT/sub/b.lz" "$WORK/rand" || fail "b.lz (libh5lz4.so) differs through the mount"
+cmp "$MNT/c.x" "$WORK/text" || fail "c.x (sample plugin) differs through the mount"
+dd if="$MNT/a.bz" bs=1000 skip=301 count=5 2>/dev/null > "$WORK/got"
+dd if="$WORK/text" bs=1000 skip=301 count=5 2>/dev/null > "$WORK/want"
+cmp -s "$WORK/got" "$WORK/want" || fail "a range read in the second tile differs"
+ok "files written through Debian's HDF5 plugins and the sample plugin read back byte-exact"
+
+[ "$(attr filter "$MNT/a.bz")" = "307,9" ] || fail "filter of a.bz: $(attr filter "$MNT/a.bz")"
+[ "$(attr codecs "$MNT/a.bz")" = '[{"id": "bz2", "level": 9}]' ] || fail "codecs of a.bz: $(attr codecs "$MNT/a.bz")"
+[ "$(attr pipeline "$MNT/a.bz")" = "hdf5:307,9" ] || fail "pipeline of a.bz"
+[ "$(attr filter "$MNT/sub/b.lz")" = "9|32004|12" ] || fail "filter of b.lz: $(attr filter "$MNT/sub/b.lz")"
+[ "$(attr filter "$MNT/c.x")" = "200,7|2,3" ] || fail "filter of c.x: $(attr filter "$MNT/c.x")"
+[ "$(attr codecs "$MNT/c.x")" = '[{"id": "tilefs.bytexor", "cd_values": [7]}, {"id": "zstd", "level": 3}]' ] ||
+	fail "codecs of c.x: $(attr codecs "$MNT/c.x")"
+getfattr --absolute-names -d "$MNT/sub/b.lz" | grep -q '^user.tilefs.codecs=' || fail "listxattr lacks user.tilefs.codecs"
+attr codecs "$MNT/sub/b.lz" | python3 -m json.tool > /dev/null || fail "codecs of b.lz is not JSON"
+ok "user.tilefs.filter and user.tilefs.codecs of plugin pipelines"
+
+# Damaged data through a plugin: EIO for the reader, the chunk in the log.
+umount_fs
+cp "$src/a.bz" "$src/d.bz"
+printf '\125\125\125\125' | dd of="$src/d.bz" bs=1 seek=100 conv=notrunc 2>/dev/null
+timeout 60 "$TILEFS" -f -o config="$WORK/ok.ini" "$src" "$MNT" 2> "$WORK/log" &
+pid=$!
+i=0
+until mountpoint -q "$MNT" || [ $i -ge 200 ]; do i=$((i + 1)); sleep 0.05; done
+mountpoint -q "$MNT" || fail "no foreground mount"
+cat "$MNT/d.bz" > /dev/null 2> "$WORK/cat" && fail "damaged file read without error"
+grep -q "Input/output error" "$WORK/cat" || fail "not EIO: $(cat "$WORK/cat")"
+cmp "$MNT/a.bz" "$WORK/text" || fail "undamaged file after a damaged one"
+umount_fs
+wait $pid
+grep -q "d.bz.*tile 0, chunk 0: filter 0 (hdf5:307): the HDF5 plugin's filter failed" "$WORK/log" ||
+	fail "log does not name the failing chunk: $(cat "$WORK/log")"
+ok "damaged data through a plugin: EIO, logged with tile, chunk and filter"
+
+# A rule naming a filter no plugin provides: the mount is refused at its line.
+cat > "$WORK/missing.ini" <<EOF
+[tilefs]
+plugin_path = $D
+[match *.bz]
+filters = byteshuffle | hdf5:32001,2
+EOF
+timeout 60 "$TILEFS" -o config="$WORK/missing.ini" "$src" "$MNT" 2> "$WORK/err"
+rc=$?
+[ $rc = 3 ] || fail "mount with a missing plugin exited $rc, want 3"
+grep -q "$WORK/missing.ini:4: filters: filter 2 'hdf5:32001': no HDF5 plugin provides filter 32001" "$WORK/err" ||
+	fail "message: $(cat "$WORK/err")"
+mountpoint -q "$MNT" && fail "mounted anyway"
+ok "a filter no plugin provides: mount refused naming FILE:LINE (exit 3)"
