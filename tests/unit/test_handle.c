@@ -145,7 +145,8 @@ static void check_read(tf_handle *h, tf_cache *c, tf_workspace *ws, const uint8_
 }
 
 /* A read that must fail with code and a message containing needle; nothing
- * is returned and nothing stays pinned. */
+ * is returned and nothing stays pinned (with workers, a decode-ahead job
+ * may hold pins of its own for a while: callers wait_idle() and check). */
 static void check_read_fails(tf_handle *h, tf_cache *c, tf_workspace *ws, uint64_t off, size_t len,
 			     tf_status code, const char *needle)
 {
@@ -158,7 +159,8 @@ static void check_read_fails(tf_handle *h, tf_cache *c, tf_workspace *ws, uint64
 	ck_assert_msg(strstr(err.msg, needle), "read %zu at %llu: '%s' lacks '%s'", len,
 		      (unsigned long long)off, err.msg, needle);
 	ck_assert_uint_eq(got, 0);
-	ck_assert_uint_eq(stats_of(c).pinned, 0);
+	if (!tf_cache_workers(c))
+		ck_assert_uint_eq(stats_of(c).pinned, 0);
 	free(dst);
 }
 
