@@ -309,6 +309,10 @@ static tf_status claim_ahead(void *arg, size_t tile, size_t u, const unit_ent *e
 	tf_cache_entry *ce;
 	claim *v;
 
+	/* The reader already went past it (it outran the workers): decoding it
+	 * now would only park it in the LRU, where nobody reads it again. */
+	if (e->off + e->size <= atomic_load(&j->r->next))
+		return TF_OK;
 	if (tf_cache_acquire(j->c, j->owner, UNIT_KEY(tile, u), e->size, &ce, &st, err) != TF_OK)
 		return TF_OK;	/* best effort: the reader will say what is wrong */
 	if (st != TF_CACHE_CLAIMED) {
