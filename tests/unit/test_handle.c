@@ -438,8 +438,8 @@ static void rewrite_in_place(const char *path, const void *p, size_t n, const tf
 }
 
 /* Replaced by a rename: the index's version is gone, so a new handle is
- * refused.  A handle opened before reads the old file or fails TF_E_STALE
- * (unlinking the old inode moves its ctime), never the new bytes. */
+ * refused.  A handle opened before keeps reading the old file, which only
+ * lost its name (unlinking moved its ctime, nothing else). */
 static void check_old_or_stale(tf_handle *h, tf_cache *c, tf_workspace *ws, const test_file *a)
 {
 	uint8_t *buf = malloc(a->size);
@@ -449,7 +449,7 @@ static void check_old_or_stale(tf_handle *h, tf_cache *c, tf_workspace *ws, cons
 
 	ck_assert_ptr_nonnull(buf);
 	rc = tf_handle_read(h, c, ws, 0, a->size, buf, &got, &err);
-	ck_assert_msg(rc == TF_E_STALE || (rc == TF_OK && got == a->size && !memcmp(buf, a->plain, got)),
+	ck_assert_msg(rc == TF_OK && got == a->size && !memcmp(buf, a->plain, got),
 		      "the old handle gave %d: %s", rc, rc ? err.msg : "other bytes");
 	ck_assert_uint_eq(stats_of(c).pinned, 0);
 	free(buf);
@@ -484,6 +484,43 @@ START_TEST(test_stale_replaced)
 	tf_file_unref(f2);
 	tf_file_unref(f);
 	tf_cache_free(c);
+	test_file_free(&a);
+	test_file_free(&b);
+	tf_workspace_free(ws);
+}
+END_TEST
+
+/* Cache owner ids are a cache's own: a file read through one cache is
+ * refused by a second (its id there could name another file's entries),
+ * never answered with wrong bytes. */
+START_TEST(test_second_cache_refused)
+{
+	tf_workspace *ws = tf_workspace_new();
+	tf_cache *c1 = new_cache(MIB, 0), *c2 = new_cache(MIB, 0);
+	test_file a, b;
+	tf_handle *ha, *hb;
+	tf_file *fa, *fb;
+	uint8_t buf[4096];
+	tf_error err;
+	size_t got;
+
+	test_file_make(&a, "a.tdb", "zstd", TF_DT_INT32, two_tiles, 2, TF_GEN_WALK, 1);
+	test_file_make(&b, "b.tdb", "zstd", TF_DT_INT32, two_tiles, 2, TF_GEN_WALK, 2);
+	fa = tf_test_file_ok(a.path, &a.spec);
+	fb = tf_test_file_ok(b.path, &b.spec);
+	ha = tf_test_handle_ok(fa);
+	hb = tf_test_handle_ok(fb);
+	check_read(hb, c2, ws, b.plain, b.size, 0, sizeof(buf));	/* b: owner 1 of c2 */
+	check_read(ha, c1, ws, a.plain, a.size, 0, sizeof(buf));	/* a: owner 1 of c1 */
+	ck_assert_int_eq(tf_handle_read(ha, c2, ws, 0, sizeof(buf), buf, &got, &err), TF_E_INVAL);
+	ck_assert_msg(strstr(err.msg, "second cache"), "%s", err.msg);
+	check_read(ha, c1, ws, a.plain, a.size, 0, sizeof(buf));
+	tf_handle_close(ha);
+	tf_handle_close(hb);
+	tf_file_unref(fa);
+	tf_file_unref(fb);
+	tf_cache_free(c1);
+	tf_cache_free(c2);
 	test_file_free(&a);
 	test_file_free(&b);
 	tf_workspace_free(ws);
@@ -961,6 +998,7 @@ static Suite *suite(void)
 	tcase_add_test(stale, test_stale_replaced);
 	tcase_add_test(stale, test_stale_rewritten);
 	tcase_add_test(stale, test_stale_truncated);
+	tcase_add_test(stale, test_second_cache_refused);
 	tcase_add_loop_test(memory, test_done_recycling, 0, 2);	/* passed on: no, yes */
 	tcase_add_test(memory, test_pins_beyond_budget);
 	tcase_add_test(memory, test_unit_beyond_budget);
