@@ -631,6 +631,7 @@ tf_status tf_file_open(tf_source *src, const char *rel, const char *name, const 
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
 	atomic_init(&f->refs, 1);
+	atomic_init(&f->cache, NULL);
 	atomic_init(&f->owner, 0);
 	f->src = src;
 	f->cell_val_num = spec->cell_val_num;

@@ -125,7 +125,9 @@ typedef struct tf_handle tf_handle;
 typedef struct tf_cache tf_cache;
 typedef struct tf_cache_entry tf_cache_entry;
 
-/* TF_E_STALE if the stored file is no longer the version f indexed. */
+/* TF_E_STALE if the stored file is no longer the version f indexed.  A
+ * file is read through one cache: reading it through a second one fails
+ * (TF_E_INVAL). */
 tf_status tf_handle_open(tf_file *f, tf_handle **out, tf_error *err);
 tf_handle *tf_handle_ref(tf_handle *r);
 void tf_handle_close(tf_handle *r);

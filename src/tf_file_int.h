@@ -69,7 +69,8 @@ struct tf_file {
 	uint64_t folded;
 	bool generic, from_layout;
 	uint32_t cell_val_num;
-	_Atomic uint64_t owner;	/* our id in the cache we are read through */
+	_Atomic(tf_cache *) cache; /* the one cache it is read through */
+	_Atomic uint64_t owner;	/* our id in that cache */
 };
 
 /* The unit list of tile t, read from obj (its chunk headers) the first time. */

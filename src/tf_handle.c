@@ -93,15 +93,21 @@ tf_file *tf_handle_file(const tf_handle *r)
 	return r->f;
 }
 
-/* Our owner id in the cache we are read through (the first one). */
+/* Our owner id in cache c, or 0 if the file is read through another
+ * cache already: owner ids are a cache's own, so one of its ids could name
+ * another file's entries in a second cache. */
 static uint64_t owner_in(tf_file *f, tf_cache *c)
 {
-	uint64_t id = atomic_load(&f->owner), fresh;
+	tf_cache *bound = NULL;
+	uint64_t id = 0, fresh;
 
-	if (id)
-		return id;
-	fresh = tf_cache_owner(c);
-	return atomic_compare_exchange_strong(&f->owner, &id, fresh) ? fresh : id;
+	if (!atomic_compare_exchange_strong(&f->cache, &bound, c) && bound != c)
+		return 0;
+	while (!(id = atomic_load(&f->owner))) {
+		fresh = tf_cache_owner(c);
+		atomic_compare_exchange_strong(&f->owner, &id, fresh);	/* a racing reader's may win */
+	}
+	return id;
 }
 
 /* ---- filling claimed units ---------------------------------------------------------------- */
@@ -309,6 +315,10 @@ static tf_status claim_ahead(void *arg, size_t tile, size_t u, const unit_ent *e
 	tf_cache_entry *ce;
 	claim *v;
 
+	/* The reader already went past it (it outran the workers): decoding it
+	 * now would only park it in the LRU, where nobody reads it again. */
+	if (e->off + e->size <= atomic_load(&j->r->next))
+		return TF_OK;
 	if (tf_cache_acquire(j->c, j->owner, UNIT_KEY(tile, u), e->size, &ce, &st, err) != TF_OK)
 		return TF_OK;	/* best effort: the reader will say what is wrong */
 	if (st != TF_CACHE_CLAIMED) {
@@ -520,6 +530,8 @@ tf_status tf_handle_pin(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t of
 
 	s->n = 0;
 	s->bytes = 0;
+	if (!j.owner)
+		return tf_err(err, TF_E_INVAL, "%s: read through a second cache", f->name);
 	if (off >= f->size || len == 0)
 		return TF_OK;
 	end = len < f->size - off ? off + len : f->size;
