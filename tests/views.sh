@@ -5,13 +5,17 @@
 # buffers (TileDB's own reads), independently of the C code.  Also: every
 # CSV through grep/awk/sort/wc, ranged reads equal to the whole, and the
 # upstream (old-format) arrays exported without a crash.
+#
+# Without ../shared (a fresh clone) the same checks run on the curated
+# subset that travels with the project, tests/data/corpus (20 cases copied
+# unchanged, manifests and TileDB's read_back included).
 set -u
+here=$(cd "$(dirname "$0")" && pwd)
 if [ ! -d "${TF_CORPUS:-}" ]; then
 	[ "${TILEFS_CI:-0}" = 1 ] && { echo "FAIL: corpus absent at '${TF_CORPUS:-}' (CI needs ../shared)"; exit 1; }
-	echo "SKIP: corpus absent at '${TF_CORPUS:-}' (checked out without ../shared?)"
-	exit 77
+	echo "NOTE: corpus absent at '${TF_CORPUS:-}': checking the subset in tests/data/corpus"
+	TF_CORPUS=$here/data/corpus
 fi
-here=$(cd "$(dirname "$0")" && pwd)
 # NumPy comes from Debian (python3-numpy) for /usr/bin/python3; any python3
 # with NumPy will do.
 py=python3
@@ -55,11 +59,12 @@ rows=$(($("$TILETOOL" export "$tmp/dt" | wc -l) - 1))
 # Usage errors exit 2.
 "$TILETOOL" export --raw a --fragment f "$a" >/dev/null 2>&1
 [ $? = 2 ] || { echo "FAIL: --raw with --fragment is a usage error"; fail=1; }
-"$TILETOOL" export --raw nosuch "$TF_CORPUS/dense_2d/array" >/dev/null 2>&1
+"$TILETOOL" export --raw nosuch "$TF_CORPUS/gzip_level1/array" >/dev/null 2>&1
 [ $? = 1 ] || { echo "FAIL: --raw of no attribute"; fail=1; }
 
 # Arrays of old formats (TileDB's own test inputs): an answer or a clean error.
 for d in "$TF_CORPUS"/upstream-inputs/*/; do
+	[ -d "$d" ] || continue	# not in the subset
 	"$TILETOOL" export "$d" >/dev/null 2>&1
 	st=$?
 	[ $st -le 1 ] || { echo "FAIL: export $d: exit $st"; fail=1; }
