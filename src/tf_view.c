@@ -675,8 +675,10 @@ static tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, ui
 		n = blen - (pos - start) < len - done ? (size_t)(blen - (pos - start)) : len - done;
 		memcpy(dst + done, tf_cache_data(e) + (pos - start), n);
 		done += n;
-		/* A block read to its end goes first when room is needed. */
-		tf_cache_release(cache, e, pos - start + n == blen);
+		/* Not "done" even when read to its end: a block costs a merge to
+		 * make again, and nothing tells us a page cache holds it (the
+		 * driver serves a CSV of unknown size with direct I/O). */
+		tf_cache_release(cache, e, false);
 	}
 	*got = done;
 	return rc;
