@@ -56,8 +56,11 @@ typedef struct tf_view tf_view;
 
 /*
  * The views of array a as it is now, reading through cache (both must
- * outlive the tf_views).  Reads the array's listings, commit files, delete
- * conditions and fragment metadata footers; decodes no tile.
+ * outlive the tf_views and every tf_view opened from it, and so must the
+ * array's tf_source).  Reads the array's listings, commit files, delete
+ * conditions and fragment metadata footers, all through that source (a
+ * local directory or S3 alike); decodes no tile.  The fragments' metadata
+ * is held from the array until the views go.
  */
 tf_status tf_views_open(tf_array *a, tf_cache *cache, tf_views **out, tf_error *err);
 tf_views *tf_views_ref(tf_views *v);
