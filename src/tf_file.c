@@ -160,6 +160,25 @@ static tf_status pseudo_table(const tile_ent *te, unit_table **out, tf_error *er
 	return TF_OK;
 }
 
+/* A folded offsets tile is stored as its chunk count alone, 0 (§4.7).  Its
+ * place and size may come from fragment metadata: anything but a 0 count
+ * there is a corrupt tile, not the placeholder it was taken for. */
+static tf_status check_placeholder(const tile_ent *te, tf_object *obj, tf_error *err)
+{
+	uint8_t raw[TF_TILE_HEADER_SIZE];
+	tf_status rc;
+
+	if (te->stored != TF_TILE_HEADER_SIZE)
+		return tf_err(err, TF_E_CORRUPT, "folded offsets tile of %llu stored bytes",
+			      (unsigned long long)te->stored);
+	if ((rc = tf_object_read(obj, te->start, raw, sizeof(raw), err)) != TF_OK)
+		return rc;
+	if (tf_le64(raw) != 0)
+		return tf_err(err, TF_E_CORRUPT, "folded offsets tile claims %llu chunks, not 0",
+			      (unsigned long long)tf_le64(raw));
+	return TF_OK;
+}
+
 /* Make tile te's unit list from its chunk headers in obj, and check it
  * against what the fragment metadata said of the tile. */
 static tf_status build_table(const tile_ent *te, tf_object *obj, unit_table **out, tf_error *err)
@@ -169,6 +188,8 @@ static tf_status build_table(const tile_ent *te, tf_object *obj, unit_table **ou
 	walker *w;
 	tf_status rc;
 
+	if (te->kind == TILE_FOLDED && (rc = check_placeholder(te, obj, err)) != TF_OK)
+		return rc;
 	if (te->kind != TILE_CHUNKED)
 		return pseudo_table(te, out, err);
 	if (!(w = walker_new(obj, te->start + te->stored)))
