@@ -179,9 +179,47 @@ static tf_status check_placeholder(const tile_ent *te, tf_object *obj, tf_error 
 	return TF_OK;
 }
 
+/*
+ * A unit whose chunks all claim 0 decoded bytes holds no byte of the file,
+ * so no read ever decodes it: a chunk whose orig_len was zeroed would drop
+ * its bytes from the file unnoticed (a [match] tile file has no fragment
+ * metadata to disagree).  Such units are decoded once, when indexed, to
+ * prove them empty.  They are rare, so this costs nothing otherwise.
+ */
+static tf_status check_empty_units(const tf_file *f, const tile_ent *te, tf_object *obj,
+				   const unit_table *ut, tf_error *err)
+{
+	tf_workspace *ws = NULL;
+	uint8_t *buf = NULL, none[1];
+	tf_status rc = TF_OK;
+
+	/* A data file walked only to find its tiles (fold_tiles decodes
+	 * those itself) has no decoder. */
+	for (size_t i = 0; f->ndec && rc == TF_OK && i < ut->n; i++) {
+		const unit_ent *u = &ut->u[i];
+		uint8_t *p;
+
+		if (u->size || !u->nchunks || te->kind != TILE_CHUNKED)
+			continue;
+		/* src_len was checked against the file's size by the walk. */
+		if (u->src_len > SIZE_MAX || (!ws && !(ws = tf_workspace_new())) ||
+		    !(p = realloc(buf, u->src_len ? (size_t)u->src_len : 1))) {
+			rc = tf_err(err, TF_E_NOMEM, "out of memory");
+			break;
+		}
+		buf = p;
+		if ((rc = tf_object_read(obj, u->src_off, buf, (size_t)u->src_len, err)) == TF_OK)
+			rc = tf_file_decode_unit(f, te, u, tf_span_of(buf, (size_t)u->src_len), ws, none, err);
+	}
+	free(buf);
+	tf_workspace_free(ws);
+	return rc;
+}
+
 /* Make tile te's unit list from its chunk headers in obj, and check it
  * against what the fragment metadata said of the tile. */
-static tf_status build_table(const tile_ent *te, tf_object *obj, unit_table **out, tf_error *err)
+static tf_status build_table(const tf_file *f, const tile_ent *te, tf_object *obj, unit_table **out,
+			     tf_error *err)
 {
 	uint64_t stored, size;
 	unit_table *t = NULL;
@@ -205,6 +243,10 @@ static tf_status build_table(const tile_ent *te, tf_object *obj, unit_table **ou
 			      (unsigned long long)size, (unsigned long long)te->stored,
 			      (unsigned long long)te->size);
 	}
+	if ((rc = check_empty_units(f, te, obj, t, err)) != TF_OK) {
+		free(t);
+		return rc;
+	}
 	*out = t;
 	return TF_OK;
 }
@@ -218,7 +260,7 @@ tf_status tf_file_load_tile(const tf_file *f, tf_object *obj, size_t t, const un
 	tf_status rc;
 
 	if (!have) {
-		if ((rc = build_table(te, obj, &mine, err)) != TF_OK)
+		if ((rc = build_table(f, te, obj, &mine, err)) != TF_OK)
 			return tf_err_prefix(err, "%s: tile %zu", f->name, t);
 		if (atomic_compare_exchange_strong(&te->units, &have, mine))
 			have = mine;
@@ -268,6 +310,8 @@ static tf_status walk_file(tf_file *f, tf_object *obj, uint64_t start, uint64_t 
 		atomic_init(&te.units, t);
 		if ((rc = add_tile(f, &te, err)) != TF_OK)
 			free(t);
+		else if ((rc = check_empty_units(f, &f->tiles[f->ntiles - 1], obj, t, err)) != TF_OK)
+			tf_err_prefix(err, "tile %zu", f->ntiles - 1);
 		pos += te.stored;
 	}
 	free(w);
@@ -559,6 +603,8 @@ static tf_status add_generic(tf_file *f, walker *w, uint64_t pos, const tf_key *
 	}
 	if ((rc = add_tile(f, &te, err)) != TF_OK)
 		free(t);
+	else
+		rc = check_empty_units(f, &f->tiles[f->ntiles - 1], w->obj, t, err);
 	*next = te.start + te.stored;
 	return rc;
 }

@@ -51,6 +51,14 @@ patch "$(frag d1)a0.tdb" 8 8 4294967295
 check d1 a0.tdb EIO "D1: a folded offsets tile whose stored count is not 0 reads EIO"
 check d1 a0_var.tdb "ok 2674" "D1: its data file still reads"
 
+# --- D2: a [match] tile file whose one-chunk tile says it decodes to 0
+# bytes: the unit is empty, so nothing ever decoded it and the file was
+# served 1024 bytes short with no error (a checksummed file!).
+cp -r "$data/chain_md5_gzip" "$WORK/src/d2"
+patch "$(frag d2)a0.tdb" 352 4 0
+rule d2
+check d2 a0.tdb EIO "D2: a chunk whose decoded length was zeroed reads EIO, not a shorter file"
+
 # ---- every check through one mount ----------------------------------------------------------
 mount_fs "$WORK/t.ini" "$WORK/src"
 bad=0
