@@ -110,6 +110,13 @@ static tf_status walk_chunks(walker *w, uint64_t pos, uint64_t off, unit_table *
 			break;
 		}
 		tf_chunk_header_read(raw, &h);
+		/* No chunk decodes to more (the decoder refuses it): a larger
+		 * claim is a lying header, not a unit the cache must refuse. */
+		if (h.orig_len > TF_MAX_CHUNK_BYTES) {
+			rc = tf_err(err, TF_E_CORRUPT, "chunk %llu: claims %u decoded bytes, more than a chunk "
+				    "can hold", (unsigned long long)c, h.orig_len);
+			break;
+		}
 		if ((sz = tf_chunk_stored_size(&h)) > w->end - p) {
 			rc = tf_err(err, TF_E_CORRUPT, "chunk %llu: %llu stored bytes run past the end",
 				    (unsigned long long)c, (unsigned long long)sz);

@@ -59,6 +59,18 @@ patch "$(frag d2)a0.tdb" 352 4 0
 rule d2
 check d2 a0.tdb EIO "D2: a chunk whose decoded length was zeroed reads EIO, not a shorter file"
 
+# --- D3: a chunk claiming 2^32-1 decoded bytes (more than any chunk can
+# have) in the data tile that folded offsets are rebuilt from: the offsets
+# file read ENOMEM (a buffer limit) instead of EIO for a corrupt file.  The
+# same claim in a [match] tile file is refused when it is indexed.
+cp -r "$data/str_rle" "$WORK/src/d3"
+patch "$(frag d3)a0_var.tdb" 183 4 4294967295
+check d3 a0.tdb EIO "D3: offsets rebuilt from a chunk claiming 2^32-1 bytes read EIO, not ENOMEM"
+cp -r "$data/chain_md5_gzip" "$WORK/src/d3m"
+patch "$(frag d3m)a0.tdb" 352 4 2147483647
+rule d3m
+check d3m a0.tdb EIO "D3: a [match] tile file with a chunk claiming 2^31-1 bytes reads EIO"
+
 # ---- every check through one mount ----------------------------------------------------------
 mount_fs "$WORK/t.ini" "$WORK/src"
 bad=0
