@@ -71,6 +71,20 @@ patch "$(frag d3m)a0.tdb" 352 4 2147483647
 rule d3m
 check d3m a0.tdb EIO "D3: a [match] tile file with a chunk claiming 2^31-1 bytes reads EIO"
 
+# --- D4: a compression parts header (gzip, after double delta) claiming a
+# 2 GiB part: the buffer limit derived from the chunk's sizes refused it with
+# TF_E_NOMEM, so the read failed ENOMEM instead of EIO.
+cp -r "$data/chain_double_delta_gzip" "$WORK/src/d4"
+python3 - "$(frag d4)a1.tdb" <<'PY' || fail "flipping"
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+b[94] ^= 1 << 6
+b[39] ^= 1 << 7
+open(sys.argv[1], "wb").write(b)
+PY
+check d4 a1.tdb EIO "D4: a parts header claiming 2 GiB reads EIO, not ENOMEM"
+check d4 a0.tdb "ok 8192" "D4: the array's other file still reads"
+
 # ---- every check through one mount ----------------------------------------------------------
 mount_fs "$WORK/t.ini" "$WORK/src"
 bad=0
