@@ -510,6 +510,16 @@ static tf_status open_var_data(tf_file *f, const tf_file_spec *spec, tf_error *e
 	if ((!spec->var_tiles || !f->from_layout) &&
 	    (rc = tf_object_open(f->src, spec->var_data, NULL, &var, err)) != TF_OK)
 		return rc;
+	/* The decoded offsets are the data file's as much as ours: handles
+	 * read the version indexed, and the driver sees when it changes. */
+	if (var) {
+		f->var_ver = tf_object_stat(var)->v;
+	} else {
+		tf_stat st;
+		if ((rc = tf_source_stat(f->src, spec->var_data, &st, err)) != TF_OK)
+			return rc;
+		f->var_ver = st.v;
+	}
 	if ((rc = data_tiles(spec, var, &data, &ndata, err)) != TF_OK) {
 		tf_object_close(var);
 		return tf_err_prefix(err, "%s", spec->var_data);
@@ -863,4 +873,10 @@ bool tf_file_is_current(const tf_file *f, const tf_version *now)
 const tf_version *tf_file_version(const tf_file *f)
 {
 	return &f->ver;
+}
+
+const char *tf_file_dep(const tf_file *f, const tf_version **v)
+{
+	*v = f->var_rel ? &f->var_ver : NULL;
+	return f->var_rel;
 }

@@ -55,7 +55,7 @@ tf_status tf_handle_open(tf_file *f, tf_handle **out, tf_error *err)
 	if (!r)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	if ((rc = tf_object_open(f->src, f->rel, &f->ver, &r->obj, err)) == TF_OK && f->folded)
-		rc = tf_object_open(f->src, f->var_rel, NULL, &r->var, err);
+		rc = tf_object_open(f->src, f->var_rel, &f->var_ver, &r->var, err);
 	if (rc != TF_OK) {
 		tf_object_close(r->obj);
 		free(r);

@@ -92,4 +92,30 @@ while IFS="$(printf '\t')" read -r path want what; do
 	got=$(read_all "$MNT/${path#"$WORK/src/"}")
 	if [ "$got" = "$want" ]; then ok "$what"; else echo "FAIL: $what: read gave '$got', want '$want'"; bad=$((bad + 1)); fi
 done < "$WORK/checks"
+
+# --- D5: folded offsets decode from the data file (a0_var.tdb) as much as
+# from their own: when only the data file was replaced, the offsets file kept
+# its node, page cache and cache entries, and served offsets of the data
+# file's previous version (mixed with the new one's as entries were evicted).
+# Now its node shows one version of both: a data file with tiles 1 and 2
+# swapped (both 160 bytes stored) gives offsets tiles 1 and 2 swapped.
+cp -r "$data/str_rle" "$WORK/src/d5"
+f5=$(frag d5)
+m5=$MNT/${f5#"$WORK/src/"}
+exp=$data/str_rle/expected/unfiltered/f0/a0.tdb.bin
+cmp -s "$m5/a0.tdb" "$exp" || fail "D5: offsets differ before the change"
+python3 - "$f5/a0_var.tdb" "$exp" "$WORK/swapped" <<'PY' || fail "swapping"
+import os, sys
+b = open(sys.argv[1], "rb").read()
+open(sys.argv[1] + ".new", "wb").write(b[:175] + b[335:495] + b[175:335] + b[495:])
+os.rename(sys.argv[1] + ".new", sys.argv[1])
+e = open(sys.argv[2], "rb").read()
+open(sys.argv[3], "wb").write(e[:1024] + e[2048:3072] + e[1024:2048] + e[3072:])
+PY
+if cmp -s "$m5/a0.tdb" "$WORK/swapped"; then
+	ok "D5: offsets follow their data file's new version"
+else
+	echo "FAIL: D5: offsets still show the data file's previous version"
+	bad=$((bad + 1))
+fi
 [ "$bad" = 0 ] || fail "$bad regression checks failed"
