@@ -85,6 +85,15 @@ PY
 check d4 a1.tdb EIO "D4: a parts header claiming 2 GiB reads EIO, not ENOMEM"
 check d4 a0.tdb "ok 8192" "D4: the array's other file still reads"
 
+# --- D6: an empty tile (a var tile of empty strings: its fragment metadata
+# says 0 decoded bytes) was never loaded, so its corrupt chunk header read
+# without an error.  (Needs the corpus: str_empty_tiles is not curated.)
+if [ -d "$TF_CORPUS/str_empty_tiles" ]; then
+	cp -r "$TF_CORPUS/str_empty_tiles" "$WORK/src/d6"
+	patch "$(frag d6)a1_var.tdb" 12 4 4294967295
+	check d6 a1_var.tdb EIO "D6: an empty tile with a corrupt chunk header reads EIO"
+fi
+
 # ---- every check through one mount ----------------------------------------------------------
 mount_fs "$WORK/t.ini" "$WORK/src"
 bad=0
