@@ -479,6 +479,7 @@ static bool grow_iov(fs_thread *t, size_t n)
 static void read_decoded(fuse_req_t req, tilefs *fs, handle *h, size_t size, off_t off)
 {
 	fs_thread *t = thread_of(fs);
+	bool passed_on;
 	tf_error err;
 	tf_status rc;
 
@@ -494,6 +495,9 @@ static void read_decoded(fuse_req_t req, tilefs *fs, handle *h, size_t size, off
 		fuse_reply_err(req, rc == TF_E_NOMEM ? ENOMEM : EIO);
 		return;
 	}
+	/* Once replied to, the file may be closed and h freed by a RELEASE
+	 * on another thread (ThreadSanitizer saw it): nothing of h after. */
+	passed_on = !h->direct;
 	if (!grow_iov(t, t->slices.n)) {
 		fuse_reply_err(req, ENOMEM);
 	} else {
@@ -501,7 +505,7 @@ static void read_decoded(fuse_req_t req, tilefs *fs, handle *h, size_t size, off
 			t->iov[i] = (struct iovec){ (void *)(uintptr_t)t->slices.v[i].p, t->slices.v[i].n };
 		fuse_reply_iov(req, t->iov, (int)t->slices.n);
 	}
-	tf_handle_unpin(fs->cache, &t->slices, !h->direct);
+	tf_handle_unpin(fs->cache, &t->slices, passed_on);
 }
 
 static void read_raw(fuse_req_t req, tilefs *fs, handle *h, size_t size, off_t off)
