@@ -513,18 +513,18 @@ static void read_decoded(fuse_req_t req, tilefs *fs, handle *h, size_t size, off
 	 * RELEASE on another thread.  Nothing of h is touched after the reply. */
 	bool passed_on = !h->direct;
 	tf_error err;
-	tf_status rc;
 
 	if (!t) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	rc = tf_handle_pin(h->h, fs->cache, t->ws, (uint64_t)off, size, &t->slices, &err);
-	if (rc != TF_OK) {
-		/* Never a short read: FUSE takes one for the end of the file. */
+	if (tf_handle_pin(h->h, fs->cache, t->ws, (uint64_t)off, size, &t->slices, &err) != TF_OK) {
+		/* Never a short read: FUSE takes one for the end of the file.
+		 * EIO whatever the cause: a size too large to hold is as much
+		 * a damaged file as a bad checksum (tilefs(1), ERRORS). */
 		fs_log_failure(err.msg);
 		fs_node_set_error(fs, h->node, err.msg);
-		fuse_reply_err(req, rc == TF_E_NOMEM ? ENOMEM : EIO);
+		fuse_reply_err(req, EIO);
 		return;
 	}
 	if (!grow_iov(t, t->slices.n)) {

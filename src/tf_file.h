@@ -111,6 +111,10 @@ size_t tf_file_index_bytes(const tf_file *f);
 /* Whether the stored file is still the version this index describes. */
 bool tf_file_is_current(const tf_file *f, const tf_version *now);
 const tf_version *tf_file_version(const tf_file *f);
+/* The other stored file the decoded bytes come from (folded offsets: the
+ * data file) and its version when indexed (handles read that version or
+ * fail TF_E_STALE); NULL when there is none. */
+const char *tf_file_dep(const tf_file *f, const tf_version **v);
 
 /* ---- reading ------------------------------------------------------------------ */
 

@@ -60,6 +60,7 @@ struct tf_file {
 	tf_source *src;		/* borrowed: outlives every file */
 	tf_version ver;		/* the version indexed */
 	char *var_rel;		/* folded offsets: the data file, or NULL */
+	tf_version var_ver;	/* ... the version of it indexed (what handles read) */
 	decoder *dec;
 	size_t ndec;
 	decoder var;		/* folded offsets: the data file's decoder */

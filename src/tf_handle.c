@@ -57,7 +57,7 @@ tf_status tf_handle_open(tf_file *f, tf_handle **out, tf_error *err)
 	if (!r)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	if ((rc = tf_object_open(f->src, f->rel, &f->ver, &r->obj, err)) == TF_OK && f->folded)
-		rc = tf_object_open(f->src, f->var_rel, NULL, &r->var, err);
+		rc = tf_object_open(f->src, f->var_rel, &f->var_ver, &r->var, err);
 	if (rc != TF_OK) {
 		tf_object_close(r->obj);
 		free(r);
@@ -281,12 +281,22 @@ static tf_status each_unit(tf_handle *r, uint64_t from, uint64_t to, unit_visit 
 	const tf_file *f = r->f;
 	tf_status rc = TF_OK;
 
+	size_t t;
+
 	if (from >= to || !f->ntiles)
 		return TF_OK;
-	for (size_t t = tile_at(f, from); rc == TF_OK && t < f->ntiles && f->tiles[t].off < to; t++) {
+	/* Empty tiles hold no byte but must still prove themselves empty
+	 * (loading one decodes it): those starting where we start come
+	 * before tile_at's answer, and one at the very end counts too. */
+	for (t = tile_at(f, from); t > 0 && f->tiles[t - 1].off >= from && !f->tiles[t - 1].size; t--)
+		;
+	for (; rc == TF_OK && t < f->ntiles && (f->tiles[t].off < to || (to == f->size && !f->tiles[t].size));
+	     t++) {
 		const tile_ent *te = &f->tiles[t];
 		const unit_table *ut = NULL;
 
+		if (!te->size && te->off >= from && te->kind == TILE_CHUNKED)
+			rc = tf_file_load_tile(f, r->obj, t, &ut, err);
 		if (!te->size || te->off + te->size <= from)
 			continue;
 		if ((rc = tf_file_load_tile(f, r->obj, t, &ut, err)) != TF_OK)

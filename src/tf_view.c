@@ -511,13 +511,13 @@ typedef struct block_src {
 } block_src;
 
 /* Cache loader: a block's text, formatted again from where it starts.
- * Formatting reserves a little more than a value takes (a float's
- * longest form), so it writes to a buffer of its own, then to dst. */
+ * Formatting reserves more than a value may take (a float's longest form,
+ * a string's quoting), so it writes to a buffer of its own, then to dst. */
 static tf_status load_block(void *ctx, uint64_t index, uint8_t *dst, tf_workspace *ws, tf_error *err)
 {
 	block_src *b = ctx;
 	uint64_t *out = malloc((b->c->S + 1) * sizeof(uint64_t));
-	tf_buf text = TF_BUF_INIT((size_t)b->len + 4096);
+	tf_buf text = TF_BUF_INIT((size_t)4 << 30);	/* as when it was first made */
 	producer p = { 0 };
 	bool end;
 	tf_status rc;
@@ -533,7 +533,7 @@ static tf_status load_block(void *ctx, uint64_t index, uint8_t *dst, tf_workspac
 		rc = produce(b->c, &p, ws, b->state, &text, out, &end, err);
 	prod_free(b->c, &p);
 	free(out);
-	if (rc == TF_E_NOMEM || (rc == TF_OK && text.len != b->len))
+	if (rc == TF_OK && text.len != b->len)
 		rc = tf_err(err, TF_E_STALE, "block %llu formats to other bytes than before (the array "
 			    "changed under the view?)", (unsigned long long)index);
 	else if (rc == TF_OK)
