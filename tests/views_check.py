@@ -23,6 +23,7 @@ import io
 import json
 import math
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -510,10 +511,13 @@ def main():
     tiletool, root = sys.argv[1], sys.argv[2]
     names = sys.argv[3:] or cases(root)
     ck = Checker(tiletool, root)
-    for n in names:
-        before = len(ck.failures)
-        ck.run_case(n)
-        print('%-45s %s' % (n, 'ok' if len(ck.failures) == before else 'FAILED'))
+    try:
+        for n in names:
+            before = len(ck.failures)
+            ck.run_case(n)
+            print('%-45s %s' % (n, 'ok' if len(ck.failures) == before else 'FAILED'))
+    finally:
+        shutil.rmtree(ck.tmp, ignore_errors=True)
     for f in ck.failures:
         print('FAIL ' + f)
     print('%d checks passed, %d failed%s' % (ck.passes, len(ck.failures),
