@@ -21,13 +21,14 @@
 
 typedef struct cli {
 	char *config, *cache_size, *source;
-	int help, version;
+	int help, version, views;
 } cli;
 
 #define CLI_OPT(t, p) { t, offsetof(cli, p), 1 }
 static const struct fuse_opt cli_spec[] = {
 	CLI_OPT("config=%s", config),
 	CLI_OPT("cache_size=%s", cache_size),
+	CLI_OPT("views", views),
 	CLI_OPT("--help", help), CLI_OPT("-h", help),
 	CLI_OPT("--version", version), CLI_OPT("-V", version),
 	FUSE_OPT_END
@@ -55,6 +56,7 @@ static void usage(const char *prog)
 	       "tilefs options:\n"
 	       "    -o config=FILE         INI configuration (see tilefs.ini(5))\n"
 	       "    -o cache_size=SIZE     decoded-chunk cache budget, e.g. 512M (default 256M)\n"
+	       "    -o views               an @views folder in every TileDB array (tilefs(1), VIEWS)\n"
 	       "    -o allow_other         let other users read the mount\n"
 	       "    -f                     stay in the foreground, log to stderr\n"
 	       "    -s                     one thread\n"
@@ -85,6 +87,8 @@ static int load_config(tilefs *fs, const cli *c)
 		}
 		tf_config_set_cache_size(fs->config, size);
 	}
+	if (c->views)
+		tf_config_set_views(fs->config, true);
 	fs->settings = tf_config_settings(fs->config);
 	return 0;
 }
@@ -270,8 +274,8 @@ static int start(tilefs *fs)
 	if (!workers)
 		workers = ncpu > 0 ? (unsigned)ncpu : 2;
 	if (tf_cache_new(fs->settings->cache_size, workers, &fs->cache, &err) != TF_OK ||
-	    fs_nodes_init(&fs->nodes, fs->settings->index_budget) != 0 ||
 	    tf_catalog_new(fs->src, fs->config, &fs->catalog, &err) != TF_OK ||
+	    fs_nodes_init(&fs->nodes, fs->settings->index_budget, fs->catalog) != 0 ||
 	    fs_ll_thread_key(fs) != 0 || make_root(fs) != 0) {
 		fs_log(TF_LOG_ERROR, "cannot start: out of memory, or SOURCE unreadable");
 		return -1;
@@ -323,14 +327,17 @@ out:
 	return rc;
 }
 
-/* Everything start() made, in reverse; safe after any failure in it. */
+/* Everything start() made, in reverse; safe after any failure in it.  Open
+ * files first (views read through the cache), then the nodes (view nodes
+ * hold the catalog's arrays), the cache (its workers' jobs hold their own
+ * references), the catalog. */
 static void teardown(tilefs *fs)
 {
-	tf_cache_free(fs->cache);	/* workers stop first: their jobs hold handles */
-	if (fs->nodes.by_id)
+	if (fs->nodes.by_id) {
 		fs_ll_free_handles(fs);
-	if (fs->nodes.by_id)
 		fs_nodes_destroy(&fs->nodes);
+	}
+	tf_cache_free(fs->cache);
 	tf_catalog_free(fs->catalog);
 	tf_config_free(fs->config);	/* wipes the keys */
 	tf_source_free(fs->src);

@@ -958,6 +958,11 @@ void tf_config_set_cache_size(tf_config *c, uint64_t bytes)
 	c->s.cache_size = bytes;
 }
 
+void tf_config_set_views(tf_config *c, bool on)
+{
+	c->s.views = on;
+}
+
 const tf_rule *tf_config_match(const tf_config *c, const char *relpath)
 {
 	for (size_t i = 0; i < c->nrules; i++)

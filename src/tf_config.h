@@ -79,6 +79,8 @@ const struct tf_s3_settings *tf_config_s3(const tf_config *c);
 void tf_config_lock_keys(tf_config *c);
 /* Override the cache budget (mount option cache_size=). */
 void tf_config_set_cache_size(tf_config *c, uint64_t bytes);
+/* Turn the views folders on (mount option views). */
+void tf_config_set_views(tf_config *c, bool on);
 /* The first rule whose glob matches relpath (relative to SOURCE), or NULL. */
 const tf_rule *tf_config_match(const tf_config *c, const char *relpath);
 /* Key for the TileDB array at relpath ([array] rule, else default_key). */
