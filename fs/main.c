@@ -21,7 +21,7 @@
 
 typedef struct cli {
 	char *config, *cache_size, *source;
-	int help, version, views;
+	int help, version, views, direct_io;
 } cli;
 
 #define CLI_OPT(t, p) { t, offsetof(cli, p), 1 }
@@ -29,6 +29,7 @@ static const struct fuse_opt cli_spec[] = {
 	CLI_OPT("config=%s", config),
 	CLI_OPT("cache_size=%s", cache_size),
 	CLI_OPT("views", views),
+	CLI_OPT("direct_io", direct_io),
 	CLI_OPT("--help", help), CLI_OPT("-h", help),
 	CLI_OPT("--version", version), CLI_OPT("-V", version),
 	FUSE_OPT_END
@@ -57,6 +58,8 @@ static void usage(const char *prog)
 	       "    -o config=FILE         INI configuration (see tilefs.ini(5))\n"
 	       "    -o cache_size=SIZE     decoded-chunk cache budget, e.g. 512M (default 256M)\n"
 	       "    -o views               an @views folder in every TileDB array (tilefs(1), VIEWS)\n"
+	       "    -o direct_io           decoded files bypass the page cache: faster streaming,\n"
+	       "                           no shared mmap (tilefs(1))\n"
 	       "    -o allow_other         let other users read the mount\n"
 	       "    -f                     stay in the foreground, log to stderr\n"
 	       "    -s                     one thread\n"
@@ -370,6 +373,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tilefs: missing SOURCE and MOUNTPOINT (see tilefs --help)\n");
 		rc = TFS_EXIT_USAGE;
 	} else if (!(rc = load_config(&fs, &c)) && !(rc = open_source(&fs, c.source))) {
+		fs.direct_io = c.direct_io;
 		/* Read-only, and the kernel enforces the modes shown (the
 		 * source's, less write bits) for every user of allow_other. */
 		if (fuse_opt_add_arg(&args, "-oro") || fuse_opt_add_arg(&args, "-osubtype=tilefs") ||

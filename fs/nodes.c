@@ -559,7 +559,7 @@ static void fill_stat(const fs_node *n, const tf_stat *s, struct stat *st)
 	st->st_gid = s->gid;
 	st->st_size = (off_t)(n->decoded ? n->size : s->v.size);
 	st->st_blocks = (st->st_size + 511) / 512;
-	st->st_blksize = 65536;
+	st->st_blksize = 1 << 20;	/* cat, cp: 1 MiB reads, one FUSE request each */
 	st->st_mtim.tv_sec = s->v.mtime_ns / 1000000000LL;
 	st->st_mtim.tv_nsec = s->v.mtime_ns % 1000000000LL;
 	st->st_ctim.tv_sec = s->v.ctime_ns / 1000000000LL;

@@ -62,6 +62,7 @@ typedef struct tilefs {
 	atomic_bool readahead_set;
 	bool foreground;
 	unsigned max_threads;		/* FUSE threads; 0: libfuse's choice (-o max_threads) */
+	bool direct_io;			/* -o direct_io: decoded files bypass the page cache */
 	pthread_mutex_t handles_lock;
 	struct handle *handles;		/* open files (ll.c) */
 } tilefs;

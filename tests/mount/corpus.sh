@@ -71,3 +71,19 @@ cmp "$MNT/README.txt" "$WORK/sample/README.txt" || fail "unmatched file not show
 [ "$(grep -c LISBON "$MNT/weather/readings.tdb")" = 33333 ] || fail "grep -c LISBON"
 "$MMAPREAD" "$MNT/weather/temps.tdb" | cmp -s - "$WORK/raw/temps.i32" || fail "mmap of the sample"
 ok "sample: decoded files equal their raw data; grep -c LISBON = 33333"
+umount_fs
+
+# -o direct_io: the same bytes with no page cache (cat, dd at any offset);
+# a private mapping still reads.
+mount_fs "$SAMPLE_INI" "$WORK/sample" -o direct_io
+cmp "$MNT/weather/readings.tdb" "$WORK/raw/readings.csv" || fail "direct_io: readings differ"
+dd if="$MNT/weather/temps.tdb" bs=1000 skip=77 count=3 2>/dev/null |
+	cmp -s - "$(dd if="$WORK/raw/temps.i32" bs=1000 skip=77 count=3 2>/dev/null > "$WORK/slice"; echo "$WORK/slice")" ||
+	fail "direct_io: a 3000-byte slice differs"
+python3 - "$MNT/weather/temps.tdb" "$WORK/raw/temps.i32" <<'PY' || fail "direct_io: a private mapping differs"
+import mmap, sys
+with open(sys.argv[1], "rb") as f:
+    m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
+    assert m[:] == open(sys.argv[2], "rb").read()
+PY
+ok "-o direct_io: cat, dd and a private mapping read the decoded bytes"
