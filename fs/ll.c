@@ -622,6 +622,8 @@ static char *root_attr(tilefs *fs, const char *name)
 	tf_cache_stats s;
 	char *v;
 
+	if (!strcmp(name, "index"))
+		return fs_index_attr(fs);
 	if (strcmp(name, "cache") || !fs->cache)
 		return NULL;
 	tf_cache_get_stats(fs->cache, &s);
@@ -699,7 +701,7 @@ static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	tf_file *f;
 
 	if (ino == FUSE_ROOT_ID) {
-		len = (size_t)snprintf(names, sizeof(names), XATTR_PREFIX "cache") + 1;
+		len = (size_t)snprintf(names, sizeof(names), XATTR_PREFIX "cache%c" XATTR_PREFIX "index", '\0') + 1;
 	} else if ((n = fs_node_get(fs, ino))) {
 		if ((f = attr_index(fs, n))) {
 			for (size_t i = 0; i < sizeof(file_attrs) / sizeof(file_attrs[0]); i++) {

@@ -54,6 +54,21 @@ void tf_facts_clear(tf_facts *fx);
 tf_status tf_catalog_open(tf_catalog *c, const char *rel, const tf_version *v, tf_file **out,
 			  tf_facts *fx, tf_error *err);
 
+/*
+ * Persisted indexes (tf_index.h): walked files are looked up in store and
+ * stored to it, and every walk is counted there (borrowed; NULL: none).
+ * Set before the catalog is used.
+ */
+struct tf_index;
+void tf_catalog_set_index(tf_catalog *c, struct tf_index *store);
+
+/* tf_catalog_open, saying why: TF_OPEN_METADATA when only the size is
+ * wanted now (a lookup): a walk then reads headers alone where that is
+ * cheap (tf_file_how). */
+#define TF_OPEN_METADATA 1u
+tf_status tf_catalog_open_for(tf_catalog *c, const char *rel, const tf_version *v, unsigned flags,
+			      tf_file **out, tf_facts *fx, tf_error *err);
+
 /* Arrays currently kept. */
 size_t tf_catalog_arrays(tf_catalog *c);
 

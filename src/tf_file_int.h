@@ -68,9 +68,19 @@ struct tf_file {
 	uint64_t size;
 	uint64_t folded;
 	bool generic, from_layout;
+	bool walk_headers;	/* walks read headers alone (tf_file_how.metadata) */
+	bool walked, from_store;
+	uint64_t walked_bytes;
 	uint32_t cell_val_num;
 	_Atomic uint64_t owner;	/* our id in the cache we are read through */
 };
+
+/* tf_file_index.c: the persisted form of a walked file's tiles and units.
+ * Restore fills f's tiles from store (TF_E_NOTFOUND: walk it); persist
+ * stores them. */
+struct tf_index;
+tf_status tf_file_restore(tf_file *f, struct tf_index *store, const tf_version *expect, tf_error *err);
+void tf_file_persist(const tf_file *f, struct tf_index *store);
 
 /* The unit list of tile t, read from obj (its chunk headers) the first time. */
 tf_status tf_file_load_tile(const tf_file *f, tf_object *obj, size_t t, const unit_table **out,
