@@ -561,6 +561,15 @@ void tf_index_count_walk(tf_index *s, uint64_t bytes)
 	atomic_fetch_add(&s->walk_bytes, bytes);
 }
 
+void tf_index_rescan(tf_index *s)
+{
+	if (s->dirfd < 0)
+		return;
+	pthread_mutex_lock(&s->lock);
+	scan(s, s->total > s->max_size);
+	pthread_mutex_unlock(&s->lock);
+}
+
 void tf_index_get_stats(tf_index *s, tf_index_stats *out)
 {
 	memset(out, 0, sizeof(*out));

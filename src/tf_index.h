@@ -110,8 +110,11 @@ typedef struct tf_index_stats {
 	uint64_t hits, misses, stale, corrupt, writes, write_errors, evictions;
 	uint64_t walks, walk_bytes;
 } tf_index_stats;
-/* Counters, and a scan of the directory if none was made yet. */
+/* Counters, and a scan of the directory if none was made yet (entries
+ * and bytes are then kept up to date by this process's writes, and counted
+ * again every so often, or by tf_index_rescan). */
 void tf_index_get_stats(tf_index *s, tf_index_stats *out);
+void tf_index_rescan(tf_index *s);
 /* The directory ("none" when there is none); valid while s is. */
 const char *tf_index_dir(const tf_index *s);
 
