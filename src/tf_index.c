@@ -316,6 +316,7 @@ static tf_status load(tf_index *s, int fd, const tf_index_key *k, tf_buf *payloa
 tf_status tf_index_get(tf_index *s, const tf_index_key *k, tf_buf *payload, tf_error *err)
 {
 	char name[NAME_HEX + 5];
+	tf_error why;
 	tf_status rc;
 	int fd;
 
@@ -328,19 +329,21 @@ tf_status tf_index_get(tf_index *s, const tf_index_key *k, tf_buf *payload, tf_e
 		atomic_fetch_add(&s->misses, 1);
 		return tf_err(err, TF_E_NOTFOUND, "no entry");
 	}
-	rc = load(s, fd, k, payload, err);
+	rc = load(s, fd, k, payload, &why);
 	close(fd);
 	payload->len = rc == TF_OK ? payload->len : 0;
 	if (rc == TF_OK) {
 		atomic_fetch_add(&s->hits, 1);
-	} else if (rc == TF_E_STALE) {
+		return TF_OK;
+	}
+	if (rc == TF_E_STALE) {
 		atomic_fetch_add(&s->stale, 1);
 	} else if (rc != TF_E_NOMEM) {
 		atomic_fetch_add(&s->corrupt, 1);
-		warnf(s, "index entry %s/%s (%s): %s: ignored, rebuilt", s->dir, name, k->id, err ? err->msg : "bad");
+		warnf(s, "index entry %s/%s (%s): %s: ignored, rebuilt", s->dir, name, k->id, why.msg);
 		rc = TF_E_CORRUPT;
 	}
-	return rc;
+	return tf_err(err, rc, "%s", why.msg);
 }
 
 /* ---- the directory's size ------------------------------------------------------------------ */
@@ -472,9 +475,11 @@ static uint8_t *build_entry(const tf_index_key *k, const void *payload, size_t p
 	return e;
 }
 
-/* Write e[n] to a fresh temporary name and rename it over `name`. */
-static int write_entry(tf_index *s, const char *name, const uint8_t *e, size_t n)
+/* Write e[n] to a fresh temporary name and rename it over `name`; *old
+ * receives the bytes of the entry replaced (0: none). */
+static int write_entry(tf_index *s, const char *name, const uint8_t *e, size_t n, uint64_t *old)
 {
+	struct stat sb;
 	char tmp[NAME_HEX + 40];
 	uint64_t r = 0;
 	int fd = -1, e2;
@@ -489,6 +494,7 @@ static int write_entry(tf_index *s, const char *name, const uint8_t *e, size_t n
 	}
 	if (fd < 0)
 		return -1;
+	*old = fstatat(s->dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 ? disk_bytes((uint64_t)sb.st_size) : 0;
 	if (write_all(fd, e, n) != 0 || close(fd) != 0 || renameat(s->dirfd, tmp, s->dirfd, name) != 0) {
 		e2 = errno;
 		unlinkat(s->dirfd, tmp, 0);
@@ -512,6 +518,7 @@ static void write_failed(tf_index *s, int e)
 void tf_index_put(tf_index *s, const tf_index_key *k, const void *payload, size_t plen)
 {
 	char name[NAME_HEX + 5];
+	uint64_t old = 0;
 	uint8_t *e;
 	size_t n;
 
@@ -525,7 +532,7 @@ void tf_index_put(tf_index *s, const tf_index_key *k, const void *payload, size_
 		free(e);	/* larger than the whole store: not kept */
 		return;
 	}
-	if (write_entry(s, name, e, n) != 0) {
+	if (write_entry(s, name, e, n, &old) != 0) {
 		write_failed(s, errno);
 		free(e);
 		return;
@@ -535,8 +542,10 @@ void tf_index_put(tf_index *s, const tf_index_key *k, const void *payload, size_
 	pthread_mutex_lock(&s->lock);
 	if (!s->scanned || ++s->puts >= RESCAN_PUTS)
 		scan(s, false);
+	else if (old)	/* replaced (a racing writer's replacement: the next scan corrects) */
+		s->total = s->total - (old < s->total ? old : s->total) + disk_bytes(n);
 	else
-		s->total += disk_bytes(n), s->nentries++;	/* a replaced entry: the next scan corrects */
+		s->total += disk_bytes(n), s->nentries++;
 	if (s->total > s->max_size)
 		scan(s, true);
 	pthread_mutex_unlock(&s->lock);
@@ -566,7 +575,7 @@ void tf_index_rescan(tf_index *s)
 	if (s->dirfd < 0)
 		return;
 	pthread_mutex_lock(&s->lock);
-	scan(s, s->total > s->max_size);
+	scan(s, true);
 	pthread_mutex_unlock(&s->lock);
 }
 
