@@ -675,7 +675,8 @@ static tf_status index_file(tf_file *f, const tf_version *expect, const tf_file_
 		return rc;
 	else
 		f->ver = tf_object_stat(obj)->v;
-	f->walk_headers = how && how->metadata && obj && tf_object_advise(obj, TF_ACCESS_HEADERS);
+	f->walk_headers = how && how->metadata && obj && !spec->generic && !spec->tiles &&
+			  tf_object_advise(obj, TF_ACCESS_HEADERS);
 	rc = spec->generic ? open_generic(f, obj, spec, err) : open_tiles(f, obj, spec, err);
 	tf_object_close(obj);
 	if (how && how->store && f->walked)
