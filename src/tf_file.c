@@ -236,7 +236,10 @@ tf_status tf_file_load_tile(const tf_file *f, tf_object *obj, size_t t, const un
 	tf_status rc;
 
 	if (!have) {
-		if ((rc = build_table(te, obj, &mine, err)) != TF_OK)
+		rc = f->saved ? tf_file_restore_tile(f, t, &mine, err) : TF_E_CORRUPT;
+		if (rc == TF_E_CORRUPT)	/* not restored, or a wrong entry: walk it */
+			rc = build_table(te, obj, &mine, err);
+		if (rc != TF_OK)
 			return tf_err_prefix(err, "%s: tile %zu", f->name, t);
 		if (atomic_compare_exchange_strong(&te->units, &have, mine))
 			have = mine;
@@ -644,6 +647,8 @@ static void file_free(tf_file *f)
 	for (size_t t = 0; t < f->ntiles; t++)
 		free(atomic_load(&f->tiles[t].units));
 	free(f->tiles);
+	free(f->saved);
+	free(f->saved_tiles);
 	free(f->dec);
 	free(f->var_rel);
 	free(f->name);
@@ -706,6 +711,7 @@ tf_status tf_file_open_how(tf_source *src, const char *rel, const char *name, co
 	}
 	atomic_init(&f->refs, 1);
 	atomic_init(&f->owner, 0);
+	atomic_init(&f->saved_bad, false);
 	f->src = src;
 	f->cell_val_num = spec->cell_val_num;
 	if ((rc = index_file(f, expect, spec, how, err)) != TF_OK) {
@@ -815,7 +821,7 @@ void tf_file_get_info(const tf_file *f, tf_file_info *info)
 	info->tiles = f->ntiles;
 	for (size_t t = 0; t < f->ntiles; t++) {
 		const unit_table *ut = atomic_load(&f->tiles[t].units);
-		info->chunks += ut ? ut->nchunks : 0;
+		info->chunks += ut ? ut->nchunks : f->saved ? f->saved_tiles[t].nchunks : 0;
 	}
 	info->stored_bytes = f->ver.size;
 	info->decoded_bytes = f->size;
@@ -848,7 +854,8 @@ char *tf_file_codecs_json(const tf_file *f)
 
 size_t tf_file_index_bytes(const tf_file *f)
 {
-	size_t n = sizeof(*f) + f->tcap * sizeof(tile_ent);
+	size_t n = sizeof(*f) + f->tcap * sizeof(tile_ent) + f->saved_len +
+		   (f->saved ? f->ntiles * sizeof(saved_tile) : 0);
 
 	for (size_t t = 0; t < f->ntiles; t++) {
 		const unit_table *ut = atomic_load(&f->tiles[t].units);

@@ -90,7 +90,7 @@ tf_status tf_file_open(tf_source *src, const char *rel, const char *name, const 
  */
 struct tf_index;
 typedef struct tf_file_how {
-	struct tf_index *store;		/* or NULL */
+	struct tf_index *store;		/* or NULL; outlives the files opened with it */
 	bool metadata;
 } tf_file_how;
 tf_status tf_file_open_how(tf_source *src, const char *rel, const char *name, const tf_version *expect,

@@ -440,7 +440,13 @@ static bool local_advise(tf_object *base, tf_access how)
 	}
 	h->dfd = open_direct(o, &h->align);
 	pthread_mutex_init(&h->lock, NULL);
-	atomic_store_explicit(&o->hdr, h, memory_order_release);
+	if (!atomic_compare_exchange_strong(&o->hdr, &(hdr_mode *){ NULL }, h)) {
+		if (h->dfd >= 0)	/* advised twice at once: the other's stays */
+			close(h->dfd);
+		pthread_mutex_destroy(&h->lock);
+		free(h->res);
+		free(h);
+	}
 	return true;
 }
 

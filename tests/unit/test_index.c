@@ -14,9 +14,10 @@
  *     counted), reading the same bytes; a header walk and a window walk
  *     store the same index; a file rewritten in place with its mtime put
  *     back is walked again (ctime); entries damaged in every field of the
- *     payload, with a valid checksum, are rejected and rebuilt, and an
- *     entry whose sizes are shuffled so that no bound catches it yields a
- *     decode error, never wrong bytes.
+ *     payload, with a valid checksum, are rejected (at the open, or when a
+ *     tile is first read: that tile is then walked) and rebuilt, and an
+ *     entry whose counts are shuffled so that no bound catches them yields
+ *     a decode error; never wrong bytes.
  */
 #include "config.h"
 
@@ -812,7 +813,8 @@ typedef struct p_unit {
 } p_unit;
 
 typedef struct p_tile {
-	uint64_t stored, nchunks, nunits;	/* nunits as written */
+	uint64_t stored, size, nchunks, nunits;	/* nunits as written */
+	int64_t ulen_delta;			/* added to the unit list's length */
 	p_unit *u;
 	uint64_t nu;				/* units in u */
 } p_tile;
@@ -857,8 +859,10 @@ static void decode_payload(const tf_buf *b, payload *pl)
 		p_tile *te = &pl->t[t];
 		p_unit prev = { 0, 65536, 1 };
 		te->stored = vget(&p);
+		te->size = vget(&p);
 		te->nchunks = vget(&p);
 		te->nunits = te->nu = vget(&p);
+		vget(&p);	/* the unit list's length */
 		te->u = calloc(te->nunits ? te->nunits : 1, sizeof(*te->u));
 		for (uint64_t u = 0; u < te->nunits; u++) {
 			uint64_t v = vget(&p);
@@ -875,23 +879,30 @@ static void decode_payload(const tf_buf *b, payload *pl)
 	pl->extra = 0;
 }
 
-/* Always written irregular (size and count explicit): also valid. */
+/* Units always written irregular (size and count explicit): also valid. */
 static void encode_payload(const payload *pl, tf_buf *b)
 {
+	tf_buf units = TF_BUF_INIT(1 << 24);
+
 	b->len = 0;
 	vput(b, pl->kind);
 	vput(b, pl->ntiles);
 	for (uint64_t t = 0; t < pl->ntiles && t < pl->n; t++) {
 		const p_tile *te = &pl->t[t];
+		units.len = 0;
+		for (uint64_t u = 0; u < te->nunits && u < te->nu; u++) {
+			vput(&units, te->u[u].src_len << 1 | 1);
+			vput(&units, te->u[u].size);
+			vput(&units, te->u[u].nchunks);
+		}
 		vput(b, te->stored);
+		vput(b, te->size);
 		vput(b, te->nchunks);
 		vput(b, te->nunits);
-		for (uint64_t u = 0; u < te->nunits && u < te->nu; u++) {
-			vput(b, te->u[u].src_len << 1 | 1);
-			vput(b, te->u[u].size);
-			vput(b, te->u[u].nchunks);
-		}
+		vput(b, (uint64_t)((int64_t)units.len + te->ulen_delta));
+		ck_assert(tf_buf_append(b, units.p, units.len, NULL) == TF_OK);
 	}
+	tf_buf_free(&units);
 	for (size_t i = 0; i < pl->extra; i++)
 		vput(b, 0);
 }
@@ -906,7 +917,8 @@ static void payload_free(payload *pl)
 /* Damages; each must be rejected (or, for "shuffle", fail the decode). */
 enum { D_NONE, D_KIND, D_NTILES_HUGE, D_NTILES_LESS, D_STORED_PLUS, D_STORED_MINUS, D_STORED_HUGE,
        D_NCHUNKS_PLUS, D_NCHUNKS_HUGE, D_NUNITS_HUGE, D_UNIT_SRC_PLUS, D_UNIT_SRC_ZERO, D_UNIT_CHUNKS_ZERO,
-       D_UNIT_CHUNKS_PLUS, D_UNIT_SIZE_HUGE, D_EXTRA_BYTES, D_TRUNCATED, D_SHUFFLE, D_COUNT };
+       D_UNIT_CHUNKS_PLUS, D_UNIT_SIZE_HUGE, D_EXTRA_BYTES, D_TRUNCATED, D_SHUFFLE, D_TILE_SIZE_PLUS,
+       D_TILE_SIZE_HUGE, D_ULEN_PLUS, D_ULEN_MINUS, D_COUNT };
 
 static void damage(payload *pl, int d, tf_buf *b)
 {
@@ -929,11 +941,53 @@ static void damage(payload *pl, int d, tf_buf *b)
 	case D_UNIT_SIZE_HUGE: t0->u[0].size = 1ull << 33; break;
 	case D_EXTRA_BYTES: pl->extra = 1; break;
 	case D_SHUFFLE: t0->u[0].size += 4, t0->u[1].size -= 4; break;	/* sums kept */
+	case D_TILE_SIZE_PLUS: t0->size++; break;
+	case D_TILE_SIZE_HUGE: t0->size = UINT64_MAX - 5; break;
+	case D_ULEN_PLUS: t0->ulen_delta = 1; break;
+	case D_ULEN_MINUS: t0->ulen_delta = -1; break;
 	default: break;
 	}
 	encode_payload(pl, b);
 	if (d == D_TRUNCATED)
 		b->len--;
+}
+
+/* Where a damage is seen: at the open (the entry is not used), when its
+ * tile is first read (rejected then, the tile walked), or only by the
+ * decode (counts that add up but are wrong). */
+enum { AT_OPEN, AT_READ, AT_DECODE, EITHER };
+
+static int where(int d)
+{
+	switch (d) {
+	case D_NONE: return -1;
+	case D_NCHUNKS_PLUS: case D_UNIT_SRC_PLUS: case D_UNIT_SRC_ZERO: case D_UNIT_CHUNKS_ZERO:
+	case D_UNIT_SIZE_HUGE: case D_TILE_SIZE_PLUS: return AT_READ;
+	case D_SHUFFLE: case D_UNIT_CHUNKS_PLUS: return AT_DECODE;
+	case D_ULEN_PLUS: case D_ULEN_MINUS: return EITHER;	/* the rest is read shifted */
+	default: return AT_OPEN;
+	}
+}
+
+/* After a rejected entry: an open that walked (the entry was rejected at
+ * open) stored a good one; one rejected when a tile was read walked only
+ * that tile, so the next open walks and stores.  Then it is restored. */
+static void rebuilt(const made *m, tf_index *s, bool walked)
+{
+	tf_file_info info;
+	tf_file *f;
+
+	if (!walked) {
+		f = open_ok(m, s, false);
+		tf_file_get_info(f, &info);
+		ck_assert(!info.from_store);
+		tf_file_unref(f);
+	}
+	f = open_ok(m, s, false);
+	tf_file_get_info(f, &info);
+	ck_assert(info.from_store);
+	ck_assert_int_eq(read_all(f, m), TF_OK);
+	tf_file_unref(f);
 }
 
 START_TEST(test_damaged_payloads)
@@ -949,9 +1003,11 @@ START_TEST(test_damaged_payloads)
 		tf_index *s = open_store(0, &h);
 		tf_index_key k = file_key(&m);
 		tf_index_stats st;
+		tf_file_info info;
+		tf_status rc;
 		payload pl;
 		tf_file *f;
-		tf_file_info info;
+		int w = where(d);
 
 		decode_payload(&good, &pl);
 		damage(&pl, d, &bad);
@@ -959,20 +1015,22 @@ START_TEST(test_damaged_payloads)
 		tf_index_put(s, &k, bad.p, bad.len);
 		f = open_ok(&m, s, false);
 		tf_file_get_info(f, &info);
-		tf_index_get_stats(s, &st);
-		if (d == D_NONE || d == D_SHUFFLE || d == D_UNIT_CHUNKS_PLUS) {
-			ck_assert_msg(info.from_store, "damage %d: not restored", d);
-			ck_assert_uint_eq(st.corrupt, 0);
-			/* Counts that add up but are wrong: the decode sees it. */
-			ck_assert_int_eq(read_all(f, &m), d == D_NONE ? TF_OK : TF_E_CORRUPT);
-		} else {
-			ck_assert_msg(!info.from_store, "damage %d: accepted", d);
-			ck_assert_uint_eq(st.corrupt, 1);
-			ck_assert_uint_eq(st.walks, 1);
-			ck_assert_uint_eq(h.n, 1);
-			ck_assert_int_eq(read_all(f, &m), TF_OK);
-		}
+		rc = read_all(f, &m);	/* right bytes, or an error: never wrong bytes */
 		tf_file_unref(f);
+		tf_index_get_stats(s, &st);
+		if (w == EITHER)
+			w = info.from_store ? AT_READ : AT_OPEN;
+		ck_assert_msg(info.from_store == (w != AT_OPEN), "damage %d: from_store %d", d, info.from_store);
+		ck_assert_msg(st.walks == (w == AT_OPEN), "damage %d: %llu walks", d, (unsigned long long)st.walks);
+		ck_assert_msg(st.corrupt == (w == AT_OPEN || w == AT_READ), "damage %d: corrupt %llu", d,
+			      (unsigned long long)st.corrupt);
+		ck_assert_uint_eq(h.n, st.corrupt);
+		/* A tile whose size was wrong cannot be read; every other
+		 * rejected entry's tile is walked and reads right. */
+		ck_assert_msg(rc == (w == AT_DECODE || d == D_TILE_SIZE_PLUS ? TF_E_CORRUPT : TF_OK),
+			      "damage %d: read %d", d, rc);
+		if (st.corrupt)
+			rebuilt(&m, s, w == AT_OPEN);
 		tf_index_free(s);
 	}
 	tf_buf_free(&good);
