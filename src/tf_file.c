@@ -11,7 +11,7 @@
 #include "tf_index.h"
 
 #define WALK_WINDOW (1024 * 1024)	/* see walker */
-#define HEADER_READ 512			/* header walks: to the end of a 512-byte block */
+#define HEADER_READ 512			/* header walks: the 512-byte blocks holding a header */
 #define HEADER_GAP 4096			/* headers closer than this: read the window */
 #define DENSE_RUNS 8
 
@@ -25,13 +25,14 @@
  * pages was measured slower: 0.43 s against 0.27 s for a cold 70 MB file.)
  *
  * A header walk, for when only the size is wanted (a lookup, not an open),
- * reads each header alone: to the end of its 512-byte block, which a local
+ * reads each header alone: the 512-byte block(s) holding it, which a local
  * source reads with direct I/O unless cached (tf_object_advise).  Measured
- * on a cold 2 GiB file of 64 KiB chunks stored at 3.8:1 (537 MiB): the
- * window reads 100% of it in 0.5 s; headers alone read 3% (1/32) in 1.9 s,
- * one device round trip per chunk.  Headers closer together than
- * HEADER_GAP would read most of the file anyway: the walk then switches to
- * the window. */
+ * on a cold 2 GiB file of 64 KiB chunks stored at 3.8:1 (564 MB): the
+ * window reads 100% of it in 0.2-0.5 s; headers alone read 3% (1/32) in
+ * 1.9-2.7 s, one device round trip per chunk (contrib/bench-index).  So a
+ * header walk spends time to save bytes: it is for lookups, and the index
+ * store makes it rare.  Headers closer together than HEADER_GAP would read
+ * most of the file anyway: the walk then switches to the window. */
 typedef struct walker {
 	tf_object *obj;
 	uint64_t end;		/* the walk stays before this offset */
@@ -58,22 +59,24 @@ static walker *walker_new(tf_object *obj, uint64_t end, bool headers)
 	return w;
 }
 
-/* How many bytes to read at off, n of them wanted. */
-static size_t walk_want(walker *w, uint64_t off, size_t n)
+/* Where to read, and how much, for n bytes at off: a window from off, or
+ * (a header walk) the whole 512-byte blocks holding them. */
+static size_t walk_want(walker *w, uint64_t off, size_t n, uint64_t *start)
 {
-	uint64_t left = w->end - off;
-	size_t want;
+	uint64_t left = w->end - off, end;
 
 	if (w->headers) {
 		bool near = w->len && off >= w->at + w->len && off - (w->at + w->len) < HEADER_GAP;
 		w->dense = near ? w->dense + 1 : 0;
 		w->headers = w->dense < DENSE_RUNS;
 	}
+	*start = off;
 	if (!w->headers)
 		return left < WALK_WINDOW ? (size_t)left : WALK_WINDOW;
-	want = HEADER_READ - off % HEADER_READ;
-	want = n > want ? n : want;
-	return left < want ? (size_t)left : want;
+	*start = off - off % HEADER_READ;
+	end = (off + n + HEADER_READ - 1) / HEADER_READ * HEADER_READ;
+	end = end < w->end ? end : w->end;
+	return (size_t)(end - *start);
 }
 
 static tf_status walk_read(walker *w, uint64_t off, void *dst, size_t n, tf_error *err)
@@ -82,11 +85,12 @@ static tf_status walk_read(walker *w, uint64_t off, void *dst, size_t n, tf_erro
 		return tf_err(err, TF_E_CORRUPT, "header at %llu runs past the end of the tile data",
 			      (unsigned long long)off);
 	if (off < w->at || off + n > w->at + w->len) {
-		size_t want = walk_want(w, off, n);
-		tf_status rc = tf_object_read(w->obj, off, w->buf, want, err);
+		uint64_t start;
+		size_t want = walk_want(w, off, n, &start);
+		tf_status rc = tf_object_read(w->obj, start, w->buf, want, err);
 		if (rc != TF_OK)
 			return rc;
-		w->at = off;
+		w->at = start;
 		w->len = want;
 		w->read += want;
 	}
