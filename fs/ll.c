@@ -390,13 +390,48 @@ static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 
 /* ---- files ---------------------------------------------------------------------------------- */
 
-/* An open file: decoded (h) or passed through as stored (raw). */
+/* An open file: decoded (h) or passed through as stored (raw).  Open
+ * handles are listed so that teardown frees those the kernel never
+ * released (files still open at unmount). */
 typedef struct handle {
 	fs_node *node;		/* held open (fs_node_closed) */
 	tf_handle *h;
 	tf_object *raw;
 	bool direct;		/* no page cache: reads reach us whatever their size */
+	struct handle *prev, *next;
 } handle;
+
+static void handle_link(tilefs *fs, handle *h)
+{
+	pthread_mutex_lock(&fs->handles_lock);
+	h->next = fs->handles;
+	if (h->next)
+		h->next->prev = h;
+	fs->handles = h;
+	pthread_mutex_unlock(&fs->handles_lock);
+}
+
+/* Close h and free it (its node pin and open count go too). */
+static void handle_free(tilefs *fs, handle *h)
+{
+	pthread_mutex_lock(&fs->handles_lock);
+	*(h->prev ? &h->prev->next : &fs->handles) = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&fs->handles_lock);
+	tf_handle_close(h->h);
+	tf_object_close(h->raw);
+	if (h->h)
+		fs_node_closed(fs, h->node);
+	fs_node_put(fs, h->node);
+	free(h);
+}
+
+void fs_ll_free_handles(tilefs *fs)
+{
+	while (fs->handles)
+		handle_free(fs, fs->handles);
+}
 
 static int open_decoded(tilefs *fs, fs_node *n, handle *h)
 {
@@ -453,14 +488,9 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->direct_io = h->direct;
 	fi->keep_cache = !h->direct;
 	fi->fh = (uintptr_t)h;
-	if (fuse_reply_open(req, fi) != 0) {	/* interrupted: nobody will release it */
-		tf_handle_close(h->h);
-		tf_object_close(h->raw);
-		if (h->h)
-			fs_node_closed(fs, n);
-		fs_node_put(fs, n);
-		free(h);
-	}
+	handle_link(fs, h);
+	if (fuse_reply_open(req, fi) != 0)	/* interrupted: nobody will release it */
+		handle_free(fs, h);
 }
 
 static bool grow_iov(fs_thread *t, size_t n)
@@ -479,19 +509,22 @@ static bool grow_iov(fs_thread *t, size_t n)
 static void read_decoded(fuse_req_t req, tilefs *fs, handle *h, size_t size, off_t off)
 {
 	fs_thread *t = thread_of(fs);
+	/* Once replied to, the reader may close: the handle is freed by
+	 * RELEASE on another thread.  Nothing of h is touched after the reply. */
+	bool passed_on = !h->direct;
 	tf_error err;
-	tf_status rc;
 
 	if (!t) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	rc = tf_handle_pin(h->h, fs->cache, t->ws, (uint64_t)off, size, &t->slices, &err);
-	if (rc != TF_OK) {
-		/* Never a short read: FUSE takes one for the end of the file. */
+	if (tf_handle_pin(h->h, fs->cache, t->ws, (uint64_t)off, size, &t->slices, &err) != TF_OK) {
+		/* Never a short read: FUSE takes one for the end of the file.
+		 * EIO whatever the cause: a size too large to hold is as much
+		 * a damaged file as a bad checksum (tilefs(1), ERRORS). */
 		fs_log_failure(err.msg);
 		fs_node_set_error(fs, h->node, err.msg);
-		fuse_reply_err(req, rc == TF_E_NOMEM ? ENOMEM : EIO);
+		fuse_reply_err(req, EIO);
 		return;
 	}
 	if (!grow_iov(t, t->slices.n)) {
@@ -501,7 +534,7 @@ static void read_decoded(fuse_req_t req, tilefs *fs, handle *h, size_t size, off
 			t->iov[i] = (struct iovec){ (void *)(uintptr_t)t->slices.v[i].p, t->slices.v[i].n };
 		fuse_reply_iov(req, t->iov, (int)t->slices.n);
 	}
-	tf_handle_unpin(fs->cache, &t->slices, !h->direct);
+	tf_handle_unpin(fs->cache, &t->slices, passed_on);
 }
 
 static void read_raw(fuse_req_t req, tilefs *fs, handle *h, size_t size, off_t off)
@@ -549,12 +582,7 @@ static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	handle *h = (handle *)(uintptr_t)fi->fh;
 
 	(void)ino;
-	tf_handle_close(h->h);
-	tf_object_close(h->raw);
-	if (h->h)
-		fs_node_closed(fs, h->node);
-	fs_node_put(fs, h->node);
-	free(h);
+	handle_free(fs, h);
 	fuse_reply_err(req, 0);
 }
 

@@ -58,7 +58,8 @@ static int take_source(void *data, const char *arg, int key, struct fuse_args *o
 static void usage(const char *prog)
 {
 	printf("Usage: %s [options] SOURCE MOUNTPOINT\n\n"
-	       "Show every TileDB tile file under SOURCE, decoded, at the same path under\n"
+	       "Show every TileDB tile file under SOURCE (a directory, or s3://BUCKET[/PREFIX]),\n"
+	       "decoded, at the same path under\n"
 	       "MOUNTPOINT (read-only).\n\n"
 	       "tilefs options:\n"
 	       "    -o config=FILE         INI configuration (see tilefs.ini(5))\n"
@@ -72,7 +73,8 @@ static void usage(const char *prog)
 	       "    -d                     FUSE debug output (implies -f)\n"
 	       "    -V, --version          print the version\n\n"
 	       "Exit status: 0 unmounted cleanly, 1 mount/FUSE error, 2 usage error,\n"
-	       "3 configuration error, 4 key error.\n\n", prog);
+	       "3 configuration error, 4 key error, 5 SOURCE refused (object store: credentials,\n"
+	       "bucket, endpoint).\n\n", prog);
 }
 
 static int load_config(tilefs *fs, const cli *c)
@@ -103,8 +105,10 @@ static int load_config(tilefs *fs, const cli *c)
 	return 0;
 }
 
-/* A local SOURCE is resolved once (symlinks the user named are theirs);
- * nothing beneath it is ever followed. */
+/* SOURCE through the library: a local directory, or s3://BUCKET[/PREFIX]
+ * with the [s3] settings (after the configuration is loaded).  An object
+ * store that refuses us or has no such bucket fails here, before the
+ * mount appears, with TFS_EXIT_SOURCE. */
 static int open_source(tilefs *fs, const char *source)
 {
 	bool s3 = !strncmp(source, "s3://", 5);
@@ -115,9 +119,9 @@ static int open_source(tilefs *fs, const char *source)
 		fprintf(stderr, "tilefs: %s: %s\n", source, strerror(errno));
 		return TFS_EXIT_USAGE;
 	}
-	if (tf_source_open(s3 ? source : real, NULL, &fs->src, &err) != TF_OK) {
-		fprintf(stderr, "tilefs: %s\n", err.msg);
-		return TFS_EXIT_USAGE;
+	if (tf_source_open(s3 ? source : real, tf_config_s3(fs->config), &fs->src, &err) != TF_OK) {
+		fprintf(stderr, "tilefs: %s: %s\n", source, err.msg);
+		return !s3 ? TFS_EXIT_USAGE : err.code == TF_E_INVAL ? TFS_EXIT_CONFIG : TFS_EXIT_SOURCE;
 	}
 	return 0;
 }
@@ -304,7 +308,8 @@ static int loop(tilefs *fs, const struct fuse_cmdline_opts *o)
 		return -1;
 	/* A /dev/fuse descriptor per thread: no contention on one queue. */
 	fuse_loop_cfg_set_clone_fd(cfg, 1);
-	fuse_loop_cfg_set_idle_threads(cfg, o->max_idle_threads);
+	if (o->max_idle_threads != UINT_MAX)	/* libfuse's "not given" */
+		fuse_loop_cfg_set_idle_threads(cfg, o->max_idle_threads);
 	fuse_loop_cfg_set_max_threads(cfg, fs->max_threads ? fs->max_threads : o->max_threads);
 	rc = fuse_session_loop_mt(fs->se, cfg);
 	fuse_loop_cfg_destroy(cfg);
@@ -340,6 +345,8 @@ static void teardown(tilefs *fs)
 	tf_cache_free(fs->cache);	/* workers stop first: their jobs hold handles */
 	fs_index_stop(fs);		/* it uses the catalog */
 	if (fs->nodes.by_id)
+		fs_ll_free_handles(fs);
+	if (fs->nodes.by_id)
 		fs_nodes_destroy(&fs->nodes);
 	tf_catalog_free(fs->catalog);
 	fs_index_close(fs);
@@ -351,7 +358,7 @@ int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts o = { 0 };
-	tilefs fs = { 0 };
+	tilefs fs = { .handles_lock = PTHREAD_MUTEX_INITIALIZER };
 	cli c = { 0 };
 	int rc;
 
@@ -373,7 +380,7 @@ int main(int argc, char **argv)
 	} else if (!c.source) {
 		fprintf(stderr, "tilefs: missing SOURCE and MOUNTPOINT (see tilefs --help)\n");
 		rc = TFS_EXIT_USAGE;
-	} else if (!(rc = open_source(&fs, c.source)) && !(rc = load_config(&fs, &c))) {
+	} else if (!(rc = load_config(&fs, &c)) && !(rc = open_source(&fs, c.source))) {
 		/* Read-only, and the kernel enforces the modes shown (the
 		 * source's, less write bits) for every user of allow_other. */
 		if (fuse_opt_add_arg(&args, "-oro") || fuse_opt_add_arg(&args, "-osubtype=tilefs") ||

@@ -44,6 +44,8 @@ struct fs_node {
 	int64_t failed_at;
 	tf_facts facts;
 	char *error;		/* last decode or index error */
+	char *dep_rel;		/* the other file the bytes come from (folded */
+	tf_version dep_v;	/* offsets: the data file), its version shown */
 	bool failed;		/* a read failed: later opens get direct I/O */
 	fs_node *id_next, *rel_next;
 	fs_node *prev, *next;	/* LRU of nodes holding an index */
@@ -177,6 +179,7 @@ static void maybe_free(fs_nodes *t, fs_node *n)
 	tf_facts_clear(&n->facts);
 	t->count--;
 	free(n->error);
+	free(n->dep_rel);
 	free(n->rel);
 	free(n);
 }
@@ -227,6 +230,7 @@ void fs_nodes_destroy(fs_nodes *t)
 			tf_file_unref(n->file);
 			tf_facts_clear(&n->facts);
 			free(n->error);
+			free(n->dep_rel);
 			free(n->rel);
 			free(n);
 		}
@@ -237,6 +241,23 @@ void fs_nodes_destroy(fs_nodes *t)
 }
 
 /* ---- indexes -------------------------------------------------------------------------------- */
+
+/* Whether index f decodes from the versions node n shows (recording them
+ * on the node's first index). */
+static bool same_dep(fs_node *n, const tf_file *f)
+{
+	const tf_version *v;
+	const char *rel = tf_file_dep(f, &v);
+
+	if (!rel)
+		return true;
+	if (!n->dep_rel) {
+		n->dep_rel = strdup(rel);
+		n->dep_v = *v;
+		return n->dep_rel != NULL;
+	}
+	return !strcmp(n->dep_rel, rel) && tf_version_equal(&n->dep_v, v);
+}
 
 /* Build n's index unless it has one, or failed recently (lock held; it is
  * released while the catalog works).  flags: TF_OPEN_METADATA for a lookup
@@ -270,6 +291,15 @@ static int ensure_index(tilefs *fs, fs_node *n, unsigned flags)
 		n->error = strdup(err.msg);
 		return -n->index_errno;
 	}
+	/* A node shows one version of every file its bytes come from: an
+	 * index of another version of the data file is another node's. */
+	if (!same_dep(n, f)) {
+		tf_file_unref(f);
+		tf_facts_clear(&fx);
+		n->index_errno = ESTALE;
+		n->failed_at = now_ns();
+		return -ESTALE;
+	}
 	tf_facts_clear(&n->facts);
 	n->facts = fx;
 	n->file = f;
@@ -300,13 +330,39 @@ static bool same_thing(const fs_node *n, const tf_stat *st)
 	return n->st.v.dev == st->v.dev && n->st.v.ino == st->v.ino && !strcmp(n->st.v.etag, st->v.etag);
 }
 
+/*
+ * Whether the other file the current node of rel reads (the data file of
+ * folded offsets) has changed since it was indexed: a stat, made with the
+ * lock released (on an object store it may be a request).
+ */
+static bool dep_changed(tilefs *fs, const char *rel)
+{
+	char *dep = NULL;
+	tf_version was = { 0 };
+	fs_node *n;
+	tf_stat st;
+	bool changed;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	if ((n = *rel_slot(&fs->nodes, rel)) && n->dep_rel) {
+		dep = strdup(n->dep_rel);
+		was = n->dep_v;
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (!dep)
+		return false;
+	changed = tf_source_stat(fs->src, dep, &st, NULL) != TF_OK || !tf_version_equal(&st.v, &was);
+	free(dep);
+	return changed;
+}
+
 /* The current node for rel showing st: the existing one, or a new one. */
-static fs_node *node_for(tilefs *fs, const char *rel, const tf_stat *st, bool decoded)
+static fs_node *node_for(tilefs *fs, const char *rel, const tf_stat *st, bool decoded, bool dep_moved)
 {
 	fs_nodes *t = &fs->nodes;
 	fs_node *n = *rel_slot(t, rel);
 
-	if (n && same_thing(n, st)) {
+	if (n && same_thing(n, st) && !dep_moved) {
 		if (n->st.kind == TF_ENT_DIR)
 			n->st = *st;	/* fresh mode and times */
 		return n;
@@ -325,7 +381,7 @@ int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *kn
 		   struct stat *attr)
 {
 	char rel[PATH_MAX];
-	bool decoded = false;
+	bool decoded = false, moved;
 	fs_node *n;
 	tf_stat st;
 	int rc;
@@ -349,8 +405,9 @@ int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *kn
 				return -ENOENT;
 			decoded = show == TF_SHOW_DECODED;
 		}
+		moved = decoded && dep_changed(fs, rel);
 		pthread_mutex_lock(&fs->nodes.lock);
-		if (!(n = node_for(fs, rel, &st, decoded))) {
+		if (!(n = node_for(fs, rel, &st, decoded, moved))) {
 			pthread_mutex_unlock(&fs->nodes.lock);
 			return -ENOMEM;
 		}

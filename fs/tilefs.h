@@ -25,7 +25,7 @@
 #include "tf_source.h"
 
 /* Exit statuses of the tilefs command (documented in tilefs(1)). */
-enum { TFS_EXIT_FUSE = 1, TFS_EXIT_USAGE = 2, TFS_EXIT_CONFIG = 3, TFS_EXIT_KEY = 4 };
+enum { TFS_EXIT_FUSE = 1, TFS_EXIT_USAGE = 2, TFS_EXIT_CONFIG = 3, TFS_EXIT_KEY = 4, TFS_EXIT_SOURCE = 5 };
 
 /*
  * A node: what one inode number shows.  A regular file's node is one
@@ -66,11 +66,15 @@ typedef struct tilefs {
 	unsigned max_threads;		/* FUSE threads; 0: libfuse's choice (-o max_threads) */
 	struct tf_index *index;		/* persisted indexes (indexer.c) */
 	fs_indexer *indexer;		/* index_at_mount, or NULL */
+	pthread_mutex_t handles_lock;
+	struct handle *handles;		/* open files (ll.c) */
 } tilefs;
 
 /* ll.c: the operations, and the key of their per-thread scratch. */
 extern const struct fuse_lowlevel_ops tilefs_ll_ops;
 int fs_ll_thread_key(tilefs *fs);
+/* Free the handles the kernel never released (at teardown). */
+void fs_ll_free_handles(tilefs *fs);
 
 /* ---- nodes.c ------------------------------------------------------------------------------ */
 

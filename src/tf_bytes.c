@@ -132,8 +132,10 @@ tf_status tf_buf_reserve(tf_buf *b, size_t need, tf_error *err)
 	if (b->fixed)
 		return tf_err(err, TF_E_CORRUPT, "output of %zu bytes exceeds its expected size %zu",
 			      need, b->cap);
+	/* Limits come from the sizes of what is being decoded: a need beyond
+	 * one is a lying length in the data, not a want of memory. */
 	if (need > b->limit)
-		return tf_err(err, TF_E_NOMEM, "buffer of %zu bytes exceeds the limit of %zu", need, b->limit);
+		return tf_err(err, TF_E_CORRUPT, "buffer of %zu bytes exceeds the limit of %zu", need, b->limit);
 	/* Grow geometrically but never past the limit. */
 	cap = b->cap < 4096 ? 4096 : b->cap;
 	while (cap < need)

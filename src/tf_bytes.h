@@ -112,7 +112,7 @@ typedef struct tf_buf {
 	uint8_t *p;
 	size_t len;
 	size_t cap;
-	size_t limit;	/* reserve() beyond this fails with TF_E_NOMEM */
+	size_t limit;	/* reserve() beyond this fails with TF_E_CORRUPT */
 	bool fixed;	/* wraps caller memory: never reallocated or freed */
 } tf_buf;
 

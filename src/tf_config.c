@@ -10,6 +10,7 @@
 
 #include "tf_config.h"
 #include "filters/plugin.h"
+#include "tf_s3.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -62,7 +63,7 @@ typedef struct array_sec {
 	const tf_key *key;
 } array_sec;
 
-typedef enum { SEC_NONE, SEC_TILEFS, SEC_PIPELINE, SEC_KEY, SEC_MATCH, SEC_ARRAY } sec_kind;
+typedef enum { SEC_NONE, SEC_TILEFS, SEC_PIPELINE, SEC_KEY, SEC_MATCH, SEC_ARRAY, SEC_S3 } sec_kind;
 
 struct tf_config {
 	char *path, *dir;
@@ -82,6 +83,8 @@ struct tf_config {
 	tf_plugins *plugins;	/* loaded by resolve(); outlives every pipeline */
 	char **warnings;	/* plugins skipped, for the caller to show */
 	size_t nwarnings;
+	tf_s3_settings s3;	/* [s3] */
+	bool s3_seen;
 };
 
 typedef struct parser {
@@ -348,7 +351,7 @@ static void start_section(parser *ps, const char *section)
 {
 	static const struct { const char *word; sec_kind kind; } kinds[] = {
 		{ "tilefs", SEC_TILEFS }, { "pipeline", SEC_PIPELINE }, { "key", SEC_KEY },
-		{ "match", SEC_MATCH }, { "array", SEC_ARRAY },
+		{ "match", SEC_MATCH }, { "array", SEC_ARRAY }, { "s3", SEC_S3 },
 	};
 	size_t wlen = strcspn(section, " \t");
 	const char *arg = section + wlen;
@@ -361,6 +364,12 @@ static void start_section(parser *ps, const char *section)
 			ps->kind = kinds[i].kind;
 	if (ps->kind == SEC_NONE)
 		return (void)fail(ps, ps->section_line, "unknown section [%s]", section);
+	if (ps->kind == SEC_S3) {	/* one [s3], no name */
+		if (*arg || ps->c->s3_seen)
+			return (void)fail(ps, ps->section_line, *arg ? "[s3] takes no name" : "duplicate section [s3]");
+		ps->c->s3_seen = true;
+		return;
+	}
 	if ((ps->kind == SEC_TILEFS) != (*arg == '\0'))
 		return (void)fail(ps, ps->section_line, ps->kind == SEC_TILEFS ? "[tilefs] takes no name" :
 				  "[%s] needs a name, e.g. [%s NAME]", section, section);
@@ -568,6 +577,12 @@ static int set_value(parser *ps, const char *name, const char *value)
 			return fail(ps, ps->line, "unknown key '%s' in [array %s]", name, ((array_sec *)ps->cur)->path);
 		((array_sec *)ps->cur)->line = ps->line;
 		return (((array_sec *)ps->cur)->key_name = strdup(value)) ? 1 : fail(ps, ps->line, "out of memory");
+	case SEC_S3: {
+		tf_error e;
+		if (tf_s3_settings_set(&ps->c->s3, name, value, ps->c->dir, &e) != TF_OK)
+			return fail(ps, ps->line, "%s", e.msg);
+		return 1;
+	}
 	case SEC_NONE:
 		break;
 	}
@@ -819,6 +834,7 @@ static tf_config *config_new(void)
 	c->s.cache_size = (uint64_t)256 << 20;
 	c->s.index_budget = (uint64_t)64 << 20;
 	c->s.log_level = TF_LOG_INFO;
+	tf_s3_settings_init(&c->s3);
 	return c;
 }
 
@@ -928,6 +944,7 @@ void tf_config_free(tf_config *c)
 	for (size_t i = 0; i < c->nwarnings; i++)
 		free(c->warnings[i]);
 	free(c->warnings), free(c->plugin_path), free(c->index_dir);
+	tf_s3_settings_clear(&c->s3);
 	free(c);
 }
 
@@ -949,6 +966,11 @@ size_t tf_config_nwarnings(const tf_config *c)
 const char *tf_config_warning(const tf_config *c, size_t i)
 {
 	return i < c->nwarnings ? c->warnings[i] : NULL;
+}
+
+const struct tf_s3_settings *tf_config_s3(const tf_config *c)
+{
+	return &c->s3;
 }
 
 void tf_config_lock_keys(tf_config *c)

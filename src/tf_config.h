@@ -9,6 +9,8 @@
  *   [match GLOB]      pipeline = NAME or inline filters/datatype/...,
  *                     key, generic, var_data; first match wins
  *   [array PATH]      key  (TileDB arrays under SOURCE, decoded from their schema)
+ *   [s3]              endpoint, region, path_style, profile, anonymous, list_ttl,
+ *                     credentials, timeout, retries, max_requests (tf_s3.h)
  *
  * Any error (unknown section or key, bad value, bad filter spec, missing or
  * world-readable key file, bad glob) fails the load with "FILE:LINE: message".
@@ -72,6 +74,9 @@ const tf_plugins *tf_config_plugins(const tf_config *c);
  * once by the program. */
 size_t tf_config_nwarnings(const tf_config *c);
 const char *tf_config_warning(const tf_config *c, size_t i);
+/* The [s3] section (defaults when there is none), for tf_source_open. */
+struct tf_s3_settings;
+const struct tf_s3_settings *tf_config_s3(const tf_config *c);
 /* Lock every key in memory again (locks do not survive fork()). */
 void tf_config_lock_keys(tf_config *c);
 /* Override the cache budget (mount option cache_size=). */

@@ -153,6 +153,13 @@ static tf_status walk_chunks(walker *w, uint64_t pos, uint64_t off, unit_table *
 			break;
 		}
 		tf_chunk_header_read(raw, &h);
+		/* No chunk decodes to more (the decoder refuses it): a larger
+		 * claim is a lying header, not a unit the cache must refuse. */
+		if (h.orig_len > TF_MAX_CHUNK_BYTES) {
+			rc = tf_err(err, TF_E_CORRUPT, "chunk %llu: claims %u decoded bytes, more than a chunk "
+				    "can hold", (unsigned long long)c, h.orig_len);
+			break;
+		}
 		if ((sz = tf_chunk_stored_size(&h)) > w->end - p) {
 			rc = tf_err(err, TF_E_CORRUPT, "chunk %llu: %llu stored bytes run past the end",
 				    (unsigned long long)c, (unsigned long long)sz);
@@ -203,15 +210,74 @@ static tf_status pseudo_table(const tile_ent *te, unit_table **out, tf_error *er
 	return TF_OK;
 }
 
+/* A folded offsets tile is stored as its chunk count alone, 0 (§4.7).  Its
+ * place and size may come from fragment metadata: anything but a 0 count
+ * there is a corrupt tile, not the placeholder it was taken for. */
+static tf_status check_placeholder(const tile_ent *te, tf_object *obj, tf_error *err)
+{
+	uint8_t raw[TF_TILE_HEADER_SIZE];
+	tf_status rc;
+
+	if (te->stored != TF_TILE_HEADER_SIZE)
+		return tf_err(err, TF_E_CORRUPT, "folded offsets tile of %llu stored bytes",
+			      (unsigned long long)te->stored);
+	if ((rc = tf_object_read(obj, te->start, raw, sizeof(raw), err)) != TF_OK)
+		return rc;
+	if (tf_le64(raw) != 0)
+		return tf_err(err, TF_E_CORRUPT, "folded offsets tile claims %llu chunks, not 0",
+			      (unsigned long long)tf_le64(raw));
+	return TF_OK;
+}
+
+/*
+ * A unit whose chunks all claim 0 decoded bytes holds no byte of the file,
+ * so no read ever decodes it: a chunk whose orig_len was zeroed would drop
+ * its bytes from the file unnoticed (a [match] tile file has no fragment
+ * metadata to disagree).  Such units are decoded once, when indexed, to
+ * prove them empty.  They are rare, so this costs nothing otherwise.
+ */
+static tf_status check_empty_units(const tf_file *f, const tile_ent *te, tf_object *obj,
+				   const unit_table *ut, tf_error *err)
+{
+	tf_workspace *ws = NULL;
+	uint8_t *buf = NULL, none[1];
+	tf_status rc = TF_OK;
+
+	/* A data file walked only to find its tiles (fold_tiles decodes
+	 * those itself) has no decoder. */
+	for (size_t i = 0; f->ndec && rc == TF_OK && i < ut->n; i++) {
+		const unit_ent *u = &ut->u[i];
+		uint8_t *p;
+
+		if (u->size || !u->nchunks || te->kind != TILE_CHUNKED)
+			continue;
+		/* src_len was checked against the file's size by the walk. */
+		if (u->src_len > SIZE_MAX || (!ws && !(ws = tf_workspace_new())) ||
+		    !(p = realloc(buf, u->src_len ? (size_t)u->src_len : 1))) {
+			rc = tf_err(err, TF_E_NOMEM, "out of memory");
+			break;
+		}
+		buf = p;
+		if ((rc = tf_object_read(obj, u->src_off, buf, (size_t)u->src_len, err)) == TF_OK)
+			rc = tf_file_decode_unit(f, te, u, tf_span_of(buf, (size_t)u->src_len), ws, none, err);
+	}
+	free(buf);
+	tf_workspace_free(ws);
+	return rc;
+}
+
 /* Make tile te's unit list from its chunk headers in obj, and check it
  * against what the fragment metadata said of the tile. */
-static tf_status build_table(const tile_ent *te, tf_object *obj, unit_table **out, tf_error *err)
+static tf_status build_table(const tf_file *f, const tile_ent *te, tf_object *obj, unit_table **out,
+			     tf_error *err)
 {
 	uint64_t stored, size;
 	unit_table *t = NULL;
 	walker *w;
 	tf_status rc;
 
+	if (te->kind == TILE_FOLDED && (rc = check_placeholder(te, obj, err)) != TF_OK)
+		return rc;
 	if (te->kind != TILE_CHUNKED)
 		return pseudo_table(te, out, err);
 	if (!(w = walker_new(obj, te->start + te->stored, false)))
@@ -227,8 +293,32 @@ static tf_status build_table(const tile_ent *te, tf_object *obj, unit_table **ou
 			      (unsigned long long)size, (unsigned long long)te->stored,
 			      (unsigned long long)te->size);
 	}
+	if ((rc = check_empty_units(f, te, obj, t, err)) != TF_OK) {
+		free(t);
+		return rc;
+	}
 	*out = t;
 	return TF_OK;
+}
+
+/*
+ * Tile t's units from the store entry f was restored from, checked as a
+ * walk checks its own (their empty units decoded to prove them so).  Units
+ * the entry gets wrong reject it, and the tile is walked instead, checked
+ * against the size the entry gave (as an array's tile is against its
+ * fragment metadata): never wrong bytes.
+ */
+static tf_status restore_table(const tf_file *f, size_t t, tf_object *obj, unit_table **out, tf_error *err)
+{
+	tf_error why;
+	tf_status rc = tf_file_restore_tile(f, t, out, &why);
+
+	if (rc == TF_OK && (rc = check_empty_units(f, &f->tiles[t], obj, *out, &why)) != TF_OK)
+		free(*out);
+	if (rc == TF_OK || rc == TF_E_NOMEM)
+		return rc == TF_OK ? rc : tf_err(err, rc, "%s", why.msg);
+	tf_file_reject_saved(f, t, why.msg);
+	return build_table(f, &f->tiles[t], obj, out, err);
 }
 
 /* Lock-free: a racing loader's table may win; ours is then freed. */
@@ -240,9 +330,7 @@ tf_status tf_file_load_tile(const tf_file *f, tf_object *obj, size_t t, const un
 	tf_status rc;
 
 	if (!have) {
-		rc = f->saved ? tf_file_restore_tile(f, t, &mine, err) : TF_E_CORRUPT;
-		if (rc == TF_E_CORRUPT)	/* not restored, or a wrong entry: walk it */
-			rc = build_table(te, obj, &mine, err);
+		rc = f->saved ? restore_table(f, t, obj, &mine, err) : build_table(f, te, obj, &mine, err);
 		if (rc != TF_OK)
 			return tf_err_prefix(err, "%s: tile %zu", f->name, t);
 		if (atomic_compare_exchange_strong(&te->units, &have, mine))
@@ -293,6 +381,8 @@ static tf_status walk_file(tf_file *f, tf_object *obj, uint64_t start, uint64_t 
 		atomic_init(&te.units, t);
 		if ((rc = add_tile(f, &te, err)) != TF_OK)
 			free(t);
+		else if ((rc = check_empty_units(f, &f->tiles[f->ntiles - 1], obj, t, err)) != TF_OK)
+			tf_err_prefix(err, "tile %zu", f->ntiles - 1);
 		pos += te.stored;
 	}
 	f->walked = true;
@@ -486,6 +576,16 @@ static tf_status open_var_data(tf_file *f, const tf_file_spec *spec, tf_error *e
 	if ((!spec->var_tiles || !f->from_layout) &&
 	    (rc = tf_object_open(f->src, spec->var_data, NULL, &var, err)) != TF_OK)
 		return rc;
+	/* The decoded offsets are the data file's as much as ours: handles
+	 * read the version indexed, and the driver sees when it changes. */
+	if (var) {
+		f->var_ver = tf_object_stat(var)->v;
+	} else {
+		tf_stat st;
+		if ((rc = tf_source_stat(f->src, spec->var_data, &st, err)) != TF_OK)
+			return rc;
+		f->var_ver = st.v;
+	}
 	if ((rc = data_tiles(spec, var, &data, &ndata, err)) != TF_OK) {
 		tf_object_close(var);
 		return tf_err_prefix(err, "%s", spec->var_data);
@@ -594,6 +694,8 @@ static tf_status add_generic(tf_file *f, walker *w, uint64_t pos, const tf_key *
 	}
 	if ((rc = add_tile(f, &te, err)) != TF_OK)
 		free(t);
+	else
+		rc = check_empty_units(f, &f->tiles[f->ntiles - 1], w->obj, t, err);
 	*next = te.start + te.stored;
 	return rc;
 }
@@ -714,6 +816,7 @@ tf_status tf_file_open_how(tf_source *src, const char *rel, const char *name, co
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
 	atomic_init(&f->refs, 1);
+	atomic_init(&f->cache, NULL);
 	atomic_init(&f->owner, 0);
 	atomic_init(&f->saved_bad, false);
 	f->src = src;
@@ -876,4 +979,10 @@ bool tf_file_is_current(const tf_file *f, const tf_version *now)
 const tf_version *tf_file_version(const tf_file *f)
 {
 	return &f->ver;
+}
+
+const char *tf_file_dep(const tf_file *f, const tf_version **v)
+{
+	*v = f->var_rel ? &f->var_ver : NULL;
+	return f->var_rel;
 }

@@ -133,6 +133,10 @@ size_t tf_file_index_bytes(const tf_file *f);
 /* Whether the stored file is still the version this index describes. */
 bool tf_file_is_current(const tf_file *f, const tf_version *now);
 const tf_version *tf_file_version(const tf_file *f);
+/* The other stored file the decoded bytes come from (folded offsets: the
+ * data file) and its version when indexed (handles read that version or
+ * fail TF_E_STALE); NULL when there is none. */
+const char *tf_file_dep(const tf_file *f, const tf_version **v);
 
 /* ---- reading ------------------------------------------------------------------ */
 
@@ -147,7 +151,9 @@ typedef struct tf_handle tf_handle;
 typedef struct tf_cache tf_cache;
 typedef struct tf_cache_entry tf_cache_entry;
 
-/* TF_E_STALE if the stored file is no longer the version f indexed. */
+/* TF_E_STALE if the stored file is no longer the version f indexed.  A
+ * file is read through one cache: reading it through a second one fails
+ * (TF_E_INVAL). */
 tf_status tf_handle_open(tf_file *f, tf_handle **out, tf_error *err);
 tf_handle *tf_handle_ref(tf_handle *r);
 void tf_handle_close(tf_handle *r);

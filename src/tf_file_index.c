@@ -185,8 +185,7 @@ static tf_status parse_units(const tile_ent *te, const saved_tile *sv, const uin
 	return TF_OK;
 }
 
-/* The entry f came from is wrong: warn and remove it, once. */
-static void reject_saved(const tf_file *f, size_t t, const char *why)
+void tf_file_reject_saved(const tf_file *f, size_t t, const char *why)
 {
 	tf_index_key k;
 	char msg[TF_ERRMSG_MAX + 32];
@@ -203,16 +202,15 @@ tf_status tf_file_restore_tile(const tf_file *f, size_t t, unit_table **out, tf_
 {
 	const saved_tile *sv = &f->saved_tiles[t];
 	unit_table *ut = malloc(sizeof(*ut) + (sv->nunits ? sv->nunits : 1) * sizeof(unit_ent));
-	tf_error why;
+	tf_status rc;
 
 	if (!ut)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	ut->n = (size_t)sv->nunits;
 	ut->nchunks = sv->nchunks;
-	if (parse_units(&f->tiles[t], sv, f->saved, ut, &why) != TF_OK) {
+	if ((rc = parse_units(&f->tiles[t], sv, f->saved, ut, err)) != TF_OK) {
 		free(ut);
-		reject_saved(f, t, why.msg);
-		return tf_err(err, TF_E_CORRUPT, "index entry: %s", why.msg);
+		return rc;
 	}
 	*out = ut;
 	return TF_OK;

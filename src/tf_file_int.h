@@ -66,6 +66,7 @@ struct tf_file {
 	tf_source *src;		/* borrowed: outlives every file */
 	tf_version ver;		/* the version indexed */
 	char *var_rel;		/* folded offsets: the data file, or NULL */
+	tf_version var_ver;	/* ... the version of it indexed (what handles read) */
 	decoder *dec;
 	size_t ndec;
 	decoder var;		/* folded offsets: the data file's decoder */
@@ -83,7 +84,8 @@ struct tf_file {
 	struct tf_index *store;	/* where saved came from (outlives f) */
 	atomic_bool saved_bad;	/* its entry was found wrong and rejected */
 	uint32_t cell_val_num;
-	_Atomic uint64_t owner;	/* our id in the cache we are read through */
+	_Atomic(tf_cache *) cache; /* the one cache it is read through */
+	_Atomic uint64_t owner;	/* our id in that cache */
 };
 
 /* tf_file_index.c: the persisted form of a walked file's tiles and units.
@@ -92,9 +94,12 @@ struct tf_file {
 struct tf_index;
 tf_status tf_file_restore(tf_file *f, struct tf_index *store, const tf_version *expect, tf_error *err);
 void tf_file_persist(const tf_file *f, struct tf_index *store);
-/* The units of restored tile t, made from the payload and checked; units
- * found wrong reject the entry and fail TF_E_CORRUPT (walk the tile). */
+/* The units of restored tile t, made from the payload and checked
+ * (TF_E_CORRUPT: the entry is wrong). */
 tf_status tf_file_restore_tile(const tf_file *f, size_t t, unit_table **out, tf_error *err);
+/* The entry f was restored from is wrong (at tile t): warned and removed
+ * from the store, once. */
+void tf_file_reject_saved(const tf_file *f, size_t t, const char *why);
 
 /* The unit list of tile t, read from obj (its chunk headers) the first time. */
 tf_status tf_file_load_tile(const tf_file *f, tf_object *obj, size_t t, const unit_table **out,

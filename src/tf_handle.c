@@ -33,10 +33,12 @@ struct tf_handle {
 	tf_object *var;		/* folded offsets: the data file, else NULL */
 	_Atomic uint64_t next;	/* where the last request ended */
 	_Atomic uint64_t ahead;	/* decode-ahead queued up to here */
+	_Atomic uint64_t streak; /* bytes read sequentially so far */
 };
 
 #define UNIT_KEY(tile, u) ((uint64_t)(tile) << 32 | (uint64_t)(u))
 #define AHEAD_MIN ((uint64_t)8 << 20)	/* decode-ahead window, at least */
+#define RUN_MIN ((uint64_t)1 << 20)	/* stored bytes per decode-ahead read, at first */
 #define SEQ_SLACK ((uint64_t)4 << 20)	/* concurrent requests arrive out of order */
 
 /* A claimed unit, to be filled. */
@@ -55,7 +57,7 @@ tf_status tf_handle_open(tf_file *f, tf_handle **out, tf_error *err)
 	if (!r)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	if ((rc = tf_object_open(f->src, f->rel, &f->ver, &r->obj, err)) == TF_OK && f->folded)
-		rc = tf_object_open(f->src, f->var_rel, NULL, &r->var, err);
+		rc = tf_object_open(f->src, f->var_rel, &f->var_ver, &r->var, err);
 	if (rc != TF_OK) {
 		tf_object_close(r->obj);
 		free(r);
@@ -64,6 +66,7 @@ tf_status tf_handle_open(tf_file *f, tf_handle **out, tf_error *err)
 	atomic_init(&r->refs, 1);
 	atomic_init(&r->next, 0);
 	atomic_init(&r->ahead, 0);
+	atomic_init(&r->streak, 0);
 	r->f = tf_file_ref(f);
 	*out = r;
 	return TF_OK;
@@ -90,15 +93,21 @@ tf_file *tf_handle_file(const tf_handle *r)
 	return r->f;
 }
 
-/* Our owner id in the cache we are read through (the first one). */
+/* Our owner id in cache c, or 0 if the file is read through another
+ * cache already: owner ids are a cache's own, so one of its ids could name
+ * another file's entries in a second cache. */
 static uint64_t owner_in(tf_file *f, tf_cache *c)
 {
-	uint64_t id = atomic_load(&f->owner), fresh;
+	tf_cache *bound = NULL;
+	uint64_t id = 0, fresh;
 
-	if (id)
-		return id;
-	fresh = tf_cache_owner(c);
-	return atomic_compare_exchange_strong(&f->owner, &id, fresh) ? fresh : id;
+	if (!atomic_compare_exchange_strong(&f->cache, &bound, c) && bound != c)
+		return 0;
+	while (!(id = atomic_load(&f->owner))) {
+		fresh = tf_cache_owner(c);
+		atomic_compare_exchange_strong(&f->owner, &id, fresh);	/* a racing reader's may win */
+	}
+	return id;
 }
 
 /* ---- filling claimed units ---------------------------------------------------------------- */
@@ -272,12 +281,22 @@ static tf_status each_unit(tf_handle *r, uint64_t from, uint64_t to, unit_visit 
 	const tf_file *f = r->f;
 	tf_status rc = TF_OK;
 
+	size_t t;
+
 	if (from >= to || !f->ntiles)
 		return TF_OK;
-	for (size_t t = tile_at(f, from); rc == TF_OK && t < f->ntiles && f->tiles[t].off < to; t++) {
+	/* Empty tiles hold no byte but must still prove themselves empty
+	 * (loading one decodes it): those starting where we start come
+	 * before tile_at's answer, and one at the very end counts too. */
+	for (t = tile_at(f, from); t > 0 && f->tiles[t - 1].off >= from && !f->tiles[t - 1].size; t--)
+		;
+	for (; rc == TF_OK && t < f->ntiles && (f->tiles[t].off < to || (to == f->size && !f->tiles[t].size));
+	     t++) {
 		const tile_ent *te = &f->tiles[t];
 		const unit_table *ut = NULL;
 
+		if (!te->size && te->off >= from && te->kind == TILE_CHUNKED)
+			rc = tf_file_load_tile(f, r->obj, t, &ut, err);
 		if (!te->size || te->off + te->size <= from)
 			continue;
 		if ((rc = tf_file_load_tile(f, r->obj, t, &ut, err)) != TF_OK)
@@ -306,6 +325,10 @@ static tf_status claim_ahead(void *arg, size_t tile, size_t u, const unit_ent *e
 	tf_cache_entry *ce;
 	claim *v;
 
+	/* The reader already went past it (it outran the workers): decoding it
+	 * now would only park it in the LRU, where nobody reads it again. */
+	if (e->off + e->size <= atomic_load(&j->r->next))
+		return TF_OK;
 	if (tf_cache_acquire(j->c, j->owner, UNIT_KEY(tile, u), e->size, &ce, &st, err) != TF_OK)
 		return TF_OK;	/* best effort: the reader will say what is wrong */
 	if (st != TF_CACHE_CLAIMED) {
@@ -348,16 +371,21 @@ static void drop_ahead(void *ctx)
 	free(j);
 }
 
-/* Decoded bytes per decode-ahead job: about io_size stored, within
- * [256 KiB, window / 4] decoded so that a window makes several jobs. */
-static uint64_t ahead_step(const tf_handle *r, uint64_t window)
+/*
+ * Decoded bytes per decode-ahead job: one source read each, of RUN_MIN
+ * stored bytes at first, growing with the sequential streak up to the
+ * source's preferred size (1 MiB locally, several for an object store, as
+ * mountpoint-s3 and TileDB's VFS read).  At least 256 KiB decoded.
+ */
+static uint64_t ahead_step(const tf_handle *r, uint64_t streak)
 {
-	uint64_t stored = r->f->ver.size ? r->f->ver.size : 1;
+	uint64_t stored = r->f->ver.size ? r->f->ver.size : 1, run = streak / 2;
 	double ratio = (double)r->f->size / (double)stored;
-	uint64_t step = (uint64_t)((double)tf_object_io_size(r->obj) * (ratio > 1 ? ratio : 1));
+	uint64_t step;
 
-	if (step > window / 4)
-		step = window / 4;
+	run = run < RUN_MIN ? RUN_MIN : run;
+	run = run < tf_object_io_size(r->obj) ? run : tf_object_io_size(r->obj);
+	step = (uint64_t)((double)run * (ratio > 1 ? ratio : 1));
 	return step < ((uint64_t)256 << 10) ? (uint64_t)256 << 10 : step;
 }
 
@@ -375,18 +403,26 @@ static bool submit_ahead(tf_handle *r, tf_cache *c, uint64_t owner, uint64_t fro
 	return false;
 }
 
-/* A reader continuing where it left off: queue the window after `end`. */
+/* A reader continuing where it left off: queue the window after `end`,
+ * four jobs deep at least (several reads in flight), at most a quarter of
+ * the budget. */
 static void decode_ahead(tf_handle *r, tf_cache *c, uint64_t owner, uint64_t off, uint64_t end)
 {
 	const tf_file *f = r->f;
 	uint64_t prev = atomic_exchange(&r->next, end), ahead = atomic_load(&r->ahead);
-	uint64_t window = tf_object_io_size(r->obj) * 8, step, from, to;
+	uint64_t window, step, from, to, streak;
 
-	if (!tf_cache_workers(c) || off > prev + SEQ_SLACK || prev > off + SEQ_SLACK)
+	if (off > prev + SEQ_SLACK || prev > off + SEQ_SLACK) {
+		atomic_store(&r->streak, 0);
 		return;
-	window = window < AHEAD_MIN ? AHEAD_MIN : window;
+	}
+	streak = atomic_fetch_add(&r->streak, end - off) + (end - off);
+	if (!tf_cache_workers(c))
+		return;
+	step = ahead_step(r, streak);
+	window = 4 * step < AHEAD_MIN ? AHEAD_MIN : 4 * step;
 	window = window < tf_cache_budget(c) / 4 ? window : tf_cache_budget(c) / 4;
-	step = ahead_step(r, window);
+	step = step < window / 4 ? step : window / 4;
 	from = ahead > end ? ahead : end;
 	to = end + window < f->size ? end + window : f->size;
 	if (from >= to || (to - from < step && to < f->size) ||
@@ -504,6 +540,8 @@ tf_status tf_handle_pin(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t of
 
 	s->n = 0;
 	s->bytes = 0;
+	if (!j.owner)
+		return tf_err(err, TF_E_INVAL, "%s: read through a second cache", f->name);
 	if (off >= f->size || len == 0)
 		return TF_OK;
 	end = len < f->size - off ? off + len : f->size;

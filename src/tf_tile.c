@@ -50,6 +50,11 @@ tf_status tf_tile_decode(const tf_pipeline *p, const tf_chunk_env *env, tf_works
 		if (r.n < TF_CHUNK_HEADER_SIZE)
 			return tf_err(err, TF_E_CORRUPT, "chunk %llu: truncated header", (unsigned long long)c);
 		tf_chunk_header_read(r.p, &h);
+		/* More than any chunk decodes to: a lying header (corrupt), not
+		 * a buffer too small for it (which would read as ENOMEM). */
+		if (h.orig_len > TF_MAX_CHUNK_BYTES)
+			return tf_err(err, TF_E_CORRUPT, "chunk %llu: claims %u decoded bytes",
+				      (unsigned long long)c, h.orig_len);
 		if ((rc = tf_get_span(&r, tf_chunk_stored_size(&h), &stored, "chunk", err)) != TF_OK ||
 		    (rc = tf_buf_grow(out, h.orig_len, &dst, err)) != TF_OK ||
 		    (rc = tf_chunk_decode(p, env, ws, stored, dst, offsets, err)) != TF_OK)

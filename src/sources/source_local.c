@@ -303,17 +303,23 @@ static void local_close(tf_object *base)
 	free(o);
 }
 
-/* Whether the file still has the size and times of the version opened. */
+/* Whether the file still has the size and times of the version opened.
+ * A file renamed over or removed is unlinked, which moves its ctime only:
+ * with size and mtime unchanged and no name left, its bytes are still the
+ * ones opened, and the handle goes on reading them. */
 static tf_status local_check(tf_object *base, tf_error *err)
 {
 	local_object *o = (local_object *)base;
+	const tf_version *was = &o->base.st.v;
 	struct stat sb;
 	tf_stat now;
 
 	if (fstat(o->fd, &sb) != 0)
 		return errno_status(err, o->base.name, "stat");
 	to_tf_stat(&sb, &now);
-	if (!tf_version_equal(&now.v, &o->base.st.v))
+	if (sb.st_nlink == 0 && now.v.size == was->size && now.v.mtime_ns == was->mtime_ns)
+		return TF_OK;
+	if (!tf_version_equal(&now.v, was))
 		return tf_err(err, TF_E_STALE, "%s: changed on disk while open", o->base.name);
 	return TF_OK;
 }

@@ -1,14 +1,1007 @@
 /*
- * source_s3.c - S3-compatible object storage as a source (not built yet).
+ * source_s3.c - an S3-compatible bucket (or a prefix of one) as a source.
+ *
+ * Names.  Source path "a/b" is key PREFIX "a/b"; directory "a" is every key
+ * under "PREFIX a/", listed with ListObjectsV2 and delimiter '/' (common
+ * prefixes are the subdirectories).  Keys that cannot be a path component
+ * ("", ".", "..", "a//b") are not shown; where a key and a prefix share a
+ * name, the directory wins.  Files are 0444, directories 0555, both owned
+ * by the user who opened the source.  There are no symlinks.
+ *
+ * Listings are cached: sizes, ETags and mtimes come from them, so stat and
+ * open cost no request of their own while a listing is fresh (list_ttl).
+ * A TileDB fragment directory (one holding __fragment_metadata.tdb, which
+ * TileDB writes last) never changes once written: its listing is kept for
+ * the life of the source.  The cache holds at most CACHE_LISTINGS listings
+ * and CACHE_BYTES of them, least recently used out first.
+ *
+ * Versions.  An object is its ETag and size; every GET of it sends
+ * If-Match with that ETag, so an object replaced while open answers 412
+ * and the read fails TF_E_STALE (and the cached listing of its directory
+ * is dropped, so the next open sees the new object).  Mtimes are whole
+ * seconds, as HEAD gives them, so a version from a listing equals the
+ * same version from a HEAD.
+ *
+ * Reads.  A read of RA_DIRECT bytes or more is fetched as it is, in up to
+ * PARTS_MAX ranged GETs in parallel.  Smaller reads are where per-request
+ * cost hurts: a reader going forward (each read starting within SEQ_GAP
+ * of where the last ended, as chunk after chunk of a tile does) gets a
+ * read-ahead block instead, 1 MiB at first and doubling up to 16 MiB, and
+ * the next block is fetched in the background once the reader is half way
+ * through the current one.  A reader jumping about gets exactly the bytes
+ * it asked for.  Read-ahead memory is at most RA_SLOTS blocks per object
+ * and RA_BUDGET per source; a block that failed to load is never served:
+ * the reader fetches its range itself and gets that error if it persists.
  */
 #include "config.h"
 
-#include "sources/source_impl.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
-tf_status tf_source_s3(const char *spec, const struct tf_s3_settings *s3, tf_source **out,
-		       tf_error *err)
+#include "sources/s3_client.h"
+#include "sources/source_impl.h"
+#include "tf_s3.h"
+
+#define LIST_PAGE 1000
+#define LIST_MAX_PAGES 2000
+#define LIST_MAX_ENTRIES 500000
+#define CACHE_LISTINGS 4096
+#define CACHE_BYTES ((size_t)64 << 20)
+#define HASH_BUCKETS 1024
+
+#define RA_DIRECT ((size_t)1 << 20)
+#define RA_FIRST ((size_t)1 << 20)
+#define RA_MAX ((size_t)16 << 20)
+#define RA_SLOTS 3
+#define RA_BUDGET ((int64_t)256 << 20)
+#define SEQ_GAP ((uint64_t)256 << 10)
+#define PART_MIN ((size_t)4 << 20)
+#define PARTS_MAX 4
+
+/* ---- types -------------------------------------------------------------------------------- */
+
+typedef struct s3_dent {
+	char *name;
+	tf_stat st;
+} s3_dent;
+
+typedef struct listing {
+	char *rel;
+	s3_dent *ents;			/* sorted by name */
+	size_t n, bytes;
+	int64_t at_ns;			/* when fetched */
+	bool immutable, cached;
+	unsigned refs;
+	struct listing *prev, *next;	/* LRU: head is the most recent */
+	struct listing *hnext;
+} listing;
+
+typedef struct s3_source {
+	tf_source base;
+	s3_client *client;
+	char *prefix;			/* "" or "some/prefix/" */
+	int64_t ttl_ns;
+	uint32_t uid, gid;
+	pthread_mutex_t mu;
+	listing *hash[HASH_BUCKETS];
+	listing *head, *tail;
+	size_t nlist, bytes;
+	_Atomic int64_t ra_bytes;
+} s3_source;
+
+typedef enum { B_LOADING, B_READY, B_FAILED } block_state;
+
+typedef struct ra_block {
+	uint64_t off;
+	size_t len;
+	uint8_t *data;
+	block_state state;
+	uint64_t used;			/* the object's tick when last read */
+} ra_block;
+
+typedef struct s3_object {
+	tf_object base;
+	s3_source *src;
+	char *key;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	ra_block *blocks[RA_SLOTS];
+	uint64_t seq_end, tick;		/* where the last read ended */
+	bool streaming;
+	size_t window;
+	unsigned jobs;			/* background loads running */
+} s3_object;
+
+static const tf_object_ops s3_object_ops;
+
+static int64_t now_ns(void)
 {
-	(void)s3;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- names -------------------------------------------------------------------------------- */
+
+/* The key of file rel, or the listing prefix of directory rel. */
+static char *key_of(const s3_source *s, const char *rel, bool dir)
+{
+	char *k = NULL;
+
+	if (!strcmp(rel, "."))
+		return strdup(s->prefix);
+	if (asprintf(&k, "%s%s%s", s->prefix, rel, dir ? "/" : "") < 0)
+		return NULL;
+	return k;
+}
+
+static bool valid_name(const char *n)
+{
+	return *n && strcmp(n, ".") && strcmp(n, "..") && !strchr(n, '/') && strlen(n) <= 255;
+}
+
+static tf_stat dir_stat(const s3_source *s)
+{
+	return (tf_stat){ .kind = TF_ENT_DIR, .mode = 0555, .uid = s->uid, .gid = s->gid, .nlink = 2 };
+}
+
+static tf_stat file_stat(const s3_source *s, const s3_entry *e)
+{
+	tf_stat st = { .kind = TF_ENT_REG, .mode = 0444, .uid = s->uid, .gid = s->gid, .nlink = 1 };
+
+	st.v.size = e->size;
+	st.v.mtime_ns = e->mtime_ns - e->mtime_ns % 1000000000;
+	memcpy(st.v.etag, e->etag, sizeof(st.v.etag) < sizeof(e->etag) ? sizeof(st.v.etag) : sizeof(e->etag));
+	st.v.etag[sizeof(st.v.etag) - 1] = '\0';
+	return st;
+}
+
+/* ---- listings ------------------------------------------------------------------------------- */
+
+static void listing_free(listing *l)
+{
+	for (size_t i = 0; l && i < l->n; i++)
+		free(l->ents[i].name);
+	if (l)
+		free(l->ents), free(l->rel);
+	free(l);
+}
+
+static int cmp_dent(const void *a, const void *b)
+{
+	int c = strcmp(((const s3_dent *)a)->name, ((const s3_dent *)b)->name);
+
+	/* Same name: the directory first (it wins). */
+	return c ? c : (int)(((const s3_dent *)b)->st.kind == TF_ENT_DIR) -
+		       (int)(((const s3_dent *)a)->st.kind == TF_ENT_DIR);
+}
+
+/* Sort, drop duplicate names (the directory stays), decide immutability. */
+static void listing_finish(listing *l)
+{
+	size_t o = 0;
+
+	qsort(l->ents, l->n, sizeof(*l->ents), cmp_dent);
+	for (size_t i = 0; i < l->n; i++) {
+		if (o && !strcmp(l->ents[o - 1].name, l->ents[i].name)) {
+			free(l->ents[i].name);
+			continue;
+		}
+		l->ents[o++] = l->ents[i];
+		l->bytes += sizeof(s3_dent) + strlen(l->ents[i].name) + 1;
+	}
+	l->n = o;
+	/* A TileDB fragment directory: "__<t1>_<t2>_<uuid>[_<v>]" holding its
+	 * metadata file, which TileDB writes after every data file. */
+	const char *base = strrchr(l->rel, '/');
+	base = base ? base + 1 : l->rel;
+	s3_dent key = { .name = "__fragment_metadata.tdb" };
+	l->immutable = !strncmp(base, "__", 2) && strchr(base + 2, '_') &&
+		       bsearch(&key, l->ents, l->n, sizeof(*l->ents), cmp_dent) != NULL;
+}
+
+/* Add one entry named name (already checked) to l. */
+static bool listing_add(listing *l, size_t *cap, const char *name, tf_stat st)
+{
+	if (l->n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 64;
+		s3_dent *ne = realloc(l->ents, nc * sizeof(*ne));
+		if (!ne)
+			return false;
+		l->ents = ne, *cap = nc;
+	}
+	if (!(l->ents[l->n].name = strdup(name)))
+		return false;
+	l->ents[l->n++].st = st;
+	return true;
+}
+
+/* The entries of one page, named relative to prefix. */
+static tf_status add_page(s3_source *s, listing *l, size_t *cap, const char *prefix, const s3_list_page *pg,
+			  tf_error *err)
+{
+	size_t plen = strlen(prefix);
+
+	if (l->n + pg->nobjects + pg->nprefixes > LIST_MAX_ENTRIES)
+		return tf_err(err, TF_E_NOMEM, "%s: more than %d entries in one directory", l->rel,
+			      LIST_MAX_ENTRIES);
+	for (size_t i = 0; i < pg->nobjects; i++) {
+		const s3_entry *e = &pg->objects[i];
+		if (strncmp(e->key, prefix, plen) || !valid_name(e->key + plen))
+			continue;
+		if (!listing_add(l, cap, e->key + plen, file_stat(s, e)))
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < pg->nprefixes; i++) {
+		char *p = pg->prefixes[i];
+		size_t n = strlen(p);
+		if (strncmp(p, prefix, plen) || n < plen + 2 || p[n - 1] != '/')
+			continue;
+		p[n - 1] = '\0';
+		bool ok = !valid_name(p + plen) || listing_add(l, cap, p + plen, dir_stat(s));
+		p[n - 1] = '/';
+		if (!ok)
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	return TF_OK;
+}
+
+/* List directory rel from the store, every page. */
+static tf_status fetch_listing(s3_source *s, const char *rel, listing **out, tf_error *err)
+{
+	listing *l = calloc(1, sizeof(*l));
+	char *prefix = key_of(s, rel, true), *token = NULL;
+	s3_list_page pg = { 0 };
+	size_t cap = 0;
+	tf_status rc = l && prefix && (l->rel = strdup(rel)) ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
+
+	for (int page = 0; rc == TF_OK; page++) {
+		if (page == LIST_MAX_PAGES) {
+			rc = tf_err(err, TF_E_IO, "%s: listing '%s' runs past %d pages", s3_client_where(s->client),
+				    prefix, LIST_MAX_PAGES);
+			break;
+		}
+		if ((rc = s3_client_list(s->client, prefix, token, LIST_PAGE, &pg, err)) != TF_OK ||
+		    (rc = add_page(s, l, &cap, prefix, &pg, err)) != TF_OK)
+			break;
+		free(token);
+		token = pg.truncated ? pg.next_token : NULL;
+		pg.next_token = NULL;
+		s3_list_page_free(&pg);
+		if (!token)
+			break;
+	}
+	s3_list_page_free(&pg);
+	free(token), free(prefix);
+	if (rc != TF_OK) {
+		listing_free(l);
+		return rc;
+	}
+	listing_finish(l);
+	l->at_ns = now_ns();
+	*out = l;
+	return TF_OK;
+}
+
+/* ---- the listing cache (s->mu held) ------------------------------------------------------ */
+
+static unsigned hash_rel(const char *rel)
+{
+	unsigned h = 2166136261u;
+
+	for (; *rel; rel++)
+		h = (h ^ (unsigned char)*rel) * 16777619u;
+	return h % HASH_BUCKETS;
+}
+
+static void lru_unlink(s3_source *s, listing *l)
+{
+	*(l->prev ? &l->prev->next : &s->head) = l->next;
+	*(l->next ? &l->next->prev : &s->tail) = l->prev;
+	l->prev = l->next = NULL;
+}
+
+static void lru_push(s3_source *s, listing *l)
+{
+	l->prev = NULL;
+	l->next = s->head;
+	*(s->head ? &s->head->prev : &s->tail) = l;
+	s->head = l;
+}
+
+/* Take l out of the cache; freed now or by its last user. */
+static void cache_drop(s3_source *s, listing *l)
+{
+	listing **p = &s->hash[hash_rel(l->rel)];
+
+	while (*p != l)
+		p = &(*p)->hnext;
+	*p = l->hnext;
+	lru_unlink(s, l);
+	s->nlist--;
+	s->bytes -= l->bytes;
+	l->cached = false;
+	if (!l->refs)
+		listing_free(l);
+}
+
+static listing *cache_find(s3_source *s, const char *rel)
+{
+	for (listing *l = s->hash[hash_rel(rel)]; l; l = l->hnext)
+		if (!strcmp(l->rel, rel))
+			return l;
+	return NULL;
+}
+
+static bool fresh(const s3_source *s, const listing *l)
+{
+	return l->immutable || now_ns() - l->at_ns < s->ttl_ns;
+}
+
+static void cache_insert(s3_source *s, listing *l)
+{
+	listing *old = cache_find(s, l->rel);
+
+	if (old)
+		cache_drop(s, old);
+	if (l->bytes > CACHE_BYTES / 4 || (s->ttl_ns == 0 && !l->immutable))
+		return;		/* served once, not kept */
+	while (s->tail && (s->nlist >= CACHE_LISTINGS || s->bytes + l->bytes > CACHE_BYTES))
+		cache_drop(s, s->tail);
+	l->hnext = s->hash[hash_rel(l->rel)];
+	s->hash[hash_rel(l->rel)] = l;
+	lru_push(s, l);
+	s->nlist++;
+	s->bytes += l->bytes;
+	l->cached = true;
+}
+
+/* ---- using listings ------------------------------------------------------------------------ */
+
+/* Directory rel's listing, referenced (listing_put when done). */
+static tf_status listing_get(s3_source *s, const char *rel, listing **out, tf_error *err)
+{
+	listing *l;
+	tf_status rc;
+
+	pthread_mutex_lock(&s->mu);
+	if ((l = cache_find(s, rel)) && fresh(s, l)) {
+		lru_unlink(s, l);
+		lru_push(s, l);
+		l->refs++;
+		pthread_mutex_unlock(&s->mu);
+		*out = l;
+		return TF_OK;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if ((rc = fetch_listing(s, rel, &l, err)) != TF_OK)
+		return rc;
+	pthread_mutex_lock(&s->mu);
+	cache_insert(s, l);
+	l->refs++;
+	pthread_mutex_unlock(&s->mu);
+	*out = l;
+	return TF_OK;
+}
+
+static void listing_put(s3_source *s, listing *l)
+{
+	pthread_mutex_lock(&s->mu);
+	if (--l->refs == 0 && !l->cached)
+		listing_free(l);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static const s3_dent *listing_lookup(const listing *l, const char *name)
+{
+	s3_dent key = { .name = (char *)name, .st.kind = TF_ENT_DIR };
+	const s3_dent *d = bsearch(&key, l->ents, l->n, sizeof(*l->ents), cmp_dent);
+
+	if (!d) {	/* not a directory: as a file */
+		key.st.kind = TF_ENT_REG;
+		d = bsearch(&key, l->ents, l->n, sizeof(*l->ents), cmp_dent);
+	}
+	return d;
+}
+
+/* rel's parent directory ("." at the top) into buf, its last name into *name. */
+static bool split_rel(const char *rel, char *buf, size_t n, const char **name)
+{
+	const char *slash = strrchr(rel, '/');
+
+	*name = slash ? slash + 1 : rel;
+	if (snprintf(buf, n, "%.*s", slash ? (int)(slash - rel) : 1, slash ? rel : ".") >= (int)n)
+		return false;
+	return true;
+}
+
+/* Forget the listing of rel's directory (it changed under us). */
+static void forget_parent(s3_source *s, const char *rel)
+{
+	char parent[4096];
+	const char *name;
+	listing *l;
+
+	if (!split_rel(rel, parent, sizeof(parent), &name))
+		return;
+	pthread_mutex_lock(&s->mu);
+	if ((l = cache_find(s, parent)) && !l->immutable)
+		cache_drop(s, l);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- stat, list ------------------------------------------------------------------------------ */
+
+/* rel's entry in its directory's listing (copied), or TF_E_NOTFOUND. */
+static tf_status lookup(s3_source *s, const char *rel, tf_stat *st, tf_error *err)
+{
+	char parent[4096];
+	const char *name;
+	const s3_dent *d;
+	listing *l;
+	tf_status rc;
+
+	if (!strcmp(rel, ".")) {
+		*st = dir_stat(s);
+		return TF_OK;
+	}
+	if (!split_rel(rel, parent, sizeof(parent), &name))
+		return tf_err(err, TF_E_INVAL, "%s: name too long", rel);
+	if ((rc = listing_get(s, parent, &l, err)) != TF_OK)
+		return rc;
+	if ((d = listing_lookup(l, name)))
+		*st = d->st;
+	listing_put(s, l);
+	return d ? TF_OK : tf_err(err, TF_E_NOTFOUND, "%s: no such file or directory", rel);
+}
+
+static tf_status s3_stat(tf_source *base, const char *rel, tf_stat *st, tf_error *err)
+{
+	return lookup((s3_source *)base, rel, st, err);
+}
+
+static tf_status s3_list(tf_source *base, const char *rel, bool want_stat, tf_list_fn fn, void *ctx,
+			 tf_error *err)
+{
+	s3_source *s = (s3_source *)base;
+	listing *l;
+	tf_stat st;
+	tf_status rc;
+
+	(void)want_stat;	/* sizes come with the listing: always full */
+	if ((rc = listing_get(s, rel, &l, err)) != TF_OK)
+		return rc;
+	/* An empty prefix is no directory, unless it is the top. */
+	if (!l->n && strcmp(rel, ".")) {
+		listing_put(s, l);
+		rc = lookup(s, rel, &st, err);
+		return rc != TF_OK ? rc : st.kind == TF_ENT_DIR ? TF_OK
+		       : tf_err(err, TF_E_INVAL, "%s: not a directory", rel);
+	}
+	for (size_t i = 0; i < l->n; i++)
+		if (fn(ctx, l->ents[i].name, &l->ents[i].st))
+			break;
+	listing_put(s, l);
+	return TF_OK;
+}
+
+static tf_status s3_statfs(tf_source *base, tf_source_fsstat *out, tf_error *err)
+{
+	(void)base, (void)err;
+	*out = (tf_source_fsstat){ .bsize = 4096, .namemax = 255 };
+	return TF_OK;
+}
+
+/* ---- opening objects ------------------------------------------------------------------------- */
+
+/* rel's stat from a fresh cached listing, without asking the store. */
+static bool peek(s3_source *s, const char *rel, tf_stat *st)
+{
+	char parent[4096];
+	const char *name;
+	const s3_dent *d = NULL;
+	listing *l;
+
+	if (!split_rel(rel, parent, sizeof(parent), &name))
+		return false;
+	pthread_mutex_lock(&s->mu);
+	if ((l = cache_find(s, parent)) && fresh(s, l) && (d = listing_lookup(l, name)))
+		*st = d->st;
+	pthread_mutex_unlock(&s->mu);
+	return d != NULL;
+}
+
+static tf_status head_stat(s3_source *s, const char *rel, tf_stat *st, tf_error *err)
+{
+	char *key = key_of(s, rel, false);
+	s3_entry e;
+	tf_status rc = key ? s3_client_head(s->client, key, &e, err) : tf_err(err, TF_E_NOMEM, "out of memory");
+
+	free(key);
+	if (rc == TF_OK)
+		*st = file_stat(s, &e);
+	return rc;
+}
+
+static bool same_version(const tf_version *a, const tf_version *b)
+{
+	return a->size == b->size && !strcmp(a->etag, b->etag);
+}
+
+/* The version rel is now: cached if fresh, else asked; checked against expect. */
+static tf_status current_stat(s3_source *s, const char *rel, const tf_version *expect, tf_stat *st,
+			      tf_error *err)
+{
+	bool cached = peek(s, rel, st);
+	tf_status rc;
+
+	if (cached && st->kind != TF_ENT_REG)
+		return tf_err(err, TF_E_INVAL, "%s: not a regular file", rel);
+	/* A cached version unlike the one expected may be the stale one. */
+	if (!cached || (expect && !same_version(expect, &st->v))) {
+		if ((rc = head_stat(s, rel, st, err)) != TF_OK)
+			return rc;
+	}
+	if (expect && !same_version(expect, &st->v)) {
+		forget_parent(s, rel);
+		return tf_err(err, TF_E_STALE, "%s: replaced in the object store", rel);
+	}
+	if (expect)
+		st->v.mtime_ns = expect->mtime_ns;
+	return TF_OK;
+}
+
+static tf_status s3_open(tf_source *base, const char *rel, const tf_version *expect, tf_object **out,
+			 tf_error *err)
+{
+	s3_source *s = (s3_source *)base;
+	s3_object *o;
+	tf_stat st;
+	tf_status rc;
+
+	if ((rc = current_stat(s, rel, expect, &st, err)) != TF_OK)
+		return rc;
+	if (!(o = calloc(1, sizeof(*o))) || !(o->base.name = strdup(rel)) || !(o->key = key_of(s, rel, false))) {
+		if (o)
+			free(o->base.name), free(o->key);
+		free(o);
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	o->base.ops = &s3_object_ops;
+	o->base.st = st;
+	/* Callers that can choose read RA_MAX at a time: four PART_MIN GETs
+	 * in parallel, where one 64 KiB chunk per request would cost a round
+	 * trip each. */
+	o->base.io_size = RA_MAX;
+	o->src = s;
+	pthread_mutex_init(&o->mu, NULL);
+	pthread_cond_init(&o->cv, NULL);
+	*out = &o->base;
+	return TF_OK;
+}
+
+/* ---- fetching ------------------------------------------------------------------------------------ */
+
+static tf_status get(s3_object *o, uint64_t off, void *dst, size_t len, tf_error *err)
+{
+	tf_status rc = s3_client_get(o->src->client, o->key, o->base.st.v.etag, o->base.st.v.size, off, dst,
+				     len, err);
+
+	if (rc == TF_E_STALE)
+		forget_parent(o->src, o->base.name);
+	return rc;
+}
+
+typedef struct part {
+	s3_object *o;
+	uint64_t off;
+	uint8_t *dst;
+	size_t len;
+	tf_error err;
+	tf_status rc;
+	pthread_t th;
+	bool started;
+} part;
+
+static void *part_main(void *arg)
+{
+	part *p = arg;
+
+	p->rc = get(p->o, p->off, p->dst, p->len, &p->err);
+	return NULL;
+}
+
+/* [off, off+len) in up to PARTS_MAX ranged GETs at once. */
+static tf_status fetch(s3_object *o, uint64_t off, void *dst, size_t len, tf_error *err)
+{
+	size_t n = len / PART_MIN, step;
+	part parts[PARTS_MAX];
+	tf_status rc = TF_OK;
+
+	n = n < 1 ? 1 : n > PARTS_MAX ? PARTS_MAX : n;
+	if (n == 1)
+		return get(o, off, dst, len, err);
+	step = (len / n + 4095) & ~(size_t)4095;
+	for (size_t i = 0; i < n; i++) {
+		size_t at = i * step;
+		parts[i] = (part){ .o = o, .off = off + at, .dst = (uint8_t *)dst + at,
+				   .len = i + 1 == n ? len - at : step };
+		/* The last part runs here; the others in threads of their own. */
+		parts[i].started = i + 1 < n && pthread_create(&parts[i].th, NULL, part_main, &parts[i]) == 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (parts[i].started)
+			pthread_join(parts[i].th, NULL);
+		else
+			part_main(&parts[i]);
+		if (parts[i].rc != TF_OK && rc == TF_OK) {
+			rc = parts[i].rc;
+			if (err)
+				*err = parts[i].err;
+		}
+	}
+	return rc;
+}
+
+/* ---- read-ahead blocks (o->mu held unless said) ------------------------------------------- */
+
+static ra_block *block_at(s3_object *o, uint64_t off)
+{
+	for (int i = 0; i < RA_SLOTS; i++) {
+		ra_block *b = o->blocks[i];
+		if (b && off >= b->off && off - b->off < b->len)
+			return b;
+	}
+	return NULL;
+}
+
+static void block_free(s3_object *o, int i)
+{
+	atomic_fetch_sub(&o->src->ra_bytes, (int64_t)o->blocks[i]->len);
+	free(o->blocks[i]->data);
+	free(o->blocks[i]);
+	o->blocks[i] = NULL;
+}
+
+/* A new loading block for [off, off+len), or NULL when no slot or memory
+ * is free (the caller then reads without read-ahead). */
+static ra_block *block_new(s3_object *o, uint64_t off, size_t len)
+{
+	int slot = -1;
+	ra_block *b;
+
+	for (int i = 0; i < RA_SLOTS && slot < 0; i++)
+		if (!o->blocks[i])
+			slot = i;
+	/* All taken: the least recently read block that is not loading. */
+	for (int i = 0; i < RA_SLOTS && !(slot >= 0 && !o->blocks[slot]); i++)
+		if (o->blocks[i]->state != B_LOADING && (slot < 0 || o->blocks[i]->used < o->blocks[slot]->used))
+			slot = i;
+	if (slot < 0)
+		return NULL;
+	if (o->blocks[slot])
+		block_free(o, slot);
+	if (atomic_fetch_add(&o->src->ra_bytes, (int64_t)len) + (int64_t)len > RA_BUDGET) {
+		atomic_fetch_sub(&o->src->ra_bytes, (int64_t)len);
+		return NULL;
+	}
+	if (!(b = calloc(1, sizeof(*b))) || !(b->data = malloc(len))) {
+		free(b);
+		atomic_fetch_sub(&o->src->ra_bytes, (int64_t)len);
+		return NULL;
+	}
+	b->off = off, b->len = len, b->state = B_LOADING, b->used = ++o->tick;
+	o->blocks[slot] = b;
+	return b;
+}
+
+/* Load b (o->mu not held: b is LOADING, so nobody else touches its data). */
+static void block_load(s3_object *o, ra_block *b)
+{
+	tf_status rc = fetch(o, b->off, b->data, b->len, NULL);
+
+	pthread_mutex_lock(&o->mu);
+	b->state = rc == TF_OK ? B_READY : B_FAILED;
+	pthread_cond_broadcast(&o->cv);
+	pthread_mutex_unlock(&o->mu);
+}
+
+typedef struct bg_job {
+	s3_object *o;
+	ra_block *b;
+} bg_job;
+
+static void *bg_main(void *arg)
+{
+	bg_job *j = arg;
+	s3_object *o = j->o;
+
+	block_load(o, j->b);
+	free(j);
+	pthread_mutex_lock(&o->mu);
+	o->jobs--;
+	pthread_cond_broadcast(&o->cv);
+	pthread_mutex_unlock(&o->mu);
+	return NULL;
+}
+
+/* Load [off, off+len) in the background (o->mu held). */
+static void start_bg(s3_object *o, uint64_t off, uint64_t len)
+{
+	uint64_t size = o->base.st.v.size;
+	bg_job *j;
+	pthread_t th;
+	pthread_attr_t attr;
+	ra_block *b;
+
+	len = len < size - off ? len : size - off;
+	if (o->jobs || !len || block_at(o, off) || !(b = block_new(o, off, (size_t)len)))
+		return;
+	if (!(j = malloc(sizeof(*j)))) {
+		b->state = B_FAILED;
+		return;
+	}
+	*j = (bg_job){ o, b };
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&th, &attr, bg_main, j) == 0) {
+		o->jobs++;
+	} else {
+		free(j);
+		b->state = B_FAILED;
+	}
+	pthread_attr_destroy(&attr);
+}
+
+/* ---- reading ----------------------------------------------------------------------------------- */
+
+/* Whether a read at off continues the last one (o->mu held). */
+static bool continues(const s3_object *o, uint64_t off)
+{
+	if (!o->tick && off == 0)
+		return true;	/* a first read from the start */
+	return o->tick && off + SEQ_GAP >= o->seq_end && off <= o->seq_end + SEQ_GAP;
+}
+
+/* Served from b what it holds of [*off, *off+*len); fetch the next block
+ * in the background once the reader is half way through (o->mu held). */
+static void take_from(s3_object *o, ra_block *b, uint64_t *off, uint8_t **dst, size_t *len)
+{
+	size_t n = b->len - (size_t)(*off - b->off);
+
+	n = n < *len ? n : *len;
+	memcpy(*dst, b->data + (*off - b->off), n);
+	*off += n, *dst += n, *len -= n;
+	b->used = ++o->tick;
+	o->seq_end = *off;
+	if (o->streaming && *off >= b->off + b->len / 2 && b->off + b->len < o->base.st.v.size)
+		start_bg(o, b->off + b->len, o->window);
+}
+
+/*
+ * One step of a small read: serve from a block, or start one, or say the
+ * rest is to be fetched directly (*direct).  o->mu held.
+ */
+static void read_step(s3_object *o, uint64_t *off, uint8_t **dst, size_t *len, bool *direct)
+{
+	uint64_t size = o->base.st.v.size;
+	ra_block *b;
+
+	while ((b = block_at(o, *off)) && b->state == B_LOADING)
+		pthread_cond_wait(&o->cv, &o->mu);
+	if (b && b->state == B_READY)
+		return take_from(o, b, off, dst, len);
+	if (b) {	/* failed: dropped, and this reader asks for itself */
+		for (int i = 0; i < RA_SLOTS; i++)
+			if (o->blocks[i] == b)
+				block_free(o, i);
+	}
+	if (b || !continues(o, *off)) {	/* a failed block, or a jump */
+		o->streaming = false;
+		o->window = 0;
+		*direct = true;
+		return;
+	}
+	o->window = !o->streaming || !o->window ? RA_FIRST : o->window * 2 > RA_MAX ? RA_MAX : o->window * 2;
+	o->streaming = true;
+	size_t want = o->window > *len ? o->window : *len;
+	want = want < size - *off ? want : (size_t)(size - *off);
+	if (!(b = block_new(o, *off, want))) {
+		*direct = true;
+		return;
+	}
+	pthread_mutex_unlock(&o->mu);
+	block_load(o, b);	/* retakes and drops the lock */
+	pthread_mutex_lock(&o->mu);
+}
+
+static tf_status s3_read(tf_object *base, uint64_t off, void *dst, size_t len, tf_error *err)
+{
+	s3_object *o = (s3_object *)base;
+	uint8_t *p = dst;
+	bool direct = len >= RA_DIRECT;
+
+	pthread_mutex_lock(&o->mu);
+	while (len && !direct)
+		read_step(o, &off, &p, &len, &direct);
+	if (direct) {	/* the reader's own GETs: whatever happens, no block is served */
+		o->tick++;
+		o->seq_end = off + len;
+	}
+	pthread_mutex_unlock(&o->mu);
+	return len ? fetch(o, off, p, len, err) : TF_OK;
+}
+
+static void s3_prefetch(tf_object *base, uint64_t off, uint64_t len)
+{
+	s3_object *o = (s3_object *)base;
+
+	pthread_mutex_lock(&o->mu);
+	start_bg(o, off, len < RA_MAX ? len : RA_MAX);
+	pthread_mutex_unlock(&o->mu);
+}
+
+/* One HEAD: whether the object is still the version opened. */
+static tf_status s3_check(tf_object *base, tf_error *err)
+{
+	s3_object *o = (s3_object *)base;
+	tf_stat st;
+	tf_status rc = head_stat(o->src, o->base.name, &st, err);
+
+	if (rc == TF_OK && !same_version(&st.v, &o->base.st.v)) {
+		forget_parent(o->src, o->base.name);
+		return tf_err(err, TF_E_STALE, "%s: replaced in the object store while open", o->base.name);
+	}
+	return rc;
+}
+
+static void s3_close(tf_object *base)
+{
+	s3_object *o = (s3_object *)base;
+
+	pthread_mutex_lock(&o->mu);
+	while (o->jobs)
+		pthread_cond_wait(&o->cv, &o->mu);
+	for (int i = 0; i < RA_SLOTS; i++)
+		if (o->blocks[i])
+			block_free(o, i);
+	pthread_mutex_unlock(&o->mu);
+	pthread_mutex_destroy(&o->mu);
+	pthread_cond_destroy(&o->cv);
+	free(o->key), free(o->base.name);
+	free(o);
+}
+
+static const tf_object_ops s3_object_ops = {
+	.close = s3_close, .read = s3_read, .prefetch = s3_prefetch, .check = s3_check,
+};
+
+/* ---- the source ------------------------------------------------------------------------------ */
+
+static void s3_free(tf_source *base)
+{
+	s3_source *s = (s3_source *)base;
+
+	while (s->head)
+		cache_drop(s, s->head);
+	s3_client_free(s->client);
+	pthread_mutex_destroy(&s->mu);
+	free(s->prefix), free(s->base.name);
+	free(s);
+}
+
+static const tf_source_ops s3_source_ops = {
+	.kind = "s3", .free = s3_free, .stat = s3_stat, .list = s3_list, .readlink = NULL,
+	.statfs = s3_statfs, .open = s3_open,
+};
+
+/* "s3://BUCKET[/PREFIX]" -> bucket and "PREFIX/" ("" for none). */
+static tf_status parse_spec(const char *spec, char **bucket, char **prefix, tf_error *err)
+{
+	const char *b = spec + 5, *slash = strchr(b, '/');
+	size_t blen = slash ? (size_t)(slash - b) : strlen(b);
+	const char *p = slash ? slash + 1 : "";
+	size_t plen = strlen(p);
+
+	while (plen && p[plen - 1] == '/')
+		plen--;
+	*bucket = *prefix = NULL;
+	if (!blen || blen > 255 || strspn(b, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") < blen)
+		return tf_err(err, TF_E_INVAL, "%s: not s3://BUCKET[/PREFIX] (a bucket is letters, digits, "
+			      "'.', '-' and '_')", spec);
+	*bucket = strndup(b, blen);
+	*prefix = NULL;
+	if (plen && asprintf(prefix, "%.*s/", (int)plen, p) < 0)
+		*prefix = NULL;
+	else if (!plen)
+		*prefix = strdup("");
+	if (!*bucket || !*prefix) {
+		free(*bucket), free(*prefix);
+		*bucket = *prefix = NULL;
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	/* No empty, "." or ".." component: the prefix is a path. */
+	if (plen && (strstr(*prefix, "//") || !strcmp(*prefix, "./") || !strncmp(*prefix, "../", 3) ||
+		     strstr(*prefix, "/./") || strstr(*prefix, "/../") || !strncmp(*prefix, "./", 2) ||
+		     (*prefix)[0] == '/')) {
+		free(*bucket), free(*prefix);
+		*bucket = *prefix = NULL;
+		return tf_err(err, TF_E_INVAL, "%s: the prefix has an empty, '.' or '..' component", spec);
+	}
+	return TF_OK;
+}
+
+/* One small listing: the bucket answers and takes our signature, and the
+ * prefix holds something. */
+static tf_status probe(s3_source *s, tf_error *err)
+{
+	s3_list_page pg;
+	tf_status rc = s3_client_list(s->client, s->prefix, NULL, 1, &pg, err);
+	bool empty = rc == TF_OK && !pg.nobjects && !pg.nprefixes;
+
+	if (rc == TF_OK)
+		s3_list_page_free(&pg);
+	if (empty && *s->prefix)
+		return tf_err(err, TF_E_NOTFOUND, "%s: nothing under prefix '%s'", s3_client_where(s->client),
+			      s->prefix);
+	return rc;
+}
+
+static tf_status s3_new(const char *spec, const tf_s3_settings *set, s3_source **out, tf_error *err)
+{
+	s3_source *s = calloc(1, sizeof(*s));
+	char *bucket = NULL;
+	tf_status rc;
+
+	if (!s || !(s->base.name = strdup(spec))) {
+		free(s);
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	s->base.ops = &s3_source_ops;
+	s->base.local_fd = -1;
+	s->ttl_ns = (int64_t)set->list_ttl * 1000000000;
+	s->uid = (uint32_t)getuid(), s->gid = (uint32_t)getgid();
+	pthread_mutex_init(&s->mu, NULL);
+	atomic_init(&s->ra_bytes, 0);
+	rc = parse_spec(spec, &bucket, &s->prefix, err);
+	if (rc == TF_OK)
+		rc = s3_client_new(set, bucket, &s->client, err);
+	free(bucket);
+	if (rc != TF_OK) {
+		s3_free(&s->base);
+		return rc;
+	}
+	*out = s;
+	return TF_OK;
+}
+
+tf_status tf_source_s3(const char *spec, const struct tf_s3_settings *s3, tf_source **out, tf_error *err)
+{
+	tf_s3_settings set;
+	s3_source *s = NULL;
+	tf_status rc;
+
 	*out = NULL;
-	return tf_err(err, TF_E_UNSUPPORTED, "%s: object storage sources are not built yet", spec);
+	if (s3)
+		rc = tf_s3_settings_copy(&set, s3, err);
+	else
+		tf_s3_settings_init(&set), rc = TF_OK;
+	if (rc == TF_OK)
+		rc = tf_s3_settings_resolve(&set, err);
+	if (rc == TF_OK)
+		rc = s3_new(spec, &set, &s, err);
+	tf_s3_settings_clear(&set);
+	if (rc == TF_OK && (rc = probe(s, err)) != TF_OK) {
+		s3_free(&s->base);
+		return rc;
+	}
+	if (rc == TF_OK)
+		*out = &s->base;
+	return rc;
 }

@@ -11,6 +11,9 @@
  *   (every command: [--plugin-path DIR[:DIR...]], default $TILEFS_PLUGIN_PATH,
  *   then $HDF5_PLUGIN_PATH: filter plugins the specs may name)
  *
+ * FILE may be s3://BUCKET/KEY: read from an object store with the [s3]
+ * settings of -c FILE (an INI configuration) and the AWS_* environment.
+ *
  * Exit status: 0 success, 1 data error, 2 usage error.
  */
 #include "config.h"
@@ -24,6 +27,7 @@
 #include <unistd.h>
 
 #include "tf_array.h"
+#include "tf_config.h"
 #include "tf_file.h"
 #include "tf_keys.h"
 #include "tf_pipeline.h"
@@ -34,7 +38,7 @@
 enum { EXIT_DATA = 1, EXIT_USAGE = 2 };
 
 typedef struct opts {
-	const char *spec, *keyfile, *out, *var_data, *var_spec;
+	const char *spec, *keyfile, *out, *var_data, *var_spec, *config;
 	tf_datatype type, var_type;
 	uint32_t cell_val_num, version;
 	uint64_t tile_size, tile_cells;
@@ -46,6 +50,8 @@ typedef struct opts {
 	tf_plugins *plugins;	/* outlives the pipelines, which hold its classes */
 	tf_pipeline *pipeline, *var_pipeline;
 	tf_key *key;
+	tf_config *cfg;				/* -c: its [s3] section */
+	const struct tf_s3_settings *s3;	/* NULL: defaults and environment */
 } opts;
 
 static const char *prog = "tiletool";
@@ -78,7 +84,9 @@ static void print_help(const char *cmd)
 		"      --var-type TYPE    ... and its datatype\n"
 		"      --plugin-path DIRS filter plugins (tilefs or HDF5) for SPEC: DIR[:DIR...];\n"
 		"                         default $TILEFS_PLUGIN_PATH, then $HDF5_PLUGIN_PATH.\n"
-		"                         SPEC then names them: 'hdf5:307,9', a plugin's name\n";
+		"                         SPEC then names them: 'hdf5:307,9', a plugin's name\n"
+		"  -c, --config FILE      INI configuration whose [s3] section says how to\n"
+		"                         reach s3://BUCKET/KEY (else the AWS_* environment)\n";
 
 	if (!cmd) {
 		printf("Usage: %s COMMAND [OPTIONS] ...\n\n"
@@ -102,9 +110,10 @@ static void print_help(const char *cmd)
 		printf("Usage: %s verify [OPTIONS] FILE...\n\nDecode every chunk (checking checksums"
 		       " and authentication tags); report each error.\n\n%s", prog, decode_opts);
 	} else if (!strcmp(cmd, "schema")) {
-		printf("Usage: %s schema [-k KEYFILE] ARRAY\n\nPrint the newest schema of the TileDB "
-		       "array in directory ARRAY:\ndimensions, attributes, their pipelines.  -k: the "
-		       "key of an encrypted array.\n", prog);
+		printf("Usage: %s schema [-k KEYFILE] [-c CONFIG] ARRAY\n\nPrint the newest schema of the "
+		       "TileDB array in directory ARRAY\n(or s3://BUCKET/PREFIX): dimensions, attributes, "
+		       "their pipelines.  -k: the\nkey of an encrypted array; -c: a configuration with an "
+		       "[s3] section.\n", prog);
 	} else {
 		printf("Usage: %s encode -F SPEC -t TYPE [-n CELLS] [--tile-size BYTES] [-k KEYFILE] IN OUT\n"
 		       "       %s encode -F SPEC -t TYPE -n var --offsets OFFS [--tile-cells N]\n"
@@ -134,6 +143,7 @@ static const struct option long_opts[] = {
 	{ "generic", no_argument, NULL, 'g' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "all", no_argument, NULL, 'a' },
+	{ "config", required_argument, NULL, 'c' },
 	{ "var-data", required_argument, NULL, OPT_VAR_DATA },
 	{ "var-filters", required_argument, NULL, OPT_VAR_FILTERS },
 	{ "var-type", required_argument, NULL, OPT_VAR_TYPE },
@@ -181,7 +191,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts *o)
 	uint64_t n;
 	int c, rc = 0;
 
-	while (rc == 0 && (c = getopt_long(argc, argv, "F:t:n:k:V:o:gva", long_opts, NULL)) != -1) {
+	while (rc == 0 && (c = getopt_long(argc, argv, "F:t:n:k:V:o:c:gva", long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'F': o->spec = optarg; o->have_spec = o->explicit = true; break;
 		case 't': rc = parse_type(optarg, &o->type); o->explicit = true; break;
@@ -197,6 +207,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts *o)
 		case 'g': o->generic = o->explicit = true; break;
 		case 'v': o->verbose = true; break;
 		case 'a': o->all = true; break;
+		case 'c': o->config = optarg; break;
 		case OPT_VAR_DATA: o->var_data = optarg; o->explicit = true; break;
 		case OPT_VAR_FILTERS: o->var_spec = optarg; break;
 		case OPT_VAR_TYPE: rc = parse_type(optarg, &o->var_type); break;
@@ -242,6 +253,11 @@ static int resolve(opts *o)
 		return usage_error("--var-filters: %s", err.msg);
 	if (o->var_data && !o->var_spec)
 		return usage_error("%s", "--var-data needs --var-filters (and --var-type)");
+	if (o->config) {
+		if (tf_config_load(o->config, &o->cfg, &err) != TF_OK)
+			return usage_error("-c: %s", err.msg);
+		o->s3 = tf_config_s3(o->cfg);
+	}
 	if (o->keyfile && tf_key_load_file(o->keyfile, &o->key, &err) != TF_OK) {
 		fprintf(stderr, "%s: key: %s\n", prog, err.msg);
 		return err.code == TF_E_INVAL ? EXIT_USAGE : EXIT_DATA;
@@ -255,6 +271,7 @@ static void opts_free(opts *o)
 	tf_pipeline_free(o->var_pipeline);
 	tf_key_free(o->key);
 	tf_plugins_free(o->plugins);
+	tf_config_free(o->cfg);
 }
 
 /* A file inside a TileDB array (below the nearest ancestor with __schema/
@@ -298,7 +315,7 @@ static tf_status var_data_rel(const opts *o, char **out, tf_error *err)
 	*out = NULL;
 	if (!o->var_data)
 		return TF_OK;
-	rc = tf_source_locate(o->var_data, NULL, &vsrc, out, err);
+	rc = tf_source_locate(o->var_data, o->s3, &vsrc, out, err);
 	tf_source_free(vsrc);
 	return rc;
 }
@@ -316,7 +333,7 @@ static tf_status open_file(const opts *o, const char *path, tf_file **f, tf_sour
 	bool found = false;
 	tf_status rc;
 
-	if ((rc = tf_source_locate(path, NULL, src, &rel, err)) != TF_OK)
+	if ((rc = tf_source_locate(path, o->s3, src, &rel, err)) != TF_OK)
 		return rc;
 	/* A file inside a TileDB array needs no flags: its schema says it all. */
 	if (!o->explicit)
@@ -765,7 +782,7 @@ static int cmd_schema(opts *o, int nfiles, char **files)
 
 	if (nfiles != 1)
 		return usage_error("%s", "schema takes one ARRAY directory");
-	if (tf_source_locate(files[0], NULL, &src, &rel, &err) != TF_OK) {
+	if (tf_source_locate(files[0], o->s3, &src, &rel, &err) != TF_OK) {
 		fprintf(stderr, "%s: %s\n", prog, err.msg);
 		return EXIT_DATA;
 	}

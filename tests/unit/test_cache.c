@@ -1,7 +1,10 @@
 /*
  * test_cache.c - the decoded-chunk cache (tf_cache.c): hits, misses, LRU
- * order, the byte budget, pinning, failures, drop, single flight, parallel
- * loads, decode-ahead workers and a multi-threaded stress run.
+ * order, the byte budget with each entry's bookkeeping charged, pinning,
+ * failures, fresh owners, claims (acquire, fill, publish, wait), done
+ * chunks recycled first, the hash table growing, single flight, parallel
+ * loads, worker jobs (run or dropped, exactly once) and a multi-threaded
+ * stress run.
  *
  * A fake tf_cache_source stands in for a tile file: load() writes bytes
  * that depend only on (source seed, index), so every returned chunk can be
@@ -25,18 +28,22 @@
 #define MAX_CHUNK 4096
 #define NINDEX 64		/* per-index load counters kept by a fake */
 #define HANG_GUARD_S 60		/* a rendezvous that never completes is a failure, not a hang */
+/* What an entry costs beside its buffer (ENTRY_COST in tf_cache.c): the
+ * budget is charged for both. */
+#define ENTRY_COST ((size_t)128)
+#define COST(len) ((size_t)(len) + ENTRY_COST)
 
 typedef struct fake {
 	uint64_t seed;
 	uint32_t len;			/* every chunk's length; 0: varied per index */
-	atomic_uint loads, holds, releases;
+	atomic_uint loads;
 	atomic_uint index_loads[NINDEX];
 	atomic_bool fail;		/* load() of fail_index fails */
 	uint64_t fail_index;
 
 	/* Steering (only when `steer`): load() announces itself, waits until
 	 * `together` loads have entered and the gate is open.  The lock and
-	 * condition also announce every release(). */
+	 * condition also announce the jobs' runs and drops. */
 	bool steer;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -62,12 +69,13 @@ static void fill_chunk(const fake *f, uint64_t index, uint8_t *p)
 
 static bool chunk_ok(const fake *f, uint64_t index, const uint8_t *data)
 {
-	uint8_t *want = malloc(chunk_len(f, index));
+	uint32_t n = chunk_len(f, index);
+	uint8_t *want = malloc(n ? n : 1);
 	bool ok = want != NULL;
 
 	if (ok) {
 		fill_chunk(f, index, want);
-		ok = memcmp(want, data, chunk_len(f, index)) == 0;
+		ok = memcmp(want, data, n) == 0;
 	}
 	free(want);
 	return ok;
@@ -141,16 +149,6 @@ static tf_status fake_load(void *ctx, uint64_t index, uint8_t *dst, tf_workspace
 	return rc;
 }
 
-static void fake_hold(void *ctx)
-{
-	atomic_fetch_add(&((fake *)ctx)->holds, 1);
-}
-
-static void fake_release(void *ctx)
-{
-	fake_signal(ctx, &((fake *)ctx)->releases, 1);
-}
-
 static void fake_init(fake *f, uint64_t seed, uint32_t len, bool steer)
 {
 	memset(f, 0, sizeof(*f));
@@ -178,7 +176,7 @@ static void fake_destroy(fake *f)
 
 static tf_cache_source source_of(fake *f)
 {
-	return (tf_cache_source){ f, fake_load, fake_hold, fake_release };
+	return (tf_cache_source){ f, fake_load };
 }
 
 /* ---- helpers -------------------------------------------------------------------------------- */
@@ -212,6 +210,7 @@ static tf_cache_entry *get_pinned(tf_cache *c, uint64_t owner, fake *f, uint64_t
 	ck_assert_msg(rc == TF_OK, "get %llu/%llu: %s", (unsigned long long)owner,
 		      (unsigned long long)index, err.msg);
 	ck_assert_ptr_nonnull(e);
+	ck_assert_uint_eq(tf_cache_len(e), chunk_len(f, index));
 	ck_assert_msg(chunk_ok(f, index, tf_cache_data(e)), "chunk %llu has wrong bytes",
 		      (unsigned long long)index);
 	return e;
@@ -219,7 +218,13 @@ static tf_cache_entry *get_pinned(tf_cache *c, uint64_t owner, fake *f, uint64_t
 
 static void get_release(tf_cache *c, uint64_t owner, fake *f, uint64_t index, tf_workspace *ws)
 {
-	tf_cache_release(c, get_pinned(c, owner, f, index, ws));
+	tf_cache_release(c, get_pinned(c, owner, f, index, ws), false);
+}
+
+/* Get, then release as done (the caller passed the whole chunk on). */
+static void get_done(tf_cache *c, uint64_t owner, fake *f, uint64_t index, tf_workspace *ws)
+{
+	tf_cache_release(c, get_pinned(c, owner, f, index, ws), true);
 }
 
 /* Spin until the cache has counted n hits: waiters register as hits before
@@ -250,9 +255,10 @@ START_TEST(test_hits_and_misses)
 	ck_assert_uint_eq(s.hits, 0);
 	ck_assert_uint_eq(s.entries, 1);
 	ck_assert_uint_eq(s.pinned, 1);
-	ck_assert_uint_eq(s.used, 1000);
+	ck_assert_uint_eq(s.used, COST(1000));
 	ck_assert_uint_eq(s.budget, 1 << 20);
-	tf_cache_release(c, e);
+	ck_assert_uint_eq(tf_cache_budget(c), 1 << 20);
+	tf_cache_release(c, e, false);
 	ck_assert_uint_eq(stats_of(c).pinned, 0);
 
 	get_release(c, a, &f, 5, ws);		/* hit */
@@ -263,9 +269,13 @@ START_TEST(test_hits_and_misses)
 	ck_assert_uint_eq(s.hits, 2);
 	ck_assert_uint_eq(s.misses, 3);
 	ck_assert_uint_eq(s.entries, 3);
+	ck_assert_uint_eq(s.used, 3 * COST(1000));
 	ck_assert_uint_eq(s.evictions, 0);
+	ck_assert_uint_eq(s.prefetches, 0);
+	ck_assert_uint_eq(s.recycled, 0);
 	ck_assert_uint_eq(atomic_load(&f.loads), 3);
 	ck_assert_uint_eq(tf_cache_workers(c), 0);
+	ck_assert_uint_eq(tf_cache_backlog(c), 0);
 	tf_workspace_free(ws);
 	tf_cache_free(c);
 	fake_destroy(&f);
@@ -274,38 +284,52 @@ END_TEST
 
 /* Issue 9: a corrupt chunk header claiming up to 4 GiB evicted the whole
  * cache and then tried a 4 GiB allocation.  Now it is refused up front,
- * with everything cached left in place and nothing loaded. */
+ * with everything cached left in place and nothing loaded.  The largest
+ * chunk that fits the budget with its bookkeeping is taken. */
 START_TEST(test_oversized_chunk_refused)
 {
-	tf_cache *c = new_cache(1 << 20, 0);
+	const size_t budget = 1 << 20;
+	tf_cache *c = new_cache(budget, 0);
 	tf_workspace *ws = tf_workspace_new();
 	uint64_t a = tf_cache_owner(c);
 	tf_cache_source src;
 	tf_cache_entry *e = NULL;
+	tf_cache_state st;
 	tf_error err;
-	fake f;
+	fake f, whole;
 
 	fake_init(&f, 1, 1000, false);
+	fake_init(&whole, 2, (uint32_t)(budget - ENTRY_COST), false);
 	src = source_of(&f);
 	for (uint64_t i = 0; i < 8; i++)
 		get_release(c, a, &f, i, ws);
 	ck_assert_int_eq(tf_cache_get(c, a, 99, UINT32_MAX, &src, ws, &e, &err), TF_E_CORRUPT);
 	ck_assert_ptr_null(e);
 	ck_assert_msg(strstr(err.msg, "larger than the cache budget"), "%s", err.msg);
+	ck_assert_int_eq(tf_cache_acquire(c, a, 100, (uint32_t)(budget - ENTRY_COST + 1), &e, &st, &err),
+			 TF_E_CORRUPT);
+	ck_assert_ptr_null(e);
 	ck_assert_uint_eq(stats_of(c).entries, 8);
 	ck_assert_uint_eq(stats_of(c).evictions, 0);
+	ck_assert_uint_eq(stats_of(c).misses, 8);
 	ck_assert_uint_eq(atomic_load(&f.loads), 8);
-	tf_cache_prefetch(c, a, 100, UINT32_MAX, &src);	/* ignored, no crash */
+
+	/* Exactly the budget: everything else goes. */
+	get_release(c, a, &whole, 101, ws);
+	ck_assert_uint_eq(stats_of(c).entries, 1);
+	ck_assert_uint_eq(stats_of(c).used, budget);
+	ck_assert_uint_eq(stats_of(c).evictions, 8);
 	tf_workspace_free(ws);
 	tf_cache_free(c);
 	fake_destroy(&f);
+	fake_destroy(&whole);
 }
 END_TEST
 
 /* Four chunks fit.  Touching one protects it; the least recently used goes. */
 START_TEST(test_lru_order)
 {
-	tf_cache *c = new_cache(4 * 4096, 0);
+	tf_cache *c = new_cache(4 * COST(4096), 0);
 	tf_workspace *ws = tf_workspace_new();
 	uint64_t o = tf_cache_owner(c);
 	fake f;
@@ -313,6 +337,7 @@ START_TEST(test_lru_order)
 	fake_init(&f, 2, 4096, false);
 	for (uint64_t i = 0; i < 4; i++)
 		get_release(c, o, &f, i, ws);
+	ck_assert_uint_eq(stats_of(c).evictions, 0);
 	get_release(c, o, &f, 0, ws);		/* touch 0: order 1 2 3 0 */
 	get_release(c, o, &f, 4, ws);		/* evicts 1: 2 3 0 4 */
 	ck_assert_uint_eq(stats_of(c).evictions, 1);
@@ -329,6 +354,7 @@ START_TEST(test_lru_order)
 	ck_assert_uint_eq(atomic_load(&f.index_loads[0]), 1);
 	ck_assert_uint_eq(stats_of(c).evictions, 4);
 	ck_assert_uint_eq(stats_of(c).entries, 4);
+	ck_assert_uint_eq(stats_of(c).recycled, 0);
 	tf_workspace_free(ws);
 	tf_cache_free(c);
 	fake_destroy(&f);
@@ -336,7 +362,9 @@ START_TEST(test_lru_order)
 END_TEST
 
 /* Pinned chunks may push the total over budget; releasing them brings it
- * back under; a chunk larger than the whole budget is refused, evicting nothing. */
+ * back under; with one chunk pinned (the one being got) the budget holds
+ * whatever the mix of sizes; a chunk larger than the whole budget is
+ * refused, evicting nothing. */
 START_TEST(test_budget_after_release)
 {
 	const size_t budget = 10 * 1024;
@@ -354,12 +382,17 @@ START_TEST(test_budget_after_release)
 	ck_assert_uint_gt(stats_of(c).used, budget);
 	for (unsigned i = 0; i < 15; i++) {
 		ck_assert(chunk_ok(&f, i, tf_cache_data(pins[i])));
-		tf_cache_release(c, pins[i]);
+		tf_cache_release(c, pins[i], false);
 	}
 	ck_assert_uint_le(stats_of(c).used, budget);
+	ck_assert_uint_eq(stats_of(c).pinned, 0);
 	for (unsigned n = 0; n < 2000; n++) {
+		tf_cache_entry *e;
+
 		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-		get_release(c, o, &f, (rng >> 33) % NINDEX, ws);
+		e = get_pinned(c, o, &f, (rng >> 33) % NINDEX, ws);
+		ck_assert_uint_le(stats_of(c).used, budget);
+		tf_cache_release(c, e, (rng >> 20) % 3 == 0);
 		ck_assert_uint_eq(stats_of(c).pinned, 0);
 		ck_assert_uint_le(stats_of(c).used, budget);
 	}
@@ -371,6 +404,7 @@ START_TEST(test_budget_after_release)
 		ck_assert_int_eq(tf_cache_get(c, tf_cache_owner(c), 0, big.len, &bsrc, ws, &e, NULL),
 				 TF_E_CORRUPT);
 		ck_assert_uint_eq(stats_of(c).entries, before);
+		ck_assert_uint_eq(atomic_load(&big.loads), 0);
 	}
 	ck_assert_uint_le(stats_of(c).used, budget);
 	ck_assert_uint_eq(stats_of(c).pinned, 0);
@@ -384,7 +418,7 @@ END_TEST
 /* Held chunks stay valid and cached through heavy eviction pressure. */
 START_TEST(test_pinned_survive_pressure)
 {
-	tf_cache *c = new_cache(4 * 2048, 0);
+	tf_cache *c = new_cache(4 * COST(2048), 0);
 	tf_workspace *ws = tf_workspace_new();
 	uint64_t o = tf_cache_owner(c), other = tf_cache_owner(c);
 	tf_cache_entry *pins[3];
@@ -397,9 +431,10 @@ START_TEST(test_pinned_survive_pressure)
 	for (unsigned n = 0; n < 1000; n++)
 		get_release(c, other, &g, n % NINDEX, ws);
 	ck_assert_uint_gt(stats_of(c).evictions, 900);
+	ck_assert_uint_eq(stats_of(c).pinned, 3);
 	for (unsigned i = 0; i < 3; i++) {
 		ck_assert(chunk_ok(&f, i, tf_cache_data(pins[i])));
-		tf_cache_release(c, pins[i]);
+		tf_cache_release(c, pins[i], false);
 		get_release(c, o, &f, i, ws);	/* still cached */
 		ck_assert_uint_eq(atomic_load(&f.index_loads[i]), 1);
 	}
@@ -439,6 +474,8 @@ START_TEST(test_load_failure)
 	ck_assert_uint_eq(atomic_load(&f.loads), 3);
 	ck_assert_int_eq(tf_cache_get(c, o, 8, 512, &src, NULL, &e, &err), TF_E_NOMEM);
 	ck_assert_ptr_nonnull(strstr(err.msg, "workspace"));
+	ck_assert_uint_eq(stats_of(c).entries, 1);
+	ck_assert_uint_eq(stats_of(c).pinned, 0);
 	tf_workspace_free(ws);
 	tf_cache_free(c);
 	fake_destroy(&f);
@@ -460,56 +497,275 @@ START_TEST(test_load_failure_null_err)
 	atomic_store(&f.fail, true);
 	ck_assert_int_eq(tf_cache_get(c, tf_cache_owner(c), 1, 512, &src, ws, &e, NULL), TF_E_CORRUPT);
 	ck_assert_ptr_null(e);
+	ck_assert_uint_eq(stats_of(c).pinned, 0);
 	tf_workspace_free(ws);
 	tf_cache_free(c);
 	fake_destroy(&f);
 }
 END_TEST
 
-/* Dropping an owner forgets its chunks at once; pinned ones stay readable
- * until released, and other owners keep theirs. */
-START_TEST(test_drop)
+static int cmp_u64(const void *a, const void *b)
 {
-	tf_cache *c = new_cache(1 << 20, 0);
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * A changed file is a new owner: it never sees the old owner's bytes,
+ * even for chunks the old owner still has cached or pinned, and the old
+ * owner's chunks age out of the LRU (a pinned one stays readable until
+ * released).  Owners are never 0 and never reused.
+ */
+START_TEST(test_new_owner_never_sees_old_bytes)
+{
+	tf_cache *c = new_cache(8 * COST(1024), 0);
 	tf_workspace *ws = tf_workspace_new();
-	uint64_t a = tf_cache_owner(c), b = tf_cache_owner(c);
-	tf_cache_entry *held1, *held2, *fresh1;
+	uint64_t a = tf_cache_owner(c), b, ids[1000];
+	tf_cache_entry *held, *fresh;
 	fake f, g;
 
 	fake_init(&f, 10, 1024, false);
-	fake_init(&g, 11, 1024, false);
-	for (uint64_t i = 0; i < 4; i++) {
+	fake_init(&g, 11, 1024, false);	/* the same chunks, other bytes */
+	for (uint64_t i = 0; i < 4; i++)
 		get_release(c, a, &f, i, ws);
-		get_release(c, b, &g, i, ws);
-	}
-	held1 = get_pinned(c, a, &f, 1, ws);
-	held2 = get_pinned(c, a, &f, 2, ws);
-	tf_cache_drop(c, a);
-	ck_assert_uint_eq(stats_of(c).entries, 4);
-	ck_assert_uint_eq(stats_of(c).used, 4 * 1024);
-	ck_assert_uint_eq(stats_of(c).pinned, 2);
-	fresh1 = get_pinned(c, a, &f, 1, ws);	/* a new load, beside the dropped one */
-	ck_assert_ptr_ne(fresh1, held1);
-	ck_assert_uint_eq(atomic_load(&f.index_loads[1]), 2);
-	ck_assert(chunk_ok(&f, 1, tf_cache_data(held1)));
-	ck_assert(chunk_ok(&f, 2, tf_cache_data(held2)));
-	tf_cache_release(c, held1);
-	tf_cache_release(c, held2);
-	tf_cache_release(c, fresh1);
-	ck_assert_uint_eq(stats_of(c).pinned, 0);
-	ck_assert_uint_eq(stats_of(c).entries, 5);
-	get_release(c, a, &f, 0, ws);
-	ck_assert_uint_eq(atomic_load(&f.index_loads[0]), 2);
+	held = get_pinned(c, a, &f, 1, ws);
+	b = tf_cache_owner(c);
+	ck_assert_uint_ne(b, a);
+	fresh = get_pinned(c, b, &g, 1, ws);	/* g's bytes, checked; a new load */
+	ck_assert_ptr_ne(fresh, held);
+	ck_assert_uint_eq(atomic_load(&g.index_loads[1]), 1);
+	ck_assert(chunk_ok(&f, 1, tf_cache_data(held)));
+	tf_cache_release(c, fresh, false);
 	for (uint64_t i = 0; i < 4; i++)
 		get_release(c, b, &g, i, ws);
 	ck_assert_uint_eq(atomic_load(&g.loads), 4);
-	tf_cache_drop(c, b);
-	tf_cache_drop(c, 12345);		/* unknown owner: nothing */
-	ck_assert_uint_eq(stats_of(c).entries, 2);
+	ck_assert_uint_eq(stats_of(c).entries, 8);
+
+	/* b's traffic pushes a's chunks out, all but the pinned one. */
+	for (uint64_t i = 4; i < 40; i++)
+		get_release(c, b, &g, i, ws);
+	ck_assert_uint_eq(stats_of(c).pinned, 1);
+	ck_assert(chunk_ok(&f, 1, tf_cache_data(held)));
+	tf_cache_release(c, held, false);
+	get_release(c, a, &f, 1, ws);		/* the pinned one stayed */
+	ck_assert_uint_eq(atomic_load(&f.index_loads[1]), 1);
+	get_release(c, a, &f, 0, ws);		/* the others went */
+	ck_assert_uint_eq(atomic_load(&f.index_loads[0]), 2);
+
+	for (size_t i = 0; i < 1000; i++)
+		ck_assert_uint_ne(ids[i] = tf_cache_owner(c), 0);
+	qsort(ids, 1000, sizeof(ids[0]), cmp_u64);
+	for (size_t i = 0; i < 1000; i++)
+		ck_assert(ids[i] != a && ids[i] != b && (i == 0 || ids[i] != ids[i - 1]));
 	tf_workspace_free(ws);
 	tf_cache_free(c);
 	fake_destroy(&f);
 	fake_destroy(&g);
+}
+END_TEST
+
+/* The claim protocol by hand: the first acquire claims, later ones find it
+ * loading and wait for the publish; a failure reaches every waiter with
+ * its message (or a generic one) and is not kept. */
+START_TEST(test_claim_publish_wait)
+{
+	tf_cache *c = new_cache(1 << 20, 0);
+	uint64_t o = tf_cache_owner(c);
+	tf_cache_entry *e1, *e2, *e3;
+	tf_cache_state st;
+	tf_error err = { 0 }, fail;
+	uint8_t *p;
+	fake f;
+
+	fake_init(&f, 20, 500, false);
+	ck_assert_int_eq(tf_cache_acquire(c, o, 9, 500, &e1, &st, &err), TF_OK);
+	ck_assert_int_eq(st, TF_CACHE_CLAIMED);
+	ck_assert_uint_eq(stats_of(c).misses, 1);
+	ck_assert_uint_eq(stats_of(c).entries, 1);
+	ck_assert_uint_eq(stats_of(c).pinned, 1);
+	ck_assert_uint_eq(stats_of(c).used, COST(500));
+	ck_assert_int_eq(tf_cache_acquire(c, o, 9, 500, &e2, &st, &err), TF_OK);
+	ck_assert_int_eq(st, TF_CACHE_LOADING);
+	ck_assert_ptr_eq(e1, e2);
+	ck_assert_uint_eq(stats_of(c).hits, 1);
+	ck_assert_ptr_nonnull(p = tf_cache_fill_buffer(c, e1));
+	ck_assert_ptr_eq(tf_cache_fill_buffer(c, e1), p);
+	fill_chunk(&f, 9, p);
+	tf_cache_publish(c, e1, TF_OK, NULL);
+	ck_assert_uint_eq(stats_of(c).pinned, 1);	/* still pinned by both */
+	ck_assert_int_eq(tf_cache_wait(c, e2, &err), TF_OK);
+	ck_assert_uint_eq(tf_cache_len(e2), 500);
+	ck_assert(chunk_ok(&f, 9, tf_cache_data(e2)));
+	tf_cache_release(c, e1, false);
+	tf_cache_release(c, e2, false);
+	ck_assert_uint_eq(stats_of(c).pinned, 0);
+	ck_assert_int_eq(tf_cache_acquire(c, o, 9, 500, &e1, &st, &err), TF_OK);
+	ck_assert_int_eq(st, TF_CACHE_READY);
+	ck_assert_int_eq(tf_cache_wait(c, e1, &err), TF_OK);	/* ready: no wait */
+	tf_cache_release(c, e1, false);
+
+	/* A failed fill, with a message, then without. */
+	ck_assert_int_eq(tf_cache_acquire(c, o, 10, 500, &e1, &st, &err), TF_OK);
+	ck_assert_int_eq(st, TF_CACHE_CLAIMED);
+	ck_assert_int_eq(tf_cache_acquire(c, o, 10, 500, &e2, &st, &err), TF_OK);
+	ck_assert_int_eq(st, TF_CACHE_LOADING);
+	tf_err(&fail, TF_E_CHECKSUM, "chunk 10: digest mismatch");
+	tf_cache_publish(c, e1, TF_E_CHECKSUM, &fail);
+	ck_assert_uint_eq(stats_of(c).entries, 1);	/* only chunk 9 */
+	ck_assert_uint_eq(stats_of(c).used, COST(500));
+	ck_assert_int_eq(tf_cache_wait(c, e2, &err), TF_E_CHECKSUM);
+	ck_assert_str_eq(err.msg, "chunk 10: digest mismatch");
+	ck_assert_int_eq(tf_cache_wait(c, e1, NULL), TF_E_CHECKSUM);
+	ck_assert_int_eq(tf_cache_acquire(c, o, 10, 500, &e3, &st, &err), TF_OK);
+	ck_assert_int_eq(st, TF_CACHE_CLAIMED);	/* nothing kept: claim again */
+	ck_assert_uint_eq(stats_of(c).pinned, 2);	/* the failed one, and the new claim */
+	tf_cache_release(c, e1, false);
+	tf_cache_release(c, e2, false);
+	ck_assert_int_eq(tf_cache_acquire(c, o, 10, 500, &e1, &st, &err), TF_OK);
+	ck_assert_int_eq(st, TF_CACHE_LOADING);
+	tf_cache_publish(c, e3, TF_E_CORRUPT, NULL);
+	ck_assert_int_eq(tf_cache_wait(c, e1, &err), TF_E_CORRUPT);
+	ck_assert_str_eq(err.msg, "chunk 10 could not be decoded");
+	tf_cache_release(c, e1, true);		/* done on a failed one: nothing */
+	tf_cache_release(c, e3, false);
+
+	/* A chunk of no bytes still gets a buffer. */
+	ck_assert_int_eq(tf_cache_acquire(c, o, 11, 0, &e1, &st, &err), TF_OK);
+	ck_assert_int_eq(st, TF_CACHE_CLAIMED);
+	ck_assert_ptr_nonnull(tf_cache_fill_buffer(c, e1));
+	tf_cache_publish(c, e1, TF_OK, NULL);
+	tf_cache_release(c, e1, false);
+	ck_assert_uint_eq(stats_of(c).pinned, 0);
+	ck_assert_uint_eq(stats_of(c).entries, 2);
+	ck_assert_uint_eq(stats_of(c).used, COST(500) + COST(0));
+	tf_cache_free(c);
+	fake_destroy(&f);
+}
+END_TEST
+
+/*
+ * Done chunks: beyond done_keep (budget / 16 here) they are evicted at
+ * once and counted as recycled; the few kept answer a retry; under
+ * pressure they go before any LRU chunk, even older ones; a done chunk
+ * read again is an ordinary recent chunk.
+ */
+START_TEST(test_done_chunks)
+{
+	const size_t budget = 32 * COST(1024);	/* done_keep: two chunks */
+	tf_cache *c = new_cache(budget, 0);
+	tf_workspace *ws = tf_workspace_new();
+	uint64_t o = tf_cache_owner(c), p = tf_cache_owner(c);
+	tf_cache_stats s;
+	fake f, g;
+
+	fake_init(&f, 21, 1024, false);
+	fake_init(&g, 22, 1024, false);
+	for (uint64_t i = 0; i < 20; i++)
+		get_done(c, o, &f, i, ws);
+	s = stats_of(c);
+	ck_assert_uint_eq(s.entries, 2);
+	ck_assert_uint_eq(s.used, 2 * COST(1024));
+	ck_assert_uint_eq(s.recycled, 18);
+	ck_assert_uint_eq(s.evictions, 18);
+	get_release(c, o, &f, 18, ws);		/* the last two were kept */
+	get_release(c, o, &f, 19, ws);
+	ck_assert_uint_eq(atomic_load(&f.loads), 20);
+	get_release(c, o, &f, 0, ws);		/* an older one was not */
+	ck_assert_uint_eq(atomic_load(&f.index_loads[0]), 2);
+
+	/* A full cache: 29 LRU chunks of p, o's three turned done. */
+	for (uint64_t i = 0; i < 29; i++)
+		get_release(c, p, &g, i, ws);
+	ck_assert_uint_eq(stats_of(c).entries, 32);
+	ck_assert_uint_eq(stats_of(c).used, budget);
+	get_done(c, o, &f, 18, ws);
+	get_done(c, o, &f, 19, ws);
+	s = stats_of(c);
+	ck_assert_uint_eq(s.entries, 32);	/* o/18 and o/19 kept, done */
+	ck_assert_uint_eq(s.recycled, 18);
+	get_release(c, p, &g, 29, ws);		/* pressure: the older done chunk goes */
+	s = stats_of(c);
+	ck_assert_uint_eq(s.recycled, 19);
+	ck_assert_uint_eq(s.evictions, 19);
+	get_release(c, o, &f, 0, ws);		/* the LRU's oldest stayed */
+	ck_assert_uint_eq(atomic_load(&f.index_loads[0]), 2);
+	get_release(c, o, &f, 19, ws);		/* done, read again: LRU, most recent */
+	ck_assert_uint_eq(atomic_load(&f.index_loads[19]), 1);
+	get_release(c, p, &g, 30, ws);		/* no done chunk left: p/0 goes */
+	s = stats_of(c);
+	ck_assert_uint_eq(s.recycled, 19);
+	ck_assert_uint_eq(s.evictions, 20);
+	get_release(c, o, &f, 19, ws);
+	ck_assert_uint_eq(atomic_load(&f.index_loads[19]), 1);
+	get_release(c, p, &g, 0, ws);
+	ck_assert_uint_eq(atomic_load(&g.index_loads[0]), 2);
+	ck_assert_uint_le(stats_of(c).used, budget);
+	tf_workspace_free(ws);
+	tf_cache_free(c);
+	fake_destroy(&f);
+	fake_destroy(&g);
+}
+END_TEST
+
+/* Bookkeeping is charged: ten thousand 1-byte chunks under 64 KiB hold
+ * budget / (1 + ENTRY_COST) entries, never more bytes than the budget, and
+ * the most recent ones are found again. */
+START_TEST(test_entry_cost)
+{
+	const size_t budget = 64 << 10, fit = budget / COST(1);
+	tf_cache *c = new_cache(budget, 0);
+	tf_workspace *ws = tf_workspace_new();
+	uint64_t o = tf_cache_owner(c);
+	tf_cache_stats s;
+	fake f;
+
+	fake_init(&f, 23, 1, false);
+	for (uint64_t i = 0; i < 10000; i++) {
+		get_release(c, o, &f, i, ws);
+		s = stats_of(c);
+		ck_assert_uint_le(s.used, budget);
+		ck_assert_uint_le(s.entries, fit);
+	}
+	s = stats_of(c);
+	ck_assert_uint_eq(s.entries, fit);
+	ck_assert_uint_eq(s.used, fit * COST(1));
+	ck_assert_uint_eq(s.evictions, 10000 - fit);
+	for (uint64_t i = 10000 - fit; i < 10000; i++)
+		get_release(c, o, &f, i, ws);
+	ck_assert_uint_eq(atomic_load(&f.loads), 10000);
+	ck_assert_uint_eq(stats_of(c).hits, fit);
+	tf_workspace_free(ws);
+	tf_cache_free(c);
+	fake_destroy(&f);
+}
+END_TEST
+
+/* The table grows with its entries (1024 buckets to start): twenty
+ * thousand entries of two owners are all found again. */
+START_TEST(test_table_growth)
+{
+	tf_cache *c = new_cache(16 << 20, 0);
+	tf_workspace *ws = tf_workspace_new();
+	uint64_t o[2] = { tf_cache_owner(c), tf_cache_owner(c) };
+	fake f[2];
+
+	fake_init(&f[0], 24, 1, false);
+	fake_init(&f[1], 25, 1, false);
+	for (uint64_t i = 0; i < 10000; i++)
+		for (unsigned k = 0; k < 2; k++)
+			get_release(c, o[k], &f[k], i, ws);
+	ck_assert_uint_eq(stats_of(c).entries, 20000);
+	ck_assert_uint_eq(stats_of(c).evictions, 0);
+	for (uint64_t i = 10000; i-- > 0;)
+		for (unsigned k = 0; k < 2; k++)
+			get_release(c, o[k], &f[k], i, ws);
+	ck_assert_uint_eq(stats_of(c).hits, 20000);
+	ck_assert_uint_eq(atomic_load(&f[0].loads) + atomic_load(&f[1].loads), 20000);
+	tf_workspace_free(ws);
+	tf_cache_free(c);
+	fake_destroy(&f[0]);
+	fake_destroy(&f[1]);
 }
 END_TEST
 
@@ -538,7 +794,7 @@ static void *reader_main(void *arg)
 	r->rc = tf_cache_get(r->c, r->owner, r->index, chunk_len(r->f, r->index), &src, ws, &e, &r->err);
 	if (r->rc == TF_OK) {
 		r->bytes_ok = chunk_ok(r->f, r->index, tf_cache_data(e));
-		tf_cache_release(r->c, e);
+		tf_cache_release(r->c, e, false);
 	}
 	tf_workspace_free(ws);
 	return NULL;
@@ -635,133 +891,239 @@ START_TEST(test_parallel_misses)
 }
 END_TEST
 
-/* ---- decode-ahead workers -------------------------------------------------------------------- */
+/* ---- worker jobs ----------------------------------------------------------------------------- */
 
-START_TEST(test_prefetch)
+#define MAX_JOBS 1024
+
+typedef struct job_set job_set;
+
+/* A job gets one chunk through the cache it runs in and records what it saw. */
+typedef struct job_rec {
+	job_set *set;
+	uint64_t owner, index;
+	atomic_uint runs, drops;
+	tf_status rc;		/* written before the run is announced */
+	bool saw_cache, saw_ws, bytes_ok;
+} job_rec;
+
+struct job_set {
+	tf_cache *c;
+	fake *f;
+	atomic_uint ran, dropped;	/* over all jobs, announced on f's condition */
+	size_t n;			/* jobs submitted */
+	job_rec v[MAX_JOBS];
+};
+
+static void job_run(void *ctx, tf_cache *c, tf_workspace *ws)
+{
+	job_rec *j = ctx;
+	job_set *s = j->set;
+	tf_cache_source src = source_of(s->f);
+	tf_cache_entry *e = NULL;
+
+	j->saw_cache = c == s->c;
+	j->saw_ws = ws != NULL;
+	j->rc = tf_cache_get(c, j->owner, j->index, chunk_len(s->f, j->index), &src, ws, &e, NULL);
+	if (j->rc == TF_OK) {
+		j->bytes_ok = chunk_ok(s->f, j->index, tf_cache_data(e));
+		tf_cache_release(c, e, false);
+	}
+	atomic_fetch_add(&j->runs, 1);
+	fake_signal(s->f, &s->ran, 1);
+}
+
+static void job_drop(void *ctx)
+{
+	job_rec *j = ctx;
+
+	atomic_fetch_add(&j->drops, 1);
+	fake_signal(j->set->f, &j->set->dropped, 1);
+}
+
+static job_set *job_set_new(tf_cache *c, fake *f)
+{
+	job_set *s = calloc(1, sizeof(*s));
+
+	ck_assert_ptr_nonnull(s);
+	s->c = c;
+	s->f = f;
+	return s;
+}
+
+/* Queue a job getting (owner, index); whether the cache took it. */
+static bool submit_job(job_set *s, uint64_t owner, uint64_t index)
+{
+	job_rec *j;
+
+	ck_assert_uint_lt(s->n, MAX_JOBS);
+	j = &s->v[s->n];
+	memset(j, 0, sizeof(*j));
+	j->set = s;
+	j->owner = owner;
+	j->index = index;
+	if (!tf_cache_submit(s->c, &(tf_cache_job){ job_run, job_drop, j }))
+		return false;
+	s->n++;
+	return true;
+}
+
+/* A job runs on a worker, with the cache and a workspace; its claim is
+ * counted as a prefetch; a reader then finds the chunk there. */
+START_TEST(test_job_runs)
 {
 	tf_cache *c = new_cache(1 << 20, 2);
 	tf_workspace *ws = tf_workspace_new();
 	uint64_t o = tf_cache_owner(c);
-	tf_cache_source src;
+	job_set *s;
 	fake f;
 
-	fake_init(&f, 14, 2500, true);
-	src = source_of(&f);
-	fake_open_gate(&f);
+	fake_init(&f, 14, 2500, false);
+	s = job_set_new(c, &f);
 	ck_assert_uint_eq(tf_cache_workers(c), 2);
-	tf_cache_prefetch(c, o, 3, 2500, &src);
-	ck_assert(fake_wait(&f, &f.finished, 1));
+	ck_assert(submit_job(s, o, 3));
+	ck_assert(fake_wait(&f, &s->ran, 1));
+	ck_assert_int_eq(s->v[0].rc, TF_OK);
+	ck_assert(s->v[0].saw_cache && s->v[0].saw_ws && s->v[0].bytes_ok);
+	ck_assert_uint_eq(stats_of(c).prefetches, 1);
+	ck_assert_uint_eq(stats_of(c).misses, 1);
 	get_release(c, o, &f, 3, ws);
 	ck_assert_uint_eq(stats_of(c).hits, 1);
-	ck_assert_uint_eq(stats_of(c).misses, 0);
-	ck_assert_uint_eq(stats_of(c).prefetches, 1);
+	ck_assert_uint_eq(stats_of(c).misses, 1);
 	ck_assert_uint_eq(atomic_load(&f.loads), 1);
 
-	tf_cache_prefetch(c, o, 3, 2500, &src);	/* cached: nothing to do */
-	ck_assert_uint_eq(atomic_load(&f.holds), 1);
+	ck_assert(submit_job(s, o, 3));		/* cached: the job loads nothing */
+	ck_assert(fake_wait(&f, &s->ran, 2));
+	ck_assert_int_eq(s->v[1].rc, TF_OK);
+	ck_assert_uint_eq(stats_of(c).prefetches, 1);
+	ck_assert_uint_eq(atomic_load(&f.loads), 1);
 	tf_workspace_free(ws);
 	tf_cache_free(c);
-	ck_assert_uint_eq(atomic_load(&f.loads), 1);
-	ck_assert_uint_eq(atomic_load(&f.releases), atomic_load(&f.holds));
+	for (size_t i = 0; i < s->n; i++) {
+		ck_assert_uint_eq(atomic_load(&s->v[i].runs), 1);
+		ck_assert_uint_eq(atomic_load(&s->v[i].drops), 0);
+	}
+	free(s);
 	fake_destroy(&f);
 }
 END_TEST
 
-/* No workers: prefetch is a no-op and takes no hold. */
-START_TEST(test_prefetch_no_workers)
+/* No workers: submit refuses and calls nothing. */
+START_TEST(test_submit_no_workers)
 {
 	tf_cache *c = new_cache(1 << 20, 0);
-	tf_cache_source src;
+	job_set *s;
 	fake f;
 
 	fake_init(&f, 15, 100, false);
-	src = source_of(&f);
-	tf_cache_prefetch(c, tf_cache_owner(c), 0, 100, &src);
+	s = job_set_new(c, &f);
+	ck_assert(!submit_job(s, tf_cache_owner(c), 0));
+	ck_assert_uint_eq(tf_cache_backlog(c), 0);
 	tf_cache_free(c);
-	ck_assert_uint_eq(atomic_load(&f.holds), 0);
+	ck_assert_uint_eq(atomic_load(&s->ran), 0);
+	ck_assert_uint_eq(atomic_load(&s->dropped), 0);
 	ck_assert_uint_eq(atomic_load(&f.loads), 0);
+	free(s);
 	fake_destroy(&f);
 }
 END_TEST
 
-/* A failed prefetch leaves nothing behind: the next get loads again. */
-START_TEST(test_prefetch_failure)
+/* A job whose load fails leaves nothing behind: the next get loads again. */
+START_TEST(test_job_failure)
 {
 	tf_cache *c = new_cache(1 << 20, 1);
 	tf_workspace *ws = tf_workspace_new();
 	uint64_t o = tf_cache_owner(c);
-	tf_cache_source src;
+	job_set *s;
 	fake f;
 
-	fake_init(&f, 16, 700, true);
-	src = source_of(&f);
-	fake_open_gate(&f);
+	fake_init(&f, 16, 700, false);
+	s = job_set_new(c, &f);
 	f.fail_index = 2;
 	atomic_store(&f.fail, true);
-	tf_cache_prefetch(c, o, 2, 700, &src);
-	ck_assert(fake_wait(&f, &f.releases, 1));	/* the job is over */
+	ck_assert(submit_job(s, o, 2));
+	ck_assert(fake_wait(&f, &s->ran, 1));
+	ck_assert_int_eq(s->v[0].rc, TF_E_CORRUPT);
 	ck_assert_uint_eq(stats_of(c).entries, 0);
+	ck_assert_uint_eq(stats_of(c).pinned, 0);
 	atomic_store(&f.fail, false);
 	get_release(c, o, &f, 2, ws);
 	ck_assert_uint_eq(atomic_load(&f.loads), 2);
 	tf_workspace_free(ws);
 	tf_cache_free(c);
-	ck_assert_uint_eq(atomic_load(&f.releases), atomic_load(&f.holds));
+	ck_assert_uint_eq(atomic_load(&s->dropped), 0);
+	free(s);
 	fake_destroy(&f);
 }
 END_TEST
 
-/* While the only worker decodes X: prefetching X again does nothing, and a
- * reader of X waits for that decode instead of starting its own. */
-START_TEST(test_prefetch_while_loading)
+/* While the only worker's job decodes X, a reader of X waits for that
+ * decode instead of starting its own. */
+START_TEST(test_job_while_loading)
 {
 	static const uint64_t idx[] = { 4 };
 	tf_cache *c = new_cache(1 << 20, 1);
 	uint64_t o = tf_cache_owner(c);
-	tf_cache_source src;
+	job_set *s;
 	reader r[1];
 	fake f;
 
 	fake_init(&f, 17, 1500, true);
-	src = source_of(&f);
-	tf_cache_prefetch(c, o, 4, 1500, &src);
+	s = job_set_new(c, &f);
+	ck_assert(submit_job(s, o, 4));
 	ck_assert(fake_wait(&f, &f.entered, 1));
-	tf_cache_prefetch(c, o, 4, 1500, &src);
-	ck_assert_uint_eq(atomic_load(&f.holds), 1);
+	ck_assert_uint_eq(tf_cache_backlog(c), 1);	/* running */
 	start_readers(r, 1, c, o, &f, idx, NULL);
 	wait_for_hits(c, 1);
 	fake_open_gate(&f);
 	join_readers(r, 1);
+	ck_assert(fake_wait(&f, &s->ran, 1));
 	ck_assert_int_eq(r[0].rc, TF_OK);
 	ck_assert(r[0].bytes_ok);
+	ck_assert_int_eq(s->v[0].rc, TF_OK);
 	ck_assert_uint_eq(atomic_load(&f.loads), 1);
-	ck_assert_uint_eq(stats_of(c).misses, 0);
+	ck_assert_uint_eq(stats_of(c).misses, 1);
+	ck_assert_uint_eq(stats_of(c).prefetches, 1);
+	ck_assert_uint_eq(stats_of(c).hits, 1);
 	tf_cache_free(c);
-	ck_assert_uint_eq(atomic_load(&f.releases), atomic_load(&f.holds));
+	free(s);
 	fake_destroy(&f);
 }
 END_TEST
 
-/* A chunk already waiting in the queue is not queued (and held) twice. */
-START_TEST(test_prefetch_queued_once)
+/* The queue is bounded: with the worker held, jobs queue up to a limit,
+ * then submit refuses (calling nothing); the backlog counts the queued and
+ * the running; every job taken runs exactly once. */
+START_TEST(test_queue_full_and_backlog)
 {
 	tf_cache *c = new_cache(1 << 20, 1);
 	uint64_t o = tf_cache_owner(c);
-	tf_cache_source src;
-	unsigned holds;
+	size_t queued;
+	job_set *s;
 	fake f;
 
-	fake_init(&f, 18, 1500, true);
-	src = source_of(&f);
-	tf_cache_prefetch(c, o, 0, 1500, &src);	/* the worker takes it and waits */
-	ck_assert(fake_wait(&f, &f.entered, 1));
-	tf_cache_prefetch(c, o, 1, 1500, &src);	/* queued */
-	tf_cache_prefetch(c, o, 1, 1500, &src);	/* already queued */
-	holds = atomic_load(&f.holds);
+	fake_init(&f, 18, 100, true);
+	s = job_set_new(c, &f);
+	ck_assert(submit_job(s, o, 0));
+	ck_assert(fake_wait(&f, &f.entered, 1));	/* the worker holds job 0 */
+	while (s->n < MAX_JOBS - 1 && submit_job(s, o, s->n % NINDEX))
+		ck_assert_uint_eq(tf_cache_backlog(c), s->n);
+	queued = s->n - 1;
+	ck_assert_msg(queued >= 16 && s->n < MAX_JOBS - 1, "%zu jobs queued", queued);
+	ck_assert(!submit_job(s, o, 1));
+	ck_assert_uint_eq(s->n, queued + 1);
 	fake_open_gate(&f);
+	ck_assert(fake_wait(&f, &s->ran, (unsigned)s->n));
+	for (unsigned spin = 0; spin < 60000 && tf_cache_backlog(c); spin++)
+		usleep(1000);	/* the worker leaves its last job */
+	ck_assert_uint_eq(tf_cache_backlog(c), 0);
 	tf_cache_free(c);
-	ck_assert_uint_eq(atomic_load(&f.releases), atomic_load(&f.holds));
-	ck_assert_uint_eq(holds, 2);
+	ck_assert_uint_eq(atomic_load(&s->dropped), 0);
+	for (size_t i = 0; i < s->n; i++) {
+		ck_assert_uint_eq(atomic_load(&s->v[i].runs), 1);
+		ck_assert_int_eq(s->v[i].rc, TF_OK);
+		ck_assert(s->v[i].bytes_ok);
+	}
+	free(s);
 	fake_destroy(&f);
 }
 END_TEST
@@ -784,40 +1146,55 @@ static void *free_main(void *arg)
 	return NULL;
 }
 
-/* tf_cache_free discards queued jobs and releases each one's hold.  The
- * worker is kept in a load until free has begun: prefetch refusing a new
- * job (with the 256-job queue far from full) shows that it is stopping. */
+/*
+ * tf_cache_free drops the queued jobs: each one's drop is called exactly
+ * once and its run never.  The worker is kept in a job until free has
+ * begun: submit refusing a job while the queue is far from full shows that
+ * it is stopping (free joins the held worker, so the cache is still there).
+ */
 START_TEST(test_free_discards_queue)
 {
 	tf_cache *c = new_cache(1 << 20, 1);
-	uint64_t o = tf_cache_owner(c), next = 1;
-	tf_cache_source src;
+	uint64_t o = tf_cache_owner(c);
+	struct timespec deadline, now;
+	job_set *s;
 	pthread_t t;
 	freer fr;
 	fake f;
 
 	fake_init(&f, 19, 600, true);
-	src = source_of(&f);
-	tf_cache_prefetch(c, o, 0, 600, &src);
+	s = job_set_new(c, &f);
+	ck_assert(submit_job(s, o, 0));
 	ck_assert(fake_wait(&f, &f.entered, 1));
-	for (; next <= 3; next++)
-		tf_cache_prefetch(c, o, next, 600, &src);
-	ck_assert_uint_eq(atomic_load(&f.holds), 4);
+	for (uint64_t i = 1; i <= 3; i++)
+		ck_assert(submit_job(s, o, i));
 	fr = (freer){ c, &f, false };
 	ck_assert_int_eq(pthread_create(&t, NULL, free_main, &fr), 0);
 	pthread_mutex_lock(&f.lock);
 	while (!fr.started)
 		pthread_cond_wait(&f.cond, &f.lock);
 	pthread_mutex_unlock(&f.lock);
-	for (unsigned before = 0; before != atomic_load(&f.holds); next++) {
-		before = atomic_load(&f.holds);
-		tf_cache_prefetch(c, o, next, 600, &src);
-		sched_yield();
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += HANG_GUARD_S;
+	/* Each probe that is taken is one more job to drop; a refusal with the
+	 * queue this far from full means stopping. */
+	while (submit_job(s, o, s->n % NINDEX)) {
+		ck_assert_msg(s->n < 200, "tf_cache_free did not stop the queue");
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		ck_assert_msg(now.tv_sec < deadline.tv_sec, "tf_cache_free never began stopping");
+		usleep(1000);
 	}
 	fake_open_gate(&f);
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
-	ck_assert_uint_eq(atomic_load(&f.releases), atomic_load(&f.holds));
-	ck_assert_uint_lt(atomic_load(&f.loads), atomic_load(&f.holds));
+	ck_assert_uint_eq(atomic_load(&s->v[0].runs), 1);
+	ck_assert_uint_eq(atomic_load(&s->v[0].drops), 0);
+	for (size_t i = 1; i < s->n; i++) {
+		ck_assert_uint_eq(atomic_load(&s->v[i].runs), 0);
+		ck_assert_uint_eq(atomic_load(&s->v[i].drops), 1);
+	}
+	ck_assert_uint_eq(atomic_load(&s->dropped), s->n - 1);
+	ck_assert_uint_eq(atomic_load(&f.loads), 1);
+	free(s);
 	fake_destroy(&f);
 }
 END_TEST
@@ -829,8 +1206,8 @@ enum { OWNERS = 64, INDEXES = 32, THREADS = 8, OPS = 10000, MAX_PINS = 4 };
 typedef struct stress {
 	tf_cache *c;
 	fake fakes[OWNERS];
-	uint64_t owners[OWNERS];
-	atomic_uint bad, gets;
+	_Atomic uint64_t owners[OWNERS];	/* a new owner now and then: a changed file */
+	atomic_uint bad, gets, jobs, jobs_done;
 	pthread_barrier_t start;
 } stress;
 
@@ -846,6 +1223,12 @@ typedef struct stress_thread {
 	pthread_t thread;
 } stress_thread;
 
+typedef struct stress_job {
+	stress *s;
+	unsigned o;
+	uint64_t owner, index;
+} stress_job;
+
 static uint64_t next_random(uint64_t *s)	/* splitmix64 */
 {
 	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -856,12 +1239,54 @@ static uint64_t next_random(uint64_t *s)	/* splitmix64 */
 }
 
 /* Check a pinned chunk once more (it must not have changed under us) and
- * give it back. */
-static void unpin(stress *s, pin *p)
+ * give it back, now and then as done. */
+static void unpin(stress *s, pin *p, bool done)
 {
 	if (!chunk_ok(p->f, p->index, tf_cache_data(p->e)))
 		atomic_fetch_add(&s->bad, 1);
-	tf_cache_release(s->c, p->e);
+	tf_cache_release(s->c, p->e, done);
+}
+
+static void stress_job_run(void *ctx, tf_cache *c, tf_workspace *ws)
+{
+	stress_job *j = ctx;
+	fake *f = &j->s->fakes[j->o];
+	tf_cache_source src = source_of(f);
+	tf_cache_entry *e;
+
+	atomic_fetch_add(&j->s->gets, 1);
+	if (tf_cache_get(c, j->owner, j->index, chunk_len(f, j->index), &src, ws, &e, NULL) != TF_OK) {
+		atomic_fetch_add(&j->s->bad, 1);
+	} else {
+		if (!chunk_ok(f, j->index, tf_cache_data(e)))
+			atomic_fetch_add(&j->s->bad, 1);
+		tf_cache_release(c, e, false);
+	}
+	atomic_fetch_add(&j->s->jobs_done, 1);
+	free(j);
+}
+
+static void stress_job_drop(void *ctx)
+{
+	stress_job *j = ctx;
+
+	atomic_fetch_add(&j->s->jobs_done, 1);
+	free(j);
+}
+
+static void stress_submit(stress *s, unsigned o, uint64_t index)
+{
+	stress_job *j = malloc(sizeof(*j));
+
+	if (!j) {
+		atomic_fetch_add(&s->bad, 1);
+		return;
+	}
+	*j = (stress_job){ s, o, atomic_load(&s->owners[o]), index };
+	if (tf_cache_submit(s->c, &(tf_cache_job){ stress_job_run, stress_job_drop, j }))
+		atomic_fetch_add(&s->jobs, 1);
+	else
+		free(j);	/* queue full: best effort */
 }
 
 /* Half the traffic goes to a hot set that fits the budget, so hits,
@@ -874,7 +1299,8 @@ static void stress_get(stress *s, uint64_t r, tf_workspace *ws, pin *pins, unsig
 	tf_cache_entry *e;
 
 	atomic_fetch_add(&s->gets, 1);
-	if (tf_cache_get(s->c, s->owners[o], i, chunk_len(&s->fakes[o], i), &src, ws, &e, NULL) != TF_OK) {
+	if (tf_cache_get(s->c, atomic_load(&s->owners[o]), i, chunk_len(&s->fakes[o], i), &src, ws, &e,
+			 NULL) != TF_OK) {
 		atomic_fetch_add(&s->bad, 1);
 		return;
 	}
@@ -896,25 +1322,22 @@ static void *stress_main(void *arg)
 		uint64_t r = next_random(&t->rng);
 		unsigned o = (unsigned)(r >> 40) % OWNERS;
 
-		if ((r >> 32) % 50 == 0) {
-			tf_cache_source src = source_of(&s->fakes[o]);
-			uint64_t i = (r >> 24) % INDEXES;
-
-			tf_cache_prefetch(s->c, s->owners[o], i, chunk_len(&s->fakes[o], i), &src);
-		} else if ((r >> 32) % 997 == 1)
-			tf_cache_drop(s->c, s->owners[o]);
+		if ((r >> 32) % 50 == 0)
+			stress_submit(s, o, (r >> 24) % INDEXES);
+		else if ((r >> 32) % 997 == 1)
+			atomic_store(&s->owners[o], tf_cache_owner(s->c));
 		else
 			stress_get(s, r, ws, pins, &npins);
 		while (npins && (npins == MAX_PINS || (r >> 56) % 3 == 0)) {
 			unsigned victim = (unsigned)(r >> 48) % npins;
 
-			unpin(s, &pins[victim]);
+			unpin(s, &pins[victim], (r >> 20) % 4 == 0);
 			pins[victim] = pins[--npins];
 			r = next_random(&t->rng);
 		}
 	}
 	while (npins)
-		unpin(s, &pins[--npins]);
+		unpin(s, &pins[--npins], false);
 	tf_workspace_free(ws);
 	return NULL;
 }
@@ -944,27 +1367,32 @@ START_TEST(test_stress)
 	s->c = new_cache(budget, 2);
 	for (unsigned o = 0; o < OWNERS; o++) {
 		fake_init(&s->fakes[o], 100 + o, 0, false);
-		s->owners[o] = tf_cache_owner(s->c);
+		atomic_init(&s->owners[o], tf_cache_owner(s->c));
 	}
 	stress_run(s);
-	/* A decode-ahead job may still be running (pinned) when the readers
-	 * are done: wait, bounded, for the workers to finish it. */
-	for (unsigned spin = 0; spin < 10000 && stats_of(s->c).pinned; spin++)
+	/* Jobs may still be queued or running when the readers are done:
+	 * wait, bounded, for the workers to finish them. */
+	for (unsigned spin = 0; spin < 60000 && atomic_load(&s->jobs_done) < atomic_load(&s->jobs); spin++)
 		usleep(1000);
+	ck_assert_uint_eq(atomic_load(&s->jobs_done), atomic_load(&s->jobs));
+	for (unsigned spin = 0; spin < 60000 && stats_of(s->c).pinned; spin++)
+		usleep(1000);	/* the last job's release is done under the lock */
 	st = stats_of(s->c);
+	ck_assert_uint_gt(atomic_load(&s->jobs), 0);
 	ck_assert_uint_eq(atomic_load(&s->bad), 0);
 	ck_assert_uint_eq(st.pinned, 0);
 	ck_assert_uint_le(st.used, budget);
 	ck_assert_uint_eq(st.hits + st.misses, atomic_load(&s->gets));
 	ck_assert_uint_gt(st.hits, 0);
 	ck_assert_uint_gt(st.evictions, 0);
+	ck_assert_uint_gt(st.recycled, 0);
+	ck_assert_uint_le(st.prefetches, atomic_load(&s->jobs));
 	tf_cache_free(s->c);
 	for (unsigned o = 0; o < OWNERS; o++) {
 		loads += atomic_load(&s->fakes[o].loads);
-		ck_assert_uint_eq(atomic_load(&s->fakes[o].releases), atomic_load(&s->fakes[o].holds));
 		fake_destroy(&s->fakes[o]);
 	}
-	ck_assert_uint_eq(loads, st.misses + st.prefetches);
+	ck_assert_uint_eq(loads, st.misses);	/* every claim was loaded once */
 	free(s);
 }
 END_TEST
@@ -982,17 +1410,22 @@ static Suite *suite(void)
 	tcase_add_test(basic, test_pinned_survive_pressure);
 	tcase_add_test(basic, test_load_failure);
 	tcase_add_test(basic, test_load_failure_null_err);
-	tcase_add_test(basic, test_drop);
+	tcase_add_test(basic, test_new_owner_never_sees_old_bytes);
+	tcase_add_test(basic, test_claim_publish_wait);
+	tcase_add_test(basic, test_done_chunks);
+	tcase_add_test(basic, test_entry_cost);
+	tcase_add_test(basic, test_table_growth);
 	tcase_add_test(threads, test_single_flight);
 	tcase_add_test(threads, test_single_flight_failure);
 	tcase_add_test(threads, test_parallel_misses);
-	tcase_add_test(threads, test_prefetch);
-	tcase_add_test(threads, test_prefetch_no_workers);
-	tcase_add_test(threads, test_prefetch_failure);
-	tcase_add_test(threads, test_prefetch_while_loading);
-	tcase_add_test(threads, test_prefetch_queued_once);
+	tcase_add_test(threads, test_job_runs);
+	tcase_add_test(threads, test_submit_no_workers);
+	tcase_add_test(threads, test_job_failure);
+	tcase_add_test(threads, test_job_while_loading);
+	tcase_add_test(threads, test_queue_full_and_backlog);
 	tcase_add_test(threads, test_free_discards_queue);
 	/* Slow under valgrind and the sanitizers, never for lack of progress. */
+	tcase_set_timeout(basic, 120);
 	tcase_set_timeout(threads, 120);
 	tcase_set_timeout(heavy, 600);
 	tcase_add_test(heavy, test_stress);

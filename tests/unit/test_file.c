@@ -1,10 +1,12 @@
 /*
- * test_file.c - tf_file over real files, and the writer side of tf_tile.
+ * test_file.c - tf_file over real files, read through handles, and the
+ * writer side of tf_tile.
  *
- *   - index and chunk decoding of files with many tiles and chunks, empty
- *     tiles and zero-length chunks; reads through a small cache (with and
- *     without decode-ahead workers) at every chunk boundary, across tiles,
- *     past the end; tiles given by the caller instead of walked;
+ *   - the index: tiles, decode units and chunk headers of files with many
+ *     tiles and chunks, empty tiles and zero-length chunks; every unit
+ *     decoded on its own; reads through a small cache (with and without
+ *     workers) at every chunk boundary, across tiles, past the end; tiles
+ *     given by the caller instead of walked;
  *   - writer chunking against TileDB's own: corpus tiles re-encoded must
  *     give the chunk headers the manifests list, and the very same file
  *     where no AES (random IVs) is involved;
@@ -14,10 +16,11 @@
  *     a clean failure or bytes, never a crash; never wrong bytes where a
  *     checksum or AES-GCM tag guards them;
  *   - error messages naming file, tile, chunk and filter.
+ * The read path's own behaviours (units of tiny chunks, stale files, done
+ * chunks, concurrent readers, pins) are test_handle.c's.
  */
 #include "tf_test.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -31,8 +34,7 @@
 
 #define KEY_A "TileDB-oracle-key-0123456789ABCD"	/* the corpus's key */
 #define KEY_B "another-key-of-32-bytes-00000000"
-
-/* ---- a temporary directory per test ----------------------------------------------- */
+#define HANG_GUARD_MS 60000	/* bounded polling for workers to go idle */
 
 /* Format a path into out[PATH_MAX]; a path that does not fit fails the test. */
 static void __attribute__((format(printf, 2, 3))) path_printf(char *out, const char *fmt, ...)
@@ -46,54 +48,7 @@ static void __attribute__((format(printf, 2, 3))) path_printf(char *out, const c
 	ck_assert_msg(n >= 0 && n < PATH_MAX, "path too long");
 }
 
-static char tmpdir[64];
-
-static void tmp_setup(void)
-{
-	strcpy(tmpdir, "/tmp/tf_test_file.XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void tmp_teardown(void)
-{
-	DIR *d = opendir(tmpdir);
-	struct dirent *e;
-	char path[PATH_MAX];
-
-	while (d && (e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-			path_printf(path, "%s/%s", tmpdir, e->d_name);
-			unlink(path);
-		}
-	if (d)
-		closedir(d);
-	rmdir(tmpdir);
-}
-
-static void tmp_path(char *out, const char *name)
-{
-	path_printf(out, "%s/%s", tmpdir, name);
-}
-
-static void write_file(const char *path, const void *p, size_t n)
-{
-	FILE *f = fopen(path, "wb");
-
-	ck_assert_msg(f != NULL, "cannot create %s", path);
-	ck_assert_uint_eq(fwrite(p, 1, n, f), n);
-	ck_assert_int_eq(fclose(f), 0);
-}
-
 /* ---- pipelines, keys, encoding ------------------------------------------------------- */
-
-static tf_pipeline *pipeline_of(const char *spec)
-{
-	tf_pipeline *p;
-	tf_error err;
-
-	ck_assert_msg(tf_pipeline_parse(spec, &p, &err) == TF_OK, "%s: %s", spec, err.msg);
-	return p;
-}
 
 static tf_key *key_of(const char *text)
 {
@@ -107,7 +62,7 @@ static tf_key *key_of(const char *text)
 /* The pipeline a writer runs: AES-256-GCM last when encrypted (§9). */
 static tf_pipeline *writer_pipeline(const char *spec, const tf_key *key)
 {
-	tf_pipeline *p = pipeline_of(spec);
+	tf_pipeline *p = tf_test_pipeline(spec);
 
 	if (key)
 		ck_assert(tf_pipeline_append(p, TF_F_AES_256_GCM, NULL) == TF_OK);
@@ -172,59 +127,139 @@ static void add_var_tile(const tf_pipeline *p, const tf_chunk_env *env, tf_works
 	free(off);
 }
 
-static tf_file *open_ok(const char *path, const tf_file_spec *spec)
-{
-	tf_file *f;
-	tf_error err;
+/* ---- chunks and units ------------------------------------------------------------------- */
 
-	ck_assert_msg(tf_test_file_open(path, NULL, spec, &f, &err) == TF_OK, "%s", err.msg);
-	return f;
+/* The chunks of one tile as tf_handle_each_chunk reports them. */
+typedef struct chunk_list {
+	tf_chunk_info *v;
+	size_t n, cap;
+	size_t bad_index;	/* chunks reported out of order */
+} chunk_list;
+
+static int collect_chunk(void *ctx, size_t chunk, const tf_chunk_info *ci)
+{
+	chunk_list *l = ctx;
+
+	if (chunk != l->n)
+		l->bad_index++;
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 16;
+		l->v = realloc(l->v, l->cap * sizeof(*l->v));
+		if (!l->v)
+			return 1;
+	}
+	l->v[l->n++] = *ci;
+	return 0;
 }
 
-/* Decode every chunk of every tile on its own and compare it with plain;
- * the chunks must tile the decoded file without gap or overlap. */
-static void check_all_chunks(tf_file *f, tf_workspace *ws, const uint8_t *plain, uint64_t size)
+static chunk_list chunks_of(tf_handle *h, tf_workspace *ws, size_t tile)
 {
+	chunk_list l = { 0 };
+	tf_error err;
+
+	ck_assert_msg(tf_handle_each_chunk(h, ws, tile, collect_chunk, &l, &err) == TF_OK, "%s", err.msg);
+	ck_assert_uint_eq(l.bad_index, 0);
+	return l;
+}
+
+static size_t units_of(tf_handle *h, size_t tile)
+{
+	size_t n;
+	tf_error err;
+
+	ck_assert_msg(tf_handle_tile_units(h, tile, &n, &err) == TF_OK, "tile %zu: %s", tile, err.msg);
+	return n;
+}
+
+/* Tile t's chunks lie back to back from the tile's decoded start (and, for
+ * stored chunks, in the file), and its units are runs of whole chunks:
+ * each unit's ranges are those of its chunks. */
+static void check_units_match_chunks(tf_handle *h, size_t t, const chunk_list *l)
+{
+	uint64_t toff, tsize, sum = 0;
+	size_t n = units_of(h, t), c = 0;
+
+	tf_file_tile_range(tf_handle_file(h), t, &toff, &tsize);
+	for (size_t i = 0; i < l->n; sum += l->v[i++].size) {
+		ck_assert_uint_eq(l->v[i].off, toff + sum);
+		ck_assert(i == 0 || l->v[i].src_off >= l->v[i - 1].src_off + l->v[i - 1].src_len);
+	}
+	ck_assert_uint_eq(sum, tsize);
+	for (size_t u = 0; u < n; u++) {
+		tf_unit_info ui;
+		uint64_t src_len = 0, size = 0;
+
+		tf_handle_unit_info(h, t, u, &ui);
+		ck_assert_uint_eq(ui.first_chunk, c);
+		ck_assert_uint_ge(ui.nchunks, 1);
+		ck_assert_uint_le(c + ui.nchunks, l->n);
+		ck_assert_uint_eq(ui.off, l->v[c].off);
+		ck_assert_uint_eq(ui.src_off, l->v[c].src_off);
+		for (uint32_t k = 0; k < ui.nchunks; k++, c++) {
+			src_len += l->v[c].src_len;
+			size += l->v[c].size;
+		}
+		ck_assert_uint_eq(ui.src_len, src_len);
+		ck_assert_uint_eq(ui.size, size);
+		/* At most 64 KiB decoded unless one chunk alone is larger. */
+		ck_assert(ui.nchunks == 1 || ui.size <= 65536);
+	}
+	ck_assert_uint_eq(c, l->n);
+}
+
+/*
+ * Decode every unit of every tile on its own and compare it with plain;
+ * the units (and the chunks) must tile the decoded file without gap or
+ * overlap.  Returns the number of chunks.
+ */
+static size_t check_all_units(tf_handle *h, tf_workspace *ws, const uint8_t *plain, uint64_t size)
+{
+	tf_file *f = tf_handle_file(h);
 	uint64_t expect_off = 0;
+	size_t chunks = 0;
 	tf_error err;
 
 	ck_assert_uint_eq(tf_file_size(f), size);
 	for (size_t t = 0; t < tf_file_ntiles(f); t++) {
 		uint64_t toff, tsize, sum = 0;
-		size_t n;
+		size_t n = units_of(h, t);
+		chunk_list l = chunks_of(h, ws, t);
 
 		tf_file_tile_range(f, t, &toff, &tsize);
 		ck_assert_uint_eq(toff, expect_off);
-		ck_assert_msg(tf_file_tile_chunks(f, t, &n, &err) == TF_OK, "%s", err.msg);
-		for (size_t c = 0; c < n; c++) {
-			tf_chunk_info ci;
+		for (size_t u = 0; u < n; u++) {
+			tf_unit_info ui;
 			uint8_t *dst;
 
-			tf_file_chunk_info(f, t, c, &ci);
-			ck_assert_uint_eq(ci.off, toff + sum);
-			dst = malloc(ci.size ? ci.size : 1);
-			ck_assert_msg(tf_file_decode(f, ws, t, c, dst, &err) == TF_OK, "%s", err.msg);
-			ck_assert_msg(ci.size == 0 || memcmp(dst, plain + ci.off, ci.size) == 0,
-				      "tile %zu chunk %zu differs", t, c);
+			tf_handle_unit_info(h, t, u, &ui);
+			ck_assert_uint_eq(ui.off, toff + sum);
+			dst = malloc(ui.size ? ui.size : 1);
+			ck_assert_msg(tf_handle_decode_unit(h, ws, t, u, dst, &err) == TF_OK, "%s", err.msg);
+			ck_assert_msg(ui.size == 0 || memcmp(dst, plain + ui.off, ui.size) == 0,
+				      "tile %zu unit %zu differs", t, u);
 			free(dst);
-			sum += ci.size;
+			sum += ui.size;
 		}
 		ck_assert_uint_eq(sum, tsize);
+		check_units_match_chunks(h, t, &l);
+		chunks += l.n;
+		free(l.v);
 		expect_off += tsize;
 	}
 	ck_assert_uint_eq(expect_off, size);
+	return chunks;
 }
 
 /* Read [off, off+len) through the cache and compare with plain. */
-static void check_read(tf_file *f, tf_cache *c, tf_workspace *ws, tf_read_state *rs,
-		       const uint8_t *plain, uint64_t size, uint64_t off, size_t len)
+static void check_read(tf_handle *h, tf_cache *c, tf_workspace *ws, const uint8_t *plain, uint64_t size,
+		       uint64_t off, size_t len)
 {
 	size_t want = off >= size ? 0 : (size - off < len ? (size_t)(size - off) : len), got = 99;
 	uint8_t *dst = malloc(len ? len : 1);
 	tf_error err;
 
 	ck_assert_ptr_nonnull(dst);
-	ck_assert_msg(tf_file_read(f, c, ws, rs, off, len, dst, &got, &err) == TF_OK,
+	ck_assert_msg(tf_handle_read(h, c, ws, off, len, dst, &got, &err) == TF_OK,
 		      "read %zu at %llu: %s", len, (unsigned long long)off, err.msg);
 	ck_assert_msg(got == want, "read %zu at %llu: got %zu, want %zu", len,
 		      (unsigned long long)off, got, want);
@@ -234,27 +269,42 @@ static void check_read(tf_file *f, tf_cache *c, tf_workspace *ws, tf_read_state 
 }
 
 /* Where every chunk starts, then the end of the file (our files have few). */
-static uint64_t *chunk_boundaries(tf_file *f, size_t *n)
+static uint64_t *chunk_boundaries(tf_handle *h, tf_workspace *ws, size_t *n)
 {
+	tf_file *f = tf_handle_file(h);
 	size_t cap = 64;
 	uint64_t *v = malloc(cap * sizeof(*v));
 
 	ck_assert_ptr_nonnull(v);
 	*n = 0;
 	for (size_t t = 0; t < tf_file_ntiles(f); t++) {
-		size_t nc;
+		chunk_list l = chunks_of(h, ws, t);
 
-		ck_assert(tf_file_tile_chunks(f, t, &nc, NULL) == TF_OK);
-		for (size_t c = 0; c < nc; c++) {
-			tf_chunk_info ci;
-
-			tf_file_chunk_info(f, t, c, &ci);
+		for (size_t c = 0; c < l.n; c++) {
 			ck_assert_uint_lt(*n, cap - 1);
-			v[(*n)++] = ci.off;
+			v[(*n)++] = l.v[c].off;
 		}
+		free(l.v);
 	}
 	v[(*n)++] = tf_file_size(f);
 	return v;
+}
+
+/* Wait (bounded) until no job is queued or running: then nothing is pinned
+ * but by the test itself. */
+static void wait_idle(tf_cache *c)
+{
+	for (unsigned ms = 0; ms < HANG_GUARD_MS && tf_cache_backlog(c); ms++)
+		usleep(1000);
+	ck_assert_uint_eq(tf_cache_backlog(c), 0);
+}
+
+static uint64_t misses_of(tf_cache *c)
+{
+	tf_cache_stats st;
+
+	tf_cache_get_stats(c, &st);
+	return st.misses;
 }
 
 /* ---- many tiles, many chunks ------------------------------------------------------------ */
@@ -272,26 +322,33 @@ START_TEST(test_index_and_chunks)
 	char path[PATH_MAX];
 	tf_file_info info;
 	made_file m;
+	tf_handle *h;
 	tf_file *f;
 
 	make_fixed(MANY_SPEC, TF_DT_INT32, 1, NULL, many_tiles, N_MANY, TF_GEN_WALK, 1, &m);
-	tmp_path(path, "many.tdb");
-	write_file(path, m.stored.p, m.stored.len);
-	spec.pipeline = pipeline_of(MANY_SPEC);
-	f = open_ok(path, &spec);
+	tf_test_tmp_path(path, "many.tdb");
+	tf_test_write_file(path, m.stored.p, m.stored.len);
+	spec.pipeline = tf_test_pipeline(MANY_SPEC);
+	f = tf_test_file_ok(path, &spec);
+	h = tf_test_handle_ok(f);
+	ck_assert_ptr_eq(tf_handle_file(h), f);
 	ck_assert_uint_eq(tf_file_ntiles(f), N_MANY);
 	for (size_t t = 0; t < N_MANY; t++) {
-		size_t n;
-		ck_assert(tf_file_tile_chunks(f, t, &n, NULL) == TF_OK);
-		ck_assert_uint_eq(n, chunks_per_tile[t]);
+		chunk_list l = chunks_of(h, ws, t);
+
+		ck_assert_uint_eq(l.n, chunks_per_tile[t]);
+		/* TileDB's chunks (64 KiB at most) are one unit each. */
+		ck_assert_uint_eq(units_of(h, t), chunks_per_tile[t]);
+		free(l.v);
 	}
-	check_all_chunks(f, ws, m.plain, m.size);
+	ck_assert_uint_eq(check_all_units(h, ws, m.plain, m.size), 10);
 	tf_file_get_info(f, &info);
 	ck_assert_uint_eq(info.tiles, N_MANY);
 	ck_assert_uint_eq(info.chunks, 10);
 	ck_assert_uint_eq(info.stored_bytes, m.stored.len);
 	ck_assert_uint_eq(info.decoded_bytes, m.size);
-	ck_assert(!info.encrypted && !info.generic && !info.var_string);
+	ck_assert(!info.encrypted && !info.generic && !info.var_string && !info.from_layout);
+	tf_handle_close(h);
 	tf_file_unref(f);
 	tf_pipeline_free((tf_pipeline *)spec.pipeline);
 	tf_workspace_free(ws);
@@ -300,47 +357,53 @@ START_TEST(test_index_and_chunks)
 END_TEST
 
 /* Reads at every chunk boundary +-1, short and chunk-spanning, across
- * tiles, past the end, and sequentially; a cache smaller than the file. */
+ * tiles, past the end, and sequentially; a cache smaller than the file.
+ * Two handles of one file share its cached units. */
 START_TEST(test_reads_through_cache)
 {
 	static const size_t lens[] = { 1, 3, 65536 + 5 };
 	unsigned workers = (unsigned)_i;
 	tf_file_spec spec = { .type = TF_DT_INT32, .cell_val_num = 1 };
 	tf_workspace *ws = tf_workspace_new();
-	tf_read_state rs = { 0 };
 	char path[PATH_MAX];
 	uint64_t *starts;
 	size_t nstarts;
 	tf_cache_stats st;
+	tf_handle *h, *h2;
 	tf_cache *c;
 	made_file m;
 	tf_file *f;
 
 	make_fixed(MANY_SPEC, TF_DT_INT32, 1, NULL, many_tiles, N_MANY, TF_GEN_WALK, 2, &m);
-	tmp_path(path, "many.tdb");
-	write_file(path, m.stored.p, m.stored.len);
-	spec.pipeline = pipeline_of(MANY_SPEC);
-	f = open_ok(path, &spec);
+	tf_test_tmp_path(path, "many.tdb");
+	tf_test_write_file(path, m.stored.p, m.stored.len);
+	spec.pipeline = tf_test_pipeline(MANY_SPEC);
+	f = tf_test_file_ok(path, &spec);
+	h = tf_test_handle_ok(f);
 	ck_assert(tf_cache_new(200 * 1024, workers, &c, NULL) == TF_OK);
-	starts = chunk_boundaries(f, &nstarts);
+	starts = chunk_boundaries(h, ws, &nstarts);
 	for (size_t i = 0; i < nstarts; i++)
 		for (uint64_t from = starts[i] ? starts[i] - 1 : 0; from <= starts[i] + 1; from++)
 			for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++)
-				check_read(f, c, ws, NULL, m.plain, m.size, from, lens[l]);
-	check_read(f, c, ws, NULL, m.plain, m.size, 0, m.size);		/* every tile at once */
-	check_read(f, c, ws, NULL, m.plain, m.size, m.size - 2, 100);	/* runs past the end */
-	check_read(f, c, ws, NULL, m.plain, m.size, m.size + 7, 100);	/* starts past the end */
-	check_read(f, c, ws, NULL, m.plain, m.size, 10, 0);
+				check_read(h, c, ws, m.plain, m.size, from, lens[l]);
+	check_read(h, c, ws, m.plain, m.size, 0, m.size);		/* every tile at once */
+	check_read(h, c, ws, m.plain, m.size, m.size - 2, 100);	/* runs past the end */
+	check_read(h, c, ws, m.plain, m.size, m.size + 7, 100);	/* starts past the end */
+	check_read(h, c, ws, m.plain, m.size, 10, 0);
 	for (uint64_t off = 0; off < m.size; off += 10000)		/* a sequential reader */
-		check_read(f, c, ws, &rs, m.plain, m.size, off, 10000);
+		check_read(h, c, ws, m.plain, m.size, off, 10000);
+	wait_idle(c);
 	tf_cache_get_stats(c, &st);
+	h2 = tf_test_handle_ok(f);	/* the last units read are still there */
+	check_read(h2, c, ws, m.plain, m.size, m.size - 1000, 1000);
+	ck_assert_uint_eq(misses_of(c), st.misses);
+	tf_handle_close(h2);
 	ck_assert_uint_gt(st.evictions, 0);
-	if (!workers) {	/* nothing in flight: the budget holds, nothing pinned */
-		ck_assert_uint_le(st.used, st.budget);
-		ck_assert_uint_eq(st.pinned, 0);
-	}
+	ck_assert_uint_le(st.used, st.budget);	/* nothing in flight: the budget holds */
+	ck_assert_uint_eq(st.pinned, 0);
 	free(starts);
-	tf_file_unref(f);	/* before the cache: the file drops its entries */
+	tf_handle_close(h);
+	tf_file_unref(f);
 	tf_cache_free(c);
 	tf_pipeline_free((tf_pipeline *)spec.pipeline);
 	tf_workspace_free(ws);
@@ -368,34 +431,35 @@ START_TEST(test_zero_length_chunks)
 	char path[PATH_MAX];
 	uint64_t *starts;
 	size_t nstarts;
+	tf_handle *h;
 	tf_cache *c;
 	tf_file *f;
 
-	spec.pipeline = pipeline_of("zstd");
+	spec.pipeline = tf_test_pipeline("zstd");
 	for (size_t t = 0; t < 4; t++)
 		add_var_tile(spec.pipeline, &env, ws, tiles[t].lens, tiles[t].n, &m);
-	tmp_path(path, "empty_var.tdb");
-	write_file(path, m.stored.p, m.stored.len);
-	f = open_ok(path, &spec);
+	tf_test_tmp_path(path, "empty_var.tdb");
+	tf_test_write_file(path, m.stored.p, m.stored.len);
+	f = tf_test_file_ok(path, &spec);
+	h = tf_test_handle_ok(f);
 	ck_assert_uint_eq(tf_file_ntiles(f), 4);
 	for (size_t t = 0; t < 4; t++) {
-		size_t n;
-		ck_assert(tf_file_tile_chunks(f, t, &n, NULL) == TF_OK);
-		ck_assert_uint_eq(n, tiles[t].nchunks);
-		for (size_t k = 0; k < n; k++) {
-			tf_chunk_info ci;
-			tf_file_chunk_info(f, t, k, &ci);
-			ck_assert_uint_eq(ci.size, tiles[t].chunks[k]);
-		}
+		chunk_list l = chunks_of(h, ws, t);
+
+		ck_assert_uint_eq(l.n, tiles[t].nchunks);
+		for (size_t k = 0; k < l.n; k++)
+			ck_assert_uint_eq(l.v[k].size, tiles[t].chunks[k]);
+		free(l.v);
 	}
-	check_all_chunks(f, ws, m.plain, m.size);
+	check_all_units(h, ws, m.plain, m.size);
 	ck_assert(tf_cache_new(1 << 20, 0, &c, NULL) == TF_OK);
-	starts = chunk_boundaries(f, &nstarts);
+	starts = chunk_boundaries(h, ws, &nstarts);
 	for (size_t i = 0; i < nstarts; i++)
 		for (uint64_t from = starts[i] > 2 ? starts[i] - 2 : 0; from <= starts[i] + 2; from++)
-			check_read(f, c, ws, NULL, m.plain, m.size, from, 5);
-	check_read(f, c, ws, NULL, m.plain, m.size, 0, m.size);
+			check_read(h, c, ws, m.plain, m.size, from, 5);
+	check_read(h, c, ws, m.plain, m.size, 0, m.size);
 	free(starts);
+	tf_handle_close(h);
 	tf_file_unref(f);
 	tf_cache_free(c);
 	tf_pipeline_free((tf_pipeline *)spec.pipeline);
@@ -435,35 +499,50 @@ START_TEST(test_tiles_from_layout)
 	tf_workspace *ws = tf_workspace_new();
 	tf_tile_layout layout[N_MANY];
 	char path[PATH_MAX];
+	uint8_t buf[16];
 	tf_file_info info;
+	tf_cache_stats st;
 	tf_error err;
 	made_file m;
+	tf_handle *h;
 	tf_cache *c;
 	tf_file *f;
 	size_t n;
 
 	make_fixed(MANY_SPEC, TF_DT_INT32, 1, NULL, many_tiles, N_MANY, TF_GEN_WALK, 3, &m);
-	tmp_path(path, "layout.tdb");
-	write_file(path, m.stored.p, m.stored.len);
-	spec.pipeline = pipeline_of(MANY_SPEC);
+	tf_test_tmp_path(path, "layout.tdb");
+	tf_test_write_file(path, m.stored.p, m.stored.len);
+	spec.pipeline = tf_test_pipeline(MANY_SPEC);
 	spec.tiles = layout;
 	spec.ntiles = layout_of(&m.stored, layout, N_MANY);
 	ck_assert_uint_eq(spec.ntiles, N_MANY);
-	f = open_ok(path, &spec);
+	f = tf_test_file_ok(path, &spec);
 	tf_file_get_info(f, &info);
 	ck_assert(info.from_layout);
 	ck_assert_uint_eq(info.chunks, 0);	/* nothing read yet */
 	ck_assert_uint_eq(tf_file_size(f), m.size);
+	h = tf_test_handle_ok(f);
 	ck_assert(tf_cache_new(1 << 20, 0, &c, NULL) == TF_OK);
-	check_read(f, c, ws, NULL, m.plain, m.size, 0, m.size);
-	check_all_chunks(f, ws, m.plain, m.size);
+	check_read(h, c, ws, m.plain, m.size, 0, m.size);
+	tf_file_get_info(f, &info);
+	ck_assert_uint_eq(info.chunks, 10);	/* loaded by the read */
+	check_all_units(h, ws, m.plain, m.size);
+	tf_handle_close(h);
 	tf_file_unref(f);
 
 	layout[4].size += 4;	/* metadata that disagrees with the chunks */
-	f = open_ok(path, &spec);
-	ck_assert_int_eq(tf_file_tile_chunks(f, 4, &n, &err), TF_E_CORRUPT);
+	f = tf_test_file_ok(path, &spec);
+	h = tf_test_handle_ok(f);
+	ck_assert_int_eq(tf_handle_tile_units(h, 4, &n, &err), TF_E_CORRUPT);
 	ck_assert_msg(strstr(err.msg, "tile 4: chunks take") && strstr(err.msg, "fragment metadata says"),
 		      "%s", err.msg);
+	memset(&err, 0, sizeof(err));
+	ck_assert_int_eq(tf_handle_read(h, c, ws, m.size - 20, 16, buf, &n, &err), TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "tile 4: chunks take"), "%s", err.msg);
+	tf_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.pinned, 0);
+	check_read(h, c, ws, m.plain, m.size, 0, 1000);	/* the other tiles read */
+	tf_handle_close(h);
 	tf_file_unref(f);
 	layout[4].size -= 4;
 	layout[5].stored = m.stored.len;	/* a tile beyond the file's end */
@@ -851,15 +930,18 @@ static const folded_case folded_cases[] = {
 };
 #define N_FOLDED_CASES (sizeof(folded_cases) / sizeof(folded_cases[0]))
 
-/* Decode a whole file through a cache and compare it with `want`. */
+/* Decode a whole file through a cache (and unit by unit) and compare it
+ * with `want`; the file is unreferenced. */
 static void check_whole_file(tf_file *f, const uint8_t *want, size_t n)
 {
 	tf_workspace *ws = tf_workspace_new();
+	tf_handle *h = tf_test_handle_ok(f);
 	tf_cache *c;
 
 	ck_assert(tf_cache_new(1 << 20, 2, &c, NULL) == TF_OK);
-	check_read(f, c, ws, NULL, want, n, 0, n + 1);
-	check_all_chunks(f, ws, want, n);
+	check_read(h, c, ws, want, n, 0, n + 1);
+	check_all_units(h, ws, want, n);
+	tf_handle_close(h);
 	tf_file_unref(f);
 	tf_cache_free(c);
 	tf_workspace_free(ws);
@@ -883,10 +965,10 @@ START_TEST(test_folded_offsets)
 	corpus_open(fc->name, 0, fc->data, &dd);
 	corpus_stored_path(&od, opath);
 	corpus_stored_path(&dd, dpath);
-	spec.pipeline = pipeline_of("zstd");
-	spec.var_pipeline = data_spec.pipeline = pipeline_of(fc->data_spec);
+	spec.pipeline = tf_test_pipeline("zstd");
+	spec.var_pipeline = data_spec.pipeline = tf_test_pipeline(fc->data_spec);
 	spec.var_data = dpath;
-	f = open_ok(opath, &spec);
+	f = tf_test_file_ok(opath, &spec);
 	tf_file_get_info(f, &info);
 	ck_assert_uint_eq(info.folded_tiles, json_u64(json_member(od.entry, "num_tiles")));
 	ck_assert_uint_eq(info.folded_tiles, info.tiles);
@@ -895,7 +977,7 @@ START_TEST(test_folded_offsets)
 	free(want);
 
 	/* The data file itself, on the var-string path by TileDB's rule. */
-	f = open_ok(dpath, &data_spec);
+	f = tf_test_file_ok(dpath, &data_spec);
 	tf_file_get_info(f, &info);
 	ck_assert(info.var_string);
 	want = corpus_expected(fc->name, 0, fc->data, &n);
@@ -923,8 +1005,8 @@ START_TEST(test_folded_offsets_need_string_codec)
 	corpus_open("str_rle", 0, "a0_var.tdb", &dd);
 	corpus_stored_path(&od, opath);
 	corpus_stored_path(&dd, dpath);
-	spec.pipeline = pipeline_of("zstd");
-	spec.var_pipeline = pipeline_of("zstd");
+	spec.pipeline = tf_test_pipeline("zstd");
+	spec.var_pipeline = tf_test_pipeline("zstd");
 	spec.var_data = dpath;
 	ck_assert_int_eq(tf_test_file_open(opath, "offs", &spec, &f, &err), TF_E_INVAL);
 	ck_assert_msg(strstr(err.msg, "offs: offsets are folded only into STRING_ASCII/UTF8 data"),
@@ -983,34 +1065,38 @@ static void add_generic_tile(const victim *v, const tf_key *key, tf_workspace *w
 	tf_pipeline_free(p);
 }
 
-typedef struct chunk_ref {
-	size_t tile, chunk;
+/* A unit of the undamaged file. */
+typedef struct unit_ref {
+	size_t tile, unit;
 	uint64_t off;
 	uint32_t size;
-} chunk_ref;
+} unit_ref;
 
-/* A victim file on disk, what its chunks were, and what probing it saw. */
+/* A victim file on disk, what its units were, and what probing it saw. */
 typedef struct victim_file {
 	const victim *v;
 	tf_key *key;
 	char path[PATH_MAX];
 	tf_file_spec spec;
 	made_file m;
-	chunk_ref chunks[8];
-	size_t nchunks;
-	size_t opened, decoded, rejected;
+	unit_ref units[8];
+	size_t nunits;
+	tf_cache *cache;	/* whole-file reads, one owner per probe */
+	uint8_t *buf;		/* room for the whole file */
+	size_t opened, decoded, rejected, reads;
 } victim_file;
 
 static void make_victim(const victim *v, victim_file *vf)
 {
 	tf_workspace *ws = tf_workspace_new();
+	tf_handle *h;
 	tf_file *f;
 
 	memset(vf, 0, sizeof(*vf));
 	vf->v = v;
 	vf->key = v->key ? key_of(KEY_A) : NULL;
 	vf->spec = (tf_file_spec){ .type = TF_DT_INT32, .cell_val_num = 1, .key = vf->key,
-				   .generic = v->generic, .pipeline = pipeline_of(v->spec) };
+				   .generic = v->generic, .pipeline = tf_test_pipeline(v->spec) };
 	if (!v->generic) {
 		make_fixed(v->spec, TF_DT_INT32, 1, vf->key, v->tiles, 2, TF_GEN_RUNS, 7, &vf->m);
 	} else {
@@ -1020,80 +1106,135 @@ static void make_victim(const victim *v, victim_file *vf)
 		add_generic_tile(v, vf->key, ws, vf->m.plain, v->tiles[0], &vf->m.stored);
 		add_generic_tile(v, vf->key, ws, vf->m.plain + v->tiles[0], v->tiles[1], &vf->m.stored);
 	}
-	tmp_path(vf->path, v->name);
-	write_file(vf->path, vf->m.stored.p, vf->m.stored.len);
-	f = open_ok(vf->path, &vf->spec);
-	check_all_chunks(f, ws, vf->m.plain, vf->m.size);
-	for (size_t t = 0; t < tf_file_ntiles(f); t++) {
-		size_t n;
+	tf_test_tmp_path(vf->path, v->name);
+	tf_test_write_file(vf->path, vf->m.stored.p, vf->m.stored.len);
+	f = tf_test_file_ok(vf->path, &vf->spec);
+	h = tf_test_handle_ok(f);
+	check_all_units(h, ws, vf->m.plain, vf->m.size);
+	for (size_t t = 0; t < tf_file_ntiles(f); t++)
+		for (size_t u = 0, n = units_of(h, t); u < n; u++) {
+			tf_unit_info ui;
 
-		ck_assert(tf_file_tile_chunks(f, t, &n, NULL) == TF_OK);
-		for (size_t c = 0; c < n; c++) {
-			tf_chunk_info ci;
-
-			ck_assert_uint_lt(vf->nchunks, sizeof(vf->chunks) / sizeof(vf->chunks[0]));
-			tf_file_chunk_info(f, t, c, &ci);
-			vf->chunks[vf->nchunks++] = (chunk_ref){ t, c, ci.off, ci.size };
+			ck_assert_uint_lt(vf->nunits, sizeof(vf->units) / sizeof(vf->units[0]));
+			tf_handle_unit_info(h, t, u, &ui);
+			vf->units[vf->nunits++] = (unit_ref){ t, u, ui.off, ui.size };
 		}
-	}
+	tf_handle_close(h);
 	tf_file_unref(f);
+	ck_assert(tf_cache_new(1 << 20, 0, &vf->cache, NULL) == TF_OK);
+	vf->buf = malloc(vf->m.size + 1);
+	ck_assert_ptr_nonnull(vf->buf);
 	tf_workspace_free(ws);
 }
 
 static void victim_free(victim_file *vf)
 {
+	tf_cache_stats st;
+
+	tf_cache_get_stats(vf->cache, &st);
+	ck_assert_uint_eq(st.pinned, 0);
+	ck_assert_uint_le(st.used, st.budget);
+	tf_cache_free(vf->cache);
+	free(vf->buf);
 	made_free(&vf->m);
 	tf_pipeline_free((tf_pipeline *)vf->spec.pipeline);
 	tf_key_free(vf->key);
 }
 
-static const chunk_ref *original_chunk(const victim_file *vf, size_t t, size_t c)
+static const unit_ref *original_unit(const victim_file *vf, size_t t, size_t u)
 {
-	for (size_t i = 0; i < vf->nchunks; i++)
-		if (vf->chunks[i].tile == t && vf->chunks[i].chunk == c)
-			return &vf->chunks[i];
+	for (size_t i = 0; i < vf->nunits; i++)
+		if (vf->units[i].tile == t && vf->units[i].unit == u)
+			return &vf->units[i];
 	return NULL;
 }
 
-/*
- * Decode chunk c of tile t of a damaged file.  A failure must name the
- * file, tile and chunk.  Bytes that come back must be the original chunk's
- * when `strict` (nothing altered, e.g. truncation) or the victim is guarded.
- */
-static void probe_chunk(victim_file *vf, tf_file *f, tf_workspace *ws, size_t t, size_t c,
-			bool strict)
+/* A failure must name the file and tile t (SIZE_MAX: any tile), and a
+ * decoding failure the chunk. */
+static void check_failure(const tf_error *err, tf_status rc, size_t t)
 {
-	const chunk_ref *orig;
 	char where[64];
-	tf_chunk_info ci;
+
+	if (t == SIZE_MAX)
+		snprintf(where, sizeof(where), "victim: tile ");
+	else
+		snprintf(where, sizeof(where), "victim: tile %zu", t);
+	ck_assert_msg(strncmp(err->msg, where, strlen(where)) == 0 &&
+		      (t == SIZE_MAX || strchr(":,", err->msg[strlen(where)])),
+		      "'%s' lacks '%s'", err->msg, where);
+	ck_assert_msg(rc == TF_E_IO || rc == TF_E_STALE || rc == TF_E_NOMEM || strstr(err->msg, "chunk"),
+		      "'%s' does not name the chunk", err->msg);
+}
+
+/*
+ * Decode unit u of tile t of a damaged file.  Bytes that come back must be
+ * the original unit's when `strict` (nothing altered, e.g. truncation) or
+ * the victim is guarded.  (Its offset in the file may differ: a flipped
+ * length in an earlier tile's header moves the tiles after it, and that
+ * tile then fails.)
+ */
+static void probe_unit(victim_file *vf, tf_handle *h, tf_workspace *ws, size_t t, size_t u, bool strict)
+{
+	const unit_ref *orig;
+	tf_unit_info ui;
 	tf_error err;
+	tf_status rc;
 	uint8_t *dst;
 
-	tf_file_chunk_info(f, t, c, &ci);
-	if (ci.size > PROBE_MAX) {	/* a flipped length: the flip hit a header */
+	tf_handle_unit_info(h, t, u, &ui);
+	if (ui.size > PROBE_MAX) {	/* a flipped length: the flip hit a header */
 		vf->rejected++;
 		return;
 	}
-	dst = malloc(ci.size ? ci.size : 1);
+	dst = malloc(ui.size ? ui.size : 1);
 	ck_assert_ptr_nonnull(dst);
-	if (tf_file_decode(f, ws, t, c, dst, &err) != TF_OK) {
-		snprintf(where, sizeof(where), "victim: tile %zu, chunk %zu: ", t, c);
-		ck_assert_msg(strncmp(err.msg, where, strlen(where)) == 0, "'%s' lacks '%s'", err.msg, where);
+	if ((rc = tf_handle_decode_unit(h, ws, t, u, dst, &err)) != TF_OK) {
+		check_failure(&err, rc, t);
 		vf->rejected++;
 	} else {
-		orig = original_chunk(vf, t, c);
+		orig = original_unit(vf, t, u);
 		ck_assert_msg(!(strict || vf->v->guarded) ||
-			      (orig && orig->size == ci.size &&
-			       (ci.size == 0 || memcmp(dst, vf->m.plain + orig->off, ci.size) == 0)),
-			      "%s: tile %zu chunk %zu decoded to altered bytes", vf->v->name, t, c);
+			      (orig && orig->size == ui.size &&
+			       (ui.size == 0 || memcmp(dst, vf->m.plain + orig->off, ui.size) == 0)),
+			      "%s: tile %zu unit %zu decoded to altered bytes", vf->v->name, t, u);
 		vf->decoded++;
 	}
 	free(dst);
 }
 
+/* The whole file through the cache: a clean failure naming the tile, or
+ * bytes; where they must be the original's, a prefix of them (a file cut
+ * at a tile's end is a shorter file). */
+static void probe_read(victim_file *vf, tf_handle *h, tf_workspace *ws, bool strict)
+{
+	uint64_t size = tf_file_size(tf_handle_file(h));
+	tf_error err;
+	tf_status rc;
+	size_t got;
+
+	if (size > vf->m.size + PROBE_MAX)
+		return;
+	if (size > vf->m.size) {
+		uint8_t *p = realloc(vf->buf, size);
+		ck_assert_ptr_nonnull(p);
+		vf->buf = p;
+	}
+	rc = tf_handle_read(h, vf->cache, ws, 0, (size_t)size, vf->buf, &got, &err);
+	if (rc != TF_OK) {
+		check_failure(&err, rc, SIZE_MAX);
+		return;
+	}
+	ck_assert_uint_eq(got, size);
+	ck_assert_msg(!(strict || vf->v->guarded) ||
+		      (got <= vf->m.size && memcmp(vf->buf, vf->m.plain, got) == 0),
+		      "%s: a whole read gave altered bytes", vf->v->name);
+	vf->reads++;
+}
+
 static void probe(victim_file *vf, tf_workspace *ws, bool strict)
 {
 	tf_error err = { 0 };
+	tf_handle *h;
 	tf_file *f;
 
 	if (tf_test_file_open(vf->path, "victim", &vf->spec, &f, &err) != TF_OK) {
@@ -1102,14 +1243,20 @@ static void probe(victim_file *vf, tf_workspace *ws, bool strict)
 		return;
 	}
 	vf->opened++;
+	h = tf_test_handle_ok(f);
 	for (size_t t = 0; t < tf_file_ntiles(f); t++) {
 		size_t n;
+		tf_status rc;
 
-		if (tf_file_tile_chunks(f, t, &n, &err) != TF_OK)
+		if ((rc = tf_handle_tile_units(h, t, &n, &err)) != TF_OK) {
+			check_failure(&err, rc, t);
 			continue;
-		for (size_t c = 0; c < n; c++)
-			probe_chunk(vf, f, ws, t, c, strict);
+		}
+		for (size_t u = 0; u < n; u++)
+			probe_unit(vf, h, ws, t, u, strict);
 	}
+	probe_read(vf, h, ws, strict);
+	tf_handle_close(h);
 	tf_file_unref(f);
 }
 
@@ -1130,7 +1277,8 @@ START_TEST(test_truncations)
 	close(fd);
 	/* The whole file, tile boundaries and nothing at all open. */
 	ck_assert_uint_ge(vf.opened, 3);
-	ck_assert_uint_ge(vf.decoded, vf.nchunks);
+	ck_assert_uint_ge(vf.decoded, vf.nunits);
+	ck_assert_uint_ge(vf.reads, 3);
 	victim_free(&vf);
 	tf_workspace_free(ws);
 }
@@ -1170,7 +1318,7 @@ START_TEST(test_bit_flips)
 	ck_assert_uint_gt(vf.rejected, 0);
 	vf.opened = vf.decoded = 0;	/* undone: the file is whole again */
 	probe(&vf, ws, true);
-	ck_assert_uint_eq(vf.decoded, vf.nchunks);
+	ck_assert_uint_eq(vf.decoded, vf.nunits);
 	victim_free(&vf);
 	tf_workspace_free(ws);
 }
@@ -1185,21 +1333,26 @@ static void make_two_tiles(const char *spec, const tf_key *key, const char *name
 	static const size_t tiles[] = { 4096, 4096 };
 
 	make_fixed(spec, TF_DT_INT32, 1, key, tiles, 2, TF_GEN_WALK, 11, m);
-	tmp_path(path, name);
-	write_file(path, m->stored.p, m->stored.len);
+	tf_test_tmp_path(path, name);
+	tf_test_write_file(path, m->stored.p, m->stored.len);
 }
 
 /* Where the data of the first chunk of tile t starts (after its metadata). */
 static uint64_t chunk_data_at(tf_file *f, size_t t, const made_file *m)
 {
-	tf_chunk_header h;
-	tf_chunk_info ci;
-	size_t n;
+	tf_workspace *ws = tf_workspace_new();
+	tf_handle *h = tf_test_handle_ok(f);
+	chunk_list l = chunks_of(h, ws, t);
+	tf_chunk_header hd;
+	uint64_t at;
 
-	ck_assert(tf_file_tile_chunks(f, t, &n, NULL) == TF_OK && n > 0);
-	tf_file_chunk_info(f, t, 0, &ci);
-	tf_chunk_header_read(m->stored.p + ci.src_off, &h);
-	return ci.src_off + TF_CHUNK_HEADER_SIZE + h.md_len;
+	ck_assert_uint_gt(l.n, 0);
+	tf_chunk_header_read(m->stored.p + l.v[0].src_off, &hd);
+	at = l.v[0].src_off + TF_CHUNK_HEADER_SIZE + hd.md_len;
+	free(l.v);
+	tf_handle_close(h);
+	tf_workspace_free(ws);
+	return at;
 }
 
 static void patch(const char *path, uint64_t at, uint8_t xor)
@@ -1214,22 +1367,34 @@ static void patch(const char *path, uint64_t at, uint8_t xor)
 	close(fd);
 }
 
-/* A decode error, direct and through the cache, with its message. */
+/* A decode error, direct and through the cache (twice: failures are not
+ * kept), with its message; nothing stays pinned.  f is unreferenced. */
 static void expect_chunk_error(tf_file *f, size_t t, uint64_t off, tf_status code, const char *needle)
 {
 	tf_workspace *ws = tf_workspace_new();
+	tf_handle *h = tf_test_handle_ok(f);
+	tf_cache_stats st;
 	uint8_t dst[4096];
 	size_t got;
 	tf_error err;
 	tf_cache *c;
 
-	ck_assert_int_eq(tf_file_decode(f, ws, t, 0, dst, &err), code);
+	ck_assert_uint_eq(units_of(h, t), 1);
+	ck_assert_int_eq(tf_handle_decode_unit(h, ws, t, 0, dst, &err), code);
 	ck_assert_msg(strstr(err.msg, needle), "'%s' lacks '%s'", err.msg, needle);
 	ck_assert(tf_cache_new(1 << 20, 0, &c, NULL) == TF_OK);
-	memset(&err, 0, sizeof(err));
-	ck_assert_int_eq(tf_file_read(f, c, ws, NULL, off, 100, dst, &got, &err), code);
-	ck_assert_msg(strstr(err.msg, needle), "read: '%s' lacks '%s'", err.msg, needle);
-	ck_assert_uint_eq(got, 0);
+	for (int i = 0; i < 2; i++) {
+		memset(&err, 0, sizeof(err));
+		got = 99;
+		ck_assert_int_eq(tf_handle_read(h, c, ws, off, 100, dst, &got, &err), code);
+		ck_assert_msg(strstr(err.msg, needle), "read: '%s' lacks '%s'", err.msg, needle);
+		ck_assert_uint_eq(got, 0);
+	}
+	tf_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.misses, 2);
+	ck_assert_uint_eq(st.pinned, 0);
+	ck_assert_uint_eq(st.entries, 0);
+	tf_handle_close(h);
 	tf_file_unref(f);
 	tf_cache_free(c);
 	tf_workspace_free(ws);
@@ -1243,11 +1408,11 @@ START_TEST(test_error_names_tile_chunk_filter)
 	tf_file *f;
 
 	make_two_tiles("zstd", NULL, "zstd.tdb", path, &m);
-	spec.pipeline = pipeline_of("zstd");
-	f = open_ok(path, &spec);
+	spec.pipeline = tf_test_pipeline("zstd");
+	f = tf_test_file_ok(path, &spec);
 	patch(path, chunk_data_at(f, 1, &m), 0xff);	/* the zstd frame's magic */
 	tf_file_unref(f);
-	f = open_ok(path, &spec);
+	f = tf_test_file_ok(path, &spec);
 	ck_assert_str_eq(tf_file_name(f), path);	/* no name given: the path */
 	expect_chunk_error(f, 1, 4096, TF_E_CORRUPT, "zstd.tdb: tile 1, chunk 0: filter 0 (zstd)");
 	tf_pipeline_free((tf_pipeline *)spec.pipeline);
@@ -1264,21 +1429,21 @@ START_TEST(test_error_checksum_and_key)
 	tf_file *f;
 
 	make_two_tiles("zstd | checksum_md5", NULL, "sum.tdb", sum_path, &sum);
-	spec.pipeline = pipeline_of("zstd | checksum_md5");
-	f = open_ok(sum_path, &spec);
+	spec.pipeline = tf_test_pipeline("zstd | checksum_md5");
+	f = tf_test_file_ok(sum_path, &spec);
 	patch(sum_path, chunk_data_at(f, 0, &sum) + 5, 0x10);
 	tf_file_unref(f);
-	expect_chunk_error(open_ok(sum_path, &spec), 0, 0, TF_E_CHECKSUM,
+	expect_chunk_error(tf_test_file_ok(sum_path, &spec), 0, 0, TF_E_CHECKSUM,
 			   "sum.tdb: tile 0, chunk 0: filter 1 (checksum_md5)");
 	tf_pipeline_free((tf_pipeline *)spec.pipeline);
 
 	make_two_tiles("zstd", a, "aes.tdb", aes_path, &aes);
-	spec.pipeline = pipeline_of("zstd");
+	spec.pipeline = tf_test_pipeline("zstd");
 	spec.key = b;	/* the wrong key: the tag cannot match */
-	expect_chunk_error(open_ok(aes_path, &spec), 1, 4096, TF_E_AUTH,
+	expect_chunk_error(tf_test_file_ok(aes_path, &spec), 1, 4096, TF_E_AUTH,
 			   "aes.tdb: tile 1, chunk 0: filter 1 (aes_256_gcm)");
 	spec.key = a;
-	check_whole_file(open_ok(aes_path, &spec), aes.plain, aes.size);
+	check_whole_file(tf_test_file_ok(aes_path, &spec), aes.plain, aes.size);
 	tf_pipeline_free((tf_pipeline *)spec.pipeline);
 	made_free(&sum);
 	made_free(&aes);
@@ -1305,7 +1470,7 @@ START_TEST(test_error_open)
 	make_two_tiles("zstd", NULL, "cut.tdb", path, &m);
 	ck_assert_uint_eq(layout_of(&m.stored, lay, 2), 2);
 	ck_assert_int_eq(truncate(path, (off_t)m.stored.len - 1), 0);
-	spec.pipeline = pipeline_of("zstd");
+	spec.pipeline = tf_test_pipeline("zstd");
 	ck_assert_int_eq(tf_test_file_open(path, NULL, &spec, &f, &err), TF_E_CORRUPT);
 	snprintf(want, sizeof(want), "cut.tdb: tile 1 (at byte %llu): chunk 0:",
 		 (unsigned long long)lay[1].start);
@@ -1313,14 +1478,14 @@ START_TEST(test_error_open)
 	tf_pipeline_free((tf_pipeline *)spec.pipeline);
 
 	add_generic_tile(&gen, key, ws, plain, sizeof(plain), &g);
-	tmp_path(gpath, "meta.tdb");
-	write_file(gpath, g.p, g.len);
+	tf_test_tmp_path(gpath, "meta.tdb");
+	tf_test_write_file(gpath, g.p, g.len);
 	spec = (tf_file_spec){ .generic = true };
 	ck_assert_int_eq(tf_test_file_open(gpath, "meta", &spec, &f, &err), TF_E_NOKEY);
 	ck_assert_msg(strstr(err.msg, "meta: generic tile 0 (at byte 0): generic tile is encrypted"),
 		      "%s", err.msg);
 	spec.key = key;
-	check_whole_file(open_ok(gpath, &spec), plain, sizeof(plain));
+	check_whole_file(tf_test_file_ok(gpath, &spec), plain, sizeof(plain));
 	tf_buf_free(&g);
 	tf_key_free(key);
 	made_free(&m);
@@ -1336,7 +1501,7 @@ static Suite *suite(void)
 	TCase *files = tcase_create("files");
 	TCase *bad = tcase_create("corruption");
 
-	tcase_add_checked_fixture(files, tmp_setup, tmp_teardown);
+	tcase_add_checked_fixture(files, tf_test_tmp_setup, tf_test_tmp_teardown);
 	tcase_add_test(files, test_index_and_chunks);
 	tcase_add_loop_test(files, test_reads_through_cache, 0, 3);	/* 0, 1, 2 workers */
 	tcase_add_test(files, test_zero_length_chunks);
@@ -1359,7 +1524,7 @@ static Suite *suite(void)
 		printf("corpus absent: skipping writer-chunking and folded-offsets tests\n");
 	}
 
-	tcase_add_checked_fixture(bad, tmp_setup, tmp_teardown);
+	tcase_add_checked_fixture(bad, tf_test_tmp_setup, tf_test_tmp_teardown);
 	tcase_add_loop_test(bad, test_truncations, 0, N_VICTIMS);
 	tcase_add_loop_test(bad, test_bit_flips, 0, N_VICTIMS);
 	tcase_set_timeout(bad, 600);

@@ -1,10 +1,13 @@
 /* tf_test.c - shared helpers of the unit tests. */
 #include "tf_test.h"
 
+#include <dirent.h>
 #include <glob.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 const char *tf_test_corpus(void)
 {
@@ -208,4 +211,71 @@ tf_status tf_test_file_open(const char *path, const char *name, const tf_file_sp
 	free(full);
 	free(var);
 	return rc;
+}
+
+static char tmpdir[64];
+
+void tf_test_tmp_setup(void)
+{
+	strcpy(tmpdir, "/tmp/tf_test.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+void tf_test_tmp_teardown(void)
+{
+	DIR *d = opendir(tmpdir);
+	struct dirent *e;
+	char path[PATH_MAX];
+
+	while (d && (e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+			tf_test_tmp_path(path, e->d_name);
+			unlink(path);
+		}
+	if (d)
+		closedir(d);
+	rmdir(tmpdir);
+}
+
+void tf_test_tmp_path(char *out, const char *name)
+{
+	int n = snprintf(out, PATH_MAX, "%s/%s", tmpdir, name);
+
+	ck_assert_msg(n >= 0 && n < PATH_MAX, "path too long");
+}
+
+void tf_test_write_file(const char *path, const void *p, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+
+	ck_assert_msg(f != NULL, "cannot create %s", path);
+	ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+tf_pipeline *tf_test_pipeline(const char *spec)
+{
+	tf_pipeline *p;
+	tf_error err;
+
+	ck_assert_msg(tf_pipeline_parse(spec, &p, &err) == TF_OK, "%s: %s", spec, err.msg);
+	return p;
+}
+
+tf_file *tf_test_file_ok(const char *path, const tf_file_spec *spec)
+{
+	tf_file *f;
+	tf_error err;
+
+	ck_assert_msg(tf_test_file_open(path, NULL, spec, &f, &err) == TF_OK, "%s", err.msg);
+	return f;
+}
+
+tf_handle *tf_test_handle_ok(tf_file *f)
+{
+	tf_handle *h;
+	tf_error err;
+
+	ck_assert_msg(tf_handle_open(f, &h, &err) == TF_OK, "%s", err.msg);
+	return h;
 }

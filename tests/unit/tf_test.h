@@ -29,6 +29,20 @@ tf_source *tf_test_root(void);
 tf_status tf_test_file_open(const char *path, const char *name, const tf_file_spec *spec, tf_file **out,
 			    tf_error *err);
 
+/* A fresh temporary directory per test (a checked fixture: setup creates
+ * it, teardown removes it and the files in it), and paths in it
+ * (out[PATH_MAX]; a path that does not fit fails the test). */
+void tf_test_tmp_setup(void);
+void tf_test_tmp_teardown(void);
+void tf_test_tmp_path(char *out, const char *name);
+/* Write n bytes to path (created or truncated), or fail the test. */
+void tf_test_write_file(const char *path, const void *p, size_t n);
+/* A parsed pipeline spec ("zstd | checksum_md5"), or fail the test. */
+tf_pipeline *tf_test_pipeline(const char *spec);
+/* tf_test_file_open and tf_handle_open that fail the test on error. */
+tf_file *tf_test_file_ok(const char *path, const tf_file_spec *spec);
+tf_handle *tf_test_handle_ok(tf_file *f);
+
 /* Deterministic generators filling n bytes. */
 typedef enum {
 	TF_GEN_RANDOM,	/* uniform random bytes */

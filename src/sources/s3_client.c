@@ -1,0 +1,384 @@
+/*
+ * s3_client.c - S3 requests: URLs, SigV4 headers, retries, exact answers.
+ */
+#include "config.h"
+
+#include "sources/s3_client.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sources/s3_creds.h"
+#include "sources/s3_http.h"
+#include "sources/s3_sign.h"
+
+#define LIST_BODY_MAX ((size_t)16 << 20)
+#define ERROR_BODY_MAX ((size_t)64 << 10)
+#define BACKOFF_BASE_MS 100
+#define BACKOFF_MAX_MS 5000
+
+struct s3_client {
+	s3_http *http;
+	char *scheme;		/* "http" or "https" */
+	char *host;		/* host[:port] of the endpoint */
+	char *bucket, *region;
+	bool path_style, anonymous;
+	s3_creds creds;
+	uint32_t retries;
+	_Atomic uint64_t seed;	/* jitter */
+	char where[320];
+};
+
+/* What one request wants and how its answer is judged. */
+typedef struct s3_req {
+	bool head;
+	const char *key;	/* NULL: the bucket (a listing) */
+	const s3_kv *query;
+	size_t nquery;
+	const char *if_match;
+	uint64_t off, size;	/* a ranged GET of len bytes at off of size */
+	size_t len;
+	void *dst;
+} s3_req;
+
+typedef enum { V_OK, V_RETRY, V_FAIL } verdict;
+
+const char *s3_client_where(const s3_client *c) { return c->where; }
+
+/* ---- set-up --------------------------------------------------------------------------- */
+
+static tf_status split_endpoint(s3_client *c, const tf_s3_settings *s, tf_error *err)
+{
+	char *def = NULL;
+	const char *ep = s->endpoint, *host;
+	size_t n;
+
+	if (!ep && asprintf(&def, "https://s3.%s.amazonaws.com", c->region) < 0)
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	ep = ep ? ep : def;
+	host = strstr(ep, "://");
+	if (!host) {
+		free(def);
+		return tf_err(err, TF_E_INVAL, "endpoint '%s': not a URL", ep);
+	}
+	n = strcspn(host + 3, "/");
+	c->scheme = strndup(ep, (size_t)(host - ep));
+	c->host = c->path_style ? strndup(host + 3, n) : NULL;
+	if (!c->path_style && asprintf(&c->host, "%s.%.*s", c->bucket, (int)n, host + 3) < 0)
+		c->host = NULL;
+	snprintf(c->where, sizeof(c->where), "s3 %.*s bucket '%.100s'", (int)(host + 3 + n - ep), ep, c->bucket);
+	free(def);
+	return c->scheme && c->host ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
+}
+
+tf_status s3_client_new(const tf_s3_settings *s, const char *bucket, s3_client **out, tf_error *err)
+{
+	s3_client *c = calloc(1, sizeof(*c));
+	tf_status rc;
+
+	*out = NULL;
+	if (!c || !(c->bucket = strdup(bucket))) {
+		free(c);
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	c->path_style = s->path_style == TF_S3_YES;
+	c->anonymous = s->anonymous;
+	c->retries = s->retries;
+	atomic_init(&c->seed, (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)c);
+	rc = s3_creds_load(s, &c->creds, err);
+	if (rc == TF_OK && !(c->region = strdup(s->region ? s->region : c->creds.region ? c->creds.region
+										     : "us-east-1")))
+		rc = tf_err(err, TF_E_NOMEM, "out of memory");
+	if (rc == TF_OK)
+		rc = split_endpoint(c, s, err);
+	if (rc == TF_OK)
+		rc = s3_http_new(s->timeout_ms, s->max_requests, &c->http, err);
+	if (rc != TF_OK) {
+		s3_client_free(c);
+		return rc;
+	}
+	*out = c;
+	return TF_OK;
+}
+
+void s3_client_free(s3_client *c)
+{
+	if (!c)
+		return;
+	s3_http_free(c->http);
+	s3_creds_free(&c->creds);
+	free(c->scheme), free(c->host), free(c->bucket), free(c->region);
+	free(c);
+}
+
+/* ---- one attempt ---------------------------------------------------------------------- */
+
+static struct curl_slist *add_header(struct curl_slist *l, bool *ok, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static struct curl_slist *add_header(struct curl_slist *l, bool *ok, const char *fmt, ...)
+{
+	char line[4096];
+	struct curl_slist *n;
+	va_list ap;
+	int len;
+
+	va_start(ap, fmt);
+	len = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (!*ok || len < 0 || (size_t)len >= sizeof(line) || !(n = curl_slist_append(l, line))) {
+		*ok = false;
+		return l;
+	}
+	return n;
+}
+
+/* The signed headers of r (and Authorization) for path, appended to *l. */
+static tf_status sign_headers(s3_client *c, const s3_req *r, const char *path, struct curl_slist **l,
+			      tf_error *err)
+{
+	char date[17], *auth = NULL;
+	s3_kv h[4] = { { "host", c->host }, { "x-amz-content-sha256", S3_EMPTY_SHA256 },
+		       { "x-amz-date", date }, { "x-amz-security-token", c->creds.token } };
+	s3_sign_req sr = { r->head ? "HEAD" : "GET", path, r->query, r->nquery, h, c->creds.token ? 4 : 3,
+			   S3_EMPTY_SHA256, date, c->region, "s3" };
+	bool ok = true;
+	tf_status rc;
+
+	s3_amz_date((long long)time(NULL), date);
+	if ((rc = s3_sign_auth(&sr, c->creds.access_key, c->creds.secret, &auth, err)) != TF_OK)
+		return rc;
+	*l = add_header(*l, &ok, "x-amz-content-sha256: %s", S3_EMPTY_SHA256);
+	*l = add_header(*l, &ok, "x-amz-date: %s", date);
+	if (c->creds.token)
+		*l = add_header(*l, &ok, "x-amz-security-token: %s", c->creds.token);
+	*l = add_header(*l, &ok, "Authorization: %s", auth);
+	free(auth);
+	return ok ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
+}
+
+/* URL and headers of r into x (x->url and x->headers are the caller's to free). */
+static tf_status build(s3_client *c, const s3_req *r, s3_xfer *x, tf_error *err)
+{
+	char *path = NULL, *epath = NULL, *query = s3_canonical_query(r->query, r->nquery), *url = NULL;
+	struct curl_slist *l = NULL;
+	bool ok = true;
+	tf_status rc = TF_OK;
+
+	if (c->path_style ? asprintf(&path, "/%s%s%s", c->bucket, r->key ? "/" : "", r->key ? r->key : "") < 0
+			  : asprintf(&path, "/%s", r->key ? r->key : "") < 0)
+		path = NULL;
+	if (!query || !path || !(epath = s3_uri_encode(path, true)) ||
+	    asprintf(&url, "%s://%s%s%s%s", c->scheme, c->host, epath, *query ? "?" : "", query) < 0) {
+		url = NULL;
+		rc = tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	l = add_header(l, &ok, "Host: %s", c->host);
+	l = add_header(l, &ok, "Accept:");	/* curl's "*" + "/" + "*" default is not wanted */
+	if (r->dst && r->len)
+		l = add_header(l, &ok, "Range: bytes=%" PRIu64 "-%" PRIu64, r->off, r->off + r->len - 1);
+	if (r->if_match && *r->if_match)
+		l = add_header(l, &ok, "If-Match: \"%s\"", r->if_match);
+	if (!ok && rc == TF_OK)
+		rc = tf_err(err, TF_E_NOMEM, "out of memory");
+	if (rc == TF_OK && !c->anonymous)
+		rc = sign_headers(c, r, path, &l, err);
+	free(path), free(epath), free(query);
+	x->url = url;
+	x->headers = l;
+	return rc;
+}
+
+/* ---- judging an answer ------------------------------------------------------------------- */
+
+static bool retryable_curl(CURLcode cc)
+{
+	switch (cc) {
+	case CURLE_UNSUPPORTED_PROTOCOL: case CURLE_URL_MALFORMAT: case CURLE_OUT_OF_MEMORY:
+	case CURLE_PEER_FAILED_VERIFICATION: case CURLE_SSL_CERTPROBLEM: case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_BAD_FUNCTION_ARGUMENT: case CURLE_NOT_BUILT_IN:
+		return false;
+	default:
+		return true;
+	}
+}
+
+/* Whether a 2xx answer is exactly what r asked for; why not into why. */
+static verdict check_body(const s3_req *r, const s3_xfer *x, const char **why)
+{
+	if (r->if_match && *r->if_match && x->has_etag && strcmp(x->etag, r->if_match)) {
+		*why = "the object was replaced (ETag changed)";
+		return V_FAIL;
+	}
+	if (!r->dst)
+		return V_OK;
+	if (x->status == 200 && r->off == 0 && r->len == r->size && x->got == r->len)
+		return V_OK;	/* a store that answers the whole object */
+	if (x->status != 206 || !x->has_crange) {
+		*why = "the answer is not the range asked for";
+		return V_RETRY;
+	}
+	if (x->cr_total != r->size) {
+		*why = "the object's size changed";
+		return V_FAIL;
+	}
+	if (x->cr_first != r->off || x->cr_last != r->off + r->len - 1 || x->got != r->len) {
+		*why = "a short or misplaced body";
+		return V_RETRY;
+	}
+	return V_OK;
+}
+
+static tf_status status_code(long status)
+{
+	return status == 404 ? TF_E_NOTFOUND : status == 403 || status == 401 ? TF_E_ACCESS
+	     : status == 412 || status == 416 ? TF_E_STALE : TF_E_IO;
+}
+
+static verdict judge(const s3_req *r, const s3_xfer *x, tf_status *code, const char **why)
+{
+	*code = TF_E_IO;
+	*why = NULL;
+	if (x->cc != CURLE_OK) {
+		*why = x->overflow ? "a body longer than asked for" : NULL;
+		return retryable_curl(x->cc) || x->overflow ? V_RETRY : V_FAIL;
+	}
+	if (x->status >= 200 && x->status < 300) {
+		verdict v = check_body(r, x, why);
+		*code = v == V_FAIL ? TF_E_STALE : TF_E_IO;
+		return v;
+	}
+	*code = status_code(x->status);
+	return x->status == 408 || x->status == 429 || x->status >= 500 ? V_RETRY : V_FAIL;
+}
+
+/* "HTTP 503 (SlowDown)", "curl: Timeout was reached", ... */
+static void describe(const s3_client *c, const s3_xfer *x, const char *why, char *out, size_t n)
+{
+	char code[80];
+
+	if (why && x->cc == CURLE_OK)
+		snprintf(out, n, "HTTP %ld: %s", x->status, why);
+	else if (why)
+		snprintf(out, n, "%s", why);
+	else if (x->cc != CURLE_OK)
+		snprintf(out, n, "%s", x->curl_msg[0] ? x->curl_msg : curl_easy_strerror(x->cc));
+	else {
+		s3_parse_error_code(x->body, x->body_len, code, sizeof(code));
+		snprintf(out, n, "HTTP %ld%s%s%s%s%s", x->status, code[0] ? " (" : "", code, code[0] ? ")" : "",
+			 x->bucket_region[0] && strcmp(x->bucket_region, c->region) ? "; the bucket is in region "
+										    : "", x->bucket_region);
+	}
+}
+
+/* Full jitter: a random wait in [0, min(5 s, 100 ms * 2^attempt)]. */
+static void backoff(s3_client *c, unsigned attempt)
+{
+	uint64_t cap = attempt < 6 ? (uint64_t)BACKOFF_BASE_MS << attempt : BACKOFF_MAX_MS;
+	uint64_t s = atomic_fetch_add(&c->seed, 0x9E3779B97F4A7C15ull);
+	struct timespec ts;
+
+	cap = cap < BACKOFF_MAX_MS ? cap : BACKOFF_MAX_MS;
+	s ^= s >> 31, s *= 0xBF58476D1CE4E5B9ull, s ^= s >> 29;
+	s %= cap + 1;
+	ts.tv_sec = (time_t)(s / 1000);
+	ts.tv_nsec = (long)(s % 1000) * 1000000;
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+/* Run r with retries; x keeps the last answer (its body the caller's to free). */
+static tf_status run(s3_client *c, const s3_req *r, s3_xfer *x, const char *what, tf_error *err)
+{
+	char desc[CURL_ERROR_SIZE + 128];
+	const char *why = NULL;
+	tf_status code = TF_E_IO;
+	verdict v = V_FAIL;
+	unsigned a;
+
+	for (a = 0; a <= c->retries; a++) {
+		tf_status rc;
+		if (a)
+			backoff(c, a - 1);
+		x->dst = r->dst, x->dst_len = r->len, x->head = r->head;
+		x->body_max = r->dst ? ERROR_BODY_MAX : LIST_BODY_MAX;
+		if ((rc = build(c, r, x, err)) == TF_OK)
+			s3_http_perform(c->http, x);
+		free((char *)x->url);
+		curl_slist_free_all(x->headers);
+		x->url = NULL, x->headers = NULL;
+		if (rc != TF_OK)
+			return rc;
+		if ((v = judge(r, x, &code, &why)) != V_RETRY)
+			break;
+	}
+	if (v == V_OK)
+		return TF_OK;
+	describe(c, x, why, desc, sizeof(desc));
+	return tf_err(err, code, "%s %s: %s%s", c->where, what, desc,
+		      v == V_RETRY ? " (gave up after every retry)" : "");
+}
+
+/* ---- requests ---------------------------------------------------------------------------- */
+
+tf_status s3_client_get(s3_client *c, const char *key, const char *etag, uint64_t size, uint64_t off,
+			void *dst, size_t len, tf_error *err)
+{
+	s3_req r = { .key = key, .if_match = etag, .off = off, .size = size, .len = len, .dst = dst };
+	s3_xfer x = { 0 };
+	char what[1200];
+	tf_status rc;
+
+	if (!len)
+		return TF_OK;
+	snprintf(what, sizeof(what), "key '%.1024s' bytes %" PRIu64 "-%" PRIu64, key, off, off + len - 1);
+	rc = run(c, &r, &x, what, err);
+	s3_xfer_done(&x);
+	return rc;
+}
+
+tf_status s3_client_head(s3_client *c, const char *key, s3_entry *out, tf_error *err)
+{
+	s3_req r = { .head = true, .key = key };
+	s3_xfer x = { 0 };
+	char what[1100];
+	tf_status rc;
+
+	snprintf(what, sizeof(what), "HEAD key '%.1024s'", key);
+	rc = run(c, &r, &x, what, err);
+	if (rc == TF_OK && (!x.has_clen || !x.has_etag))
+		rc = tf_err(err, TF_E_IO, "%s %s: no Content-Length or ETag in the answer", c->where, what);
+	if (rc == TF_OK) {
+		out->key = NULL;
+		out->size = x.clen;
+		out->mtime_ns = x.mtime_ns;
+		memcpy(out->etag, x.etag, sizeof(out->etag));
+	}
+	s3_xfer_done(&x);
+	return rc;
+}
+
+tf_status s3_client_list(s3_client *c, const char *prefix, const char *token, unsigned max_keys,
+			 s3_list_page *out, tf_error *err)
+{
+	char mk[16];
+	s3_kv q[6] = { { "list-type", "2" }, { "delimiter", "/" }, { "encoding-type", "url" },
+		       { "max-keys", mk }, { "prefix", prefix }, { "continuation-token", token } };
+	s3_req r = { .query = q, .nquery = token ? 6 : 5 };
+	s3_xfer x = { 0 };
+	char what[1100];
+	tf_status rc;
+
+	snprintf(mk, sizeof(mk), "%u", max_keys);
+	snprintf(what, sizeof(what), "list '%.1024s'", prefix);
+	rc = run(c, &r, &x, what, err);
+	if (rc == TF_OK && (rc = s3_parse_list(x.body ? x.body : "", x.body_len, (size_t)max_keys * 2 + 16,
+					       out, err)) != TF_OK)
+		tf_err_prefix(err, "%s %s: ", c->where, what);
+	s3_xfer_done(&x);
+	return rc;
+}

@@ -1,0 +1,47 @@
+/*
+ * s3_client.h - S3 requests: addressing, signing, retries, checks
+ * (private to the S3 source).
+ *
+ * Every request is signed afresh for each attempt (SigV4, unless
+ * anonymous).  Failures that another attempt may cure (no connection, a
+ * timeout, a reset, a short or overlong body, HTTP 408, 429, 5xx such as
+ * 503 SlowDown) are retried up to `retries` more times, after an
+ * exponential backoff with full jitter (100 ms doubling, at most 5 s);
+ * then the request fails TF_E_IO.  Each attempt is bounded by `timeout`.
+ * Messages name the endpoint, bucket, key, range and HTTP status and S3
+ * error code, never a credential or a signature.
+ */
+#ifndef S3_CLIENT_H
+#define S3_CLIENT_H
+
+#include <stdint.h>
+
+#include "sources/s3_xml.h"
+#include "tf_s3.h"
+#include "tf_status.h"
+
+typedef struct s3_client s3_client;
+
+/* A client of bucket with settings s (already resolved). */
+tf_status s3_client_new(const tf_s3_settings *s, const char *bucket, s3_client **out, tf_error *err);
+void s3_client_free(s3_client *c);
+/* "http://host:port bucket 'b'" for messages. */
+const char *s3_client_where(const s3_client *c);
+
+/*
+ * Exactly len bytes of key at off into dst, from the version with ETag
+ * etag (sent as If-Match and checked in the answer) and total size size:
+ * TF_E_STALE when the object is no longer that version.
+ */
+tf_status s3_client_get(s3_client *c, const char *key, const char *etag, uint64_t size, uint64_t off,
+			void *dst, size_t len, tf_error *err);
+
+/* HEAD key: size, ETag, mtime (entry->key is not set). */
+tf_status s3_client_head(s3_client *c, const char *key, s3_entry *out, tf_error *err);
+
+/* One ListObjectsV2 page of prefix (delimiter '/'), after token (NULL:
+ * the first); max_keys per page. */
+tf_status s3_client_list(s3_client *c, const char *prefix, const char *token, unsigned max_keys,
+			 s3_list_page *out, tf_error *err);
+
+#endif

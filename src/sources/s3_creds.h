@@ -1,0 +1,47 @@
+/*
+ * s3_creds.h - where S3 credentials come from (private to the S3 source).
+ *
+ * In order: AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN);
+ * the profile's section of ~/.aws/credentials (AWS_SHARED_CREDENTIALS_FILE);
+ * its [profile NAME] (or [default]) section of ~/.aws/config
+ * (AWS_CONFIG_FILE); the profile's section of the [s3] credentials = FILE.
+ * Files are parsed with inih; a value longer than inih's line is kept
+ * whole (session tokens run to a kilobyte or more).  A credentials file
+ * that group or others can read, or a config file holding a secret that
+ * they can read, is refused, as key files are.  Secrets are wiped when
+ * freed and never appear in a message.
+ */
+#ifndef S3_CREDS_H
+#define S3_CREDS_H
+
+#include <stdbool.h>
+
+#include "tf_s3.h"
+#include "tf_status.h"
+
+typedef struct s3_creds {
+	char *access_key;	/* may contain ':' (Swift's account:user) */
+	char *secret;
+	char *token;		/* session token or NULL */
+	char *region;		/* the profile's region from the config file, or NULL */
+	char *origin;		/* where they came from, for messages ("environment", a path) */
+} s3_creds;
+
+/* Credentials for s (anonymous: none needed, *out stays empty).  The
+ * region of the profile is filled even then. */
+tf_status s3_creds_load(const tf_s3_settings *s, s3_creds *out, tf_error *err);
+
+/*
+ * One profile of one file: credentials format ([NAME]) or, with
+ * S3_CF_CONFIG, config format ([profile NAME], [default]).  *found tells
+ * whether the section exists.  S3_CF_MUST_EXIST: a missing file is an
+ * error; S3_CF_NO_SECRETS: keys and tokens are skipped (only the region
+ * is wanted), so a readable file holding them is not refused.
+ */
+enum { S3_CF_CONFIG = 1, S3_CF_MUST_EXIST = 2, S3_CF_NO_SECRETS = 4 };
+tf_status s3_creds_read_file(const char *path, const char *profile, int flags, s3_creds *out,
+			     bool *found, tf_error *err);
+
+void s3_creds_free(s3_creds *c);
+
+#endif

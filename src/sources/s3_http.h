@@ -1,0 +1,60 @@
+/*
+ * s3_http.h - HTTP transfers with libcurl (private to the S3 source).
+ *
+ * A pool of easy handles, at most max_conns of them, each keeping its
+ * connection alive between requests (connection reuse without sharing one
+ * connection cache between threads, which libcurl does not support
+ * reliably); DNS and TLS sessions are shared through a share handle.  A
+ * thread wanting a handle when all are busy waits: the pool is also the
+ * bound on requests in flight.
+ *
+ * A transfer's 2xx body goes into the caller's buffer and nowhere else: a
+ * body longer than the buffer aborts the transfer (x->overflow).  Any other
+ * body (an error, a listing) is collected up to body_max bytes.
+ */
+#ifndef S3_HTTP_H
+#define S3_HTTP_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sources/s3_xml.h"
+#include "tf_status.h"
+
+typedef struct s3_http s3_http;
+
+typedef struct s3_xfer {
+	/* request */
+	bool head;			/* HEAD rather than GET */
+	const char *url;
+	struct curl_slist *headers;
+	uint8_t *dst;			/* 2xx body sink, dst_len bytes at most */
+	size_t dst_len;
+	size_t body_max;		/* other bodies: collected up to this */
+	/* response */
+	CURLcode cc;
+	char curl_msg[CURL_ERROR_SIZE];
+	long status;
+	bool has_etag, has_crange, has_clen;
+	char etag[S3_MAX_ETAG + 1];	/* quotes stripped */
+	uint64_t cr_first, cr_last, cr_total;
+	uint64_t clen;
+	int64_t mtime_ns;		/* Last-Modified, 0 if none */
+	char bucket_region[64];		/* x-amz-bucket-region */
+	size_t got;			/* bytes put into dst */
+	bool overflow;			/* a body longer than allowed */
+	char *body;			/* collected body (malloc'd) */
+	size_t body_len;
+} s3_xfer;
+
+tf_status s3_http_new(uint32_t timeout_ms, uint32_t max_conns, s3_http **out, tf_error *err);
+void s3_http_free(s3_http *h);
+
+/* Run one transfer (response fields reset first).  Never fails by itself:
+ * x->cc and x->status say how it went. */
+void s3_http_perform(s3_http *h, s3_xfer *x);
+/* Free what a transfer collected (x->body). */
+void s3_xfer_done(s3_xfer *x);
+
+#endif

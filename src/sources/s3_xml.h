@@ -1,0 +1,51 @@
+/*
+ * s3_xml.h - the XML answers of an S3 store, parsed with expat (private to
+ * the S3 source).
+ *
+ * A ListObjectsV2 page (ListBucketResult): Contents (Key, Size,
+ * LastModified, ETag), CommonPrefixes/Prefix, IsTruncated,
+ * NextContinuationToken; with EncodingType "url" the names are
+ * percent-decoded.  The answer is untrusted: a DOCTYPE (and so any entity
+ * declaration) is refused, names longer than S3_MAX_NAME, more than
+ * max_entries entries, a size that is not a decimal below 2^63, or a page
+ * that is truncated without a token fail the parse.
+ */
+#ifndef S3_XML_H
+#define S3_XML_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tf_status.h"
+
+#define S3_MAX_NAME 4096	/* S3 keys are at most 1024 bytes */
+#define S3_MAX_ETAG 71
+
+typedef struct s3_entry {
+	char *key;
+	uint64_t size;
+	int64_t mtime_ns;
+	char etag[S3_MAX_ETAG + 1];	/* quotes stripped */
+} s3_entry;
+
+typedef struct s3_list_page {
+	s3_entry *objects;
+	size_t nobjects;
+	char **prefixes;
+	size_t nprefixes;
+	bool truncated;
+	char *next_token;		/* when truncated */
+} s3_list_page;
+
+tf_status s3_parse_list(const char *xml, size_t len, size_t max_entries, s3_list_page *out,
+			tf_error *err);
+void s3_list_page_free(s3_list_page *p);
+
+/* The <Code> of an S3 <Error> body into code ("" when there is none). */
+void s3_parse_error_code(const char *xml, size_t len, char *code, size_t size);
+
+/* "2009-10-12T17:50:30.000Z" -> ns since the epoch; false if malformed. */
+bool s3_parse_time(const char *s, int64_t *ns);
+
+#endif
