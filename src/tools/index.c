@@ -345,7 +345,7 @@ static int setup(run *r, const index_opts *o, const char *source)
 	}
 	if (tf_index_open(dir, max ? max : tf_config_settings(r->cfg)->index_max_size, warn, NULL, &r->store,
 			  &err) != TF_OK ||
-	    tf_source_open(strncmp(source, "s3://", 5) ? real : source, NULL, &r->src, &err) != TF_OK ||
+	    tf_source_open(strncmp(source, "s3://", 5) ? real : source, tf_config_s3(r->cfg), &r->src, &err) != TF_OK ||
 	    tf_catalog_new(r->src, r->cfg, &r->cat, &err) != TF_OK) {
 		fprintf(stderr, "%s: %s\n", prog, err.msg);
 		return 1;
