@@ -51,6 +51,7 @@
 
 struct tf_index {
 	char *dir;			/* "none" without one */
+	EVP_MD *sha256;			/* fetched once: an implicit fetch per name costs more */
 	int dirfd;			/* -1: nothing persisted */
 	atomic_bool writable;
 	uint64_t max_size;
@@ -83,12 +84,12 @@ bool tf_index_key_make(tf_index_key *k, const tf_source *src, const char *rel, c
 }
 
 /* The entry's file name: 32 hex digits of SHA-256(identity) and ".idx". */
-static bool entry_name(const tf_index_key *k, char name[NAME_HEX + 5])
+static bool entry_name(const tf_index *s, const tf_index_key *k, char name[NAME_HEX + 5])
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int len = 0;
 
-	if (!EVP_Digest(k->id, strlen(k->id), md, &len, EVP_sha256(), NULL) || len < NAME_HEX / 2)
+	if (!s->sha256 || !EVP_Digest(k->id, strlen(k->id), md, &len, s->sha256, NULL) || len < NAME_HEX / 2)
 		return false;
 	for (int i = 0; i < NAME_HEX / 2; i++)
 		snprintf(name + 2 * i, 3, "%02x", md[i]);
@@ -190,6 +191,11 @@ tf_status tf_index_open(const char *dir, uint64_t max_size, tf_index_warn_fn war
 	s->warn = warn;
 	s->warn_ctx = warn_ctx;
 	s->max_size = max_size ? max_size : TF_INDEX_DEFAULT_MAX_SIZE;
+#if OPENSSL_VERSION_NUMBER >= 0x30000000L
+	s->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+#else
+	s->sha256 = (EVP_MD *)EVP_sha256();
+#endif
 	pthread_mutex_init(&s->lock, NULL);
 	s->dirfd = dir ? open_dir(s, dir) : -1;
 	atomic_init(&s->writable, s->dirfd >= 0 && faccessat(s->dirfd, ".", W_OK, AT_EACCESS) == 0);
@@ -206,6 +212,9 @@ void tf_index_free(tf_index *s)
 		return;
 	if (s->dirfd >= 0)
 		close(s->dirfd);
+#if OPENSSL_VERSION_NUMBER >= 0x30000000L
+	EVP_MD_free(s->sha256);
+#endif
 	pthread_mutex_destroy(&s->lock);
 	free(s->dir);
 	free(s);
@@ -321,7 +330,7 @@ tf_status tf_index_get(tf_index *s, const tf_index_key *k, tf_buf *payload, tf_e
 	int fd;
 
 	payload->len = 0;
-	if (s->dirfd < 0 || !entry_name(k, name)) {
+	if (s->dirfd < 0 || !entry_name(s, k, name)) {
 		atomic_fetch_add(&s->misses, 1);
 		return tf_err(err, TF_E_NOTFOUND, "no index store");
 	}
@@ -522,7 +531,7 @@ void tf_index_put(tf_index *s, const tf_index_key *k, const void *payload, size_
 	uint8_t *e;
 	size_t n;
 
-	if (s->dirfd < 0 || !atomic_load(&s->writable) || !entry_name(k, name))
+	if (s->dirfd < 0 || !atomic_load(&s->writable) || !entry_name(s, k, name))
 		return;
 	if (strlen(k->id) > 65535 || !(e = build_entry(k, payload, plen, &n))) {
 		write_failed(s, ENOMEM);
@@ -557,7 +566,7 @@ void tf_index_reject(tf_index *s, const tf_index_key *k, const char *why)
 
 	atomic_fetch_add(&s->corrupt, 1);
 	atomic_fetch_sub(&s->hits, 1);	/* it was counted a hit by tf_index_get */
-	if (s->dirfd < 0 || !entry_name(k, name))
+	if (s->dirfd < 0 || !entry_name(s, k, name))
 		return;
 	warnf(s, "index entry %s/%s (%s): %s: ignored, rebuilt", s->dir, name, k->id, why);
 	if (atomic_load(&s->writable))

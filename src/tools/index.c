@@ -399,6 +399,9 @@ int tiletool_index(int argc, char **argv)
 		rc = find_files(&r, ".");
 		if (r.tty)
 			fprintf(stderr, "\r%*s\r", (int)strlen(argv[argc - 1]) + 24, "");
+		if (!rc && !r.n)
+			fprintf(stderr, "%s: no file under %s that a [match] rule decodes: nothing to index "
+				"(files of TileDB arrays need none)\n", prog, argv[argc - 1]);
 		if (!rc) {
 			index_all(&r, o.jobs < r.n ? o.jobs : (unsigned)(r.n ? r.n : 1), t0);
 			summary(&r, now_s() - t0);
