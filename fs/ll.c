@@ -98,12 +98,12 @@ static void widen_readahead(tilefs *fs)
 
 /* ---- names and attributes ------------------------------------------------------------------ */
 
-static void entry_of(fs_node *n, const struct stat *st, struct fuse_entry_param *e)
+static void entry_of(tilefs *fs, fs_node *n, const struct stat *st, struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = fs_node_ino(n);
 	e->attr = *st;
-	e->attr_timeout = TIMEOUT;
+	e->attr_timeout = fs_node_attr_timeout(fs, n, TIMEOUT);
 	e->entry_timeout = TIMEOUT;
 }
 
@@ -129,7 +129,7 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	} else if (rc) {
 		fuse_reply_err(req, -rc);
 	} else {
-		entry_of(n, &st, &e);
+		entry_of(fs, n, &st, &e);
 		if (fuse_reply_entry(req, &e) != 0)
 			fs_node_forget(fs, e.ino, 1);	/* the kernel never got it */
 	}
@@ -153,6 +153,7 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	tilefs *fs = fs_of(req);
 	fs_node *n = fs_node_get(fs, ino);
 	struct stat st;
+	double timeout;
 
 	(void)fi;
 	widen_readahead(fs);
@@ -161,8 +162,9 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	}
 	fs_node_attr(fs, n, &st);
+	timeout = fs_node_attr_timeout(fs, n, TIMEOUT);
 	fs_node_put(fs, n);
-	fuse_reply_attr(req, &st, TIMEOUT);
+	fuse_reply_attr(req, &st, timeout);
 }
 
 static int status_errno(tf_status rc)
@@ -218,7 +220,7 @@ typedef struct dir_entry {
 
 typedef struct dir_handle {
 	fuse_ino_t ino;
-	bool listed, plus;
+	bool listed, plus, stats;
 	dir_entry *v;
 	size_t n, cap;
 } dir_handle;
@@ -278,13 +280,35 @@ static int add_entry(void *arg, const char *name, const tf_stat *st)
 	return 0;
 }
 
+static int add_view_entry(void *arg, const char *name, const tf_view_stat *vst)
+{
+	tf_stat st = { .kind = vst->dir ? TF_ENT_DIR : TF_ENT_REG };
+
+	return add_entry(arg, name, &st);
+}
+
+/* The entries of directory node n: the source's, with an array's views
+ * folder added when views are on; or a views folder's own. */
+static tf_status list_entries(tilefs *fs, fs_node *n, list_ctx *l, bool plus)
+{
+	tf_stat dir = { .kind = TF_ENT_DIR };
+	tf_status rc;
+
+	if (fs_node_views(n))	/* nothing is decoded to list views */
+		return tf_views_list(fs_node_views(n), fs_node_vrel(n), add_view_entry, l, NULL);
+	if ((rc = tf_source_list(fs->src, l->dir, plus, add_entry, l, NULL)) != TF_OK)
+		return rc;
+	if (fs->settings->views && tf_catalog_is_array(fs->catalog, l->dir) && add_entry(l, TF_VIEWS_DIR, &dir))
+		return TF_E_NOMEM;
+	return TF_OK;
+}
+
 static int list_dir(tilefs *fs, dir_handle *d, bool plus)
 {
 	fs_node *n = fs_node_get(fs, d->ino);
 	list_ctx l = { fs, d, NULL, fs->settings->hide_unmatched };
-	tf_status rc;
-
 	tf_stat dot = { .kind = TF_ENT_DIR };
+	tf_status rc;
 
 	if (!n)
 		return ESTALE;
@@ -296,7 +320,10 @@ static int list_dir(tilefs *fs, dir_handle *d, bool plus)
 	if (add_entry(&l, ".", &dot) || add_entry(&l, "..", &dot))
 		rc = TF_E_NOMEM;
 	else
-		rc = tf_source_list(fs->src, l.dir, plus, add_entry, &l, NULL);
+		rc = list_entries(fs, n, &l, plus);
+	/* Entries carry full stats only when the source listed them with
+	 * stats: a views folder's, and the folder itself, are looked up. */
+	d->stats = plus && !fs_node_views(n);
 	fs_node_put(fs, n);
 	d->listed = true;
 	d->plus = plus;
@@ -322,7 +349,7 @@ static bool put_entry(fuse_req_t req, tilefs *fs, fs_node *dir, const dir_entry 
 		need = fuse_add_direntry_plus(req, buf + *len, size - *len, de->name, &e, next);
 	} else {
 		if (fs_node_lookup(fs, dir, de->name, known, &n, &st) == 0)
-			entry_of(n, &st, &e);
+			entry_of(fs, n, &st, &e);
 		else
 			e.attr = st;	/* gone or hidden since listed: ino 0, no lookup held */
 		need = fuse_add_direntry_plus(req, buf + *len, size - *len, de->name, &e, next);
@@ -356,8 +383,9 @@ static void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, str
 	}
 	dir = fs_node_get(fs, ino);
 	for (size_t i = (size_t)off; dir && i < d->n; i++)
-		if (!put_entry(req, fs, dir, &d->v[i], plus, d->plus ? &d->v[i].st : NULL, buf, size, &len,
-			       (off_t)i + 1))
+		if (!put_entry(req, fs, dir, &d->v[i], plus,
+			       d->stats && strcmp(d->v[i].name, TF_VIEWS_DIR) ? &d->v[i].st : NULL, buf, size,
+			       &len, (off_t)i + 1))
 			break;
 	if (dir)
 		fs_node_put(fs, dir);
@@ -397,6 +425,7 @@ typedef struct handle {
 	fs_node *node;		/* held open (fs_node_closed) */
 	tf_handle *h;
 	tf_object *raw;
+	tf_view *view;
 	bool direct;		/* no page cache: reads reach us whatever their size */
 	struct handle *prev, *next;
 } handle;
@@ -421,6 +450,7 @@ static void handle_free(tilefs *fs, handle *h)
 	pthread_mutex_unlock(&fs->handles_lock);
 	tf_handle_close(h->h);
 	tf_object_close(h->raw);
+	tf_view_close(h->view);
 	if (h->h)
 		fs_node_closed(fs, h->node);
 	fs_node_put(fs, h->node);
@@ -452,6 +482,31 @@ static int open_decoded(tilefs *fs, fs_node *n, handle *h)
 	return status_errno(rc);
 }
 
+/* A view shows the array's state its node was looked up in: one that
+ * changed since gives ESTALE (the kernel looks again and opens the new
+ * state), so one open never mixes two states. */
+static int open_view(tilefs *fs, fs_node *n, handle *h)
+{
+	tf_catalog_hold *hold;
+	tf_views *now;
+	tf_error err;
+	bool same;
+
+	if (tf_catalog_views(fs->catalog, fs_node_arr(n), fs->cache, &now, &hold, &err) != TF_OK) {
+		fs_log(TF_LOG_ERROR, "%s", err.msg);
+		return EIO;
+	}
+	same = now == fs_node_views(n);
+	tf_catalog_views_put(fs->catalog, now, hold);
+	if (!same)
+		return ESTALE;
+	if (tf_view_open(fs_node_views(n), fs_node_vrel(n), &h->view, &err) != TF_OK) {
+		fs_log(TF_LOG_ERROR, "%s", err.msg);
+		return EIO;
+	}
+	return 0;
+}
+
 static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	tilefs *fs = fs_of(req);
@@ -467,6 +522,8 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = EROFS;
 	else if (!(h = calloc(1, sizeof(*h))))
 		rc = ENOMEM;
+	else if (fs_node_views(n))
+		rc = open_view(fs, n, h);
 	else if (fs_node_is_decoded(n))
 		rc = open_decoded(fs, n, h);
 	else
@@ -485,6 +542,13 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * has shown a bad chunk is read without the page cache, so every
 	 * intact byte stays readable at any offset beside the bad range. */
 	h->direct = h->h && fs_node_failed(fs, n);
+	/* A view whose size was not known at its lookup (a CSV not yet
+	 * formatted to its end) is read to its end as /proc files are, past
+	 * the size 0 its attributes showed: always so, since the kernel may
+	 * still hold that 0 when the size becomes known.  Its formatted
+	 * blocks are kept by the library, so re-reads stay cheap. */
+	if (h->view)
+		h->direct = !fs_node_view_sized(n);
 	fi->direct_io = h->direct;
 	fi->keep_cache = !h->direct;
 	fi->fh = (uintptr_t)h;
@@ -537,6 +601,20 @@ static void read_decoded(fuse_req_t req, tilefs *fs, handle *h, size_t size, off
 	tf_handle_unpin(fs->cache, &t->slices, passed_on);
 }
 
+/* Room for size bytes in t's buffer. */
+static bool grow_buf(fs_thread *t, size_t size)
+{
+	uint8_t *b;
+
+	if (size <= t->buf_cap)
+		return true;
+	if (!(b = realloc(t->buf, size)))
+		return false;
+	t->buf = b;
+	t->buf_cap = size;
+	return true;
+}
+
 static void read_raw(fuse_req_t req, tilefs *fs, handle *h, size_t size, off_t off)
 {
 	fs_thread *t = thread_of(fs);
@@ -547,12 +625,7 @@ static void read_raw(fuse_req_t req, tilefs *fs, handle *h, size_t size, off_t o
 		size = 0;
 	else if (size > fsize - (uint64_t)off)
 		size = (size_t)(fsize - (uint64_t)off);
-	if (t && size > t->buf_cap) {
-		uint8_t *b = realloc(t->buf, size);
-		if (b)
-			t->buf = b, t->buf_cap = size;
-	}
-	if (!t || size > t->buf_cap) {
+	if (!t || !grow_buf(t, size)) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
@@ -564,6 +637,25 @@ static void read_raw(fuse_req_t req, tilefs *fs, handle *h, size_t size, off_t o
 	fuse_reply_buf(req, (const char *)t->buf, size);
 }
 
+static void read_view(fuse_req_t req, tilefs *fs, handle *h, size_t size, off_t off)
+{
+	fs_thread *t = thread_of(fs);
+	tf_error err;
+	size_t got;
+
+	if (!t || !grow_buf(t, size)) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (tf_view_read(h->view, t->ws, (uint64_t)off, size, t->buf, &got, &err) != TF_OK) {
+		fs_log_failure(err.msg);
+		fs_node_set_error(fs, h->node, err.msg);
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	fuse_reply_buf(req, (const char *)t->buf, got);
+}
+
 static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	tilefs *fs = fs_of(req);
@@ -572,6 +664,8 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	(void)ino;
 	if (h->h)
 		read_decoded(req, fs, h, size, off);
+	else if (h->view)
+		read_view(req, fs, h, size, off);
 	else
 		read_raw(req, fs, h, size, off);
 }
@@ -691,11 +785,24 @@ static void reply_attr_text(fuse_req_t req, char *v, size_t size)
 	free(v);
 }
 
+/* A view's attributes (user.tilefs.shape, user.tilefs.dtype of .raw and
+ * .npy files), as text. */
+static char *view_attr(fs_node *n, const char *full)
+{
+	char buf[1024];
+	size_t len;
+
+	if (tf_views_getxattr(fs_node_views(n), fs_node_vrel(n), full, buf, sizeof(buf) - 1, &len, NULL) != TF_OK)
+		return NULL;
+	buf[len] = '\0';
+	return strdup(buf);
+}
+
 static void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	tilefs *fs = fs_of(req);
 	fs_node *n;
-	tf_file *f;
+	tf_file *f = NULL;
 	char *v = NULL;
 
 	if (strncmp(name, XATTR_PREFIX, strlen(XATTR_PREFIX))) {
@@ -717,7 +824,9 @@ static void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
-	if ((f = attr_index(fs, n)))
+	if (fs_node_views(n))
+		v = view_attr(n, name - strlen(XATTR_PREFIX));
+	else if ((f = attr_index(fs, n)))
 		v = file_attr(fs, n, f, name);
 	else if (fs_node_is_decoded(n) && !strcmp(name, "error"))
 		v = fs_node_error(fs, n);
@@ -737,7 +846,10 @@ static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	if (ino == FUSE_ROOT_ID) {
 		len = (size_t)snprintf(names, sizeof(names), XATTR_PREFIX "cache%c" XATTR_PREFIX "index", '\0') + 1;
 	} else if ((n = fs_node_get(fs, ino))) {
-		if ((f = attr_index(fs, n))) {
+		if (fs_node_views(n) &&
+		    tf_views_listxattr(fs_node_views(n), fs_node_vrel(n), names, sizeof(names), &len, NULL) != TF_OK)
+			len = 0;
+		if (!fs_node_views(n) && (f = attr_index(fs, n))) {
 			for (size_t i = 0; i < sizeof(file_attrs) / sizeof(file_attrs[0]); i++) {
 				char *v = file_attr(fs, n, f, file_attrs[i]);	/* only those with a value */
 				if (v)

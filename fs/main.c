@@ -21,7 +21,7 @@
 
 typedef struct cli {
 	char *config, *cache_size, *source, *index_dir;
-	int help, version, index_at_mount;
+	int help, version, views, index_at_mount;
 } cli;
 
 enum { KEY_INDEX_DIR = 1 };
@@ -30,6 +30,7 @@ enum { KEY_INDEX_DIR = 1 };
 static const struct fuse_opt cli_spec[] = {
 	CLI_OPT("config=%s", config),
 	CLI_OPT("cache_size=%s", cache_size),
+	CLI_OPT("views", views),
 	CLI_OPT("index_at_mount", index_at_mount),
 	FUSE_OPT_KEY("index_dir=", KEY_INDEX_DIR),
 	CLI_OPT("--help", help), CLI_OPT("-h", help),
@@ -64,6 +65,7 @@ static void usage(const char *prog)
 	       "tilefs options:\n"
 	       "    -o config=FILE         INI configuration (see tilefs.ini(5))\n"
 	       "    -o cache_size=SIZE     decoded-chunk cache budget, e.g. 512M (default 256M)\n"
+	       "    -o views               an @views folder in every TileDB array (tilefs(1), VIEWS)\n"
 	       "    -o index_dir=DIR|none  where indexes are kept across mounts (default\n"
 	       "                           $XDG_CACHE_HOME/tilefs, /var/cache/tilefs for root)\n"
 	       "    -o index_at_mount      index every file in the background after mounting\n"
@@ -97,6 +99,8 @@ static int load_config(tilefs *fs, const cli *c)
 		}
 		tf_config_set_cache_size(fs->config, size);
 	}
+	if (c->views)
+		tf_config_set_views(fs->config, true);
 	if (c->index_dir && !tf_config_set_index_dir(fs->config, c->index_dir))
 		return TFS_EXIT_CONFIG;
 	if (c->index_at_mount)
@@ -286,8 +290,8 @@ static int start(tilefs *fs)
 	if (!workers)
 		workers = ncpu > 0 ? (unsigned)ncpu : 2;
 	if (tf_cache_new(fs->settings->cache_size, workers, &fs->cache, &err) != TF_OK ||
-	    fs_nodes_init(&fs->nodes, fs->settings->index_budget) != 0 ||
 	    tf_catalog_new(fs->src, fs->config, &fs->catalog, &err) != TF_OK || fs_index_open(fs) != 0 ||
+	    fs_nodes_init(&fs->nodes, fs->settings->index_budget, fs->catalog) != 0 ||
 	    fs_ll_thread_key(fs) != 0 || make_root(fs) != 0) {
 		fs_log(TF_LOG_ERROR, "cannot start: out of memory, or SOURCE unreadable");
 		return -1;
@@ -339,17 +343,20 @@ out:
 	return rc;
 }
 
-/* Everything start() made, in reverse; safe after any failure in it. */
+/* Everything start() made, in reverse; safe after any failure in it.  Open
+ * files first (views read through the cache), then the nodes (view nodes
+ * hold the catalog's arrays), the cache (its workers' jobs hold their own
+ * references), the catalog. */
 static void teardown(tilefs *fs)
 {
-	tf_cache_free(fs->cache);	/* workers stop first: their jobs hold handles */
-	fs_index_stop(fs);		/* it uses the catalog */
-	if (fs->nodes.by_id)
+	fs_index_stop(fs);		/* its thread uses the catalog */
+	if (fs->nodes.by_id) {
 		fs_ll_free_handles(fs);
-	if (fs->nodes.by_id)
 		fs_nodes_destroy(&fs->nodes);
+	}
+	tf_cache_free(fs->cache);
 	tf_catalog_free(fs->catalog);
-	fs_index_close(fs);
+	fs_index_close(fs);		/* after every file restored from it */
 	tf_config_free(fs->config);	/* wipes the keys */
 	tf_source_free(fs->src);
 }

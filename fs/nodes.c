@@ -47,6 +47,13 @@ struct fs_node {
 	char *dep_rel;		/* the other file the bytes come from (folded */
 	tf_version dep_v;	/* offsets: the data file), its version shown */
 	bool failed;		/* a read failed: later opens get direct I/O */
+	/* view nodes: an entry of an array's @views folder (tf_view.h) */
+	tf_views *views;	/* the array state shown (NULL: not a view) */
+	tf_catalog_hold *hold;	/* keeps the array the state reads */
+	char *vrel;		/* path in the views folder, "" for the folder */
+	char *arr;		/* the array's root */
+	tf_view_stat vst;
+	bool sized_at_lookup;	/* the view's size was known when first shown */
 	fs_node *id_next, *rel_next;
 	fs_node *prev, *next;	/* LRU of nodes holding an index */
 };
@@ -165,6 +172,17 @@ static void unmap_rel(fs_nodes *t, fs_node *n)
 	n->current = false;
 }
 
+static void free_node(fs_nodes *t, fs_node *n)
+{
+	tf_catalog_views_put(t->catalog, n->views, n->hold);
+	free(n->vrel);
+	free(n->arr);
+	free(n->error);
+	free(n->dep_rel);
+	free(n->rel);
+	free(n);
+}
+
 /* Free n if nothing holds it any more (the root is held for ever). */
 static void maybe_free(fs_nodes *t, fs_node *n)
 {
@@ -178,10 +196,7 @@ static void maybe_free(fs_nodes *t, fs_node *n)
 	drop_index(t, n);
 	tf_facts_clear(&n->facts);
 	t->count--;
-	free(n->error);
-	free(n->dep_rel);
-	free(n->rel);
-	free(n);
+	free_node(t, n);
 }
 
 static fs_node *add_node(fs_nodes *t, const char *rel, const tf_stat *st, bool decoded)
@@ -209,9 +224,10 @@ static fs_node *add_node(fs_nodes *t, const char *rel, const tf_stat *st, bool d
 	return n;
 }
 
-int fs_nodes_init(fs_nodes *t, size_t index_budget)
+int fs_nodes_init(fs_nodes *t, size_t index_budget, tf_catalog *catalog)
 {
 	memset(t, 0, sizeof(*t));
+	t->catalog = catalog;
 	t->nbuckets = 1024;
 	t->by_id = calloc(t->nbuckets, sizeof(*t->by_id));
 	t->by_rel = calloc(t->nbuckets, sizeof(*t->by_rel));
@@ -229,10 +245,7 @@ void fs_nodes_destroy(fs_nodes *t)
 			next = n->id_next;
 			tf_file_unref(n->file);
 			tf_facts_clear(&n->facts);
-			free(n->error);
-			free(n->dep_rel);
-			free(n->rel);
-			free(n);
+			free_node(t, n);
 		}
 	free(t->by_id);
 	free(t->by_rel);
@@ -377,6 +390,78 @@ static int stat_rel(tilefs *fs, const char *rel, tf_stat *st)
 	return rc == TF_OK ? 0 : -status_errno(rc);
 }
 
+/* ---- views ------------------------------------------------------------------------------------ */
+
+/* What a view entry shows as a stored file would: read-only, owned like the
+ * array's root (st, the entry's parent as the kernel sees it), sized if
+ * known (a CSV not yet formatted to its end is served as size 0). */
+static tf_stat view_stat(const tf_stat *parent, const tf_view_stat *vst)
+{
+	tf_stat st = *parent;
+
+	st.kind = vst->dir ? TF_ENT_DIR : TF_ENT_REG;
+	st.mode = vst->dir ? 0555 : 0444;
+	st.nlink = vst->dir ? 2 : 1;
+	st.v.size = vst->size_known ? vst->size : 0;
+	st.v.ino = 0;
+	return st;
+}
+
+/* Whether dir's entry `name` is a view: the views folder of an array, or
+ * anything inside it. */
+static bool is_view(tilefs *fs, const fs_node *dir, const char *name)
+{
+	return dir && (dir->views || (fs->settings->views && dir->st.kind == TF_ENT_DIR &&
+				      !strcmp(name, TF_VIEWS_DIR) && tf_catalog_is_array(fs->catalog, dir->rel)));
+}
+
+/* The node of a view entry, in the array's state as it is now: the node
+ * that shows this state, or a new one (which takes the state over). */
+static int view_lookup(tilefs *fs, fs_node *dir, const char *name, const char *rel, fs_node **out,
+		       struct stat *attr)
+{
+	char vrel[PATH_MAX];
+	const char *arr = dir->views ? dir->arr : dir->rel;
+	tf_catalog_hold *hold;
+	tf_view_stat vst;
+	tf_views *v;
+	tf_stat st;
+	fs_node *n;
+
+	if (!dir->views)
+		vrel[0] = '\0';
+	else if (!tf_path_join(vrel, sizeof(vrel), dir->vrel[0] ? dir->vrel : ".", name))
+		return -ENAMETOOLONG;
+	if (tf_catalog_views(fs->catalog, arr, fs->cache, &v, &hold, NULL) != TF_OK)
+		return -EIO;
+	if (tf_views_stat(v, vrel, &vst, NULL) != TF_OK) {
+		tf_catalog_views_put(fs->catalog, v, hold);
+		return -ENOENT;
+	}
+	st = view_stat(&dir->st, &vst);
+	pthread_mutex_lock(&fs->nodes.lock);
+	n = *rel_slot(&fs->nodes, rel);
+	if (n && n->views == v) {
+		tf_catalog_views_put(fs->catalog, v, hold);	/* it has its own */
+		n->vst = vst;
+		n->st = st;
+	} else if ((n = add_node(&fs->nodes, rel, &st, false))) {
+		n->views = v, n->hold = hold, n->vst = vst;
+		n->sized_at_lookup = vst.size_known;
+		n->vrel = strdup(vrel);
+		n->arr = strdup(arr);
+	}
+	if (n)
+		n->nlookup++;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	if (!n) {
+		tf_catalog_views_put(fs->catalog, v, hold);
+		return -ENOMEM;
+	}
+	*out = n;
+	return fs_node_attr(fs, n, attr);
+}
+
 int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *known, fs_node **out,
 		   struct stat *attr)
 {
@@ -390,6 +475,8 @@ int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *kn
 		snprintf(rel, sizeof(rel), ".");
 	else if (!tf_path_join(rel, sizeof(rel), dir->rel, name))
 		return -ENAMETOOLONG;
+	if (is_view(fs, dir, name))
+		return view_lookup(fs, dir, name, rel, out, attr);
 	for (int tries = 0;; tries++) {
 		if (known && !tries)
 			st = *known;
@@ -491,11 +578,21 @@ int fs_node_attr(tilefs *fs, fs_node *n, struct stat *attr)
 {
 	tf_stat st;
 
+	tf_view_stat vst;
+
 	pthread_mutex_lock(&fs->nodes.lock);
 	st = n->st;
 	pthread_mutex_unlock(&fs->nodes.lock);
+	/* A view's size is known once it was formatted to its end. */
+	if (n->views && !n->vst.dir && !n->vst.size_known && tf_views_stat(n->views, n->vrel, &vst, NULL) == TF_OK) {
+		pthread_mutex_lock(&fs->nodes.lock);
+		n->vst = vst;
+		n->st.v.size = vst.size_known ? vst.size : 0;
+		st = n->st;
+		pthread_mutex_unlock(&fs->nodes.lock);
+	}
 	/* A directory shows its present modes and times; a file, its version. */
-	if (st.kind == TF_ENT_DIR && stat_rel(fs, n->rel, &st) == 0 && st.kind == TF_ENT_DIR) {
+	if (!n->views && st.kind == TF_ENT_DIR && stat_rel(fs, n->rel, &st) == 0 && st.kind == TF_ENT_DIR) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		n->st = st;
 		pthread_mutex_unlock(&fs->nodes.lock);
@@ -507,6 +604,20 @@ int fs_node_attr(tilefs *fs, fs_node *n, struct stat *attr)
 }
 
 fuse_ino_t fs_node_ino(const fs_node *n) { return n->id; }
+tf_views *fs_node_views(const fs_node *n) { return n->views; }
+const char *fs_node_vrel(const fs_node *n) { return n->vrel; }
+const char *fs_node_arr(const fs_node *n) { return n->arr; }
+bool fs_node_view_sized(const fs_node *n) { return n->sized_at_lookup; }
+
+double fs_node_attr_timeout(tilefs *fs, fs_node *n, double usual)
+{
+	bool unsized;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	unsized = n->views && !n->vst.dir && !n->vst.size_known;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return unsized ? 0.0 : usual;
+}
 const char *fs_node_rel(const fs_node *n) { return n->rel; }
 bool fs_node_is_dir(const fs_node *n) { return n->st.kind == TF_ENT_DIR; }
 bool fs_node_is_decoded(const fs_node *n) { return n->decoded; }

@@ -45,6 +45,7 @@ typedef struct fs_nodes {
 	fs_node *lru_head, *lru_tail;	/* decoded nodes holding an index, oldest first */
 	size_t index_bytes, index_budget;
 	size_t open_handles;
+	tf_catalog *catalog;		/* where view nodes' states come from */
 } fs_nodes;
 
 typedef struct fs_indexer fs_indexer;
@@ -78,7 +79,7 @@ void fs_ll_free_handles(tilefs *fs);
 
 /* ---- nodes.c ------------------------------------------------------------------------------ */
 
-int fs_nodes_init(fs_nodes *t, size_t index_budget);
+int fs_nodes_init(fs_nodes *t, size_t index_budget, tf_catalog *catalog);
 void fs_nodes_destroy(fs_nodes *t);
 
 /* The node of kernel inode ino (NULL if unknown), pinned: fs_node_put it. */
@@ -105,6 +106,16 @@ fuse_ino_t fs_node_ino(const fs_node *n);
 const char *fs_node_rel(const fs_node *n);
 bool fs_node_is_dir(const fs_node *n);
 bool fs_node_is_decoded(const fs_node *n);
+/* A view entry's array state (NULL: not a view) and its path in the views
+ * folder ("" for the folder itself). */
+tf_views *fs_node_views(const fs_node *n);
+const char *fs_node_vrel(const fs_node *n);
+const char *fs_node_arr(const fs_node *n);	/* the array's root */
+/* Whether the view's size was known when the kernel first saw the node. */
+bool fs_node_view_sized(const fs_node *n);
+/* How long the kernel may keep n's attributes: usual, or 0 for a view
+ * whose size is not known yet (so stat shows it once it is). */
+double fs_node_attr_timeout(tilefs *fs, fs_node *n, double usual);
 const tf_version *fs_node_version(const fs_node *n);
 
 /*

@@ -612,3 +612,144 @@ tf_status tf_array_latest_schema(tf_array *a, const tf_schema **out, char **name
 		rc = tf_err(err, TF_E_NOMEM, "out of memory");
 	return rc;
 }
+
+/* ---- reading beneath the array, for views (tf_snapshot) ------------------------------------- */
+
+/* rel must stay beneath the array: no absolute path, no "." or ".." component. */
+static bool rel_ok(const char *rel)
+{
+	const char *c = rel;
+
+	if (!*rel || rel[0] == '/')
+		return false;
+	while (*c) {
+		size_t n = strcspn(c, "/");
+		if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+			return !strcmp(rel, ".");
+		c += n + (c[n] == '/');
+	}
+	return true;
+}
+
+/* rel beneath the array as a path in the array's source. */
+static tf_status source_path(const tf_array *a, const char *rel, char *buf, size_t n, tf_error *err)
+{
+	if (!rel_ok(rel))
+		return tf_err(err, TF_E_INVAL, "'%s': not a path beneath the array", rel);
+	if (!strcmp(rel, ".") ? snprintf(buf, n, "%s", a->dir) >= (int)n : !tf_path_join(buf, n, a->dir, rel))
+		return tf_err(err, TF_E_INVAL, "path too long");
+	return TF_OK;
+}
+
+typedef struct list_ctx {
+	tf_array_list_fn fn;
+	void *ctx;
+} list_ctx;
+
+static int list_one(void *ctx, const char *name, const tf_stat *st)
+{
+	list_ctx *l = ctx;
+
+	return l->fn(l->ctx, name, st->kind == TF_ENT_DIR);
+}
+
+tf_status tf_array_list(tf_array *a, const char *rel, tf_array_list_fn fn, void *ctx, tf_error *err)
+{
+	char path[4096];
+	list_ctx l = { fn, ctx };
+	tf_error e;
+	tf_status rc = source_path(a, rel, path, sizeof(path), err);
+
+	if (rc != TF_OK)
+		return rc;
+	rc = tf_source_list(a->src, path, false, list_one, &l, &e);
+	if (rc == TF_E_NOTFOUND)	/* a directory the array does not have (yet) */
+		return TF_OK;
+	if (rc != TF_OK && err)
+		*err = e;
+	return rc;
+}
+
+tf_status tf_array_read(tf_array *a, const char *rel, size_t limit, tf_buf *out, tf_error *err)
+{
+	char path[4096];
+	tf_object *o = NULL;
+	uint64_t size;
+	tf_status rc = source_path(a, rel, path, sizeof(path), err);
+
+	out->len = 0;
+	if (rc != TF_OK || (rc = tf_object_open(a->src, path, NULL, &o, err)) != TF_OK)
+		return rc;
+	size = tf_object_stat(o)->v.size;
+	if (size > limit || size > out->limit)
+		rc = tf_err(err, TF_E_CORRUPT, "%s: %llu bytes, more than the %zu expected", rel,
+			    (unsigned long long)size, limit < out->limit ? limit : out->limit);
+	else if ((rc = tf_buf_reserve(out, (size_t)size, err)) == TF_OK &&
+		 (rc = tf_object_read(o, 0, out->p, (size_t)size, err)) == TF_OK)
+		out->len = (size_t)size;
+	tf_object_close(o);
+	return rc;
+}
+
+tf_status tf_array_read_generic(tf_array *a, const char *rel, tf_buf *payload, tf_error *err)
+{
+	tf_buf raw = TF_BUF_INIT((size_t)64 << 20);
+	tf_workspace *ws = tf_workspace_new();
+	tf_status rc;
+
+	payload->len = 0;
+	if (!ws)
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	rc = tf_array_read(a, rel, (size_t)64 << 20, &raw, err);
+	if (rc == TF_OK && (rc = tf_generic_decode(tf_span_of(raw.p, raw.len), a->key, ws, payload, NULL,
+						   err)) != TF_OK)
+		tf_err_prefix(err, "%s", rel);
+	tf_buf_free(&raw);
+	tf_workspace_free(ws);
+	return rc;
+}
+
+tf_status tf_array_fragment(tf_array *a, const char *rel_dir, tf_fragment **out, tf_error *err)
+{
+	const char *name = strrchr(rel_dir, '/') ? strrchr(rel_dir, '/') + 1 : rel_dir;
+	char fdir[4096];
+	frag_slot *slot;
+	tf_status rc = source_path(a, rel_dir, fdir, sizeof(fdir), err);
+
+	if (rc != TF_OK || (rc = get_fragment(a, name, fdir, &slot, err)) != TF_OK)
+		return rc;
+	*out = slot->fr;
+	return TF_OK;
+}
+
+void tf_array_fragment_put(tf_array *a, const tf_fragment *fr)
+{
+	frag_slot *s;
+
+	if (!fr)
+		return;
+	pthread_mutex_lock(&a->lock);
+	s = find_fragment(a, tf_fragment_name(fr));
+	if (s && s->fr == fr && s->refs > 0) {
+		s->refs--;
+		trim_fragments(a);
+	}
+	pthread_mutex_unlock(&a->lock);
+}
+
+tf_status tf_array_open_file(tf_array *a, const char *rel, tf_file **out, tf_error *err)
+{
+	tf_array_file af;
+	tf_status rc = tf_array_describe(a, rel, &af, err);
+
+	if (rc != TF_OK)
+		return rc;
+	rc = tf_file_open(a->src, af.path, rel, NULL, &af.spec, out, err);
+	tf_array_file_clear(&af);
+	return rc;
+}
+
+const tf_key *tf_array_key(const tf_array *a)
+{
+	return a->key;
+}

@@ -65,4 +65,29 @@ bool tf_array_is_decoded_name(const char *rel);
 /* The newest schema (by name order, __array_schema.tdb oldest). */
 tf_status tf_array_latest_schema(tf_array *a, const tf_schema **out, char **name, tf_error *err);
 
+/*
+ * Reading beneath the array, for readers of cells (tf_snapshot, views).
+ * Every rel is relative to the array's root, without "." or ".."
+ * components; these are the only ways such readers touch storage.
+ */
+/* Call fn for every entry of directory rel ("." the root); a missing
+ * directory has no entries.  fn returns non-zero to stop. */
+typedef int (*tf_array_list_fn)(void *ctx, const char *name, bool is_dir);
+tf_status tf_array_list(tf_array *a, const char *rel, tf_array_list_fn fn, void *ctx, tf_error *err);
+/* The whole of a small plain file (commit lists, vacuum lists). */
+tf_status tf_array_read(tf_array *a, const char *rel, size_t limit, tf_buf *out, tf_error *err);
+/* The decoded payload of a file of one generic tile (.del, enumerations). */
+tf_status tf_array_read_generic(tf_array *a, const char *rel, tf_buf *payload, tf_error *err);
+/* The metadata of the fragment in directory rel_dir ("__fragments/NAME",
+ * or "NAME" before format 12), read once and kept by the array: *out stays
+ * valid until the caller gives it back with tf_array_fragment_put (the
+ * array frees idle fragments only). */
+tf_status tf_array_fragment(tf_array *a, const char *rel_dir, tf_fragment **out, tf_error *err);
+void tf_array_fragment_put(tf_array *a, const tf_fragment *fr);
+/* The key given at open (NULL if none), for generic tiles read from memory. */
+const tf_key *tf_array_key(const tf_array *a);
+/* Index a file the array decodes (tf_array_describe + tf_file_open; the
+ * file borrows the array's source). */
+tf_status tf_array_open_file(tf_array *a, const char *rel, tf_file **out, tf_error *err);
+
 #endif

@@ -26,7 +26,9 @@ typedef struct dir_slot {
 	char *rel;
 	tf_array *array;		/* NULL: not an array root */
 	int64_t checked_ns;		/* when found not to be one */
-	int refs;			/* callers using array */
+	int refs;			/* callers using array (views holders too) */
+	tf_views *views;		/* its views as last seen, or NULL */
+	int64_t views_ns;		/* when they were last found current */
 	struct dir_slot *hnext, *prev, *next;	/* hash chain; LRU of arrays */
 } dir_slot;
 
@@ -73,6 +75,7 @@ tf_status tf_catalog_new(tf_source *src, const tf_config *cfg, tf_catalog **out,
 
 static void slot_free(dir_slot *d)
 {
+	tf_views_unref(d->views);	/* the last reference: holders hold the slot */
 	tf_array_free(d->array);
 	free(d->rel);
 	free(d);
@@ -257,6 +260,74 @@ static dir_slot *array_of(tf_catalog *c, const char *rel, const char **inner)
 }
 
 /* ---- answers --------------------------------------------------------------------------------- */
+
+bool tf_catalog_is_array(tf_catalog *c, const char *dir)
+{
+	dir_slot *d = array_at(c, dir);
+
+	if (d)
+		array_release(c, d);
+	return d != NULL;
+}
+
+/* The slot's views if current, referenced (lock not held: asking whether
+ * they are current lists the array's directories). */
+static tf_views *current_views(tf_catalog *c, dir_slot *d)
+{
+	tf_views *v = NULL;
+	bool fresh;
+
+	pthread_mutex_lock(&c->lock);
+	if (d->views)
+		v = tf_views_ref(d->views);
+	fresh = now_ns() - d->views_ns < NOT_ARRAY_TTL_NS;
+	pthread_mutex_unlock(&c->lock);
+	if (v && !fresh && !tf_views_current(v)) {
+		tf_views_unref(v);
+		return NULL;
+	}
+	if (v && !fresh) {
+		pthread_mutex_lock(&c->lock);
+		d->views_ns = now_ns();
+		pthread_mutex_unlock(&c->lock);
+	}
+	return v;
+}
+
+tf_status tf_catalog_views(tf_catalog *c, const char *dir, tf_cache *cache, tf_views **out,
+			   tf_catalog_hold **hold, tf_error *err)
+{
+	dir_slot *d = array_at(c, dir);
+	tf_views *v, *old;
+	tf_status rc;
+
+	*out = NULL;
+	*hold = NULL;
+	if (!d)
+		return tf_err(err, TF_E_INVAL, "%s: not a TileDB array", dir);
+	if (!(v = current_views(c, d))) {
+		if ((rc = tf_views_open(d->array, cache, &v, err)) != TF_OK) {
+			array_release(c, d);
+			return tf_err_prefix(err, "%s", dir);
+		}
+		pthread_mutex_lock(&c->lock);
+		old = d->views;
+		d->views = tf_views_ref(v);
+		d->views_ns = now_ns();
+		pthread_mutex_unlock(&c->lock);
+		tf_views_unref(old);
+	}
+	*out = v;
+	*hold = (tf_catalog_hold *)d;	/* its reference stays with the caller */
+	return TF_OK;
+}
+
+void tf_catalog_views_put(tf_catalog *c, tf_views *v, tf_catalog_hold *hold)
+{
+	tf_views_unref(v);
+	if (hold)
+		array_release(c, (dir_slot *)hold);
+}
 
 tf_show tf_catalog_show(tf_catalog *c, const char *rel)
 {

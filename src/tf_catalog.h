@@ -19,10 +19,12 @@
 
 #include <stdint.h>
 
+#include "tf_cache.h"
 #include "tf_config.h"
 #include "tf_file.h"
 #include "tf_source.h"
 #include "tf_status.h"
+#include "tf_view.h"
 
 #define TF_CATALOG_ARRAYS 64
 
@@ -53,6 +55,21 @@ void tf_facts_clear(tf_facts *fx);
  */
 tf_status tf_catalog_open(tf_catalog *c, const char *rel, const tf_version *v, tf_file **out,
 			  tf_facts *fx, tf_error *err);
+
+/* Whether directory dir is the root of a TileDB array (remembered). */
+bool tf_catalog_is_array(tf_catalog *c, const char *dir);
+
+/*
+ * The views (tf_view.h) of the array at dir as it is now: the state the
+ * catalog keeps for the array, or a new one when the array changed since
+ * (asked at most once a second).  *out is referenced and *hold keeps the
+ * array it reads alive beyond the catalog's bound: give both back with
+ * tf_catalog_views_put().  Reads through cache.  TF_E_INVAL: not an array.
+ */
+typedef struct tf_catalog_hold tf_catalog_hold;
+tf_status tf_catalog_views(tf_catalog *c, const char *dir, tf_cache *cache, tf_views **out,
+			   tf_catalog_hold **hold, tf_error *err);
+void tf_catalog_views_put(tf_catalog *c, tf_views *v, tf_catalog_hold *hold);
 
 /*
  * Persisted indexes (tf_index.h): walked files are looked up in store and

@@ -468,6 +468,9 @@ static int set_tilefs(parser *ps, const char *name, const char *value)
 		if (!parse_u32(value, &n) || n > 256)
 			return fail(ps, ps->line, "workers must be 0 (one per CPU) to 256, not '%s'", value);
 		s->workers = n;
+	} else if (!strcmp(name, "views")) {
+		if (!parse_bool(value, &s->views))
+			return fail(ps, ps->line, "views must be yes or no, not '%s'", value);
 	} else if (!strcmp(name, "default_key")) {
 		free(ps->c->default_key_name);
 		ps->c->default_key_name = strdup(value);
@@ -999,6 +1002,11 @@ bool tf_config_set_index_dir(tf_config *c, const char *dir)
 void tf_config_set_index_at_mount(tf_config *c, bool on)
 {
 	c->s.index_at_mount = on;
+}
+
+void tf_config_set_views(tf_config *c, bool on)
+{
+	c->s.views = on;
 }
 
 const tf_rule *tf_config_match(const tf_config *c, const char *relpath)

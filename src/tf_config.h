@@ -3,7 +3,7 @@
  * documents every key).
  *
  *   [tilefs]          cache_size, unmatched, log_level, workers, default_key,
- *                     plugin_path, index_dir, index_max_size, index_at_mount
+ *                     plugin_path, views, index_dir, index_max_size, index_at_mount
  *   [pipeline NAME]   filters, datatype, cell_val_num, format_version
  *   [key NAME]        file | env | hex
  *   [match GLOB]      pipeline = NAME or inline filters/datatype/...,
@@ -44,6 +44,7 @@ typedef struct tf_settings {
 	tf_log_level log_level;
 	unsigned workers;		/* decode-ahead threads; 0 = one per CPU */
 	const tf_key *default_key;	/* for TileDB arrays with no [array] key */
+	bool views;			/* views = yes: each array's @views folder */
 	const char *index_dir;		/* persisted indexes: NULL the default, "none" */
 	uint64_t index_max_size;	/* their bound in bytes (0: the default) */
 	bool index_at_mount;		/* index the whole source in the background */
@@ -81,6 +82,8 @@ const struct tf_s3_settings *tf_config_s3(const tf_config *c);
 void tf_config_lock_keys(tf_config *c);
 /* Override the cache budget (mount option cache_size=). */
 void tf_config_set_cache_size(tf_config *c, uint64_t bytes);
+/* Turn the views folders on (mount option views). */
+void tf_config_set_views(tf_config *c, bool on);
 /* Override index_dir (a path, or "none") and index_at_mount (mount options). */
 bool tf_config_set_index_dir(tf_config *c, const char *dir);
 void tf_config_set_index_at_mount(tf_config *c, bool on);

@@ -44,6 +44,9 @@ struct tf_fragment {
 	pthread_mutex_t lists_lock;	/* guards their loading */
 	uint64_t footer_offset;
 	uint64_t file_size;
+	uint8_t *ned;		/* the non-empty domain as stored (see tf_fragment_ned) */
+	size_t ned_len;
+	bool ned_null;
 };
 
 static const char *const list_names[L_KINDS] = {
@@ -141,10 +144,30 @@ static tf_status skip_domain(footer *ft, const tf_schema *s, bool null_domain)
 			total += 2 * (uint64_t)tf_datatype_size(dim->type);
 		else if ((rc = tf_get_u64(&ft->r, &range, "domain range size", ft->err)) == TF_OK &&
 			 (rc = tf_get_u64(&ft->r, &start, "domain start size", ft->err)) == TF_OK)
-			rc = skip_bytes(&ft->r, range, "domain range", ft->err);
+			rc = start > range ? tf_err(ft->err, TF_E_CORRUPT, "domain start of %llu bytes "
+						    "in a range of %llu", (unsigned long long)start,
+						    (unsigned long long)range)
+					   : skip_bytes(&ft->r, range, "domain range", ft->err);
 	}
 	/* A null domain is followed by zeros of the fixed size (§10 #27). */
 	return rc == TF_OK ? skip_bytes(&ft->r, total, "non-empty domain", ft->err) : rc;
+}
+
+/* The domain's bytes as stored, kept for tf_fragment_ned. */
+static tf_status keep_domain(tf_fragment *fr, footer *ft, const tf_schema *s, bool null_domain)
+{
+	const uint8_t *from = ft->r.p;
+	tf_status rc = skip_domain(ft, s, null_domain);
+
+	free(fr->ned);
+	fr->ned = NULL;
+	fr->ned_len = (size_t)(ft->r.p - from);
+	fr->ned_null = null_domain;
+	if (rc == TF_OK && !(fr->ned = malloc(fr->ned_len ? fr->ned_len : 1)))
+		return tf_err(ft->err, TF_E_NOMEM, "out of memory");
+	if (rc == TF_OK)
+		memcpy(fr->ned, from, fr->ned_len);
+	return rc;
 }
 
 static tf_status alloc_lists(tf_fragment *fr, tf_error *err)
@@ -248,7 +271,7 @@ static tf_status parse_footer(tf_fragment *fr, tf_span bytes, uint32_t layout, c
 		return tf_err(err, TF_E_CORRUPT, "no schema for a format %u fragment", fr->version);
 	if ((rc = tf_get_u8(&ft.r, &dense, "dense flag", err)) != TF_OK ||
 	    (rc = tf_get_u8(&ft.r, &null_domain, "null domain flag", err)) != TF_OK ||
-	    (rc = skip_domain(&ft, s, null_domain)) != TF_OK ||
+	    (rc = keep_domain(fr, &ft, s, null_domain != 0)) != TF_OK ||
 	    (rc = tf_get_u64(&ft.r, &fr->sparse_tile_num, "sparse tile count", err)) != TF_OK ||
 	    (rc = tf_get_u64(&ft.r, &fr->last_tile_cell_num, "last tile cell count", err)) != TF_OK ||
 	    (layout >= 14 && (rc = tf_get_u8(&ft.r, &ts, "timestamps flag", err)) != TF_OK) ||
@@ -485,6 +508,7 @@ void tf_fragment_free(tf_fragment *fr)
 	if (!fr)
 		return;
 	free_lists(fr);
+	free(fr->ned);
 	pthread_mutex_destroy(&fr->lists_lock);
 	free(fr->dir);
 	free(fr->name);
@@ -778,4 +802,80 @@ void tf_fragment_file_clear(tf_fragment_file *ff)
 	free(ff->var_tiles);
 	free(ff->var_file);
 	memset(ff, 0, sizeof(*ff));
+}
+
+/* ---- facts for readers of cells (views) ----------------------------------------------------- */
+
+const char *tf_fragment_name(const tf_fragment *fr) { return fr->name; }
+bool tf_fragment_dense(const tf_fragment *fr) { return fr->dense; }
+bool tf_fragment_has_timestamps(const tf_fragment *fr) { return fr->has_ts; }
+bool tf_fragment_has_delete_meta(const tf_fragment *fr) { return fr->has_dm; }
+
+uint64_t tf_fragment_sparse_tiles(const tf_fragment *fr) { return fr->sparse_tile_num; }
+
+uint64_t tf_fragment_tile_cells(const tf_fragment *fr, uint64_t t, uint64_t ntiles)
+{
+	return tile_cells(fr, (size_t)t, (size_t)ntiles);
+}
+
+/* Formats 1-4 keep the domain of every dimension in dimension 0's type
+ * (§8.5); var-sized dimensions store u64 range size, u64 start size, then
+ * start and end back to back (fragment_metadata.cc load_non_empty_domain). */
+tf_status tf_fragment_ned(const tf_fragment *fr, size_t d, tf_span *lo, tf_span *hi, tf_error *err)
+{
+	const tf_schema *s = fr->schema;
+	tf_reader r = tf_reader_of(tf_span_of(fr->ned, fr->ned_len));
+	uint64_t range, start;
+	tf_status rc = TF_OK;
+
+	if (fr->layout <= 2 || fr->ned_null || d >= s->ndims)
+		return tf_err(err, TF_E_UNSUPPORTED, "fragment %s: no non-empty domain for dimension %zu",
+			      fr->name, d);
+	for (size_t i = 0; i <= d && rc == TF_OK; i++) {
+		const tf_field *dim = &s->dims[i];
+		unsigned size = tf_datatype_size(fr->layout < 5 ? s->dims[0].type : dim->type);
+
+		if (fr->layout < 5 || dim->cell_val_num != TF_CELL_VAR) {
+			if ((rc = tf_get_span(&r, size, lo, "domain", err)) == TF_OK)
+				rc = tf_get_span(&r, size, hi, "domain", err);
+		} else if ((rc = tf_get_u64(&r, &range, "domain", err)) == TF_OK &&
+			   (rc = tf_get_u64(&r, &start, "domain", err)) == TF_OK &&
+			   (rc = tf_get_span(&r, start, lo, "domain", err)) == TF_OK) {
+			rc = tf_get_span(&r, range - start, hi, "domain", err);
+		}
+	}
+	return rc;
+}
+
+/* File names by format (§8.2): a<k>/d<j> from format 9 on, the field's
+ * name before (percent-encoded in format 8). */
+bool tf_fragment_field_file(const tf_fragment *fr, const char *field, tf_role role, char *buf,
+			    size_t n)
+{
+	static const char *const suffix[] = { ".tdb", ".tdb", "_var.tdb", "_validity.tdb" };
+	const tf_schema *s = fr->schema;
+	char stem[1024];
+	int len = -1;
+
+	for (size_t i = 0; i < s->nattrs + s->ndims && len < 0; i++) {
+		bool dim = i >= s->nattrs;
+		const tf_field *f = dim ? &s->dims[i - s->nattrs] : &s->attrs[i];
+
+		if (strcmp(f->name, field))
+			continue;
+		if (fr->layout >= 9)
+			len = snprintf(stem, sizeof(stem), "%c%zu", dim ? 'd' : 'a', dim ? i - s->nattrs : i);
+		else if (fr->layout == 8)
+			encode_name(f->name, stem, sizeof(stem)), len = (int)strlen(stem);
+		else
+			len = snprintf(stem, sizeof(stem), "%s", f->name);
+	}
+	if (len < 0 && !strcmp(field, "__timestamps") && fr->has_ts)
+		len = snprintf(stem, sizeof(stem), "t");
+	else if (len < 0 && !strcmp(field, "__delete_timestamps") && fr->has_dm)
+		len = snprintf(stem, sizeof(stem), "dt");
+	else if (len < 0 && !strcmp(field, "__coords") && fr->layout < 5)
+		len = snprintf(stem, sizeof(stem), "__coords");
+	return len >= 0 && (size_t)len < sizeof(stem) &&
+	       snprintf(buf, n, "%s%s", stem, suffix[role]) < (int)n;
 }

@@ -60,4 +60,26 @@ tf_status tf_fragment_describe(tf_fragment *fr, const char *file, tf_fragment_fi
 			       tf_error *err);
 void tf_fragment_file_clear(tf_fragment_file *ff);
 
+/* ---- facts for readers of cells (views, tf_snapshot) ---------------------------------- */
+
+const char *tf_fragment_name(const tf_fragment *fr);
+/* Dense fragment (whole space tiles) or sparse (cells with coordinates). */
+bool tf_fragment_dense(const tf_fragment *fr);
+/* Per-cell timestamps (t.tdb) and delete metadata (dt.tdb, dci.tdb). */
+bool tf_fragment_has_timestamps(const tf_fragment *fr);
+bool tf_fragment_has_delete_meta(const tf_fragment *fr);
+/* Sparse: tiles in each data file. */
+uint64_t tf_fragment_sparse_tiles(const tf_fragment *fr);
+/* Cells in tile t of ntiles (dense: the tile extents' product; sparse:
+ * capacity, the last one the footer's count). */
+uint64_t tf_fragment_tile_cells(const tf_fragment *fr, uint64_t t, uint64_t ntiles);
+/* Dimension d's non-empty domain: lower and upper bound as stored (the
+ * dimension's type; a var-sized dimension's strings).  Points into fr. */
+tf_status tf_fragment_ned(const tf_fragment *fr, size_t d, tf_span *lo, tf_span *hi, tf_error *err);
+/* The name of the file of field (attribute, dimension, "__timestamps",
+ * "__delete_timestamps", legacy "__coords") in role; false if the
+ * fragment has no such file. */
+bool tf_fragment_field_file(const tf_fragment *fr, const char *field, tf_role role, char *buf,
+			    size_t n);
+
 #endif

@@ -124,10 +124,56 @@ static tf_status parse_domain(parse *ps, tf_schema *s)
 
 /* ---- attributes (§7.5) ---------------------------------------------------------------------- */
 
-static tf_status parse_attribute(parse *ps, tf_field *a)
+/* TileDB's fill value for a type with no stored one (constants.cc
+ * empty_*, Attribute::default_fill_value): signed integers and date/times
+ * their minimum, unsigned their maximum, floats NaN, CHAR its minimum (0x80),
+ * other strings, BOOL, BLOB and ANY zero; one value per cell value (one for
+ * var-sized cells). */
+static tf_status default_fill(tf_field *a, tf_error *err)
+{
+	unsigned size = tf_datatype_size(a->type);
+	uint32_t n = a->cell_val_num == TF_CELL_VAR ? 1 : a->cell_val_num;
+	uint8_t v[8] = { 0 };
+
+	if (tf_datatype_is_signed(a->type) || tf_datatype_is_datetime(a->type))
+		v[size - 1] = 0x80;
+	else if (a->type == TF_DT_FLOAT32)
+		tf_put_le32(v, 0x7fc00000u);
+	else if (a->type == TF_DT_FLOAT64)
+		tf_put_le64(v, 0x7ff8000000000000ull);
+	else if (a->type == TF_DT_CHAR)
+		v[0] = 0x80;
+	else if (tf_datatype_is_integer(a->type) && a->type != TF_DT_BOOL)
+		memset(v, 0xff, size);
+	if (n > (1u << 20) || !(a->fill = malloc((size_t)n * size)))
+		return tf_err(err, TF_E_NOMEM, "fill value of %u values", n);
+	for (uint32_t i = 0; i < n; i++)
+		memcpy(a->fill + (size_t)i * size, v, size);
+	a->fill_size = (uint64_t)n * size;
+	return TF_OK;
+}
+
+static tf_status get_fill(parse *ps, tf_field *a)
 {
 	uint64_t fill_size;
-	uint8_t nullable = 0, fill_validity, order;
+	tf_span fill;
+	tf_status rc;
+
+	if (ps->v < 6)
+		return default_fill(a, ps->err);
+	if ((rc = GET(u64, ps, &fill_size, "fill value size")) != TF_OK ||
+	    (rc = tf_get_span(&ps->r, fill_size, &fill, "fill value", ps->err)) != TF_OK)
+		return rc;
+	if (!(a->fill = malloc(fill.n ? fill.n : 1)))
+		return tf_err(ps->err, TF_E_NOMEM, "out of memory");
+	memcpy(a->fill, fill.p, fill.n);
+	a->fill_size = fill.n;
+	return TF_OK;
+}
+
+static tf_status parse_attribute(parse *ps, tf_field *a)
+{
+	uint8_t nullable = 0, fill_validity = 0, order;
 	tf_status rc;
 
 	if ((rc = get_string32(ps, &a->name, "attribute name")) != TF_OK ||
@@ -135,19 +181,23 @@ static tf_status parse_attribute(parse *ps, tf_field *a)
 	    (rc = GET(u32, ps, &a->cell_val_num, "attribute cell_val_num")) != TF_OK ||
 	    (rc = get_pipeline(ps, &a->filters, "attribute filters")) != TF_OK)
 		return rc;
-	if (ps->v >= 6 && ((rc = GET(u64, ps, &fill_size, "fill value size")) != TF_OK ||
-			   (rc = skip(ps, fill_size, "fill value")) != TF_OK))
+	if (a->type == TF_DT_ANY)	/* ANY is always var-sized (§7.5) */
+		a->cell_val_num = TF_CELL_VAR;
+	if ((rc = get_fill(ps, a)) != TF_OK)
 		return rc;
 	if (ps->v >= 7 && ((rc = GET(u8, ps, &nullable, "nullable")) != TF_OK ||
 			   (rc = GET(u8, ps, &fill_validity, "fill validity")) != TF_OK))
 		return rc;
 	if (ps->v >= 17 && (rc = GET(u8, ps, &order, "attribute order")) != TF_OK)
 		return rc;
-	if (ps->v >= 20 && (rc = get_string32(ps, NULL, "enumeration name")) != TF_OK)
+	if (ps->v >= 20 && (rc = get_string32(ps, &a->enumeration, "enumeration name")) != TF_OK)
 		return rc;
+	if (a->enumeration && !a->enumeration[0]) {	/* an empty name: none */
+		free(a->enumeration);
+		a->enumeration = NULL;
+	}
 	a->nullable = nullable != 0;
-	if (a->type == TF_DT_ANY)	/* ANY is always var-sized (§7.5) */
-		a->cell_val_num = TF_CELL_VAR;
+	a->fill_valid = fill_validity != 0;
 	return TF_OK;
 }
 
@@ -193,15 +243,21 @@ static tf_status skip_labels(parse *ps)
 	return rc;
 }
 
-static tf_status skip_enumerations(parse *ps, tf_schema *s)
+static tf_status parse_enumerations(parse *ps, tf_schema *s)
 {
 	uint32_t n;
 	tf_status rc = GET(u32, ps, &n, "enumeration count");
 
+	if (rc != TF_OK)
+		return rc;
+	if (n > ps->r.n / 8)
+		return tf_err(ps->err, TF_E_CORRUPT, "schema claims %u enumerations", n);
+	if (n && !(s->enums = calloc(n, sizeof(*s->enums))))
+		return tf_err(ps->err, TF_E_NOMEM, "out of memory");
+	s->nenums = n;	/* zeroed entries free cleanly if parsing stops early */
 	for (uint32_t i = 0; i < n && rc == TF_OK; i++)
-		if ((rc = get_string32(ps, NULL, "enumeration name")) == TF_OK)
-			rc = get_string32(ps, NULL, "enumeration file");
-	s->nenums = n;
+		if ((rc = get_string32(ps, &s->enums[i].name, "enumeration name")) == TF_OK)
+			rc = get_string32(ps, &s->enums[i].path, "enumeration file");
 	return rc;
 }
 
@@ -264,7 +320,7 @@ static tf_status parse_as(tf_span payload, uint32_t layout, tf_schema *s, tf_err
 	    (rc = parse_header(&ps, s)) != TF_OK || (rc = parse_domain(&ps, s)) != TF_OK ||
 	    (rc = parse_attributes(&ps, s)) != TF_OK ||
 	    (layout >= 18 && (rc = skip_labels(&ps)) != TF_OK) ||
-	    (layout >= 20 && (rc = skip_enumerations(&ps, s)) != TF_OK) ||
+	    (layout >= 20 && (rc = parse_enumerations(&ps, s)) != TF_OK) ||
 	    (layout >= 22 && (rc = skip_current_domain(&ps, s)) != TF_OK))
 		return rc;
 	if (ps.r.n)
@@ -277,8 +333,15 @@ static void schema_clear(tf_schema *s)
 {
 	for (size_t i = 0; i < s->nattrs; i++) {
 		free(s->attrs[i].name);
+		free(s->attrs[i].fill);
+		free(s->attrs[i].enumeration);
 		tf_pipeline_free(s->attrs[i].filters);
 	}
+	for (size_t i = 0; i < s->nenums; i++) {
+		free(s->enums[i].name);
+		free(s->enums[i].path);
+	}
+	free(s->enums);
 	for (size_t i = 0; i < s->ndims; i++) {
 		free(s->dims[i].name);
 		tf_pipeline_free(s->dims[i].filters);
@@ -326,6 +389,22 @@ void tf_schema_free(tf_schema *s)
 		schema_clear(s);
 		free(s);
 	}
+}
+
+const tf_field *tf_schema_attr(const tf_schema *s, const char *name)
+{
+	for (size_t i = 0; i < s->nattrs; i++)
+		if (!strcmp(s->attrs[i].name, name))
+			return &s->attrs[i];
+	return NULL;
+}
+
+const char *tf_schema_enum_path(const tf_schema *s, const char *name)
+{
+	for (size_t i = 0; name && i < s->nenums; i++)
+		if (s->enums[i].name && !strcmp(s->enums[i].name, name))
+			return s->enums[i].path;
+	return NULL;
 }
 
 const tf_pipeline *tf_schema_dim_filters(const tf_schema *s, const tf_field *dim)

@@ -28,7 +28,20 @@ typedef struct tf_field {
 	uint8_t domain[16];		/* lower ‖ upper bound, fixed-size dims */
 	bool has_extent;
 	uint8_t extent[8];		/* tile extent, sizeof(type) bytes */
+	/* attributes only: the fill value a read gives for cells no fragment
+	 * wrote (as stored from format 6 on, else TileDB's default for the
+	 * type), its validity (format >= 7), the enumeration (format >= 20) */
+	uint8_t *fill;
+	uint64_t fill_size;
+	bool fill_valid;
+	char *enumeration;		/* NULL: none */
 } tf_field;
+
+/* An enumeration the schema names: its name and file under
+ * __schema/__enumerations/ (format >= 20). */
+typedef struct tf_enum_ref {
+	char *name, *path;
+} tf_enum_ref;
 
 typedef struct tf_schema {
 	uint32_t version;		/* as stored (UINT32_MAX: an experimental build) */
@@ -40,6 +53,7 @@ typedef struct tf_schema {
 	size_t nattrs, ndims;
 	tf_field *attrs, *dims;
 	size_t nenums;			/* enumerations named (format >= 20) */
+	tf_enum_ref *enums;		/* nenums of them */
 } tf_schema;
 
 /* Parse a schema payload (the decoded generic tile). */
@@ -51,6 +65,10 @@ void tf_schema_free(tf_schema *s);
 const tf_pipeline *tf_schema_dim_filters(const tf_schema *s, const tf_field *dim);
 /* Cells in a dense tile: the product of the tile extents; 0 if unknown. */
 uint64_t tf_schema_dense_tile_cells(const tf_schema *s);
+/* An attribute by name, or NULL. */
+const tf_field *tf_schema_attr(const tf_schema *s, const char *name);
+/* The file (under __schema/__enumerations/) of enumeration `name`, or NULL. */
+const char *tf_schema_enum_path(const tf_schema *s, const char *name);
 /* A readable description: domain, dimensions, attributes, pipelines. */
 void tf_schema_print(const tf_schema *s, FILE *out);
 

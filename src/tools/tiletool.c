@@ -7,6 +7,8 @@
  *   tiletool info [-v] [decode options] FILE...
  *   tiletool verify [decode options] FILE...
  *   tiletool encode -F SPEC -t TYPE [-n CELLS] [--tile-size BYTES] [-k KEYFILE] IN OUT
+ *   tiletool export [--csv | --raw ATTR | --npy ATTR] [--fragment NAME] [-k KEYFILE]
+ *                   [-c CONFIG] [-o OUT] ARRAY
  *   tiletool index [-j N] [-c CONFIG] [--index-dir DIR] SOURCE   (tools/index.c)
  *   (every command: [--plugin-path DIR[:DIR...]], default $TILEFS_PLUGIN_PATH,
  *   then $HDF5_PLUGIN_PATH: filter plugins the specs may name)
@@ -27,11 +29,13 @@
 #include <unistd.h>
 
 #include "tf_array.h"
+#include "tf_cache.h"
 #include "tf_config.h"
 #include "tf_file.h"
 #include "tf_keys.h"
 #include "tf_pipeline.h"
 #include "tf_tile.h"
+#include "tf_view.h"
 #include "filters/plugin.h"
 #include "tools/index.h"
 
@@ -43,6 +47,8 @@ typedef struct opts {
 	uint32_t cell_val_num, version;
 	uint64_t tile_size, tile_cells;
 	const char *offsets_in, *offsets_out, *offsets_spec;
+	const char *raw_attr, *npy_attr, *fragment;	/* export */
+	uint64_t cache_size;
 	const char *plugin_path;
 	bool generic, verbose, have_spec, all;
 	bool explicit;		/* any of -F -t -n -V --generic --var-*: no array lookup */
@@ -96,6 +102,7 @@ static void print_help(const char *cmd)
 		       "  verify   decode everything and check checksums; non-zero exit on error\n"
 		       "  encode   write a tile file from raw bytes, chunked as TileDB does\n"
 		       "  schema   print a TileDB array's schema\n"
+		       "  export   write an array's cells as CSV, or a dense attribute as a matrix\n"
 		       "  index    index a whole source ahead of a mount (tilefs -o index_dir)\n\n"
 		       "'%s COMMAND --help' describes a command.  Exit status: 0 ok, 1 data\n"
 		       "error, 2 usage error.  A file inside a TileDB array needs no options: its\n"
@@ -109,6 +116,22 @@ static void print_help(const char *cmd)
 	} else if (!strcmp(cmd, "verify")) {
 		printf("Usage: %s verify [OPTIONS] FILE...\n\nDecode every chunk (checking checksums"
 		       " and authentication tags); report each error.\n\n%s", prog, decode_opts);
+	} else if (!strcmp(cmd, "export")) {
+		printf("Usage: %s export [--csv | --raw ATTR | --npy ATTR] [--fragment NAME] [-k KEYFILE]\n"
+		       "                [-c CONFIG] [-o OUT] ARRAY\n\n"
+		       "Write what tilefs shows in ARRAY/" TF_VIEWS_DIR "/ (tilefs(1), Views), decoding only\n"
+		       "the tiles needed:\n"
+		       "      --csv              the cells a read of the whole array returns now, as\n"
+		       "                         CSV: dimensions, then attributes (the default)\n"
+		       "      --fragment NAME    the cells fragment NAME stores, in storage order (CSV)\n"
+		       "      --raw ATTR         a dense array's attribute over its non-empty domain,\n"
+		       "                         row-major, little-endian\n"
+		       "      --npy ATTR         the same as a NumPy .npy file\n"
+		       "  -o, --output OUT       write to OUT instead of stdout\n"
+		       "  -k, --key FILE         the key of an encrypted array\n"
+		       "  -c, --config FILE      a configuration whose [s3] section reaches s3://\n"
+		       "                         arrays (ARRAY may be s3://BUCKET/PREFIX)\n"
+		       "      --cache-size SIZE  decoded-chunk cache (default 64M)\n", prog);
 	} else if (!strcmp(cmd, "schema")) {
 		printf("Usage: %s schema [-k KEYFILE] [-c CONFIG] ARRAY\n\nPrint the newest schema of the "
 		       "TileDB array in directory ARRAY\n(or s3://BUCKET/PREFIX): dimensions, attributes, "
@@ -131,7 +154,8 @@ static void print_help(const char *cmd)
 /* ---- options ------------------------------------------------------------------------- */
 
 enum { OPT_VAR_DATA = 256, OPT_VAR_FILTERS, OPT_VAR_TYPE, OPT_TILE_SIZE, OPT_TILE_CELLS,
-       OPT_OFFSETS, OPT_OFFSETS_OUT, OPT_OFFSETS_FILTERS, OPT_PLUGIN_PATH, OPT_HELP };
+       OPT_OFFSETS, OPT_OFFSETS_OUT, OPT_OFFSETS_FILTERS, OPT_PLUGIN_PATH, OPT_HELP, OPT_CSV, OPT_RAW,
+       OPT_NPY, OPT_FRAGMENT, OPT_CACHE_SIZE };
 
 static const struct option long_opts[] = {
 	{ "filters", required_argument, NULL, 'F' },
@@ -154,6 +178,11 @@ static const struct option long_opts[] = {
 	{ "offsets-filters", required_argument, NULL, OPT_OFFSETS_FILTERS },
 	{ "plugin-path", required_argument, NULL, OPT_PLUGIN_PATH },
 	{ "help", no_argument, NULL, OPT_HELP },
+	{ "csv", no_argument, NULL, OPT_CSV },
+	{ "raw", required_argument, NULL, OPT_RAW },
+	{ "npy", required_argument, NULL, OPT_NPY },
+	{ "fragment", required_argument, NULL, OPT_FRAGMENT },
+	{ "cache-size", required_argument, NULL, OPT_CACHE_SIZE },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -224,6 +253,14 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts *o)
 		case OPT_OFFSETS_FILTERS: o->offsets_spec = optarg; break;
 		case OPT_PLUGIN_PATH: o->plugin_path = optarg; break;
 		case OPT_HELP: print_help(cmd); return 0;
+		case OPT_CSV: o->raw_attr = o->npy_attr = NULL; break;
+		case OPT_RAW: o->raw_attr = optarg; o->npy_attr = NULL; break;
+		case OPT_NPY: o->npy_attr = optarg; o->raw_attr = NULL; break;
+		case OPT_FRAGMENT: o->fragment = optarg; break;
+		case OPT_CACHE_SIZE:
+			if (!tf_parse_size(optarg, &o->cache_size) || o->cache_size < (1u << 20))
+				rc = usage_error("bad cache size '%s' (at least 1M)", optarg);
+			break;
 		default: return EXIT_USAGE;
 		}
 	}
@@ -804,6 +841,133 @@ static int cmd_schema(opts *o, int nfiles, char **files)
 	return rc;
 }
 
+/* ---- export ------------------------------------------------------------------------------- */
+
+/* The views path export writes (as under ARRAY/@views/). */
+static int export_path(const opts *o, char *rel, size_t n)
+{
+	const char *attr = o->raw_attr ? o->raw_attr : o->npy_attr;
+
+	if (o->fragment && attr)
+		return usage_error("%s", "--fragment gives a CSV; it does not go with --raw or --npy");
+	if (o->fragment && (strchr(o->fragment, '/') || !*o->fragment))
+		return usage_error("bad fragment name '%s'", o->fragment);
+	if (attr && (strchr(attr, '/') || !*attr))
+		return usage_error("bad attribute name '%s'", attr);
+	if (o->fragment)
+		snprintf(rel, n, "fragments/%s/cells.csv", o->fragment);
+	else if (attr)
+		snprintf(rel, n, "%s.%s", attr, o->raw_attr ? "raw" : "npy");
+	else
+		snprintf(rel, n, "cells.csv");
+	return -1;
+}
+
+/* Read the view from start to end in large pieces, as `cat` would. */
+static int copy_view(tf_view *w, FILE *out)
+{
+	size_t piece = (size_t)1 << 20, got;
+	uint8_t *buf = malloc(piece);
+	tf_workspace *ws = tf_workspace_new();
+	uint64_t off = 0;
+	tf_error err;
+	int rc = 0;
+
+	if (!buf || !ws) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		rc = EXIT_DATA;
+	}
+	while (rc == 0) {
+		if (tf_view_read(w, ws, off, piece, buf, &got, &err) != TF_OK) {
+			fprintf(stderr, "%s: %s\n", prog, err.msg);
+			rc = EXIT_DATA;
+		} else if (got == 0) {
+			break;
+		} else if (!write_all(out, buf, got)) {
+			fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
+			rc = EXIT_DATA;
+		}
+		off += got;
+	}
+	free(buf);
+	tf_workspace_free(ws);
+	return rc;
+}
+
+/* Open the views of the array at rel of src and the view `view` in them. */
+static int export_open(opts *o, const char *name, tf_source *src, const char *rel, const char *view,
+		       tf_array **a, tf_cache **cache, tf_views **v, tf_view **w)
+{
+	size_t budget = (size_t)(o->cache_size ? o->cache_size : (uint64_t)64 << 20);
+	tf_error err;
+
+	if (!tf_array_detect(src, rel)) {
+		fprintf(stderr, "%s: %s: not a TileDB array (no __schema/ or __array_schema.tdb)\n", prog, name);
+		return EXIT_DATA;
+	}
+	if (tf_array_open(src, rel, o->key, a, &err) != TF_OK ||
+	    tf_cache_new(budget, 0, cache, &err) != TF_OK || tf_views_open(*a, *cache, v, &err) != TF_OK ||
+	    tf_view_open(*v, view, w, &err) != TF_OK) {
+		fprintf(stderr, "%s: %s: %s\n", prog, name, err.msg);
+		return EXIT_DATA;
+	}
+	return 0;
+}
+
+/* Copy the view to o->out (or stdout) and close it. */
+static int export_write(const opts *o, tf_view *w)
+{
+	FILE *out = o->out ? fopen(o->out, "wb") : stdout;
+	int rc;
+
+	if (!out) {
+		fprintf(stderr, "%s: %s: %s\n", prog, o->out, strerror(errno));
+		return EXIT_DATA;
+	}
+	rc = copy_view(w, out);
+	if (fflush(out) != 0 && !rc) {
+		fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
+		rc = EXIT_DATA;
+	}
+	if (out != stdout && fclose(out) != 0 && !rc) {
+		fprintf(stderr, "%s: %s: %s\n", prog, o->out, strerror(errno));
+		rc = EXIT_DATA;
+	}
+	return rc;
+}
+
+static int cmd_export(opts *o, int nfiles, char **files)
+{
+	char view[1024], *rel = NULL;
+	tf_source *src = NULL;
+	tf_array *a = NULL;
+	tf_cache *cache = NULL;
+	tf_views *v = NULL;
+	tf_view *w = NULL;
+	tf_error err;
+	int rc = export_path(o, view, sizeof(view));
+
+	if (rc >= 0)
+		return rc;
+	if (nfiles != 1)
+		return usage_error("%s", "export takes one ARRAY directory");
+	/* ARRAY may be s3://BUCKET/PREFIX, as for schema. */
+	if (tf_source_locate(files[0], o->s3, &src, &rel, &err) != TF_OK) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		return EXIT_DATA;
+	}
+	rc = export_open(o, files[0], src, rel, view, &a, &cache, &v, &w);
+	if (rc == 0)
+		rc = export_write(o, w);
+	tf_view_close(w);
+	tf_views_unref(v);
+	tf_cache_free(cache);
+	tf_array_free(a);
+	free(rel);
+	tf_source_free(src);
+	return rc;
+}
+
 /* ---- main ------------------------------------------------------------------------------- */
 
 static const struct {
@@ -811,7 +975,7 @@ static const struct {
 	int (*run)(opts *o, int nfiles, char **files);
 } commands[] = {
 	{ "decode", cmd_decode }, { "info", cmd_info }, { "verify", cmd_verify }, { "encode", cmd_encode },
-	{ "schema", cmd_schema },
+	{ "schema", cmd_schema }, { "export", cmd_export },
 };
 
 int main(int argc, char **argv)

@@ -8,7 +8,8 @@
 # tilefs s3://corpus; reads the proxy fails every
 # time give exit 1 in bounded time, naming object, range and status; a
 # wrong secret or bucket fails the mount (exit 5) with one line and no
-# secret; an object replaced while open reads STALE, never mixed bytes.
+# secret; an object replaced while open reads STALE, never mixed bytes;
+# array views (tiletool export) from the store equal the local ones.
 #
 # Needs: the corpus (TF_CORPUS, skips with 77 when absent), swift (skips
 # with 77 when absent unless TILEFS_CI=1), python3, built TILETOOL, TILEFS
@@ -50,6 +51,26 @@ arr=$(cd "$CORPUS" && ls -d */array | head -1)
 	"$TILETOOL" schema "$CORPUS/$arr" | tail -n +2 > "$WORK/schema.local" &&
 	tail -n +2 "$WORK/schema.s3" | cmp -s - "$WORK/schema.local" &&
 	ok "tiletool schema s3://corpus/$arr" || fail "tiletool schema of $arr from the store"
+# ---- array views from the store: tiletool export equals the local export
+views_from_store() {
+	n=0; bad=
+	for v in "sparse_2d/array|" "multifrag_sparse/array|" "extra/schema_evolution/array|" \
+		"extra/sparse_dups_timestamps/array|" "extra/sparse_dups_consolidated_deletes/array|" \
+		"dense_2d/array|--npy f64" "multifrag_dense_disjoint/array|--raw i64"; do
+		a=${v%%|*}; opt=${v#*|}
+		[ -d "$CORPUS/$a" ] || continue
+		# shellcheck disable=SC2086
+		timeout 120 "$TILETOOL" export -c "$WORK/s3.ini" $opt "s3://corpus/$a" > "$WORK/view.s3" 2> "$WORK/err" &&
+			"$TILETOOL" export $opt "$CORPUS/$a" > "$WORK/view.local" && [ -s "$WORK/view.local" ] &&
+			cmp -s "$WORK/view.s3" "$WORK/view.local" && n=$((n + 1)) || bad="$bad $a $opt: $(head -c 200 "$WORK/err");"
+	done
+	f=$(ls "$CORPUS/multifrag_sparse/array/__fragments" | head -n 1)
+	timeout 120 "$TILETOOL" export -c "$WORK/s3.ini" --fragment "$f" s3://corpus/multifrag_sparse/array > "$WORK/view.s3" &&
+		"$TILETOOL" export --fragment "$f" "$CORPUS/multifrag_sparse/array" | cmp -s - "$WORK/view.s3" &&
+		n=$((n + 1)) || bad="$bad fragment $f;"
+	[ -z "$bad" ] && ok "tiletool export s3://: $n views equal the local ones" || fail "views from the store:$bad"
+}
+views_from_store
 out=$(timeout 600 python3 "$here/corpus-s3.py" "$TILETOOL" "$WORK/s3.ini" "$CORPUS" s3://corpus . extra)
 echo "$out" | tail -n 9
 case $(echo "$out" | tail -n 1) in *" 0/"*|"") fail "corpus from the store" ;; *) [ "$(echo "$out" | grep -c FAIL)" = 0 ] && ok "corpus from the store" || fail "corpus from the store" ;; esac

@@ -154,6 +154,7 @@ static void expect_default_settings(const tf_config *c)
 	ck_assert_int_eq(s->log_level, TF_LOG_INFO);
 	ck_assert_uint_eq(s->workers, 0);
 	ck_assert_ptr_null(s->default_key);
+	ck_assert(!s->views);	/* off by default: the mirror stays exact */
 	ck_assert_ptr_null(tf_config_match(c, "a.tdb"));
 	ck_assert_ptr_null(tf_config_array_key(c, "arr"));
 }
@@ -189,6 +190,7 @@ START_TEST(test_tilefs_section)
 			       "unmatched   = hide\n"
 			       "log_level   = debug\n"
 			       "workers     = 4\n"
+			       "views       = yes\n"
 			       "default_key = main\n");
 	const tf_settings *s = tf_config_settings(c);
 
@@ -197,6 +199,7 @@ START_TEST(test_tilefs_section)
 	ck_assert(s->hide_unmatched);
 	ck_assert_int_eq(s->log_level, TF_LOG_DEBUG);
 	ck_assert_uint_eq(s->workers, 4);
+	ck_assert(s->views);
 	expect_key(s->default_key, KEY_RAW);
 	tf_config_lock_keys(c);
 	expect_key(s->default_key, KEY_RAW);
@@ -623,6 +626,7 @@ START_TEST(test_err_values)
 		{ "[match a]\nformat_version = 0\n", "bad format_version '0'" },
 		{ "[pipeline p]\nformat_version = v22\n", "bad format_version 'v22'" },
 		{ "[match a]\ngeneric = maybe\n", "generic must be yes or no, not 'maybe'" },
+		{ "[tilefs]\nviews = sometimes\n", "views must be yes or no, not 'sometimes'" },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)

@@ -1,0 +1,144 @@
+/*
+ * tf_snapshot.h - what a read of a TileDB array sees at one moment, and
+ * ranged access to the cells of its fragments.
+ *
+ * Opening a snapshot lists the array's directories (__fragments, __commits,
+ * the root for formats before 12) and decides, as TileDB's ArrayDirectory
+ * does (array_directory.cc), which fragments a read at the current time
+ * sees: committed (a .wrt commit, a .con list, or a .ok marker), not named
+ * by a vacuum list (.vac), and old enough (end timestamp <= now; start
+ * timestamp from format 15 on, whose cells carry their own timestamps),
+ * ordered by start timestamp (then name).  It reads each fragment's
+ * metadata footer and every delete condition (.del, and those inside .con
+ * lists); it decodes no tile.
+ *
+ * Cells are then read field by field (tf_col): ranges of cells of one tile
+ * of one fragment, decoded through the shared cache.  A field the fragment
+ * does not have (added by schema evolution) is "missing": callers use the
+ * fill value.  Everything is thread-safe; a snapshot is immutable apart
+ * from columns and enumerations opened on first use.
+ */
+#ifndef TF_SNAPSHOT_H
+#define TF_SNAPSHOT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tf_array.h"
+#include "tf_cache.h"
+#include "tf_cells.h"
+#include "tf_condition.h"
+#include "tf_schema.h"
+
+typedef struct tf_snapshot tf_snapshot;
+
+typedef struct tf_snap_frag {
+	char *name;			/* directory name */
+	char *rel;			/* "__fragments/NAME", or "NAME" before format 12 */
+	uint64_t t1, t2;		/* timestamps from the name */
+	uint32_t version;		/* format version from the name */
+	bool visible;			/* a read at the snapshot's time sees it */
+	tf_fragment *fr;		/* its metadata (the array's, held while the
+					 * snapshot lives); NULL: failed */
+	tf_error error;			/* why fr is NULL */
+	/* from the metadata: */
+	const tf_schema *schema;	/* the schema it was written with */
+	bool dense, has_ts, has_dm;
+	uint64_t ntiles;
+	/* dense fragments: per dimension, the non-empty domain [lo, hi] as
+	 * offsets from the domain's lower bound, and the space tiles covering
+	 * it: first tile tlo, tn of them */
+	uint64_t *lo, *hi, *tlo, *tn;
+} tf_snap_frag;
+
+/* A delete condition and its timestamp (from its name). */
+typedef struct tf_snap_delete {
+	tf_cond *cond;
+	uint64_t t;
+	char *marker;			/* "__commits/NAME.del" */
+} tf_snap_delete;
+
+tf_status tf_snapshot_open(tf_array *a, tf_cache *cache, tf_snapshot **out, tf_error *err);
+tf_snapshot *tf_snapshot_ref(tf_snapshot *s);
+void tf_snapshot_unref(tf_snapshot *s);
+
+/* Whether the array's directories still list what the snapshot saw
+ * (fragments, commits, schemas): a cheap re-listing, nothing read. */
+bool tf_snapshot_current(tf_snapshot *s);
+
+tf_array *tf_snapshot_array(const tf_snapshot *s);
+tf_cache *tf_snapshot_cache(const tf_snapshot *s);
+const tf_schema *tf_snapshot_schema(const tf_snapshot *s);	/* the newest */
+uint64_t tf_snapshot_time(const tf_snapshot *s);		/* ms since the epoch */
+
+/* Every fragment directory (sorted by name), and the visible ones in
+ * read order (oldest first: later ones win). */
+size_t tf_snapshot_nfrags(const tf_snapshot *s);
+const tf_snap_frag *tf_snapshot_frag(const tf_snapshot *s, size_t i);
+size_t tf_snapshot_nvisible(const tf_snapshot *s);
+size_t tf_snapshot_visible(const tf_snapshot *s, size_t k);	/* index into frags */
+/* A fragment by directory name; SIZE_MAX if none. */
+size_t tf_snapshot_find(const tf_snapshot *s, const char *name);
+
+size_t tf_snapshot_ndeletes(const tf_snapshot *s);
+const tf_snap_delete *tf_snapshot_delete(const tf_snapshot *s, size_t i);
+
+/* The enumeration of attribute `attr` of schema `schema` (read once), or
+ * *out = NULL when it has none. */
+tf_status tf_snapshot_enum(tf_snapshot *s, const tf_schema *schema, const tf_field *attr,
+			   const tf_enum **out, tf_error *err);
+
+/* ---- cells of one field of one fragment ------------------------------------------------ */
+
+typedef enum { TF_COL_ATTR, TF_COL_DIM, TF_COL_TIMESTAMPS, TF_COL_DELETE_TS } tf_col_kind;
+
+typedef struct tf_col tf_col;
+
+/*
+ * The column of field `name` (an attribute of the snapshot's newest schema
+ * with that type and cell_val_num, a dimension, or a special field) in
+ * fragment `frag`, opened once and kept by the snapshot.
+ */
+tf_status tf_snapshot_col(tf_snapshot *s, size_t frag, tf_col_kind kind, const char *name,
+			  const tf_col **out, tf_error *err);
+
+bool tf_col_missing(const tf_col *c);	/* the fragment has no such field */
+bool tf_col_var(const tf_col *c);
+bool tf_col_nullable(const tf_col *c);
+unsigned tf_col_cell_size(const tf_col *c);	/* fixed cells (8 for var offsets) */
+
+/* n fixed-size cells from cell `cell` of tile `tile` into dst. */
+tf_status tf_col_fixed(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell, uint64_t n,
+		       uint8_t *dst, tf_error *err);
+/* Decode units held by one caller while it gathers many small pieces (a
+ * read of a .raw view): a piece inside a held unit is copied with no cache
+ * lookup.  At most TF_PINSET_MAX are held (pinned cache entries, never
+ * evicted); release them when done. */
+#define TF_PINSET_MAX 32
+typedef struct tf_pinset {
+	tf_cache *cache;
+	size_t n;
+	uint64_t clock;
+	struct {
+		tf_handle *h;
+		tf_slice unit;		/* the whole unit: its bytes and entry */
+		uint64_t off;		/* where it starts in h's decoded file */
+		uint64_t used;
+	} p[TF_PINSET_MAX];
+	tf_slices scratch;	/* for tf_handle_pin */
+} tf_pinset;
+void tf_pinset_init(tf_pinset *ps, tf_cache *cache);
+void tf_pinset_release(tf_pinset *ps);
+/* tf_col_fixed through a pin set. */
+tf_status tf_col_fixed_pinned(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell, uint64_t n,
+			      uint8_t *dst, tf_pinset *ps, tf_error *err);
+
+/* n var-sized cells: their bytes appended to data, starts[0..n] their
+ * boundaries within what was appended. */
+tf_status tf_col_var_cells(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell,
+			   uint64_t n, uint64_t *starts, tf_buf *data, tf_error *err);
+/* Validity bytes (1 valid, 0 null) of n cells; all 1 if not nullable. */
+tf_status tf_col_validity(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell,
+			  uint64_t n, uint8_t *dst, tf_error *err);
+
+#endif

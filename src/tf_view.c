@@ -1,0 +1,1236 @@
+/*
+ * tf_view.c - array views: cells.csv (whole array and per fragment),
+ * <attr>.raw and <attr>.npy, as ranged byte streams.
+ */
+#include "config.h"
+
+#include "tf_view.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tf_cells.h"
+#include "tf_merge.h"
+#include "tf_snapshot.h"
+
+#define BLOCK_TARGET ((size_t)128 << 10)	/* CSV text per indexed block, at most */
+#define DENSE_BATCH 1024			/* dense cells gathered at once */
+#define CSV_NAME "cells.csv"
+#define FRAGMENTS "fragments"
+
+typedef enum { CSV_ARRAY_DENSE, CSV_ARRAY_SPARSE, CSV_FRAG_DENSE, CSV_FRAG_SPARSE } csv_kind;
+
+typedef struct column {
+	tf_fieldspec spec;
+	tf_cellfmt fmt;
+} column;
+
+/* Cells of one field gathered for a batch of dense cells. */
+typedef struct gathered {
+	tf_buf data;
+	uint64_t *starts;	/* var: n + 1 */
+	uint8_t *valid;
+	size_t cap;		/* cells starts/valid hold */
+} gathered;
+
+/* What formatting needs between calls: iterators and scratch. */
+typedef struct producer {
+	tf_sparse *it;		/* sparse array */
+	uint64_t *it_state;	/* where `it` stands (valid if it_valid) */
+	bool it_valid;
+	tf_row row;
+	tf_cellbuf buf;		/* per fragment */
+	gathered *g;		/* dense array: one per attribute */
+	tf_run *runs;
+	size_t nruns, runcap;
+	bool ready;
+} producer;
+
+typedef struct csv {
+	tf_views *v;		/* owner (not a reference) */
+	csv_kind kind;
+	size_t frag;		/* per-fragment views */
+	const tf_schema *schema;
+	column *cols;
+	size_t ncols, ndims;
+	tf_fieldspec *specs;	/* what is read: per kind, see csv_new */
+	size_t nspecs;
+	tf_buf header;
+	size_t S;		/* u64s in a state */
+	size_t target;		/* text per block: BLOCK_TARGET, less in a small cache */
+	uint64_t owner;		/* cache owner of the formatted blocks */
+	pthread_mutex_t lock;	/* guards the index */
+	uint64_t *off;		/* nblocks + 1 text offsets (after the header) */
+	uint64_t *states;	/* nblocks + 1 states, S each */
+	size_t nblocks, cap;
+	bool complete;
+	pthread_mutex_t ext;	/* one thread extends the index at a time */
+	producer prod;		/* the extender's (under ext) */
+} csv;
+
+typedef struct matrix {
+	const tf_field *attr;
+	char name[300];		/* "<attr>" */
+	char dtype[40];
+	uint64_t shape[65];
+	size_t nshape;
+	unsigned cs;		/* bytes per cell */
+	tf_buf npy;		/* the .npy header */
+} matrix;
+
+struct tf_views {
+	atomic_int refs;
+	tf_snapshot *s;
+	tf_dense *dense;	/* dense arrays whose fragments are all dense */
+	tf_error dense_err;
+	matrix *mats;
+	size_t nmats;
+	pthread_mutex_t lock;	/* guards the CSV states below */
+	csv *array_csv;
+	csv **frag_csv;		/* per snapshot fragment */
+};
+
+typedef enum { V_CSV, V_RAW, V_NPY } view_kind;
+
+struct tf_view {
+	tf_views *v;
+	view_kind kind;
+	csv *c;
+	const matrix *m;
+};
+
+/* ---- formatting rows ------------------------------------------------------------------------ */
+
+static tf_status put_field(tf_buf *text, const column *col, size_t i, const uint8_t *p, size_t n,
+			   bool valid, tf_error *err)
+{
+	tf_status rc = i ? tf_buf_put_u8(text, ',', err) : TF_OK;
+
+	return rc == TF_OK ? tf_cell_format(text, &col->fmt, p ? p : (const uint8_t *)"", n, valid, err) : rc;
+}
+
+static tf_status make_header(csv *c, tf_error *err)
+{
+	tf_status rc = TF_OK;
+
+	for (size_t i = 0; i < c->ncols && rc == TF_OK; i++) {
+		if (i)
+			rc = tf_buf_put_u8(&c->header, ',', err);
+		if (rc == TF_OK)
+			rc = tf_csv_text(&c->header, c->cols[i].spec.name, strlen(c->cols[i].spec.name), err);
+	}
+	return rc == TF_OK ? tf_buf_put_u8(&c->header, '\n', err) : rc;
+}
+
+/* ---- dense cells: runs of fragments' tiles, or fill --------------------------------------------- */
+
+static tf_status gathered_reserve(gathered *g, uint64_t n, tf_error *err)
+{
+	if (g->cap < n + 1) {
+		uint64_t *s = realloc(g->starts, (n + 1) * sizeof(*s));
+		uint8_t *v = s ? realloc(g->valid, n + 1) : NULL;
+		if (s)
+			g->starts = s;
+		if (!v)
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		g->valid = v;
+		g->cap = (size_t)n + 1;
+	}
+	g->data.len = 0;
+	return TF_OK;
+}
+
+static tf_status fill_cells(const tf_field *f, uint64_t n, gathered *g, uint64_t k, tf_error *err)
+{
+	tf_status rc = TF_OK;
+
+	for (uint64_t i = 0; i < n && rc == TF_OK; i++) {
+		g->starts[k + i] = g->data.len;
+		g->valid[k + i] = !f->nullable || f->fill_valid;
+		rc = tf_buf_append(&g->data, f->fill, (size_t)f->fill_size, err);
+	}
+	g->starts[k + n] = g->data.len;
+	return rc;
+}
+
+/* Cells of one run of attribute f into g at cell k. */
+static tf_status gather_run(tf_snapshot *s, const tf_field *f, tf_workspace *ws, const tf_run *r,
+			    gathered *g, uint64_t k, tf_error *err)
+{
+	const tf_col *col;
+	uint64_t step = r->stride == 1 ? r->n : 1;
+	uint8_t *at;
+	tf_status rc;
+
+	if (r->frag == SIZE_MAX)
+		return fill_cells(f, r->n, g, k, err);
+	if ((rc = tf_snapshot_col(s, r->frag, TF_COL_ATTR, f->name, &col, err)) != TF_OK)
+		return rc;
+	if (tf_col_missing(col))
+		return fill_cells(f, r->n, g, k, err);
+	/* Along the last dimension cells are adjacent in row-major cell order;
+	 * in column-major order each is a run of its own. */
+	for (uint64_t i = 0; i < r->n && rc == TF_OK; i += step) {
+		uint64_t cell = r->cell + i * r->stride;
+
+		if ((rc = tf_col_validity(col, ws, r->tile, cell, step, g->valid + k + i, err)) != TF_OK)
+			break;
+		if (tf_col_var(col)) {
+			rc = tf_col_var_cells(col, ws, r->tile, cell, step, g->starts + k + i, &g->data, err);
+		} else if ((rc = tf_buf_grow(&g->data, (size_t)step * tf_col_cell_size(col), &at, err)) == TF_OK) {
+			for (uint64_t j = 0; j < step; j++)
+				g->starts[k + i + j] = g->data.len + j * tf_col_cell_size(col);
+			rc = tf_col_fixed(col, ws, r->tile, cell, step, at, err);
+			g->data.len += (size_t)step * tf_col_cell_size(col);
+		}
+	}
+	g->starts[k + r->n] = g->data.len;
+	return rc;
+}
+
+static tf_status gather(tf_snapshot *s, const tf_field *f, tf_workspace *ws, const tf_run *runs,
+			size_t nruns, uint64_t n, gathered *g, tf_error *err)
+{
+	uint64_t k = 0;
+	tf_status rc = gathered_reserve(g, n, err);
+
+	for (size_t r = 0; r < nruns && rc == TF_OK; r++) {
+		rc = gather_run(s, f, ws, &runs[r], g, k, err);
+		k += runs[r].n;
+	}
+	return rc;
+}
+
+/* ---- producers: one block of CSV text from a state ------------------------------------------- */
+
+static tf_status prod_init(csv *c, producer *p, tf_error *err)
+{
+	size_t nattrs = c->ncols - c->ndims;
+	tf_status rc = TF_OK;
+
+	memset(p, 0, sizeof(*p));
+	switch (c->kind) {
+	case CSV_ARRAY_DENSE:
+		if (!(p->g = calloc(nattrs + 1, sizeof(*p->g))))
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		for (size_t i = 0; i < nattrs; i++)
+			tf_buf_init(&p->g[i].data, (size_t)4 << 30);
+		break;
+	case CSV_ARRAY_SPARSE:
+		if ((rc = tf_sparse_open(c->v->s, c->specs, c->nspecs, &p->it, err)) != TF_OK ||
+		    (rc = tf_row_init(&p->row, c->nspecs, err)) != TF_OK)
+			break;
+		if (!(p->it_state = calloc(c->S + 1, sizeof(uint64_t))))
+			rc = tf_err(err, TF_E_NOMEM, "out of memory");
+		break;
+	default:
+		rc = tf_cellbuf_init(&p->buf, c->specs, c->nspecs, err);
+		break;
+	}
+	p->ready = rc == TF_OK;
+	return rc;
+}
+
+static void prod_free(csv *c, producer *p)
+{
+	for (size_t i = 0; p->g && i < c->ncols - c->ndims; i++) {
+		tf_buf_free(&p->g[i].data);
+		free(p->g[i].starts);
+		free(p->g[i].valid);
+	}
+	free(p->g);
+	free(p->runs);
+	tf_sparse_free(p->it);
+	free(p->it_state);
+	tf_row_free(&p->row);
+	tf_cellbuf_free(&p->buf);
+	memset(p, 0, sizeof(*p));
+}
+
+/* Dense array: output cells from state[0], DENSE_BATCH at a time. */
+static tf_status produce_dense(csv *c, producer *p, tf_workspace *ws, const uint64_t *in, tf_buf *text,
+			       uint64_t *out, bool *end, tf_error *err)
+{
+	const tf_dense *d = c->v->dense;
+	const uint64_t *lo = tf_dense_lo(d), *shape = tf_dense_shape(d);
+	uint64_t cell = in[0], total = tf_dense_ncells(d), x[64];
+	uint8_t coord[8];
+	tf_status rc = c->ndims <= 64 ? TF_OK : tf_err(err, TF_E_UNSUPPORTED, "%zu dimensions", c->ndims);
+
+	while (rc == TF_OK && text->len < c->target && cell < total) {
+		uint64_t n = total - cell < DENSE_BATCH ? total - cell : DENSE_BATCH;
+
+		rc = tf_dense_runs(d, cell, n, &p->runs, &p->nruns, &p->runcap, err);
+		for (size_t j = c->ndims; j < c->ncols && rc == TF_OK; j++)
+			rc = gather(c->v->s, c->cols[j].spec.field, ws, p->runs, p->nruns, n, &p->g[j - c->ndims], err);
+		if (rc == TF_OK && n)
+			tf_dense_offsets(d, cell, x);
+		for (uint64_t i = 0; i < n && rc == TF_OK; i++) {
+			for (size_t j = 0; j < c->ndims && rc == TF_OK; j++) {
+				const tf_field *dim = c->cols[j].spec.field;
+				unsigned size = tf_datatype_size(dim->type);
+
+				tf_put_le_n(coord, size, tf_le_n(dim->domain, size) + x[j]);
+				rc = put_field(text, &c->cols[j], j, coord, size, true, err);
+			}
+			for (size_t j = c->ndims; j-- > 0;) {	/* the next cell, row-major */
+				if (++x[j] < lo[j] + shape[j])
+					break;
+				x[j] = lo[j];
+			}
+			for (size_t j = c->ndims; j < c->ncols && rc == TF_OK; j++) {
+				const gathered *g = &p->g[j - c->ndims];
+				rc = put_field(text, &c->cols[j], j, g->data.p + g->starts[i],
+					       (size_t)(g->starts[i + 1] - g->starts[i]), g->valid[i], err);
+			}
+			if (rc == TF_OK)
+				rc = tf_buf_put_u8(text, '\n', err);
+		}
+		cell += n;
+	}
+	out[0] = cell;
+	*end = cell >= total;
+	return rc;
+}
+
+/* Sparse array: the merge from the cursors in `in`. */
+static tf_status produce_sparse(csv *c, producer *p, tf_workspace *ws, const uint64_t *in, tf_buf *text,
+				uint64_t *out, bool *end, tf_error *err)
+{
+	bool done = false;
+	tf_status rc = TF_OK;
+
+	if (!p->it_valid || memcmp(p->it_state, in, c->S * sizeof(uint64_t)))
+		rc = tf_sparse_seek(p->it, ws, in, err);
+	p->it_valid = false;
+	while (rc == TF_OK && text->len < c->target) {
+		if ((rc = tf_sparse_next(p->it, ws, &p->row, &done, err)) != TF_OK || done)
+			break;
+		for (size_t j = 0; j < c->ncols && rc == TF_OK; j++)
+			rc = put_field(text, &c->cols[j], j, p->row.bytes.p + p->row.off[j], p->row.len[j],
+				       p->row.valid[j], err);
+		if (rc == TF_OK)
+			rc = tf_buf_put_u8(text, '\n', err);
+	}
+	if (rc != TF_OK)
+		return rc;
+	tf_sparse_get_state(p->it, out);
+	memcpy(p->it_state, out, c->S * sizeof(uint64_t));
+	p->it_valid = true;
+	*end = done;
+	return TF_OK;
+}
+
+static const tf_snap_frag *csv_frag(const csv *c)
+{
+	return tf_snapshot_frag(c->v->s, c->frag);
+}
+
+static tf_status load_tile(csv *c, producer *p, uint64_t tile, tf_workspace *ws, tf_error *err)
+{
+	const tf_snap_frag *f = csv_frag(c);
+
+	if (p->buf.loaded && p->buf.tile == tile)
+		return TF_OK;
+	return tf_cellbuf_load(&p->buf, c->v->s, ws, c->frag, tile, tf_frag_tile_cells(f, tile), err);
+}
+
+/* One sparse fragment: its cells in storage order from position in[0]. */
+static tf_status produce_frag_sparse(csv *c, producer *p, tf_workspace *ws, const uint64_t *in,
+				     tf_buf *text, uint64_t *out, bool *end, tf_error *err)
+{
+	const tf_snap_frag *f = csv_frag(c);
+	uint64_t pos = in[0], total, cap = f->schema->capacity;
+	tf_status rc = tf_frag_sparse_cells(f, &total, err);
+
+	while (rc == TF_OK && text->len < c->target && pos < total) {
+		uint64_t tile = pos / cap, cell = pos % cap;
+
+		if ((rc = load_tile(c, p, tile, ws, err)) != TF_OK)
+			break;
+		for (size_t j = 0; j < c->ncols && rc == TF_OK; j++) {
+			const uint8_t *v;
+			size_t n;
+			bool valid;
+
+			tf_cellbuf_get(&p->buf, j, cell, &v, &n, &valid);
+			rc = put_field(text, &c->cols[j], j, v, n, valid, err);
+		}
+		if (rc == TF_OK)
+			rc = tf_buf_put_u8(text, '\n', err);
+		pos++;
+	}
+	out[0] = pos;
+	*end = pos >= total;
+	return rc;
+}
+
+static uint64_t dim_extent(const tf_field *d)
+{
+	return tf_le_n(d->extent, tf_datatype_size(d->type));
+}
+
+/* Tile `tile` of a dense fragment (tile order over the tiles covering its
+ * non-empty domain): per dimension its first offset from the domain start
+ * (base) and the part of the non-empty domain inside it, [a, b] relative. */
+static void tile_box(const csv *c, const tf_snap_frag *f, uint64_t tile, uint64_t *base, uint64_t *a,
+		     uint64_t *b)
+{
+	bool trow = c->schema->tile_order != 1;
+	size_t n = c->ndims;
+
+	for (size_t k = 0; k < n; k++) {
+		size_t i = trow ? n - 1 - k : k;
+		uint64_t ext = dim_extent(&c->schema->dims[i]);
+
+		base[i] = (f->tlo[i] + tile % f->tn[i]) * ext;
+		tile /= f->tn[i];
+		a[i] = (f->lo[i] > base[i] ? f->lo[i] : base[i]) - base[i];
+		b[i] = (f->hi[i] < base[i] + ext - 1 ? f->hi[i] : base[i] + ext - 1) - base[i];
+	}
+}
+
+/* The first cell at or after `cell` (cell order) whose offsets o lie in
+ * [a, b] of every dimension; false if none in the tile.  Padding cells are
+ * skipped without visiting them (a tile may be huge and the domain thin). */
+static bool next_in_box(const csv *c, uint64_t cell, const uint64_t *a, const uint64_t *b, uint64_t *o,
+			uint64_t *out)
+{
+	bool crow = c->schema->cell_order != 1;
+	size_t n = c->ndims, d, e;
+	uint64_t v = 0;
+
+	for (size_t k = 0; k < n; k++) {	/* fastest dimension first */
+		d = crow ? n - 1 - k : k;
+		o[d] = cell % dim_extent(&c->schema->dims[d]);
+		cell /= dim_extent(&c->schema->dims[d]);
+	}
+	for (size_t k = 0; k < n; k++) {	/* slowest first */
+		d = crow ? k : n - 1 - k;
+		if (o[d] >= a[d] && o[d] <= b[d])
+			continue;
+		if (o[d] > b[d]) {	/* carry into a slower dimension */
+			size_t j = k;
+			for (; j > 0; j--) {
+				e = crow ? j - 1 : n - j;
+				if (o[e] < b[e]) {
+					o[e]++;
+					break;
+				}
+			}
+			if (j == 0)
+				return false;
+			k = j - 1;
+		}
+		for (size_t m = k; m < n; m++) {	/* this and faster ones from their start */
+			e = crow ? m : n - 1 - m;
+			if (m > k || o[e] < a[e])
+				o[e] = a[e];
+		}
+		break;
+	}
+	for (size_t k = 0; k < n; k++) {
+		d = crow ? k : n - 1 - k;
+		v = v * dim_extent(&c->schema->dims[d]) + o[d];
+	}
+	*out = v;
+	return true;
+}
+
+/* One dense fragment: the cells of its non-empty domain in storage order. */
+static tf_status produce_frag_dense(csv *c, producer *p, tf_workspace *ws, const uint64_t *in,
+				    tf_buf *text, uint64_t *out, bool *end, tf_error *err)
+{
+	const tf_snap_frag *f = csv_frag(c);
+	uint64_t tc = tf_schema_dense_tile_cells(f->schema), pos = in[0], base[64], a[64], b[64], o[64];
+	uint64_t total = tc && f->ntiles <= UINT64_MAX / tc ? f->ntiles * tc : 0;
+	tf_status rc = c->ndims <= 64 && total ? TF_OK : tf_err(err, TF_E_UNSUPPORTED, "fragment %s: tiles",
+								   f->name);
+
+	while (rc == TF_OK && text->len < c->target && pos < total) {
+		uint64_t tile = pos / tc, cell;
+
+		tile_box(c, f, tile, base, a, b);
+		if (!next_in_box(c, pos % tc, a, b, o, &cell)) {
+			pos = (tile + 1) * tc;
+			continue;
+		}
+		pos = tile * tc + cell;
+		if ((rc = load_tile(c, p, tile, ws, err)) != TF_OK)
+			break;
+		for (size_t j = 0; j < c->ndims && rc == TF_OK; j++) {
+			const tf_field *d = &c->schema->dims[j];
+			unsigned size = tf_datatype_size(d->type);
+			uint8_t v[8];
+
+			tf_put_le_n(v, size, tf_le_n(d->domain, size) + base[j] + o[j]);
+			rc = put_field(text, &c->cols[j], j, v, size, true, err);
+		}
+		for (size_t j = c->ndims; j < c->ncols && rc == TF_OK; j++) {
+			const uint8_t *v;
+			size_t n;
+			bool valid;
+
+			tf_cellbuf_get(&p->buf, j - c->ndims, cell, &v, &n, &valid);
+			rc = put_field(text, &c->cols[j], j, v, n, valid, err);
+		}
+		if (rc == TF_OK)
+			rc = tf_buf_put_u8(text, '\n', err);
+		pos++;
+	}
+	out[0] = pos;
+	*end = pos >= total;
+	return rc;
+}
+
+static tf_status produce(csv *c, producer *p, tf_workspace *ws, const uint64_t *in, tf_buf *text,
+			 uint64_t *out, bool *end, tf_error *err)
+{
+	switch (c->kind) {
+	case CSV_ARRAY_DENSE:
+		return produce_dense(c, p, ws, in, text, out, end, err);
+	case CSV_ARRAY_SPARSE:
+		return produce_sparse(c, p, ws, in, text, out, end, err);
+	case CSV_FRAG_DENSE:
+		return produce_frag_dense(c, p, ws, in, text, out, end, err);
+	default:
+		return produce_frag_sparse(c, p, ws, in, text, out, end, err);
+	}
+}
+
+/* ---- the block index ------------------------------------------------------------------------ */
+
+typedef struct block_src {
+	csv *c;
+	const uint8_t *text;	/* a block just made: copied as it is */
+	uint64_t *state;	/* else formatted again from here */
+	uint64_t len;
+} block_src;
+
+/* Cache loader: a block's text, formatted again from where it starts.
+ * Formatting reserves more than a value may take (a float's longest form,
+ * a string's quoting), so it writes to a buffer of its own, then to dst. */
+static tf_status load_block(void *ctx, uint64_t index, uint8_t *dst, tf_workspace *ws, tf_error *err)
+{
+	block_src *b = ctx;
+	uint64_t *out = malloc((b->c->S + 1) * sizeof(uint64_t));
+	tf_buf text = TF_BUF_INIT((size_t)4 << 30);	/* as when it was first made */
+	producer p = { 0 };
+	bool end;
+	tf_status rc;
+
+	if (b->text) {
+		memcpy(dst, b->text, (size_t)b->len);
+		free(out);
+		return TF_OK;
+	}
+	if (!out)
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	if ((rc = tf_buf_reserve(&text, (size_t)b->len, err)) == TF_OK && (rc = prod_init(b->c, &p, err)) == TF_OK)
+		rc = produce(b->c, &p, ws, b->state, &text, out, &end, err);
+	prod_free(b->c, &p);
+	free(out);
+	if (rc == TF_OK && text.len != b->len)
+		rc = tf_err(err, TF_E_STALE, "block %llu formats to other bytes than before (the array "
+			    "changed under the view?)", (unsigned long long)index);
+	else if (rc == TF_OK)
+		memcpy(dst, text.p, (size_t)b->len);
+	tf_buf_free(&text);
+	return rc;
+}
+
+static tf_status index_grow(csv *c, tf_error *err)
+{
+	size_t cap = c->cap ? 2 * c->cap : 64;
+	uint64_t *off, *st;
+
+	if (c->nblocks + 2 <= c->cap)
+		return TF_OK;
+	if (!(off = realloc(c->off, cap * sizeof(*off))))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	c->off = off;
+	if (!(st = realloc(c->states, cap * c->S * sizeof(*st))))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	c->states = st;
+	c->cap = cap;
+	return TF_OK;
+}
+
+/* Format the next block at the frontier and index it (ext held). */
+static tf_status extend_one(csv *c, tf_workspace *ws, tf_error *err)
+{
+	tf_cache *cache = tf_snapshot_cache(c->v->s);
+	uint64_t *in = malloc(2 * c->S * sizeof(uint64_t)), *out = in ? in + c->S : NULL;
+	tf_buf text = TF_BUF_INIT((size_t)4 << 30);
+	tf_cache_entry *e;
+	size_t b;
+	bool end = false;
+	tf_status rc = in ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
+
+	pthread_mutex_lock(&c->lock);
+	b = c->nblocks;
+	if (in)
+		memcpy(in, c->states + b * c->S, c->S * sizeof(uint64_t));
+	pthread_mutex_unlock(&c->lock);
+	if (rc == TF_OK && !c->prod.ready)
+		rc = prod_init(c, &c->prod, err);
+	if (rc == TF_OK)
+		rc = produce(c, &c->prod, ws, in, &text, out, &end, err);
+	if (rc == TF_OK && text.len > UINT32_MAX)
+		rc = tf_err(err, TF_E_UNSUPPORTED, "a CSV block of %zu bytes", text.len);
+	if (rc == TF_OK && text.len) {	/* publish the text, then the index */
+		block_src src = { c, text.p, NULL, text.len };
+		tf_cache_source cs = { &src, load_block };
+		if ((rc = tf_cache_get(cache, c->owner, b, (uint32_t)text.len, &cs, ws, &e, err)) == TF_OK)
+			tf_cache_release(cache, e, false);
+	}
+	pthread_mutex_lock(&c->lock);
+	if (rc == TF_OK && text.len && (rc = index_grow(c, err)) == TF_OK) {
+		c->off[b + 1] = c->off[b] + text.len;
+		memcpy(c->states + (b + 1) * c->S, out, c->S * sizeof(uint64_t));
+		c->nblocks = b + 1;
+	}
+	if (rc == TF_OK && (end || !text.len))
+		c->complete = true;
+	pthread_mutex_unlock(&c->lock);
+	if (rc == TF_OK && (end || !text.len))
+		prod_free(c, &c->prod);	/* its tiles are needed no more */
+	tf_buf_free(&text);
+	free(in);
+	return rc;
+}
+
+/* The block holding text offset pos, extending the index as needed;
+ * *eof if pos is past the end. */
+static tf_status find_block(csv *c, tf_workspace *ws, uint64_t pos, size_t *b, bool *eof, tf_error *err)
+{
+	tf_status rc = TF_OK;
+
+	*eof = false;
+	for (;;) {
+		pthread_mutex_lock(&c->lock);
+		if (pos < c->off[c->nblocks]) {
+			size_t lo = 0, hi = c->nblocks;
+			while (hi - lo > 1) {
+				size_t mid = lo + (hi - lo) / 2;
+				*(c->off[mid] <= pos ? &lo : &hi) = mid;
+			}
+			*b = lo;
+			pthread_mutex_unlock(&c->lock);
+			return TF_OK;
+		}
+		*eof = c->complete;
+		pthread_mutex_unlock(&c->lock);
+		if (*eof || rc != TF_OK)
+			return rc;
+		pthread_mutex_lock(&c->ext);
+		pthread_mutex_lock(&c->lock);
+		bool more = pos >= c->off[c->nblocks] && !c->complete;
+		pthread_mutex_unlock(&c->lock);
+		if (more)
+			rc = extend_one(c, ws, err);
+		pthread_mutex_unlock(&c->ext);
+		if (rc != TF_OK)
+			return rc;
+	}
+}
+
+static tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst, size_t *got,
+			  tf_error *err)
+{
+	tf_cache *cache = tf_snapshot_cache(c->v->s);
+	size_t done = 0;
+	tf_status rc = TF_OK;
+
+	if (off < c->header.len) {
+		done = c->header.len - off < len ? (size_t)(c->header.len - off) : len;
+		memcpy(dst, c->header.p + off, done);
+	}
+	while (rc == TF_OK && done < len) {
+		uint64_t pos = off + done - c->header.len, start, blen, *state;
+		block_src src = { c, NULL, NULL, 0 };
+		tf_cache_source cs = { &src, load_block };
+		tf_cache_entry *e;
+		size_t b, n;
+		bool eof;
+
+		if ((rc = find_block(c, ws, pos, &b, &eof, err)) != TF_OK || eof)
+			break;
+		if (!(state = malloc(c->S * sizeof(uint64_t)))) {
+			rc = tf_err(err, TF_E_NOMEM, "out of memory");
+			break;
+		}
+		pthread_mutex_lock(&c->lock);
+		start = c->off[b], blen = c->off[b + 1] - start;
+		memcpy(state, c->states + b * c->S, c->S * sizeof(uint64_t));
+		pthread_mutex_unlock(&c->lock);
+		src.state = state, src.len = blen;
+		rc = tf_cache_get(cache, c->owner, b, (uint32_t)blen, &cs, ws, &e, err);
+		free(state);
+		if (rc != TF_OK)
+			break;
+		n = blen - (pos - start) < len - done ? (size_t)(blen - (pos - start)) : len - done;
+		memcpy(dst + done, tf_cache_data(e) + (pos - start), n);
+		done += n;
+		/* Not "done" even when read to its end: a block costs a merge to
+		 * make again, and nothing tells us a page cache holds it (the
+		 * driver serves a CSV of unknown size with direct I/O). */
+		tf_cache_release(cache, e, false);
+	}
+	*got = done;
+	return rc;
+}
+
+/* ---- CSV states ------------------------------------------------------------------------------- */
+
+static void csv_free(csv *c)
+{
+	if (!c)
+		return;
+	/* Its blocks stay in the cache under an owner no one asks for again:
+	 * they drift to the cold end of the LRU and go first. */
+	prod_free(c, &c->prod);
+	tf_buf_free(&c->header);
+	free(c->cols);
+	free(c->specs);
+	free(c->off);
+	free(c->states);
+	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->ext);
+	free(c);
+}
+
+static tf_status add_column(csv *c, tf_col_kind kind, const tf_field *f, const tf_schema *sc, tf_error *err)
+{
+	column *col = &c->cols[c->ncols];
+	tf_status rc = TF_OK;
+
+	col->spec = (tf_fieldspec){ kind, f->name, f };
+	col->fmt = (tf_cellfmt){ f->type, kind == TF_COL_DIM && f->cell_val_num != TF_CELL_VAR ? 1 : f->cell_val_num,
+				 NULL };
+	if (kind == TF_COL_ATTR)
+		rc = tf_snapshot_enum(c->v->s, sc, f, &col->fmt.enumeration, err);
+	c->ncols++;
+	return rc;
+}
+
+/* Columns: dimensions then attributes (A.df[:]'s order); what is read. */
+static tf_status csv_columns(csv *c, tf_error *err)
+{
+	const tf_schema *sc = c->schema;
+	tf_status rc = TF_OK;
+
+	if (!(c->cols = calloc(sc->ndims + sc->nattrs + 1, sizeof(*c->cols))) ||
+	    !(c->specs = calloc(sc->ndims + sc->nattrs + 1, sizeof(*c->specs))))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	c->ndims = sc->ndims;
+	for (size_t d = 0; d < sc->ndims && rc == TF_OK; d++)
+		rc = add_column(c, TF_COL_DIM, &sc->dims[d], sc, err);
+	for (size_t a = 0; a < sc->nattrs && rc == TF_OK; a++)
+		rc = add_column(c, TF_COL_ATTR, &sc->attrs[a], sc, err);
+	/* Dense cells compute their coordinates; sparse ones read them. */
+	for (size_t i = c->kind == CSV_FRAG_DENSE || c->kind == CSV_ARRAY_DENSE ? c->ndims : 0; i < c->ncols; i++)
+		c->specs[c->nspecs++] = c->cols[i].spec;
+	return rc == TF_OK ? make_header(c, err) : rc;
+}
+
+static tf_status csv_new(tf_views *v, csv_kind kind, size_t frag, csv **out, tf_error *err)
+{
+	csv *c = calloc(1, sizeof(*c));
+	tf_status rc;
+
+	if (!c)
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	c->v = v, c->kind = kind, c->frag = frag;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->ext, NULL);
+	tf_buf_init(&c->header, (size_t)1 << 20);
+	c->schema = kind == CSV_FRAG_DENSE || kind == CSV_FRAG_SPARSE ? tf_snapshot_frag(v->s, frag)->schema
+								      : tf_snapshot_schema(v->s);
+	c->S = kind == CSV_ARRAY_SPARSE && tf_snapshot_nvisible(v->s) ? tf_snapshot_nvisible(v->s) : 1;
+	{	/* blocks live in the cache: a few must fit beside decoded chunks */
+		tf_cache_stats st;
+		tf_cache_get_stats(tf_snapshot_cache(v->s), &st);
+		c->target = st.budget / 8 < BLOCK_TARGET ? st.budget / 8 : BLOCK_TARGET;
+		if (c->target < 1024)
+			c->target = 1024;
+	}
+	if ((rc = csv_columns(c, err)) == TF_OK && (rc = index_grow(c, err)) == TF_OK) {
+		c->off[0] = 0;
+		memset(c->states, 0, c->S * sizeof(uint64_t));
+		c->owner = tf_cache_owner(tf_snapshot_cache(v->s));
+	}
+	if (rc != TF_OK) {
+		csv_free(c);
+		return rc;
+	}
+	*out = c;
+	return TF_OK;
+}
+
+/* The CSV state of the array (frag == SIZE_MAX) or of one fragment,
+ * made once per tf_views. */
+static tf_status get_csv(tf_views *v, size_t frag, csv **out, tf_error *err)
+{
+	csv **slot = frag == SIZE_MAX ? &v->array_csv : &v->frag_csv[frag];
+	const tf_snap_frag *f = frag == SIZE_MAX ? NULL : tf_snapshot_frag(v->s, frag);
+	csv_kind kind;
+	tf_status rc = TF_OK;
+
+	if (f && !f->fr) {
+		if (err)
+			*err = f->error;
+		return f->error.code ? f->error.code : TF_E_CORRUPT;
+	}
+	if (!f && tf_snapshot_schema(v->s)->dense && !v->dense) {
+		if (err)
+			*err = v->dense_err;
+		return v->dense_err.code ? v->dense_err.code : TF_E_UNSUPPORTED;
+	}
+	kind = f ? (f->dense ? CSV_FRAG_DENSE : CSV_FRAG_SPARSE)
+		 : (tf_snapshot_schema(v->s)->dense ? CSV_ARRAY_DENSE : CSV_ARRAY_SPARSE);
+	pthread_mutex_lock(&v->lock);
+	if (!*slot)
+		rc = csv_new(v, kind, frag, slot, err);
+	*out = *slot;
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+static bool csv_size(csv *c, uint64_t *size)
+{
+	bool known;
+
+	pthread_mutex_lock(&c->lock);
+	known = c->complete;
+	*size = c->header.len + c->off[c->nblocks];
+	pthread_mutex_unlock(&c->lock);
+	return known;
+}
+
+/* ---- matrices (.raw, .npy) ------------------------------------------------------------------------ */
+
+static bool plain_name(const char *s)
+{
+	return *s && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..") && strlen(s) < 250;
+}
+
+static tf_status add_matrices(tf_views *v, tf_error *err)
+{
+	const tf_schema *sc = tf_snapshot_schema(v->s);
+	tf_status rc = TF_OK;
+
+	if (!v->dense || tf_dense_ndims(v->dense) > 64)
+		return TF_OK;
+	if (!(v->mats = calloc(sc->nattrs + 1, sizeof(*v->mats))))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	for (size_t a = 0; a < sc->nattrs && rc == TF_OK; a++) {
+		const tf_field *f = &sc->attrs[a];
+		matrix *m = &v->mats[v->nmats];
+		uint32_t inner;
+
+		if (f->cell_val_num == TF_CELL_VAR || f->nullable || !plain_name(f->name) ||
+		    !tf_npy_dtype(f->type, f->cell_val_num, m->dtype, sizeof(m->dtype), &inner))
+			continue;
+		m->attr = f;
+		snprintf(m->name, sizeof(m->name), "%s", f->name);
+		m->cs = f->cell_val_num * tf_datatype_size(f->type);
+		m->nshape = tf_dense_ndims(v->dense);
+		memcpy(m->shape, tf_dense_shape(v->dense), m->nshape * sizeof(uint64_t));
+		if (inner > 1)
+			m->shape[m->nshape++] = inner;
+		tf_buf_init(&m->npy, 1 << 16);
+		rc = tf_npy_header(m->dtype, m->shape, m->nshape, &m->npy, err);
+		v->nmats++;
+	}
+	return rc;
+}
+
+static uint64_t raw_size(const tf_views *v, const matrix *m)
+{
+	uint64_t n = tf_dense_ncells(v->dense);
+
+	return n > UINT64_MAX / m->cs ? UINT64_MAX : n * m->cs;
+}
+
+/* n fixed-size, non-nullable cells of attribute f, run by run, into dst. */
+static tf_status gather_fixed(tf_snapshot *s, const tf_field *f, unsigned cs, tf_workspace *ws,
+			      const tf_run *runs, size_t nruns, uint8_t *dst, tf_error *err)
+{
+	tf_pinset ps;
+	tf_status rc = TF_OK;
+
+	/* A row of output takes a short piece of each tile it crosses, and the
+	 * next row the piece after it: the chunks stay held for the read. */
+	tf_pinset_init(&ps, tf_snapshot_cache(s));
+	for (size_t r = 0; r < nruns && rc == TF_OK; r++) {
+		const tf_run *run = &runs[r];
+		const tf_col *col = NULL;
+
+		if (run->frag != SIZE_MAX && (rc = tf_snapshot_col(s, run->frag, TF_COL_ATTR, f->name, &col, err)) != TF_OK)
+			break;
+		if (!col || tf_col_missing(col)) {
+			for (uint64_t i = 0; i < run->n; i++)
+				memcpy(dst + i * cs, f->fill, cs);
+		} else if (tf_col_cell_size(col) != cs) {
+			rc = tf_err(err, TF_E_CORRUPT, "%s: cells of %u bytes, not %u", f->name, tf_col_cell_size(col), cs);
+		} else if (run->stride == 1) {
+			rc = tf_col_fixed_pinned(col, ws, run->tile, run->cell, run->n, dst, &ps, err);
+		} else {
+			for (uint64_t i = 0; i < run->n && rc == TF_OK; i++)
+				rc = tf_col_fixed_pinned(col, ws, run->tile, run->cell + i * run->stride, 1, dst + i * cs,
+							 &ps, err);
+		}
+		dst += run->n * cs;
+	}
+	tf_pinset_release(&ps);
+	return rc;
+}
+
+/* Bytes [off, off + len) of the raw matrix: whole cells straight into
+ * dst, a partial first or last cell through a bounce buffer. */
+static tf_status raw_read(tf_views *v, const matrix *m, tf_workspace *ws, uint64_t off, size_t len,
+			  uint8_t *dst, size_t *got, tf_error *err)
+{
+	uint64_t size = raw_size(v, m), c0, c1;
+	uint8_t *tmp = NULL;
+	tf_run *runs = NULL;
+	size_t nruns = 0, cap = 0;
+	tf_status rc;
+
+	*got = 0;
+	if (off >= size || len == 0)
+		return TF_OK;
+	if (len > size - off)
+		len = (size_t)(size - off);
+	if (m->attr->fill_size != m->cs)
+		return tf_err(err, TF_E_CORRUPT, "%s: fill value of %llu bytes for cells of %u", m->name,
+			      (unsigned long long)m->attr->fill_size, m->cs);
+	c0 = off / m->cs, c1 = (off + len + m->cs - 1) / m->cs;
+	if ((off % m->cs || len % m->cs) && !(tmp = malloc((size_t)((c1 - c0) * m->cs))))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	rc = tf_dense_runs(v->dense, c0, c1 - c0, &runs, &nruns, &cap, err);
+	if (rc == TF_OK)
+		rc = gather_fixed(v->s, m->attr, m->cs, ws, runs, nruns, tmp ? tmp : dst, err);
+	if (rc == TF_OK && tmp)
+		memcpy(dst, tmp + (off - c0 * m->cs), len);
+	if (rc == TF_OK)
+		*got = len;
+	free(tmp);
+	free(runs);
+	return rc;
+}
+
+/* ---- the views of one array state ------------------------------------------------------------ */
+
+tf_status tf_views_open(tf_array *a, tf_cache *cache, tf_views **out, tf_error *err)
+{
+	tf_views *v = calloc(1, sizeof(*v));
+	tf_status rc;
+
+	if (!v)
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	atomic_init(&v->refs, 1);
+	pthread_mutex_init(&v->lock, NULL);
+	if ((rc = tf_snapshot_open(a, cache, &v->s, err)) != TF_OK) {
+		tf_views_unref(v);
+		return rc;
+	}
+	if (!(v->frag_csv = calloc(tf_snapshot_nfrags(v->s) + 1, sizeof(csv *)))) {
+		tf_views_unref(v);
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	/* A dense array that cannot be resolved still lists its CSV views;
+	 * opening the array's CSV reports why. */
+	if (tf_snapshot_schema(v->s)->dense && tf_dense_open(v->s, &v->dense, &v->dense_err) != TF_OK)
+		v->dense = NULL;
+	if ((rc = add_matrices(v, err)) != TF_OK) {
+		tf_views_unref(v);
+		return rc;
+	}
+	*out = v;
+	return TF_OK;
+}
+
+tf_views *tf_views_ref(tf_views *v)
+{
+	atomic_fetch_add(&v->refs, 1);
+	return v;
+}
+
+void tf_views_unref(tf_views *v)
+{
+	if (!v || atomic_fetch_sub(&v->refs, 1) != 1)
+		return;
+	csv_free(v->array_csv);
+	for (size_t i = 0; v->frag_csv && i < tf_snapshot_nfrags(v->s); i++)
+		csv_free(v->frag_csv[i]);
+	for (size_t i = 0; i < v->nmats; i++)
+		tf_buf_free(&v->mats[i].npy);
+	free(v->mats);
+	free(v->frag_csv);
+	tf_dense_free(v->dense);
+	tf_snapshot_unref(v->s);
+	pthread_mutex_destroy(&v->lock);
+	free(v);
+}
+
+bool tf_views_current(tf_views *v)
+{
+	return tf_snapshot_current(v->s);
+}
+
+/* ---- paths ----------------------------------------------------------------------------------------- */
+
+typedef enum { P_ROOT, P_CSV, P_RAW, P_NPY, P_FRAGDIR, P_FRAG, P_FRAGCSV } path_kind;
+
+typedef struct vpath {
+	path_kind kind;
+	size_t frag;		/* P_FRAG, P_FRAGCSV */
+	const matrix *m;	/* P_RAW, P_NPY */
+} vpath;
+
+static bool ends_with(const char *s, const char *suffix, size_t *stem)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	*stem = n >= m ? n - m : 0;
+	return n > m && !strcmp(s + n - m, suffix);
+}
+
+static tf_status parse_path(const tf_views *v, const char *rel, vpath *p, tf_error *err)
+{
+	const char *slash;
+	size_t stem;
+	char name[512];
+
+	memset(p, 0, sizeof(*p));
+	if (!*rel || !strcmp(rel, "."))
+		return p->kind = P_ROOT, TF_OK;
+	if (!strcmp(rel, CSV_NAME))
+		return p->kind = P_CSV, TF_OK;
+	if (!strcmp(rel, FRAGMENTS))
+		return p->kind = P_FRAGDIR, TF_OK;
+	if (!strncmp(rel, FRAGMENTS "/", sizeof(FRAGMENTS))) {
+		rel += sizeof(FRAGMENTS);
+		slash = strchr(rel, '/');
+		snprintf(name, sizeof(name), "%.*s", slash ? (int)(slash - rel) : (int)strlen(rel), rel);
+		p->frag = tf_snapshot_find(v->s, name);
+		if (p->frag != SIZE_MAX && !slash)
+			return p->kind = P_FRAG, TF_OK;
+		if (p->frag != SIZE_MAX && !strcmp(slash + 1, CSV_NAME))
+			return p->kind = P_FRAGCSV, TF_OK;
+	} else if (ends_with(rel, ".raw", &stem) || ends_with(rel, ".npy", &stem)) {
+		for (size_t i = 0; i < v->nmats; i++)
+			if (strlen(v->mats[i].name) == stem && !strncmp(v->mats[i].name, rel, stem)) {
+				p->m = &v->mats[i];
+				return p->kind = rel[stem + 1] == 'r' ? P_RAW : P_NPY, TF_OK;
+			}
+	}
+	return tf_err(err, TF_E_INVAL, "%s/%s: no such view", TF_VIEWS_DIR, rel);
+}
+
+static void stat_of(tf_views *v, const vpath *p, tf_view_stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->size_known = true;
+	switch (p->kind) {
+	case P_ROOT: case P_FRAGDIR: case P_FRAG:
+		st->dir = true;
+		break;
+	case P_RAW:
+		st->size = raw_size(v, p->m);
+		break;
+	case P_NPY:
+		st->size = p->m->npy.len + raw_size(v, p->m);
+		break;
+	default: {	/* a CSV: known once formatted to its end */
+		csv *c;
+		pthread_mutex_lock(&v->lock);
+		c = p->kind == P_CSV ? v->array_csv : v->frag_csv[p->frag];
+		pthread_mutex_unlock(&v->lock);
+		st->size_known = c && csv_size(c, &st->size);
+		if (!st->size_known)
+			st->size = 0;
+	}
+	}
+}
+
+tf_status tf_views_stat(tf_views *v, const char *rel, tf_view_stat *st, tf_error *err)
+{
+	vpath p;
+	tf_status rc = parse_path(v, rel, &p, err);
+
+	if (rc == TF_OK)
+		stat_of(v, &p, st);
+	return rc;
+}
+
+static int list_one(tf_views *v, const vpath *p, const char *name, tf_views_list_fn fn, void *ctx)
+{
+	tf_view_stat st;
+
+	stat_of(v, p, &st);
+	return fn(ctx, name, &st);
+}
+
+tf_status tf_views_list(tf_views *v, const char *rel, tf_views_list_fn fn, void *ctx, tf_error *err)
+{
+	vpath p, e;
+	char name[320];
+	tf_status rc = parse_path(v, rel, &p, err);
+
+	if (rc != TF_OK)
+		return rc;
+	memset(&e, 0, sizeof(e));
+	if (p.kind == P_ROOT) {
+		e.kind = P_CSV;
+		if (list_one(v, &e, CSV_NAME, fn, ctx))
+			return TF_OK;
+		e.kind = P_FRAGDIR;
+		if (list_one(v, &e, FRAGMENTS, fn, ctx))
+			return TF_OK;
+		for (size_t i = 0; i < v->nmats; i++) {
+			e.m = &v->mats[i];
+			e.kind = P_RAW;
+			snprintf(name, sizeof(name), "%s.raw", v->mats[i].name);
+			if (list_one(v, &e, name, fn, ctx))
+				return TF_OK;
+			e.kind = P_NPY;
+			snprintf(name, sizeof(name), "%s.npy", v->mats[i].name);
+			if (list_one(v, &e, name, fn, ctx))
+				return TF_OK;
+		}
+	} else if (p.kind == P_FRAGDIR) {
+		e.kind = P_FRAG;
+		for (size_t i = 0; i < tf_snapshot_nfrags(v->s); i++)
+			if (list_one(v, &e, tf_snapshot_frag(v->s, i)->name, fn, ctx))
+				return TF_OK;
+	} else if (p.kind == P_FRAG) {
+		e.kind = P_FRAGCSV, e.frag = p.frag;
+		list_one(v, &e, CSV_NAME, fn, ctx);
+	} else {
+		return tf_err(err, TF_E_INVAL, "%s/%s: not a directory", TF_VIEWS_DIR, rel);
+	}
+	return TF_OK;
+}
+
+/* ---- extended attributes ----------------------------------------------------------------------- */
+
+#define XA_SHAPE "user.tilefs.shape"
+#define XA_DTYPE "user.tilefs.dtype"
+
+tf_status tf_views_listxattr(tf_views *v, const char *rel, char *buf, size_t n, size_t *len,
+			     tf_error *err)
+{
+	static const char names[] = XA_SHAPE "\0" XA_DTYPE;
+	vpath p;
+	tf_status rc = parse_path(v, rel, &p, err);
+
+	*len = 0;
+	if (rc != TF_OK || (p.kind != P_RAW && p.kind != P_NPY))
+		return rc;
+	*len = sizeof(names);
+	if (buf && n < sizeof(names))
+		return tf_err(err, TF_E_NOMEM, "buffer of %zu bytes for %zu", n, sizeof(names));
+	if (buf)
+		memcpy(buf, names, sizeof(names));
+	return TF_OK;
+}
+
+tf_status tf_views_getxattr(tf_views *v, const char *rel, const char *name, char *buf, size_t n,
+			    size_t *len, tf_error *err)
+{
+	char value[1024];
+	vpath p;
+	tf_status rc = parse_path(v, rel, &p, err);
+
+	*len = 0;
+	if (rc != TF_OK)
+		return rc;
+	if ((p.kind != P_RAW && p.kind != P_NPY) || (strcmp(name, XA_SHAPE) && strcmp(name, XA_DTYPE)))
+		return tf_err(err, TF_E_INVAL, "no attribute %s", name);
+	if (!strcmp(name, XA_SHAPE))
+		tf_npy_shape_text(p.m->shape, p.m->nshape, value, sizeof(value));
+	else
+		snprintf(value, sizeof(value), "%s", p.m->dtype);
+	*len = strlen(value);
+	if (buf && n < *len)
+		return tf_err(err, TF_E_NOMEM, "buffer of %zu bytes for %zu", n, *len);
+	if (buf)
+		memcpy(buf, value, *len);
+	return TF_OK;
+}
+
+/* ---- open views --------------------------------------------------------------------------------- */
+
+tf_status tf_view_open(tf_views *v, const char *rel, tf_view **out, tf_error *err)
+{
+	tf_view *w;
+	vpath p;
+	tf_status rc = parse_path(v, rel, &p, err);
+
+	if (rc != TF_OK)
+		return rc;
+	if (p.kind == P_ROOT || p.kind == P_FRAGDIR || p.kind == P_FRAG)
+		return tf_err(err, TF_E_INVAL, "%s/%s is a directory", TF_VIEWS_DIR, rel);
+	if (!(w = calloc(1, sizeof(*w))))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	w->kind = p.kind == P_RAW ? V_RAW : p.kind == P_NPY ? V_NPY : V_CSV;
+	w->m = p.m;
+	if (w->kind == V_CSV && (rc = get_csv(v, p.kind == P_CSV ? SIZE_MAX : p.frag, &w->c, err)) != TF_OK) {
+		free(w);
+		return rc;
+	}
+	w->v = tf_views_ref(v);
+	*out = w;
+	return TF_OK;
+}
+
+void tf_view_close(tf_view *w)
+{
+	if (w) {
+		tf_views_unref(w->v);
+		free(w);
+	}
+}
+
+bool tf_view_size(tf_view *w, uint64_t *size)
+{
+	switch (w->kind) {
+	case V_RAW:
+		*size = raw_size(w->v, w->m);
+		return true;
+	case V_NPY:
+		*size = w->m->npy.len + raw_size(w->v, w->m);
+		return true;
+	default:
+		return csv_size(w->c, size);
+	}
+}
+
+tf_status tf_view_read(tf_view *w, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst,
+		       size_t *got, tf_error *err)
+{
+	size_t head = 0, n = 0;
+	tf_status rc;
+
+	*got = 0;
+	switch (w->kind) {
+	case V_CSV:
+		return csv_read(w->c, ws, off, len, dst, got, err);
+	case V_RAW:
+		return raw_read(w->v, w->m, ws, off, len, dst, got, err);
+	default:
+		if (off < w->m->npy.len) {
+			head = w->m->npy.len - off < len ? (size_t)(w->m->npy.len - off) : len;
+			memcpy(dst, w->m->npy.p + off, head);
+		}
+		rc = raw_read(w->v, w->m, ws, off + head - w->m->npy.len, len - head, dst + head, &n, err);
+		*got = head + n;
+		return rc;
+	}
+}

@@ -1,0 +1,114 @@
+/*
+ * tf_view.h - array views: a TileDB array's cells as plain files, decoded
+ * on demand (tilefs(1), "Views").
+ *
+ * Beside each array, in the folder TF_VIEWS_DIR ("@views": TileDB's own
+ * names all begin with "__", so it never collides with one):
+ *
+ *   cells.csv                      the cells a read of the whole array
+ *                                  returns now, one CSV record per cell
+ *   <attr>.raw                     dense arrays, each fixed-size, non-
+ *                                  nullable attribute: the non-empty domain
+ *                                  row-major, C order, little-endian
+ *   <attr>.npy                     the same bytes behind a NumPy 1.0 header
+ *   fragments/<fragment>/cells.csv the cells that fragment stores, in its
+ *                                  storage order, not merged
+ *
+ * Text rules: tf_cells.h.  Merge rules: tf_merge.h.
+ *
+ * A tf_views is the views of one array in one state (a tf_snapshot): every
+ * view opened from it shows that state, however the array changes, so one
+ * open never mixes two states.  The driver keeps one per array and takes a
+ * new one when tf_views_current() says the array changed (a new fragment,
+ * a consolidation, a delete, a schema evolution); open views keep theirs.
+ *
+ * Sizes.  .raw and .npy sizes are known from fragment metadata (nothing is
+ * decoded).  A CSV's size is known only once every record has been
+ * formatted: until then tf_view_size() says "unknown" and the driver serves
+ * the file with direct I/O and size 0, as /proc does; readers get records
+ * until a read returns 0 bytes.  Formatting builds, per tf_views, an index
+ * of 128 KiB blocks (text offset and merge state where each starts), so a
+ * later read anywhere formats one block; once a full pass has been made the
+ * size is known (tf_views_stat reports it) and stays so for that state.
+ *
+ * Memory: formatted blocks and decoded chunks live in the shared cache
+ * (its budget); besides, each open CSV keeps one decoded tile per merged
+ * fragment while it formats, and the index (8 bytes per block, plus 8 per
+ * sparse fragment per block).
+ *
+ * Every function is thread-safe; a tf_view may be read by many threads.
+ */
+#ifndef TF_VIEW_H
+#define TF_VIEW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tf_array.h"
+#include "tf_cache.h"
+#include "tf_status.h"
+
+#define TF_VIEWS_DIR "@views"
+
+typedef struct tf_views tf_views;
+typedef struct tf_view tf_view;
+
+/*
+ * The views of array a as it is now, reading through cache (both must
+ * outlive the tf_views and every tf_view opened from it, and so must the
+ * array's tf_source).  Reads the array's listings, commit files, delete
+ * conditions and fragment metadata footers, all through that source (a
+ * local directory or S3 alike); decodes no tile.  The fragments' metadata
+ * is held from the array until the views go.
+ */
+tf_status tf_views_open(tf_array *a, tf_cache *cache, tf_views **out, tf_error *err);
+tf_views *tf_views_ref(tf_views *v);
+void tf_views_unref(tf_views *v);
+
+/* Whether the array is still in the state v shows (cheap: three
+ * directory listings). */
+bool tf_views_current(tf_views *v);
+
+typedef struct tf_view_stat {
+	bool dir;
+	bool size_known;	/* false: a CSV not yet formatted to its end */
+	uint64_t size;		/* valid when size_known */
+} tf_view_stat;
+
+/* rel is a path inside the views folder: "" (the folder), "cells.csv",
+ * "a.raw", "fragments", "fragments/F", "fragments/F/cells.csv".
+ * TF_E_INVAL: no such entry. */
+tf_status tf_views_stat(tf_views *v, const char *rel, tf_view_stat *st, tf_error *err);
+
+/* Entries of directory rel, in a stable order; nothing is decoded.  fn
+ * returns non-zero to stop. */
+typedef int (*tf_views_list_fn)(void *ctx, const char *name, const tf_view_stat *st);
+tf_status tf_views_list(tf_views *v, const char *rel, tf_views_list_fn fn, void *ctx, tf_error *err);
+
+/*
+ * Extended attributes of an entry: .raw and .npy have
+ *   user.tilefs.shape  the shape as NumPy prints it, "(100, 60)", "(1024,)"
+ *   user.tilefs.dtype  the NumPy dtype, "<i4", "<f8", "|S8", "<M8[ms]", ...
+ * tf_views_listxattr writes the names, each NUL-terminated, into buf
+ * (*len: bytes needed; buf may be NULL).  tf_views_getxattr: TF_E_INVAL
+ * if there is no such attribute; *len is the value's length.
+ */
+tf_status tf_views_listxattr(tf_views *v, const char *rel, char *buf, size_t n, size_t *len,
+			     tf_error *err);
+tf_status tf_views_getxattr(tf_views *v, const char *rel, const char *name, char *buf, size_t n,
+			    size_t *len, tf_error *err);
+
+/* Open a file of the views folder (rel as for tf_views_stat). */
+tf_status tf_view_open(tf_views *v, const char *rel, tf_view **out, tf_error *err);
+void tf_view_close(tf_view *w);
+
+/* The size, if known (see "Sizes" above). */
+bool tf_view_size(tf_view *w, uint64_t *size);
+
+/* Up to len bytes at off into dst; *got < len only at the end.  ws: the
+ * calling thread's workspace. */
+tf_status tf_view_read(tf_view *w, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst,
+		       size_t *got, tf_error *err);
+
+#endif

@@ -1,0 +1,122 @@
+#!/bin/sh
+# Views through the mount (issue 11): with -o views every TileDB array
+# under SOURCE has an @views folder whose files equal what `tiletool export`
+# writes (tests/views.sh checks those against TileDB's own reads).  Listing
+# the folder decodes nothing; ordinary tools work on the CSVs, which are
+# served as /proc files are until their size is known; .npy files load in
+# NumPy; a new fragment gives new contents at the next open while an open
+# file keeps the state it opened.  Runs on the full corpus when it is there,
+# else on the subset in tests/data/corpus.
+. "$(dirname "$0")/lib.sh"
+
+if [ -n "$TF_CORPUS" ] && [ -d "$TF_CORPUS" ]; then
+	data=$TF_CORPUS
+else
+	data=$(cd "$(dirname "$0")/../data/corpus" && pwd) || fail "no corpus and no tests/data/corpus"
+fi
+key=$(corpus_key)
+printf '[tilefs]\ndefault_key = oracle\nviews = yes\n[key oracle]\nfile = %s\n' "$key" > "$WORK/t.ini"
+mount_fs "$WORK/t.ini" "$data"
+cache() { getfattr --absolute-names --only-values -n user.tilefs.cache "$MNT" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+
+# Listing every views folder decodes nothing.
+before=$(cache misses)
+find "$MNT" -path '*/@views*' -maxdepth 4 > "$WORK/listed" 2>/dev/null
+ls -lR "$MNT"/*/array/@views "$MNT"/extra/*/array/@views > /dev/null 2>&1
+[ "$(cache misses)" = "$before" ] || fail "listing views decoded something ($before -> $(cache misses) misses)"
+arrays=$(cd "$data" && ls -d */array extra/*/array 2>/dev/null | while read -r a; do
+	[ -d "$MNT/$a/@views" ] && echo "$a"; done)
+[ -n "$arrays" ] || fail "no @views folder in any array"
+ok "$(echo "$arrays" | wc -l) arrays have an @views folder; listing them all decoded nothing"
+
+# Every view equals tiletool export of the same array.
+n=0 bad=0
+for a in $arrays; do
+	k=""
+	grep -q '"key_hex"' "$data/${a%/array}/manifest.json" 2>/dev/null && k="-k $key"
+	# shellcheck disable=SC2086
+	if "$TILETOOL" export $k --csv "$data/$a" > "$WORK/want.csv" 2>/dev/null; then
+		n=$((n + 1))
+		# cat: GNU cmp takes a size of 0 (not yet known) for "differ"
+		cat "$MNT/$a/@views/cells.csv" | cmp -s - "$WORK/want.csv" ||
+			{ bad=$((bad + 1)); echo "differs: $a/@views/cells.csv"; }
+	fi
+	for f in "$MNT/$a/@views/"*.raw; do
+		[ -e "$f" ] || continue
+		attr=$(basename "$f" .raw)
+		n=$((n + 2))
+		# shellcheck disable=SC2086
+		"$TILETOOL" export $k --raw "$attr" "$data/$a" | cmp -s - "$f" || { bad=$((bad + 1)); echo "differs: $f"; }
+		# shellcheck disable=SC2086
+		"$TILETOOL" export $k --npy "$attr" "$data/$a" | cmp -s - "${f%.raw}.npy" ||
+			{ bad=$((bad + 1)); echo "differs: ${f%.raw}.npy"; }
+	done
+	for d in "$MNT/$a/@views/fragments/"*/; do
+		[ -d "$d" ] || continue
+		n=$((n + 1))
+		# shellcheck disable=SC2086
+		"$TILETOOL" export $k --fragment "$(basename "$d")" "$data/$a" > "$WORK/want.frag"
+		cat "$d/cells.csv" | cmp -s - "$WORK/want.frag" ||
+			{ bad=$((bad + 1)); echo "differs: $d/cells.csv"; }
+	done
+done
+[ "$bad" = 0 ] || fail "$bad of $n views differ from tiletool export"
+ok "$n views byte-equal to tiletool export"
+
+# Ordinary tools on a CSV served with size 0 until read to its end (a
+# fresh mount: the views read above know their sizes now).
+umount_fs
+mount_fs "$WORK/t.ini" "$data"
+a=$(echo "$arrays" | grep -v enc | head -n 1)
+v=$MNT/$a/@views/cells.csv
+"$TILETOOL" export --csv "$data/$a" > "$WORK/want.csv" 2>/dev/null
+[ "$(stat -c %s "$v")" = 0 ] || fail "an unread CSV shows size $(stat -c %s "$v"), not 0"
+cp "$v" "$WORK/copy.csv" && cmp -s "$WORK/copy.csv" "$WORK/want.csv" || fail "cp of $v"
+[ "$(wc -l < "$v")" = "$(wc -l < "$WORK/want.csv")" ] || fail "wc -l of $v"
+[ "$(wc -c < "$v")" = "$(wc -c < "$WORK/want.csv")" ] || fail "wc -c of $v"
+tail -n 3 "$v" | cmp -s - "$(tail -n 3 "$WORK/want.csv" > "$WORK/t3"; echo "$WORK/t3")" || fail "tail of $v"
+head -n 2 "$v" | cmp -s - "$(head -n 2 "$WORK/want.csv" > "$WORK/h2"; echo "$WORK/h2")" || fail "head of $v"
+sort "$v" | cmp -s - "$(sort "$WORK/want.csv" > "$WORK/s"; echo "$WORK/s")" || fail "sort of $v"
+awk -F, 'NR > 1 { n++ } END { print n + 0 }' "$v" > "$WORK/awk" && [ "$(cat "$WORK/awk")" -ge 1 ] || fail "awk over $v"
+[ "$(stat -c %s "$v")" = "$(wc -c < "$WORK/want.csv")" ] || fail "size of $v not known after a full read"
+ok "cp, wc, head, tail, sort, awk on $a/@views/cells.csv; its size is known once read through"
+
+# NumPy loads every .npy and finds the .raw bytes behind it.
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+	/usr/bin/python3 - "$MNT" <<'PY' > "$WORK/npy" || { cat "$WORK/npy"; fail "numpy"; }
+import glob, numpy, sys
+n = 0
+for npy in glob.glob(sys.argv[1] + "/**/@views/*.npy", recursive=True):
+    a = numpy.load(npy, mmap_mode="r")
+    raw = open(npy[:-4] + ".raw", "rb").read()
+    assert a.tobytes() == raw, npy
+    n += 1
+print(n)
+PY
+	ok "numpy.load(mmap_mode='r') of $(cat "$WORK/npy") .npy views equals their .raw"
+fi
+umount_fs
+
+# A new fragment: new contents at the next open, the open file keeps its state.
+src=$data/multifrag_sparse/array
+[ -d "$src" ] || skip "no multifrag_sparse case"
+cp -r "$src" "$WORK/arr"
+f=$(ls "$WORK/arr/__fragments" | tail -n 1)
+mv "$WORK/arr/__fragments/$f" "$WORK/hidden"
+mkdir -p "$WORK/m2"
+MNT=$WORK/m2
+mount_fs "$WORK/t.ini" "$WORK/arr"
+"$TILETOOL" export --csv "$WORK/arr" > "$WORK/before.csv"
+exec 3< "$MNT/@views/cells.csv"
+mv "$WORK/hidden" "$WORK/arr/__fragments/$f"
+"$TILETOOL" export --csv "$WORK/arr" > "$WORK/after.csv"
+cmp -s "$WORK/before.csv" "$WORK/after.csv" && fail "the new fragment changes nothing"
+cat <&3 | cmp -s - "$WORK/before.csv" || fail "the open view did not keep its state"
+exec 3<&-
+n=0
+until cat "$MNT/@views/cells.csv" | cmp -s - "$WORK/after.csv"; do
+	n=$((n + 1))
+	[ "$n" -le 50 ] || fail "a new open does not show the new fragment"
+	sleep 0.1	# bounded polling: entries are cached for a second
+done
+ok "a new fragment: new contents at the next open; an open view keeps its state"

@@ -1,0 +1,663 @@
+/*
+ * test_view.c - array views: cell text and NumPy headers, delete
+ * conditions, and tf_views over corpus arrays (ranged and concurrent
+ * reads equal to a whole pass, listings, xattrs, a changed array).
+ */
+#include "tf_test.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tf_cells.h"
+#include "tf_condition.h"
+#include "tf_merge.h"
+#include "tf_view.h"
+
+/* ---- text of values ---------------------------------------------------------------------- */
+
+static char *text_of(tf_datatype t, uint32_t cvn, const void *p, size_t n, bool valid)
+{
+	static char out[4096];
+	tf_buf b = TF_BUF_INIT(SIZE_MAX);
+	tf_cellfmt f = { t, cvn, NULL };
+
+	ck_assert_int_eq(tf_cell_format(&b, &f, p, n, valid, NULL), TF_OK);
+	ck_assert_uint_lt(b.len, sizeof(out));
+	memcpy(out, b.p ? b.p : (uint8_t *)"", b.len);
+	out[b.len] = '\0';
+	tf_buf_free(&b);
+	return out;
+}
+
+START_TEST(test_float_shortest)
+{
+	static const double d[] = { 0.1, 1.0 / 3, 1e300, 5e-324, 123456789.125, 2.5, -0.0, 1e21, 1e-7,
+				    0.30000000000000004, 9007199254740993.0, 1.7976931348623157e308 };
+	static const char *const want[] = { "0.1", "0.333333333333333", "1e+300", "4.94065645841247e-324",
+					    "123456789.125", "2.5", "-0", "1e+21", "1e-07",
+					    "0.30000000000000004", "9007199254740992", "1.7976931348623157e+308" };
+	char buf[32];
+	uint64_t seed = 7;
+
+	for (size_t i = 0; i < sizeof(d) / sizeof(d[0]); i++) {
+		tf_fmt_f64(buf, d[i]);
+		if (i == 1)	/* 1/3 needs 16 digits */
+			ck_assert_str_eq(buf, "0.3333333333333333");
+		else
+			ck_assert_str_eq(buf, want[i]);
+	}
+	tf_fmt_f32(buf, 0.1f);
+	ck_assert_str_eq(buf, "0.1");
+	tf_fmt_f32(buf, 16777217.0f);
+	ck_assert_str_eq(buf, "16777216");
+	tf_fmt_f32(buf, 3.14159274f);
+	ck_assert_str_eq(buf, "3.1415927");
+	/* Random bit patterns: every one parses back, and one digit fewer would not. */
+	for (int i = 0; i < 4000; i++) {
+		uint64_t u;
+		double v, w;
+		int digits;
+		char shorter[400];
+
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		u = seed ^ seed >> 29;
+		memcpy(&v, &u, 8);
+		if (!isfinite(v))
+			continue;
+		tf_fmt_f64(buf, v);
+		ck_assert_msg(strtod(buf, NULL) == v, "%s", buf);
+		digits = (int)strcspn(buf + (buf[0] == '-'), "e") - (strchr(buf, '.') != NULL);
+		if (digits > 1) {
+			snprintf(shorter, sizeof(shorter), "%.*g", digits - 1, v);
+			w = strtod(shorter, NULL);
+			ck_assert_msg(w != v || strlen(shorter) >= strlen(buf), "%s round-trips shorter as %s", buf, shorter);
+		}
+	}
+	tf_fmt_f64(buf, NAN);
+	ck_assert_str_eq(buf, "nan");
+	tf_fmt_f64(buf, -INFINITY);
+	ck_assert_str_eq(buf, "-inf");
+}
+END_TEST
+
+START_TEST(test_datetimes)
+{
+	static const struct { tf_datatype t; int64_t v; const char *want; } cases[] = {
+		{ TF_DT_DATETIME_YEAR, 49, "2019" },
+		{ TF_DT_DATETIME_YEAR + 1, 591, "2019-04" },
+		{ TF_DT_DATETIME_YEAR + 2, 2500, "2017-11-30" },
+		{ TF_DT_DATETIME_YEAR + 3, 18000, "2019-04-14" },
+		{ TF_DT_DATETIME_YEAR + 3, -800000, "-221-09-04" },
+		{ TF_DT_DATETIME_YEAR + 3, 3000000, "10183-09-21" },
+		{ TF_DT_DATETIME_YEAR + 4, 450000, "2021-05-03T00Z" },
+		{ TF_DT_DATETIME_YEAR + 5, 27000000, "2021-05-03T00:00Z" },
+		{ TF_DT_DATETIME_YEAR + 6, 1555249510, "2019-04-14T13:45:10Z" },
+		{ TF_DT_DATETIME_YEAR + 7, 1555249510123, "2019-04-14T13:45:10.123Z" },
+		{ TF_DT_DATETIME_YEAR + 8, -1, "1969-12-31T23:59:59.999999Z" },
+		{ TF_DT_DATETIME_YEAR + 9, 1, "1970-01-01T00:00:00.000000001Z" },
+		{ TF_DT_DATETIME_AS, -5, "1969-12-31T23:59:59.999999999999999995Z" },
+		{ TF_DT_DATETIME_YEAR + 3, INT64_MIN, "NaT" },
+		{ TF_DT_TIME_HR, 25, "25" },
+		{ TF_DT_TIME_HR + 1, 61, "01:01" },
+		{ TF_DT_TIME_HR + 2, -3661, "-01:01:01" },
+		{ TF_DT_TIME_HR + 3, 5000, "00:00:05.000" },
+		{ TF_DT_TIME_AS, 1, "00:00:00.000000000000000001" },
+		{ TF_DT_TIME_HR + 5, INT64_MIN, "NaT" },
+	};
+	char buf[64];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		tf_fmt_datetime(buf, cases[i].t, cases[i].v);
+		ck_assert_str_eq(buf, cases[i].want);
+	}
+}
+END_TEST
+
+START_TEST(test_fields)
+{
+	static const int32_t three[] = { 1, -2, 2147483647 };
+	static const uint8_t blob[] = { 0x00, 0xab, 0x10 };
+	static const uint16_t utf16[] = { 0x67, 0xfc, 0xd83d, 0xde00 };	/* g ü U+1F600 */
+	int8_t neg = -128;
+	uint64_t big = UINT64_MAX;
+	uint8_t flag = 7;
+
+	ck_assert_str_eq(text_of(TF_DT_INT32, 3, three, sizeof(three), true), "1 -2 2147483647");
+	ck_assert_str_eq(text_of(TF_DT_INT8, 1, &neg, 1, true), "-128");
+	ck_assert_str_eq(text_of(TF_DT_UINT64, 1, &big, 8, true), "18446744073709551615");
+	ck_assert_str_eq(text_of(TF_DT_BOOL, 1, &flag, 1, true), "1");
+	ck_assert_str_eq(text_of(TF_DT_INT32, TF_CELL_VAR, three, 0, true), "\"\"");
+	ck_assert_str_eq(text_of(TF_DT_INT32, 1, three, 4, false), "");
+	ck_assert_str_eq(text_of(TF_DT_STRING_ASCII, TF_CELL_VAR, "", 0, true), "\"\"");
+	ck_assert_str_eq(text_of(TF_DT_STRING_ASCII, TF_CELL_VAR, "plain", 5, true), "plain");
+	ck_assert_str_eq(text_of(TF_DT_STRING_UTF8, TF_CELL_VAR, "a,b", 3, true), "\"a,b\"");
+	ck_assert_str_eq(text_of(TF_DT_CHAR, TF_CELL_VAR, "say \"hi\"\n", 9, true), "\"say \"\"hi\"\"\n\"");
+	ck_assert_str_eq(text_of(TF_DT_BLOB, 3, blob, 3, true), "00ab10");
+	ck_assert_str_eq(text_of(TF_DT_BLOB, TF_CELL_VAR, blob, 0, true), "\"\"");
+	ck_assert_str_eq(text_of(TF_DT_STRING_UTF16, TF_CELL_VAR, utf16, sizeof(utf16), true),
+			 "g\xc3\xbc\xf0\x9f\x98\x80");
+}
+END_TEST
+
+/* An enumeration payload: version, name, path, type, cell_val_num,
+ * ordered, data, [offsets]. */
+static size_t enum_payload(uint8_t *p, bool var)
+{
+	tf_buf b;
+
+	tf_buf_wrap(&b, p, 512);
+	tf_buf_put_u32(&b, 0, NULL);
+	tf_buf_put_u32(&b, 6, NULL), tf_buf_append(&b, "colors", 6, NULL);
+	tf_buf_put_u32(&b, 4, NULL), tf_buf_append(&b, "__e0", 4, NULL);
+	tf_buf_put_u8(&b, var ? TF_DT_STRING_UTF8 : TF_DT_INT32, NULL);
+	tf_buf_put_u32(&b, var ? TF_CELL_VAR : 1, NULL);
+	tf_buf_put_u8(&b, 0, NULL);
+	if (var) {
+		tf_buf_put_u64(&b, 11, NULL), tf_buf_append(&b, "redgreenb,u", 11, NULL);
+		tf_buf_put_u64(&b, 24, NULL);
+		tf_buf_put_u64(&b, 0, NULL), tf_buf_put_u64(&b, 3, NULL), tf_buf_put_u64(&b, 8, NULL);
+	} else {
+		tf_buf_put_u64(&b, 8, NULL), tf_buf_put_u32(&b, 16, NULL), tf_buf_put_u32(&b, 32, NULL);
+	}
+	return b.len;
+}
+
+START_TEST(test_enumerations)
+{
+	uint8_t p[512];
+	size_t n = enum_payload(p, true);
+	tf_enum *e;
+	tf_buf b = TF_BUF_INIT(SIZE_MAX);
+	tf_cellfmt f = { TF_DT_UINT8, 1, NULL };
+	uint8_t idx[] = { 0, 2, 3, 255 };
+	int16_t sidx = -1;
+
+	ck_assert_int_eq(tf_enum_parse(tf_span_of(p, n), &e, NULL), TF_OK);
+	ck_assert_uint_eq(tf_enum_count(e), 3);
+	f.enumeration = e;
+	for (size_t i = 0; i < 4; i++) {
+		ck_assert_int_eq(tf_cell_format(&b, &f, &idx[i], 1, true, NULL), TF_OK);
+		tf_buf_put_u8(&b, ';', NULL);
+	}
+	f.type = TF_DT_INT16;
+	ck_assert_int_eq(tf_cell_format(&b, &f, (uint8_t *)&sidx, 2, true, NULL), TF_OK);
+	ck_assert_uint_eq(b.len, strlen("red;\"b,u\";;;"));
+	ck_assert(!memcmp(b.p, "red;\"b,u\";;;", b.len));	/* no value: empty */
+	tf_enum_free(e);
+	b.len = 0;
+	n = enum_payload(p, false);
+	ck_assert_int_eq(tf_enum_parse(tf_span_of(p, n), &e, NULL), TF_OK);
+	f = (tf_cellfmt){ TF_DT_UINT8, 1, e };
+	ck_assert_int_eq(tf_cell_format(&b, &f, &idx[0], 1, true, NULL), TF_OK);
+	ck_assert(b.len == 2 && !memcmp(b.p, "16", 2));
+	tf_enum_free(e);
+	tf_buf_free(&b);
+	/* Every truncation of a valid payload is refused, never read past. */
+	n = enum_payload(p, true);
+	for (size_t cut = 0; cut < n; cut++) {
+		tf_error err;
+		ck_assert_int_eq(tf_enum_parse(tf_span_of(p, cut), &e, &err), TF_E_CORRUPT);
+	}
+}
+END_TEST
+
+START_TEST(test_npy_header)
+{
+	uint64_t shape2[] = { 100, 60 }, shape1[] = { 1024 }, shape3[] = { 5, 7, 3 };
+	tf_buf b = TF_BUF_INIT(1 << 16);
+	char dt[40], text[64];
+	uint32_t inner;
+
+	ck_assert_int_eq(tf_npy_header("<i4", shape2, 2, &b, NULL), TF_OK);
+	ck_assert_uint_eq(b.len % 64, 0);
+	ck_assert(!memcmp(b.p, "\x93NUMPY\x01\x00", 8));
+	ck_assert_uint_eq(b.p[8] | b.p[9] << 8, b.len - 10);
+	ck_assert_int_eq(b.p[b.len - 1], '\n');
+	ck_assert(strstr((char *)b.p + 10, "{'descr': '<i4', 'fortran_order': False, 'shape': (100, 60), }"));
+	tf_npy_shape_text(shape1, 1, text, sizeof(text));
+	ck_assert_str_eq(text, "(1024,)");
+	tf_npy_shape_text(shape3, 3, text, sizeof(text));
+	ck_assert_str_eq(text, "(5, 7, 3)");
+	ck_assert(tf_npy_dtype(TF_DT_FLOAT64, 1, dt, sizeof(dt), &inner) && !strcmp(dt, "<f8") && inner == 1);
+	ck_assert(tf_npy_dtype(TF_DT_INT32, 3, dt, sizeof(dt), &inner) && !strcmp(dt, "<i4") && inner == 3);
+	ck_assert(tf_npy_dtype(TF_DT_DATETIME_YEAR + 7, 1, dt, sizeof(dt), &inner) && !strcmp(dt, "<M8[ms]"));
+	ck_assert(tf_npy_dtype(TF_DT_TIME_AS, 1, dt, sizeof(dt), &inner) && !strcmp(dt, "<m8[as]"));
+	ck_assert(tf_npy_dtype(TF_DT_CHAR, 8, dt, sizeof(dt), &inner) && !strcmp(dt, "|S8") && inner == 1);
+	ck_assert(tf_npy_dtype(TF_DT_BOOL, 1, dt, sizeof(dt), &inner) && !strcmp(dt, "|b1"));
+	ck_assert(!tf_npy_dtype(TF_DT_STRING_ASCII, TF_CELL_VAR, dt, sizeof(dt), &inner));
+	tf_buf_free(&b);
+}
+END_TEST
+
+/* ---- delete conditions ------------------------------------------------------------------------ */
+
+static void put_value(tf_buf *b, uint8_t op, const char *field, const void *v, size_t n)
+{
+	tf_buf_put_u8(b, 1, NULL);
+	tf_buf_put_u8(b, op, NULL);
+	tf_buf_put_u32(b, (uint32_t)strlen(field), NULL);
+	tf_buf_append(b, field, strlen(field), NULL);
+	tf_buf_put_u64(b, n, NULL);
+	tf_buf_append(b, v, n, NULL);
+}
+
+static bool keeps(const tf_cond *c, int32_t v, const char *s, bool s_null)
+{
+	tf_cond_value vals[4];
+
+	memset(vals, 0, sizeof(vals));
+	for (size_t i = 0; i < tf_cond_nfields(c); i++) {
+		bool is_v = !strcmp(tf_cond_field(c, i), "v");
+		vals[i] = (tf_cond_value){ is_v ? TF_DT_INT32 : TF_DT_STRING_ASCII, !is_v, false, !is_v && s_null,
+					   is_v ? (const uint8_t *)&v : (const uint8_t *)s, is_v ? 4 : strlen(s) };
+	}
+	return tf_cond_keeps(c, vals);
+}
+
+START_TEST(test_conditions)
+{
+	int32_t m500 = -500;
+	tf_buf b = TF_BUF_INIT(SIZE_MAX);
+	tf_cond *c;
+	tf_error err;
+
+	/* v >= -500: how TileDB stores "delete where v < -500" (corpus .del). */
+	put_value(&b, 3, "v", &m500, 4);
+	ck_assert_int_eq(tf_cond_parse(tf_span_of(b.p, b.len), &c, NULL), TF_OK);
+	ck_assert(keeps(c, -500, "", false) && keeps(c, 7, "", false) && !keeps(c, -501, "", false));
+	tf_cond_free(c);
+	/* NOT (v < -500 AND s IN {"x", "yy"}) OR s == null */
+	b.len = 0;
+	tf_buf_put_u8(&b, 0, NULL), tf_buf_put_u8(&b, 1, NULL), tf_buf_put_u64(&b, 2, NULL);	/* OR */
+	tf_buf_put_u8(&b, 0, NULL), tf_buf_put_u8(&b, 2, NULL), tf_buf_put_u64(&b, 1, NULL);	/* NOT */
+	tf_buf_put_u8(&b, 0, NULL), tf_buf_put_u8(&b, 0, NULL), tf_buf_put_u64(&b, 2, NULL);	/* AND */
+	put_value(&b, 0, "v", &m500, 4);
+	put_value(&b, 6, "s", "xyy", 3);
+	tf_buf_put_u64(&b, 16, NULL), tf_buf_put_u64(&b, 0, NULL), tf_buf_put_u64(&b, 1, NULL);
+	put_value(&b, 4, "s", "", 0);	/* EQ null */
+	ck_assert_int_eq(tf_cond_parse(tf_span_of(b.p, b.len), &c, NULL), TF_OK);
+	ck_assert_uint_eq(tf_cond_nfields(c), 2);
+	ck_assert(!keeps(c, -600, "yy", false));
+	ck_assert(keeps(c, -600, "y", false));
+	ck_assert(keeps(c, 0, "x", false));
+	ck_assert(keeps(c, -600, "x", true));	/* null: IN fails, EQ null holds */
+	tf_cond_free(c);
+	/* Every truncation fails cleanly. */
+	for (size_t cut = 0; cut < b.len; cut++)
+		ck_assert_int_ne(tf_cond_parse(tf_span_of(b.p, cut), &c, &err), TF_OK);
+	tf_buf_free(&b);
+}
+END_TEST
+
+/* Known answers from TileDB's own tests (tiledb/sm/misc/test/unit_hilbert.cc,
+ * test/src/unit-cppapi-hilbert.cc: int32 dimensions [0, 100] x [0, 200]). */
+START_TEST(test_hilbert)
+{
+	static const uint64_t two[][3] = { { 2, 3, 9 }, { 0, 0, 0 }, { 0, 3, 5 }, { 3, 0, 15 }, { 5, 4, 35 },
+					   { 4, 2, 30 } };
+	static const uint64_t three[][4] = { { 0, 0, 0, 0 }, { 0, 0, 1, 1 }, { 0, 1, 0, 3 }, { 1, 0, 0, 7 } };
+	static const struct { int32_t d1, d2; uint64_t h; } pts[] = {
+		{ 1, 3, 673795214387276ull }, { 1, 1, 972175364522868ull }, { 2, 1, 1282377960629798ull },
+		{ 2, 2, 2093929125029754ull }, { 3, 7, 8953131325824998ull }, { 5, 4, 14307296941447292ull },
+		{ 4, 2, 15960414315352633ull }, { 7, 7, 34410827116042986ull },
+	};
+	tf_field d1 = { .type = TF_DT_INT32, .cell_val_num = 1 }, d2 = d1;
+	int32_t dom1[2] = { 0, 100 }, dom2[2] = { 0, 200 };
+	uint64_t x[3];
+
+	for (size_t i = 0; i < 6; i++) {
+		x[0] = two[i][0], x[1] = two[i][1];
+		ck_assert_uint_eq(tf_hilbert_index(x, 2, 4), two[i][2]);
+	}
+	for (size_t i = 0; i < 4; i++) {
+		memcpy(x, three[i], sizeof(x));
+		ck_assert_uint_eq(tf_hilbert_index(x, 3, 4), three[i][3]);
+	}
+	memcpy(d1.domain, dom1, 8), memcpy(d2.domain, dom2, 8);
+	for (size_t i = 0; i < sizeof(pts) / sizeof(pts[0]); i++) {
+		x[0] = tf_hilbert_coord(&d1, (const uint8_t *)&pts[i].d1, 4, 31);
+		x[1] = tf_hilbert_coord(&d2, (const uint8_t *)&pts[i].d2, 4, 31);
+		ck_assert_uint_eq(tf_hilbert_index(x, 2, 31), pts[i].h);
+	}
+}
+END_TEST
+
+/* ---- views over corpus arrays --------------------------------------------------------------------- */
+
+typedef struct opened {
+	tf_source *src;
+	char *rel;
+	tf_array *a;
+	tf_cache *cache;
+	tf_views *v;
+} opened;
+
+static bool open_views(const char *case_name, size_t cache, opened *o)
+{
+	char dir[4096];
+	tf_error err;
+
+	if (!tf_test_corpus())
+		return false;
+	snprintf(dir, sizeof(dir), "%s/%s/array", tf_test_corpus(), case_name);
+	ck_assert_msg(tf_source_locate(dir, NULL, &o->src, &o->rel, &err) == TF_OK, "%s", err.msg);
+	ck_assert_int_eq(tf_array_open(o->src, o->rel, NULL, &o->a, &err), TF_OK);
+	ck_assert_int_eq(tf_cache_new(cache, 1, &o->cache, &err), TF_OK);
+	ck_assert_msg(tf_views_open(o->a, o->cache, &o->v, &err) == TF_OK, "%s", err.msg);
+	return true;
+}
+
+static void close_views(opened *o)
+{
+	tf_views_unref(o->v);
+	tf_cache_free(o->cache);
+	tf_array_free(o->a);
+	free(o->rel);
+	tf_source_free(o->src);
+}
+
+/* The whole view, in pieces of `piece` bytes. */
+static uint8_t *read_all(tf_view *w, size_t piece, uint64_t *n)
+{
+	tf_workspace *ws = tf_workspace_new();
+	uint8_t *all = NULL;
+	size_t got;
+	tf_error err;
+
+	*n = 0;
+	do {
+		all = realloc(all, *n + piece);
+		ck_assert_msg(tf_view_read(w, ws, *n, piece, all + *n, &got, &err) == TF_OK, "%s", err.msg);
+		*n += got;
+	} while (got);
+	tf_workspace_free(ws);
+	return all;
+}
+
+/* Reads of random ranges equal the same bytes of a whole pass. */
+static void check_ranges(tf_view *w, const uint8_t *all, uint64_t n, uint64_t seed, unsigned count)
+{
+	tf_workspace *ws = tf_workspace_new();
+	uint8_t *buf = malloc(70000);
+
+	for (unsigned i = 0; i < count; i++) {
+		uint64_t off, len;
+		size_t got;
+		tf_error err;
+
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		off = (seed >> 17) % (n + 2);
+		len = (seed >> 3) % (i % 4 == 0 ? 70000 : 300) + 1;
+		ck_assert_msg(tf_view_read(w, ws, off, (size_t)len, buf, &got, &err) == TF_OK, "%s", err.msg);
+		ck_assert_uint_eq(got, off >= n ? 0 : (n - off < len ? n - off : len));
+		ck_assert(got == 0 || !memcmp(buf, all + off, got));
+	}
+	free(buf);
+	tf_workspace_free(ws);
+}
+
+static void check_view(const char *case_name, const char *rel, size_t cache)
+{
+	uint8_t *all, *again;
+	uint64_t n, m, size;
+	opened o;
+	tf_view *w;
+	tf_view_stat st;
+	tf_error err;
+
+	if (!open_views(case_name, cache, &o))
+		return;
+	ck_assert_msg(tf_view_open(o.v, rel, &w, &err) == TF_OK, "%s: %s", rel, err.msg);
+	all = read_all(w, 4096, &n);
+	ck_assert_uint_gt(n, 0);
+	ck_assert(tf_view_size(w, &size) && size == n);	/* known once read to the end */
+	ck_assert_int_eq(tf_views_stat(o.v, rel, &st, &err), TF_OK);
+	ck_assert(st.size_known && st.size == n && !st.dir);
+	again = read_all(w, 1 << 20, &m);
+	ck_assert(m == n && !memcmp(all, again, n));
+	check_ranges(w, all, n, 42, 400);
+	tf_view_close(w);
+	free(all);
+	free(again);
+	close_views(&o);
+}
+
+START_TEST(test_views_ranges)
+{
+	check_view("sparse_2d", "cells.csv", 64 << 20);
+	check_view("extra/sparse_dups_consolidated_deletes", "cells.csv", 64 << 20);
+	check_view("extra/consolidated", "cells.csv", 1 << 20);	/* blocks evicted and made again */
+	check_view("dense_2d", "cells.csv", 1 << 20);
+	check_view("dense_2d", "f64.raw", 1 << 20);
+	check_view("dense_2d", "i32.npy", 64 << 20);
+	check_view("chunks_bigtile_zstd", "i32x3.npy", 1 << 20);
+	check_view("sparse_string_dim", "fragments/__1795312353578_1795312353578_1ef64c734594ddfcff7b6bc4e4fa5207_22/cells.csv",
+		   1 << 20);
+}
+END_TEST
+
+/* A CSV read from its middle first: the index is built up to there. */
+START_TEST(test_views_random_first)
+{
+	uint8_t *all;
+	uint64_t n;
+	opened o;
+	tf_view *w;
+	tf_view_stat st;
+
+	if (!open_views("multifrag_sparse", 1 << 20, &o))
+		return;
+	ck_assert_int_eq(tf_view_open(o.v, "cells.csv", &w, NULL), TF_OK);
+	ck_assert_int_eq(tf_views_stat(o.v, "cells.csv", &st, NULL), TF_OK);
+	ck_assert(!st.size_known && st.size == 0);	/* direct I/O, size 0 */
+	check_ranges(w, (const uint8_t *)"", 0, 9, 0);
+	{
+		tf_workspace *ws = tf_workspace_new();
+		uint8_t buf[100];
+		size_t got;
+		ck_assert_int_eq(tf_view_read(w, ws, 5000, sizeof(buf), buf, &got, NULL), TF_OK);
+		ck_assert_uint_eq(got, sizeof(buf));
+		all = read_all(w, 777, &n);
+		ck_assert(!memcmp(buf, all + 5000, sizeof(buf)));
+		tf_workspace_free(ws);
+	}
+	check_ranges(w, all, n, 5, 200);
+	free(all);
+	tf_view_close(w);
+	close_views(&o);
+}
+END_TEST
+
+typedef struct reader_arg {
+	tf_view *w;
+	const uint8_t *all;
+	uint64_t n, seed;
+} reader_arg;
+
+static void *reader(void *p)
+{
+	reader_arg *r = p;
+
+	check_ranges(r->w, r->all, r->n, r->seed, 300);
+	return NULL;
+}
+
+/* Many threads reading one view, while its CSV index is still being built. */
+START_TEST(test_views_threads)
+{
+	static const char *const rels[] = { "cells.csv", "i32.raw" };
+	pthread_t t[4];
+	reader_arg args[4];
+	opened o;
+
+	if (!open_views("dense_2d", 1 << 20, &o))
+		return;
+	for (size_t k = 0; k < 2; k++) {
+		uint64_t n;
+		tf_view *w, *whole;
+		uint8_t *all;
+
+		ck_assert_int_eq(tf_view_open(o.v, rels[k], &whole, NULL), TF_OK);
+		all = read_all(whole, 65536, &n);
+		tf_view_close(whole);
+		tf_views_unref(o.v);	/* a fresh state: nothing indexed yet */
+		ck_assert_int_eq(tf_views_open(o.a, o.cache, &o.v, NULL), TF_OK);
+		ck_assert_int_eq(tf_view_open(o.v, rels[k], &w, NULL), TF_OK);
+		for (int i = 0; i < 4; i++) {
+			args[i] = (reader_arg){ w, all, n, 100 + (uint64_t)i };
+			ck_assert_int_eq(pthread_create(&t[i], NULL, reader, &args[i]), 0);
+		}
+		for (int i = 0; i < 4; i++)
+			pthread_join(t[i], NULL);
+		tf_view_close(w);
+		free(all);
+	}
+	close_views(&o);
+}
+END_TEST
+
+typedef struct listing {
+	char names[64][300];
+	tf_view_stat st[64];
+	int n;
+} listing;
+
+static int collect(void *ctx, const char *name, const tf_view_stat *st)
+{
+	listing *l = ctx;
+
+	ck_assert_int_lt(l->n, 64);
+	snprintf(l->names[l->n], sizeof(l->names[0]), "%s", name);
+	l->st[l->n++] = *st;
+	return 0;
+}
+
+START_TEST(test_views_listing)
+{
+	listing l = { .n = 0 };
+	char value[128];
+	size_t len;
+	opened o;
+	tf_error err;
+
+	if (!open_views("dense_2d", 1 << 20, &o))
+		return;
+	ck_assert_int_eq(tf_views_list(o.v, "", collect, &l, &err), TF_OK);
+	ck_assert_int_eq(l.n, 6);
+	ck_assert_str_eq(l.names[0], "cells.csv");
+	ck_assert(!l.st[0].size_known);	/* nothing formatted yet */
+	ck_assert_str_eq(l.names[1], "fragments");
+	ck_assert(l.st[1].dir);
+	ck_assert_str_eq(l.names[2], "i32.raw");
+	ck_assert(l.st[2].size_known && l.st[2].size == 6000 * 4);
+	ck_assert_str_eq(l.names[3], "i32.npy");
+	ck_assert_str_eq(l.names[4], "f64.raw");
+	ck_assert_uint_eq(l.st[4].size, 6000 * 8);
+	ck_assert_int_eq(tf_views_getxattr(o.v, "f64.npy", "user.tilefs.shape", value, sizeof(value), &len, NULL),
+			 TF_OK);
+	ck_assert(len == 9 && !memcmp(value, "(100, 60)", 9));
+	ck_assert_int_eq(tf_views_getxattr(o.v, "i32.raw", "user.tilefs.dtype", value, sizeof(value), &len, NULL),
+			 TF_OK);
+	ck_assert(len == 3 && !memcmp(value, "<i4", 3));
+	ck_assert_int_eq(tf_views_getxattr(o.v, "cells.csv", "user.tilefs.dtype", value, sizeof(value), &len, &err),
+			 TF_E_INVAL);
+	ck_assert_int_eq(tf_views_listxattr(o.v, "i32.raw", NULL, 0, &len, NULL), TF_OK);
+	ck_assert_uint_eq(len, sizeof("user.tilefs.shape") + sizeof("user.tilefs.dtype"));
+	l.n = 0;
+	ck_assert_int_eq(tf_views_list(o.v, "fragments", collect, &l, NULL), TF_OK);
+	ck_assert_int_eq(l.n, 1);
+	ck_assert_int_eq(tf_views_stat(o.v, "nosuch.raw", &l.st[0], &err), TF_E_INVAL);
+	ck_assert_int_eq(tf_views_stat(o.v, "fragments/nosuch/cells.csv", &l.st[0], &err), TF_E_INVAL);
+	ck_assert_int_eq(tf_views_list(o.v, "cells.csv", collect, &l, &err), TF_E_INVAL);
+	close_views(&o);
+}
+END_TEST
+
+/* A copy of an array changes: the old views keep their state, a new
+ * tf_views sees the change. */
+START_TEST(test_views_change)
+{
+	char tmp[] = "/tmp/tf-views-XXXXXX", cmd[8192], path[4200];
+	uint8_t *before, *after;
+	uint64_t nb, na;
+	tf_source *src;
+	char *rel;
+	tf_array *a;
+	tf_cache *cache;
+	tf_views *v, *v2;
+	tf_view *w;
+
+	if (!tf_test_corpus())
+		return;
+	ck_assert_ptr_nonnull(mkdtemp(tmp));
+	snprintf(cmd, sizeof(cmd), "cp -r '%s/multifrag_dense_disjoint/array' '%s/a'", tf_test_corpus(), tmp);
+	ck_assert_int_eq(system(cmd), 0);
+	snprintf(path, sizeof(path), "%s/a", tmp);
+	ck_assert_int_eq(tf_source_locate(path, NULL, &src, &rel, NULL), TF_OK);
+	ck_assert_int_eq(tf_array_open(src, rel, NULL, &a, NULL), TF_OK);
+	ck_assert_int_eq(tf_cache_new(1 << 20, 0, &cache, NULL), TF_OK);
+	ck_assert_int_eq(tf_views_open(a, cache, &v, NULL), TF_OK);
+	ck_assert(tf_views_current(v));
+	ck_assert_int_eq(tf_view_open(v, "i64.raw", &w, NULL), TF_OK);
+	before = read_all(w, 1000, &nb);
+	ck_assert_uint_eq(nb, 1024 * 8);
+	/* Withdraw the commit of the second fragment: reads no longer see it. */
+	snprintf(cmd, sizeof(cmd), "rm '%s'/a/__commits/__1795312354032_*.wrt", tmp);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert(!tf_views_current(v));
+	free(read_all(w, 1000, &na));
+	ck_assert_uint_eq(na, nb);	/* the open view keeps its state */
+	tf_view_close(w);
+	ck_assert_int_eq(tf_views_open(a, cache, &v2, NULL), TF_OK);
+	ck_assert_int_eq(tf_view_open(v2, "i64.raw", &w, NULL), TF_OK);
+	after = read_all(w, 1000, &na);
+	ck_assert_uint_eq(na, 512 * 8);	/* the non-empty domain is the first fragment's */
+	ck_assert(!memcmp(after, before, na));
+	tf_view_close(w);
+	tf_views_unref(v2);
+	tf_views_unref(v);
+	tf_cache_free(cache);
+	tf_array_free(a);
+	free(rel);
+	tf_source_free(src);
+	free(before);
+	free(after);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+static Suite *view_suite(void)
+{
+	Suite *s = suite_create("view");
+	TCase *tc = tcase_create("text");
+	TCase *corpus;
+
+	tcase_set_timeout(tc, 60);	/* valgrind runs them too */
+	tcase_add_test(tc, test_float_shortest);
+	tcase_add_test(tc, test_datetimes);
+	tcase_add_test(tc, test_fields);
+	tcase_add_test(tc, test_enumerations);
+	tcase_add_test(tc, test_npy_header);
+	tcase_add_test(tc, test_conditions);
+	tcase_add_test(tc, test_hilbert);
+	suite_add_tcase(s, tc);
+	if (tf_test_corpus()) {
+		corpus = tcase_create("corpus");
+		tcase_set_timeout(corpus, 120);
+		tcase_add_test(corpus, test_views_ranges);
+		tcase_add_test(corpus, test_views_random_first);
+		tcase_add_test(corpus, test_views_threads);
+		tcase_add_test(corpus, test_views_listing);
+		tcase_add_test(corpus, test_views_change);
+		suite_add_tcase(s, corpus);
+	} else {
+		printf("corpus absent: only the text tests run\n");
+	}
+	return s;
+}
+
+TF_TEST_MAIN(view_suite)
