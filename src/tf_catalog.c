@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "tf_array.h"
+#include "tf_index.h"
 
 #define NOT_ARRAY_TTL_NS 1000000000LL	/* the mount's entry timeout */
 #define MAX_DIRS 65536			/* then forget every non-array directory */
@@ -364,6 +365,16 @@ static char *dup_or_null(const char *s)
 void tf_catalog_set_index(tf_catalog *c, struct tf_index *store)
 {
 	c->store = store;
+}
+
+void tf_catalog_prefetch(tf_catalog *c, const char *rel, const tf_version *v)
+{
+	const tf_rule *r = c->store ? tf_config_match(c->cfg, rel) : NULL;
+	tf_index_key k;
+
+	/* The files tf_file_open_how stores: walked by a rule. */
+	if (r && !r->generic && !r->var_data && tf_index_key_make(&k, c->src, rel, v))
+		tf_index_prefetch(c->store, &k);
 }
 
 /* A file no rule matches, inside a TileDB array: its array says how. */

@@ -79,6 +79,10 @@ void tf_catalog_views_put(tf_catalog *c, tf_views *v, tf_catalog_hold *hold);
 struct tf_index;
 void tf_catalog_set_index(tf_catalog *c, struct tf_index *store);
 
+/* A lookup of file rel (version v) follows soon (a listing's): start
+ * reading its persisted index, if it is a file that has one. */
+void tf_catalog_prefetch(tf_catalog *c, const char *rel, const tf_version *v);
+
 /* tf_catalog_open, saying why: TF_OPEN_METADATA when only the size is
  * wanted now (a lookup): a walk then reads headers alone where that is
  * cheap (tf_file_how). */

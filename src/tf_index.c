@@ -355,6 +355,18 @@ tf_status tf_index_get(tf_index *s, const tf_index_key *k, tf_buf *payload, tf_e
 	return tf_err(err, rc, "%s", why.msg);
 }
 
+void tf_index_prefetch(tf_index *s, const tf_index_key *k)
+{
+	char name[NAME_HEX + 5];
+	int fd;
+
+	if (s->dirfd < 0 || !entry_name(s, k, name) ||
+	    (fd = openat(s->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0)
+		return;
+	posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+	close(fd);
+}
+
 /* ---- the directory's size ------------------------------------------------------------------ */
 
 typedef struct ent_info {

@@ -89,6 +89,11 @@ bool tf_index_default_dir(char *buf, size_t n);
  */
 tf_status tf_index_get(tf_index *s, const tf_index_key *k, tf_buf *payload, tf_error *err);
 
+/* Start reading k's entry, if there is one, into the page cache, without
+ * waiting: a listing is about to look its files up, and their entries are
+ * then read at once rather than one after the other. */
+void tf_index_prefetch(tf_index *s, const tf_index_key *k);
+
 /* Store payload as k's entry (replacing any), trimming the directory to its
  * bound.  Failures are counted and warned once, not returned: persistence
  * is best effort. */
