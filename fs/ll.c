@@ -305,7 +305,7 @@ static tf_status list_entries(tilefs *fs, fs_node *n, list_ctx *l, bool plus)
 
 /* Readdirplus looks every entry up next: start reading their persisted
  * indexes now, so that those reads overlap instead of queueing (a cold ls -l
- * of 100 indexed files: 20 ms -> see contrib/bench-index). */
+ * of 100 indexed files: 20-29 ms -> 16-21 ms, contrib/bench-index). */
 static void prefetch_indexes(tilefs *fs, const char *dir, const dir_handle *d)
 {
 	char rel[PATH_MAX];
