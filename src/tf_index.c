@@ -125,11 +125,13 @@ static void warnf(tf_index *s, const char *fmt, ...)
 
 bool tf_index_default_dir(char *buf, size_t n)
 {
-	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME"), *env = getenv("TILEFS_INDEX_DIR");
 	struct passwd *pw;
 	int len;
 
-	if (geteuid() == 0)
+	if (env && env[0])
+		len = snprintf(buf, n, "%s", env);
+	else if (geteuid() == 0)
 		len = snprintf(buf, n, "/var/cache/tilefs");
 	else if (xdg && xdg[0] == '/')
 		len = snprintf(buf, n, "%s/tilefs", xdg);

@@ -76,8 +76,9 @@ tf_status tf_index_open(const char *dir, uint64_t max_size, tf_index_warn_fn war
 			tf_index **out, tf_error *err);
 void tf_index_free(tf_index *s);
 
-/* $XDG_CACHE_HOME/tilefs, else $HOME/.cache/tilefs; /var/cache/tilefs for
- * root.  False if it does not fit or no home is known. */
+/* $TILEFS_INDEX_DIR if set; else $XDG_CACHE_HOME/tilefs, else
+ * $HOME/.cache/tilefs; /var/cache/tilefs for root.  False if it does not
+ * fit or no home is known. */
 bool tf_index_default_dir(char *buf, size_t n);
 
 /*
