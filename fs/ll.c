@@ -305,6 +305,18 @@ static tf_status list_entries(tilefs *fs, fs_node *n, list_ctx *l, bool plus)
 	return TF_OK;
 }
 
+/* Readdirplus looks every entry up next: start reading their persisted
+ * indexes now, so that those reads overlap instead of queueing (a cold ls -l
+ * of 100 indexed files: 20-29 ms -> 16-21 ms, contrib/bench-index). */
+static void prefetch_indexes(tilefs *fs, const char *dir, const dir_handle *d)
+{
+	char rel[PATH_MAX];
+
+	for (size_t i = 0; i < d->n; i++)
+		if (d->v[i].st.kind == TF_ENT_REG && tf_path_join(rel, sizeof(rel), dir, d->v[i].name))
+			tf_catalog_prefetch(fs->catalog, rel, &d->v[i].st.v);
+}
+
 static int list_dir(tilefs *fs, dir_handle *d, bool plus)
 {
 	fs_node *n = fs_node_get(fs, d->ino);
@@ -326,6 +338,8 @@ static int list_dir(tilefs *fs, dir_handle *d, bool plus)
 	/* Entries carry full stats only when the source listed them with
 	 * stats: a views folder's, and the folder itself, are looked up. */
 	d->stats = plus && !fs_node_views(n);
+	if (rc == TF_OK && d->stats)
+		prefetch_indexes(fs, l.dir, d);
 	fs_node_put(fs, n);
 	d->listed = true;
 	d->plus = plus;
@@ -750,6 +764,8 @@ static char *root_attr(tilefs *fs, const char *name)
 	tf_cache_stats s;
 	char *v;
 
+	if (!strcmp(name, "index"))
+		return fs_index_attr(fs);
 	if (strcmp(name, "cache") || !fs->cache)
 		return NULL;
 	tf_cache_get_stats(fs->cache, &s);
@@ -815,7 +831,13 @@ static void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	}
 	name += strlen(XATTR_PREFIX);
 	if (ino == FUSE_ROOT_ID) {
-		reply_attr_text(req, root_attr(fs, name), size);
+		v = root_attr(fs, name);
+		if (v && size == 0) {	/* counters may grow before the reader asks again */
+			fuse_reply_xattr(req, strlen(v) + 64);
+			free(v);
+			return;
+		}
+		reply_attr_text(req, v, size);
 		return;
 	}
 	if (!(n = fs_node_get(fs, ino))) {
@@ -842,7 +864,7 @@ static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	tf_file *f;
 
 	if (ino == FUSE_ROOT_ID) {
-		len = (size_t)snprintf(names, sizeof(names), XATTR_PREFIX "cache") + 1;
+		len = (size_t)snprintf(names, sizeof(names), XATTR_PREFIX "cache%c" XATTR_PREFIX "index", '\0') + 1;
 	} else if ((n = fs_node_get(fs, ino))) {
 		if (fs_node_views(n) &&
 		    tf_views_listxattr(fs_node_views(n), fs_node_vrel(n), names, sizeof(names), &len, NULL) != TF_OK)

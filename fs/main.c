@@ -20,9 +20,11 @@
 #include <unistd.h>
 
 typedef struct cli {
-	char *config, *cache_size, *source;
-	int help, version, views, direct_io;
+	char *config, *cache_size, *source, *index_dir;
+	int help, version, views, direct_io, index_at_mount;
 } cli;
+
+enum { KEY_INDEX_DIR = 1 };
 
 #define CLI_OPT(t, p) { t, offsetof(cli, p), 1 }
 static const struct fuse_opt cli_spec[] = {
@@ -30,6 +32,8 @@ static const struct fuse_opt cli_spec[] = {
 	CLI_OPT("cache_size=%s", cache_size),
 	CLI_OPT("views", views),
 	CLI_OPT("direct_io", direct_io),
+	CLI_OPT("index_at_mount", index_at_mount),
+	FUSE_OPT_KEY("index_dir=", KEY_INDEX_DIR),
 	CLI_OPT("--help", help), CLI_OPT("-h", help),
 	CLI_OPT("--version", version), CLI_OPT("-V", version),
 	FUSE_OPT_END
@@ -41,6 +45,11 @@ static int take_source(void *data, const char *arg, int key, struct fuse_args *o
 	cli *c = data;
 
 	(void)out;
+	if (key == KEY_INDEX_DIR) {	/* the last one given wins */
+		free(c->index_dir);
+		c->index_dir = strdup(arg + strlen("index_dir="));
+		return c->index_dir ? 0 : -1;
+	}
 	if (key == FUSE_OPT_KEY_NONOPT && !c->source) {
 		c->source = strdup(arg);
 		return 0;
@@ -60,6 +69,9 @@ static void usage(const char *prog)
 	       "    -o views               an @views folder in every TileDB array (tilefs(1), VIEWS)\n"
 	       "    -o direct_io           decoded files bypass the page cache: faster streaming,\n"
 	       "                           no shared mmap (tilefs(1))\n"
+	       "    -o index_dir=DIR|none  where indexes are kept across mounts (default\n"
+	       "                           $XDG_CACHE_HOME/tilefs, /var/cache/tilefs for root)\n"
+	       "    -o index_at_mount      index every file in the background after mounting\n"
 	       "    -o allow_other         let other users read the mount\n"
 	       "    -f                     stay in the foreground, log to stderr\n"
 	       "    -s                     one thread\n"
@@ -92,6 +104,10 @@ static int load_config(tilefs *fs, const cli *c)
 	}
 	if (c->views)
 		tf_config_set_views(fs->config, true);
+	if (c->index_dir && !tf_config_set_index_dir(fs->config, c->index_dir))
+		return TFS_EXIT_CONFIG;
+	if (c->index_at_mount)
+		tf_config_set_index_at_mount(fs->config, true);
 	fs->settings = tf_config_settings(fs->config);
 	return 0;
 }
@@ -277,7 +293,7 @@ static int start(tilefs *fs)
 	if (!workers)
 		workers = ncpu > 0 ? (unsigned)ncpu : 2;
 	if (tf_cache_new(fs->settings->cache_size, workers, &fs->cache, &err) != TF_OK ||
-	    tf_catalog_new(fs->src, fs->config, &fs->catalog, &err) != TF_OK ||
+	    tf_catalog_new(fs->src, fs->config, &fs->catalog, &err) != TF_OK || fs_index_open(fs) != 0 ||
 	    fs_nodes_init(&fs->nodes, fs->settings->index_budget, fs->catalog) != 0 ||
 	    fs_ll_thread_key(fs) != 0 || make_root(fs) != 0) {
 		fs_log(TF_LOG_ERROR, "cannot start: out of memory, or SOURCE unreadable");
@@ -336,12 +352,14 @@ out:
  * references), the catalog. */
 static void teardown(tilefs *fs)
 {
+	fs_index_stop(fs);		/* its thread uses the catalog */
 	if (fs->nodes.by_id) {
 		fs_ll_free_handles(fs);
 		fs_nodes_destroy(&fs->nodes);
 	}
 	tf_cache_free(fs->cache);
 	tf_catalog_free(fs->catalog);
+	fs_index_close(fs);		/* after every file restored from it */
 	tf_config_free(fs->config);	/* wipes the keys */
 	tf_source_free(fs->src);
 }
@@ -387,7 +405,7 @@ int main(int argc, char **argv)
 	}
 	teardown(&fs);
 	free(o.mountpoint);
-	free(c.config), free(c.cache_size), free(c.source);
+	free(c.config), free(c.cache_size), free(c.source), free(c.index_dir);
 	fuse_opt_free_args(&args);
 	return rc;
 }

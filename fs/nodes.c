@@ -273,8 +273,9 @@ static bool same_dep(fs_node *n, const tf_file *f)
 }
 
 /* Build n's index unless it has one, or failed recently (lock held; it is
- * released while the catalog works).  Returns 0 or -errno. */
-static int ensure_index(tilefs *fs, fs_node *n)
+ * released while the catalog works).  flags: TF_OPEN_METADATA for a lookup
+ * (only the size is wanted yet).  Returns 0 or -errno. */
+static int ensure_index(tilefs *fs, fs_node *n, unsigned flags)
 {
 	fs_nodes *t = &fs->nodes;
 	tf_file *f = NULL;
@@ -290,7 +291,7 @@ static int ensure_index(tilefs *fs, fs_node *n)
 		return -n->index_errno;
 	n->indexing = true;
 	pthread_mutex_unlock(&t->lock);
-	rc = tf_catalog_open(fs->catalog, n->rel, &n->st.v, &f, &fx, &err);
+	rc = tf_catalog_open_for(fs->catalog, n->rel, &n->st.v, flags, &f, &fx, &err);
 	if (rc != TF_OK && rc != TF_E_STALE)
 		fs_log(TF_LOG_ERROR, "%s", err.msg);
 	pthread_mutex_lock(&t->lock);
@@ -500,7 +501,7 @@ int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *kn
 		n->pins++;
 		/* A file that cannot be indexed is listed empty; opening it says EIO.
 		 * One that changed since our stat is looked at again, once. */
-		rc = decoded ? ensure_index(fs, n) : 0;
+		rc = decoded ? ensure_index(fs, n, TF_OPEN_METADATA) : 0;
 		n->pins--;
 		if (rc == -ESTALE && tries == 0) {
 			maybe_free(&fs->nodes, n);
@@ -632,7 +633,7 @@ int fs_node_open_index(tilefs *fs, fs_node *n, tf_file **f)
 	n->pins++;
 	/* A failure older than the retry time is tried again; a fresh one is
 	 * the answer. */
-	rc = ensure_index(fs, n);
+	rc = ensure_index(fs, n, 0);
 	if (rc == 0) {
 		*f = tf_file_ref(n->file);
 		n->opens++;

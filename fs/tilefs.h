@@ -48,6 +48,9 @@ typedef struct fs_nodes {
 	tf_catalog *catalog;		/* where view nodes' states come from */
 } fs_nodes;
 
+typedef struct fs_indexer fs_indexer;
+struct tf_index;
+
 /* The one state object of the driver (the session's userdata). */
 typedef struct tilefs {
 	tf_source *src;
@@ -63,6 +66,8 @@ typedef struct tilefs {
 	bool foreground;
 	unsigned max_threads;		/* FUSE threads; 0: libfuse's choice (-o max_threads) */
 	bool direct_io;			/* -o direct_io: decoded files bypass the page cache */
+	struct tf_index *index;		/* persisted indexes (indexer.c) */
+	fs_indexer *indexer;		/* index_at_mount, or NULL */
 	pthread_mutex_t handles_lock;
 	struct handle *handles;		/* open files (ll.c) */
 } tilefs;
@@ -132,6 +137,18 @@ void fs_node_facts(tilefs *fs, fs_node *n, tf_facts *out);
 
 /* Nodes, indexes kept, bytes of index, open handles: for user.tilefs.cache. */
 void fs_nodes_stats(tilefs *fs, size_t *nodes, size_t *indexes, size_t *index_bytes, size_t *handles);
+
+/* ---- indexer.c: the persisted index store and index_at_mount ----------------------------- */
+
+/* Open the store (a directory that cannot be used only warns) and give it
+ * to the catalog; start indexing ahead with index_at_mount.  -1: no memory. */
+int fs_index_open(tilefs *fs);
+/* Stop indexing ahead (waits for the file in hand); then free the store. */
+void fs_index_stop(tilefs *fs);
+void fs_index_close(tilefs *fs);
+/* user.tilefs.index: the store's counters and the progress of indexing
+ * ahead (malloc'd). */
+char *fs_index_attr(tilefs *fs);
 
 /* ---- log.c ---------------------------------------------------------------------------------- */
 

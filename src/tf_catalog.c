@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "tf_array.h"
+#include "tf_index.h"
 
 #define NOT_ARRAY_TTL_NS 1000000000LL	/* the mount's entry timeout */
 #define MAX_DIRS 65536			/* then forget every non-array directory */
@@ -35,6 +36,7 @@ typedef struct dir_slot {
 struct tf_catalog {
 	tf_source *src;
 	const tf_config *cfg;
+	struct tf_index *store;		/* persisted indexes, or NULL */
 	pthread_mutex_t lock;
 	dir_slot *buckets[NBUCKETS];
 	size_t ndirs, narrays;
@@ -360,9 +362,24 @@ static char *dup_or_null(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
+void tf_catalog_set_index(tf_catalog *c, struct tf_index *store)
+{
+	c->store = store;
+}
+
+void tf_catalog_prefetch(tf_catalog *c, const char *rel, const tf_version *v)
+{
+	const tf_rule *r = c->store ? tf_config_match(c->cfg, rel) : NULL;
+	tf_index_key k;
+
+	/* The files tf_file_open_how stores: walked by a rule. */
+	if (r && !r->generic && !r->var_data && tf_index_key_make(&k, c->src, rel, v))
+		tf_index_prefetch(c->store, &k);
+}
+
 /* A file no rule matches, inside a TileDB array: its array says how. */
-static tf_status open_in_array(tf_catalog *c, const char *rel, const tf_version *v, tf_file **out,
-			       tf_facts *fx, tf_error *err)
+static tf_status open_in_array(tf_catalog *c, const char *rel, const tf_version *v, const tf_file_how *how,
+			       tf_file **out, tf_facts *fx, tf_error *err)
 {
 	const char *inner;
 	dir_slot *d = array_of(c, rel, &inner);
@@ -375,7 +392,7 @@ static tf_status open_in_array(tf_catalog *c, const char *rel, const tf_version 
 		array_release(c, d);
 		return tf_err_prefix(err, "%s", rel);
 	}
-	rc = tf_file_open(c->src, af.path, rel, v, &af.spec, out, err);
+	rc = tf_file_open_how(c->src, af.path, rel, v, &af.spec, how, out, err);
 	if (rc == TF_OK && fx)
 		*fx = (tf_facts){ dup_or_null(af.field), dup_or_null(af.kind), dup_or_null(af.fragment),
 				  af.format_version };
@@ -405,7 +422,14 @@ static tf_status add_var_data(tf_catalog *c, const char *rel, const tf_rule *r, 
 tf_status tf_catalog_open(tf_catalog *c, const char *rel, const tf_version *v, tf_file **out,
 			  tf_facts *fx, tf_error *err)
 {
+	return tf_catalog_open_for(c, rel, v, 0, out, fx, err);
+}
+
+tf_status tf_catalog_open_for(tf_catalog *c, const char *rel, const tf_version *v, unsigned flags,
+			      tf_file **out, tf_facts *fx, tf_error *err)
+{
 	const tf_rule *r = tf_config_match(c->cfg, rel);
+	tf_file_how how = { c->store, (flags & TF_OPEN_METADATA) != 0 };
 	char var_path[4096];
 	tf_file_spec spec;
 	tf_status rc;
@@ -413,10 +437,10 @@ tf_status tf_catalog_open(tf_catalog *c, const char *rel, const tf_version *v, t
 	if (fx)
 		*fx = (tf_facts){ 0 };
 	if (!r)
-		return open_in_array(c, rel, v, out, fx, err);
+		return open_in_array(c, rel, v, &how, out, fx, err);
 	spec = (tf_file_spec){ .pipeline = r->pipeline, .type = r->type, .cell_val_num = r->cell_val_num,
 			       .version = r->version, .key = r->key, .generic = r->generic };
 	if (r->var_data && (rc = add_var_data(c, rel, r, &spec, var_path, sizeof(var_path), err)) != TF_OK)
 		return tf_err_prefix(err, "%s", rel);
-	return tf_file_open(c->src, rel, rel, v, &spec, out, err);
+	return tf_file_open_how(c->src, rel, rel, v, &spec, &how, out, err);
 }

@@ -71,6 +71,25 @@ tf_status tf_catalog_views(tf_catalog *c, const char *dir, tf_cache *cache, tf_v
 			   tf_catalog_hold **hold, tf_error *err);
 void tf_catalog_views_put(tf_catalog *c, tf_views *v, tf_catalog_hold *hold);
 
+/*
+ * Persisted indexes (tf_index.h): walked files are looked up in store and
+ * stored to it, and every walk is counted there (borrowed; NULL: none).
+ * Set before the catalog is used.
+ */
+struct tf_index;
+void tf_catalog_set_index(tf_catalog *c, struct tf_index *store);
+
+/* A lookup of file rel (version v) follows soon (a listing's): start
+ * reading its persisted index, if it is a file that has one. */
+void tf_catalog_prefetch(tf_catalog *c, const char *rel, const tf_version *v);
+
+/* tf_catalog_open, saying why: TF_OPEN_METADATA when only the size is
+ * wanted now (a lookup): a walk then reads headers alone where that is
+ * cheap (tf_file_how). */
+#define TF_OPEN_METADATA 1u
+tf_status tf_catalog_open_for(tf_catalog *c, const char *rel, const tf_version *v, unsigned flags,
+			      tf_file **out, tf_facts *fx, tf_error *err);
+
 /* Arrays currently kept. */
 size_t tf_catalog_arrays(tf_catalog *c);
 

@@ -78,6 +78,7 @@ struct tf_config {
 	tf_pipeline *empty;
 	bool world_readable;	/* the config file itself */
 	char *plugin_path;	/* [tilefs] plugin_path, as written */
+	char *index_dir;	/* [tilefs] index_dir, resolved (s.index_dir) */
 	int plugin_path_line;
 	tf_plugins *plugins;	/* loaded by resolve(); outlives every pipeline */
 	char **warnings;	/* plugins skipped, for the caller to show */
@@ -415,6 +416,33 @@ static int set_fieldspec(parser *ps, fieldspec *f, const char *name, const char 
 	return 1;
 }
 
+static char *resolve_path(const tf_config *c, const char *p);
+
+/* index_dir (a path relative to the file, or "none"), index_max_size,
+ * index_at_mount. */
+static int set_index(parser *ps, const char *name, const char *value)
+{
+	tf_settings *s = &ps->c->s;
+
+	if (!strcmp(name, "index_dir")) {
+		free(ps->c->index_dir);
+		ps->c->index_dir = !value[0] ? NULL : !strcmp(value, "none") ? strdup("none")
+				 : resolve_path(ps->c, value);
+		if (value[0] && !ps->c->index_dir)
+			return fail(ps, ps->line, "out of memory");
+		s->index_dir = ps->c->index_dir;
+	} else if (!strcmp(name, "index_max_size")) {
+		if (!tf_parse_size(value, &s->index_max_size) || s->index_max_size < 65536)
+			return fail(ps, ps->line, "index_max_size: bad size '%s' (e.g. 1G; at least 64K)", value);
+	} else if (!strcmp(name, "index_at_mount")) {
+		if (!parse_bool(value, &s->index_at_mount))
+			return fail(ps, ps->line, "index_at_mount must be yes or no, not '%s'", value);
+	} else {
+		return fail(ps, ps->line, "unknown key '%s' in [tilefs]", name);
+	}
+	return 1;
+}
+
 static int set_tilefs(parser *ps, const char *name, const char *value)
 {
 	tf_settings *s = &ps->c->s;
@@ -447,6 +475,8 @@ static int set_tilefs(parser *ps, const char *name, const char *value)
 		free(ps->c->default_key_name);
 		ps->c->default_key_name = strdup(value);
 		ps->c->default_key_line = ps->line;
+	} else if (!strncmp(name, "index_", 6)) {
+		return set_index(ps, name, value);
 	} else if (!strcmp(name, "plugin_path")) {
 		free(ps->c->plugin_path);
 		if (!(ps->c->plugin_path = strdup(value)))
@@ -916,7 +946,7 @@ void tf_config_free(tf_config *c)
 	tf_plugins_free(c->plugins);	/* after every pipeline holding its classes */
 	for (size_t i = 0; i < c->nwarnings; i++)
 		free(c->warnings[i]);
-	free(c->warnings), free(c->plugin_path);
+	free(c->warnings), free(c->plugin_path), free(c->index_dir);
 	tf_s3_settings_clear(&c->s3);
 	free(c);
 }
@@ -956,6 +986,22 @@ void tf_config_lock_keys(tf_config *c)
 void tf_config_set_cache_size(tf_config *c, uint64_t bytes)
 {
 	c->s.cache_size = bytes;
+}
+
+bool tf_config_set_index_dir(tf_config *c, const char *dir)
+{
+	char *d = strdup(dir);
+
+	if (!d)
+		return false;
+	free(c->index_dir);
+	c->s.index_dir = c->index_dir = d;
+	return true;
+}
+
+void tf_config_set_index_at_mount(tf_config *c, bool on)
+{
+	c->s.index_at_mount = on;
 }
 
 void tf_config_set_views(tf_config *c, bool on)

@@ -3,7 +3,7 @@
  * documents every key).
  *
  *   [tilefs]          cache_size, unmatched, log_level, workers, default_key,
- *                     plugin_path, views
+ *                     plugin_path, views, index_dir, index_max_size, index_at_mount
  *   [pipeline NAME]   filters, datatype, cell_val_num, format_version
  *   [key NAME]        file | env | hex
  *   [match GLOB]      pipeline = NAME or inline filters/datatype/...,
@@ -45,6 +45,9 @@ typedef struct tf_settings {
 	unsigned workers;		/* decode-ahead threads; 0 = one per CPU */
 	const tf_key *default_key;	/* for TileDB arrays with no [array] key */
 	bool views;			/* views = yes: each array's @views folder */
+	const char *index_dir;		/* persisted indexes: NULL the default, "none" */
+	uint64_t index_max_size;	/* their bound in bytes (0: the default) */
+	bool index_at_mount;		/* index the whole source in the background */
 } tf_settings;
 
 /* How files a [match] rule selects are decoded. */
@@ -81,6 +84,9 @@ void tf_config_lock_keys(tf_config *c);
 void tf_config_set_cache_size(tf_config *c, uint64_t bytes);
 /* Turn the views folders on (mount option views). */
 void tf_config_set_views(tf_config *c, bool on);
+/* Override index_dir (a path, or "none") and index_at_mount (mount options). */
+bool tf_config_set_index_dir(tf_config *c, const char *dir);
+void tf_config_set_index_at_mount(tf_config *c, bool on);
 /* The first rule whose glob matches relpath (relative to SOURCE), or NULL. */
 const tf_rule *tf_config_match(const tf_config *c, const char *relpath);
 /* Key for the TileDB array at relpath ([array] rule, else default_key). */

@@ -8,7 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tf_index.h"
+
 #define WALK_WINDOW (1024 * 1024)	/* see walker */
+#define HEADER_READ 512			/* header walks: the 512-byte blocks holding a header */
+#define HEADER_GAP 4096			/* headers closer than this: read the window */
+#define DENSE_RUNS 8
 
 /* ---- walking headers ------------------------------------------------------------- */
 
@@ -17,16 +22,29 @@
  * sequential pass instead of a random read per header, which costs ten times
  * more on most storage, and it fills the page cache with what readers will
  * want next.  (Asking the kernel to read ahead while taking only the header
- * pages was measured slower: 0.43 s against 0.27 s for a cold 70 MB file.) */
+ * pages was measured slower: 0.43 s against 0.27 s for a cold 70 MB file.)
+ *
+ * A header walk, for when only the size is wanted (a lookup, not an open),
+ * reads each header alone: the 512-byte block(s) holding it, which a local
+ * source reads with direct I/O unless cached (tf_object_advise).  Measured
+ * on a cold 2 GiB file of 64 KiB chunks stored at 3.8:1 (564 MB): the
+ * window reads 100% of it in 0.2-0.5 s; headers alone read 3% (1/32) in
+ * 1.9-2.7 s, one device round trip per chunk (contrib/bench-index).  So a
+ * header walk spends time to save bytes: it is for lookups, and the index
+ * store makes it rare.  Headers closer together than HEADER_GAP would read
+ * most of the file anyway: the walk then switches to the window. */
 typedef struct walker {
 	tf_object *obj;
 	uint64_t end;		/* the walk stays before this offset */
 	uint64_t at;		/* file offset of buf[0] */
 	size_t len;
+	bool headers;		/* a header walk (until headers prove dense) */
+	unsigned dense;		/* header reads in a row close to the last */
+	uint64_t read;		/* bytes read */
 	uint8_t buf[WALK_WINDOW];
 } walker;
 
-static walker *walker_new(tf_object *obj, uint64_t end)
+static walker *walker_new(tf_object *obj, uint64_t end, bool headers)
 {
 	walker *w = malloc(sizeof(*w));
 
@@ -34,8 +52,31 @@ static walker *walker_new(tf_object *obj, uint64_t end)
 		w->obj = obj;
 		w->end = end;
 		w->at = w->len = 0;
+		w->headers = headers;
+		w->dense = 0;
+		w->read = 0;
 	}
 	return w;
+}
+
+/* Where to read, and how much, for n bytes at off: a window from off, or
+ * (a header walk) the whole 512-byte blocks holding them. */
+static size_t walk_want(walker *w, uint64_t off, size_t n, uint64_t *start)
+{
+	uint64_t left = w->end - off, end;
+
+	if (w->headers) {
+		bool near = w->len && off >= w->at + w->len && off - (w->at + w->len) < HEADER_GAP;
+		w->dense = near ? w->dense + 1 : 0;
+		w->headers = w->dense < DENSE_RUNS;
+	}
+	*start = off;
+	if (!w->headers)
+		return left < WALK_WINDOW ? (size_t)left : WALK_WINDOW;
+	*start = off - off % HEADER_READ;
+	end = (off + n + HEADER_READ - 1) / HEADER_READ * HEADER_READ;
+	end = end < w->end ? end : w->end;
+	return (size_t)(end - *start);
 }
 
 static tf_status walk_read(walker *w, uint64_t off, void *dst, size_t n, tf_error *err)
@@ -44,12 +85,14 @@ static tf_status walk_read(walker *w, uint64_t off, void *dst, size_t n, tf_erro
 		return tf_err(err, TF_E_CORRUPT, "header at %llu runs past the end of the tile data",
 			      (unsigned long long)off);
 	if (off < w->at || off + n > w->at + w->len) {
-		size_t want = w->end - off < WALK_WINDOW ? (size_t)(w->end - off) : WALK_WINDOW;
-		tf_status rc = tf_object_read(w->obj, off, w->buf, want, err);
+		uint64_t start;
+		size_t want = walk_want(w, off, n, &start);
+		tf_status rc = tf_object_read(w->obj, start, w->buf, want, err);
 		if (rc != TF_OK)
 			return rc;
-		w->at = off;
+		w->at = start;
 		w->len = want;
+		w->read += want;
 	}
 	memcpy(dst, w->buf + (off - w->at), n);
 	return TF_OK;
@@ -237,7 +280,7 @@ static tf_status build_table(const tf_file *f, const tile_ent *te, tf_object *ob
 		return rc;
 	if (te->kind != TILE_CHUNKED)
 		return pseudo_table(te, out, err);
-	if (!(w = walker_new(obj, te->start + te->stored)))
+	if (!(w = walker_new(obj, te->start + te->stored, false)))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	rc = walk_chunks(w, te->start, te->off, &t, &stored, &size, err);
 	free(w);
@@ -258,6 +301,26 @@ static tf_status build_table(const tf_file *f, const tile_ent *te, tf_object *ob
 	return TF_OK;
 }
 
+/*
+ * Tile t's units from the store entry f was restored from, checked as a
+ * walk checks its own (their empty units decoded to prove them so).  Units
+ * the entry gets wrong reject it, and the tile is walked instead, checked
+ * against the size the entry gave (as an array's tile is against its
+ * fragment metadata): never wrong bytes.
+ */
+static tf_status restore_table(const tf_file *f, size_t t, tf_object *obj, unit_table **out, tf_error *err)
+{
+	tf_error why;
+	tf_status rc = tf_file_restore_tile(f, t, out, &why);
+
+	if (rc == TF_OK && (rc = check_empty_units(f, &f->tiles[t], obj, *out, &why)) != TF_OK)
+		free(*out);
+	if (rc == TF_OK || rc == TF_E_NOMEM)
+		return rc == TF_OK ? rc : tf_err(err, rc, "%s", why.msg);
+	tf_file_reject_saved(f, t, why.msg);
+	return build_table(f, &f->tiles[t], obj, out, err);
+}
+
 /* Lock-free: a racing loader's table may win; ours is then freed. */
 tf_status tf_file_load_tile(const tf_file *f, tf_object *obj, size_t t, const unit_table **out,
 			    tf_error *err)
@@ -267,7 +330,8 @@ tf_status tf_file_load_tile(const tf_file *f, tf_object *obj, size_t t, const un
 	tf_status rc;
 
 	if (!have) {
-		if ((rc = build_table(f, te, obj, &mine, err)) != TF_OK)
+		rc = f->saved ? restore_table(f, t, obj, &mine, err) : build_table(f, te, obj, &mine, err);
+		if (rc != TF_OK)
 			return tf_err_prefix(err, "%s: tile %zu", f->name, t);
 		if (atomic_compare_exchange_strong(&te->units, &have, mine))
 			have = mine;
@@ -300,7 +364,7 @@ static tf_status add_tile(tf_file *f, const tile_ent *te, tf_error *err)
 /* Walk every tile in [start, end) of obj: tiles with their units loaded. */
 static tf_status walk_file(tf_file *f, tf_object *obj, uint64_t start, uint64_t end, tf_error *err)
 {
-	walker *w = walker_new(obj, end);
+	walker *w = walker_new(obj, end, f->walk_headers);
 	tf_status rc = TF_OK;
 
 	if (!w)
@@ -321,6 +385,8 @@ static tf_status walk_file(tf_file *f, tf_object *obj, uint64_t start, uint64_t 
 			tf_err_prefix(err, "tile %zu", f->ntiles - 1);
 		pos += te.stored;
 	}
+	f->walked = true;
+	f->walked_bytes += w->read;
 	free(w);
 	return rc;
 }
@@ -530,7 +596,8 @@ static tf_status open_var_data(tf_file *f, const tf_file_spec *spec, tf_error *e
 	return rc;
 }
 
-static tf_status open_tiles(tf_file *f, tf_object *obj, const tf_file_spec *spec, tf_error *err)
+/* The decoder of a tile file's chunks, from the spec. */
+static tf_status tile_decoder(tf_file *f, const tf_file_spec *spec, tf_error *err)
 {
 	uint32_t version = spec->version ? spec->version : 22;
 	decoder *d;
@@ -547,8 +614,15 @@ static tf_status open_tiles(tf_file *f, tf_object *obj, const tf_file_spec *spec
 				 .version = version, .key = spec->key,
 				 .var_string = spec->var_string || (spec->pipeline &&
 					tf_var_string_applies(spec->pipeline, spec->type, spec->cell_val_num, version)) };
-	rc = spec->tiles ? layout_tiles(f, spec->tiles, spec->ntiles, err)
-			 : walk_file(f, obj, 0, f->ver.size, err);
+	return TF_OK;
+}
+
+/* A tile file's tiles: from the caller's layout, or walked. */
+static tf_status open_tiles(tf_file *f, tf_object *obj, const tf_file_spec *spec, tf_error *err)
+{
+	tf_status rc = spec->tiles ? layout_tiles(f, spec->tiles, spec->ntiles, err)
+				   : walk_file(f, obj, 0, f->ver.size, err);
+
 	if (rc != TF_OK || !spec->var_data || !has_empty_tile(f))
 		return rc;
 	return open_var_data(f, spec, err);
@@ -647,7 +721,7 @@ static tf_status open_generic(tf_file *f, tf_object *obj, const tf_file_spec *sp
 	if (end > fsize)
 		return tf_err(err, TF_E_CORRUPT, "generic tiles end at %llu, after the file's end",
 			      (unsigned long long)end);
-	if (!(w = walker_new(obj, end)))
+	if (!(w = walker_new(obj, end, false)))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	for (uint64_t pos = 0; rc == TF_OK && pos < end;) {
 		if (!spec->generic_end && pos && footer_starts_at(obj, fsize, pos)) {
@@ -657,6 +731,8 @@ static tf_status open_generic(tf_file *f, tf_object *obj, const tf_file_spec *sp
 		if ((rc = add_generic(f, w, pos, spec->key, &pos, err)) != TF_OK)
 			tf_err_prefix(err, "generic tile %zu (at byte %llu)", f->ntiles, (unsigned long long)pos);
 	}
+	f->walked = true;
+	f->walked_bytes += w->read;
 	free(w);
 	if (rc == TF_OK && end < fsize) {	/* e.g. a fragment metadata footer */
 		tile_ent raw = { .start = end, .stored = fsize - end, .size = fsize - end, .kind = TILE_RAW };
@@ -677,6 +753,8 @@ static void file_free(tf_file *f)
 	for (size_t t = 0; t < f->ntiles; t++)
 		free(atomic_load(&f->tiles[t].units));
 	free(f->tiles);
+	free(f->saved);
+	free(f->saved_tiles);
 	free(f->dec);
 	free(f->var_rel);
 	free(f->name);
@@ -684,26 +762,49 @@ static void file_free(tf_file *f)
 	free(f);
 }
 
-/* Index f.  The stored file is not opened at all when the caller knows both
- * its version and its tiles (a listing of a big array opens nothing). */
-static tf_status index_file(tf_file *f, const tf_version *expect, const tf_file_spec *spec, tf_error *err)
+/*
+ * Index f.  The stored file is not opened at all when the caller knows both
+ * its version and its tiles (a listing of a big array opens nothing), nor
+ * when the store holds the index of that version.  Only walked tile files
+ * are stored: arrays' files have their layout, generic files are small, and
+ * folded offsets depend on a second file.
+ */
+static tf_status index_file(tf_file *f, const tf_version *expect, const tf_file_spec *spec,
+			    const tf_file_how *how, tf_error *err)
 {
+	struct tf_index *store = how && !spec->generic && !spec->tiles && !spec->var_data ? how->store : NULL;
 	tf_object *obj = NULL;
 	tf_status rc;
 
+	if (!spec->generic && (rc = tile_decoder(f, spec, err)) != TF_OK)
+		return rc;
+	if (store && (rc = tf_file_restore(f, store, expect, err)) != TF_E_NOTFOUND)
+		return rc;
 	if (expect && spec->tiles && !spec->generic)
 		f->ver = *expect;
 	else if ((rc = tf_object_open(f->src, f->rel, expect, &obj, err)) != TF_OK)
 		return rc;
 	else
 		f->ver = tf_object_stat(obj)->v;
+	f->walk_headers = how && how->metadata && obj && !spec->generic && !spec->tiles &&
+			  tf_object_advise(obj, TF_ACCESS_HEADERS);
 	rc = spec->generic ? open_generic(f, obj, spec, err) : open_tiles(f, obj, spec, err);
 	tf_object_close(obj);
+	if (how && how->store && f->walked)
+		tf_index_count_walk(how->store, f->walked_bytes);
+	if (rc == TF_OK && store)
+		tf_file_persist(f, store);
 	return rc;
 }
 
 tf_status tf_file_open(tf_source *src, const char *rel, const char *name, const tf_version *expect,
 		       const tf_file_spec *spec, tf_file **out, tf_error *err)
+{
+	return tf_file_open_how(src, rel, name, expect, spec, NULL, out, err);
+}
+
+tf_status tf_file_open_how(tf_source *src, const char *rel, const char *name, const tf_version *expect,
+			   const tf_file_spec *spec, const tf_file_how *how, tf_file **out, tf_error *err)
 {
 	tf_file *f = calloc(1, sizeof(*f));
 	tf_status rc;
@@ -717,9 +818,10 @@ tf_status tf_file_open(tf_source *src, const char *rel, const char *name, const 
 	atomic_init(&f->refs, 1);
 	atomic_init(&f->cache, NULL);
 	atomic_init(&f->owner, 0);
+	atomic_init(&f->saved_bad, false);
 	f->src = src;
 	f->cell_val_num = spec->cell_val_num;
-	if ((rc = index_file(f, expect, spec, err)) != TF_OK) {
+	if ((rc = index_file(f, expect, spec, how, err)) != TF_OK) {
 		tf_err_prefix(err, "%s", f->name);
 		file_free(f);
 		return rc;
@@ -826,7 +928,7 @@ void tf_file_get_info(const tf_file *f, tf_file_info *info)
 	info->tiles = f->ntiles;
 	for (size_t t = 0; t < f->ntiles; t++) {
 		const unit_table *ut = atomic_load(&f->tiles[t].units);
-		info->chunks += ut ? ut->nchunks : 0;
+		info->chunks += ut ? ut->nchunks : f->saved ? f->saved_tiles[t].nchunks : 0;
 	}
 	info->stored_bytes = f->ver.size;
 	info->decoded_bytes = f->size;
@@ -838,6 +940,8 @@ void tf_file_get_info(const tf_file *f, tf_file_info *info)
 	info->encrypted = f->dec && tf_pipeline_has(f->dec[0].pipeline, TF_F_AES_256_GCM);
 	info->var_string = f->dec && f->dec[0].env.var_string;
 	info->from_layout = f->from_layout;
+	info->from_store = f->from_store;
+	info->walked_bytes = f->walked_bytes;
 }
 
 char *tf_file_pipeline_text(const tf_file *f)
@@ -857,7 +961,8 @@ char *tf_file_codecs_json(const tf_file *f)
 
 size_t tf_file_index_bytes(const tf_file *f)
 {
-	size_t n = sizeof(*f) + f->tcap * sizeof(tile_ent);
+	size_t n = sizeof(*f) + f->tcap * sizeof(tile_ent) + f->saved_len +
+		   (f->saved ? f->ntiles * sizeof(saved_tile) : 0);
 
 	for (size_t t = 0; t < f->ntiles; t++) {
 		const unit_table *ut = atomic_load(&f->tiles[t].units);

@@ -75,6 +75,26 @@ typedef struct tf_file_spec {
  */
 tf_status tf_file_open(tf_source *src, const char *rel, const char *name, const tf_version *expect,
 		       const tf_file_spec *spec, tf_file **out, tf_error *err);
+
+/*
+ * How a walk is done (tf_file_open_how).  With a store, a file that must be
+ * walked (a tile file without a layout, neither generic nor with folded
+ * offsets) is first looked up there: an entry of this very version
+ * (tf_index.h), validated against the file's size, replaces the walk, and
+ * the file is not even opened when expect is given.  A walk's result is
+ * stored.  Every walk is counted in the store.  With metadata, only the
+ * size is wanted for now: the walk reads chunk headers alone where the
+ * source says small reads are cheap (tf_object_advise), else it reads the
+ * file through a window, as a walk before reading does (whose bytes the
+ * page cache then holds for the reads that follow).
+ */
+struct tf_index;
+typedef struct tf_file_how {
+	struct tf_index *store;		/* or NULL; outlives the files opened with it */
+	bool metadata;
+} tf_file_how;
+tf_status tf_file_open_how(tf_source *src, const char *rel, const char *name, const tf_version *expect,
+			   const tf_file_spec *spec, const tf_file_how *how, tf_file **out, tf_error *err);
 tf_file *tf_file_ref(tf_file *f);
 void tf_file_unref(tf_file *f);
 
@@ -98,6 +118,8 @@ typedef struct tf_file_info {
 	uint32_t cell_val_num;
 	uint32_t version;
 	bool generic, encrypted, var_string, from_layout;
+	bool from_store;		/* the index came from the store */
+	uint64_t walked_bytes;		/* bytes read walking it (0: no walk) */
 } tf_file_info;
 void tf_file_get_info(const tf_file *f, tf_file_info *info);
 /* Canonical text of the effective pipeline (malloc'd). */

@@ -48,6 +48,12 @@ typedef struct tile_ent {
 	_Atomic(unit_table *) units;	/* NULL until first needed */
 } tile_ent;
 
+/* A tile restored from the store: where its units are in the payload. */
+typedef struct saved_tile {
+	size_t at, len;		/* its unit list in tf_file.saved */
+	uint64_t nchunks, nunits;
+} saved_tile;
+
 /* A pipeline and what it needs to run. */
 typedef struct decoder {
 	tf_pipeline *pipeline;	/* effective: AES appended when keyed */
@@ -69,10 +75,31 @@ struct tf_file {
 	uint64_t size;
 	uint64_t folded;
 	bool generic, from_layout;
+	bool walk_headers;	/* walks read headers alone (tf_file_how.metadata) */
+	bool walked, from_store;
+	uint64_t walked_bytes;
+	uint8_t *saved;		/* from the store: its payload, or NULL */
+	size_t saved_len;
+	saved_tile *saved_tiles;	/* per tile, with saved */
+	struct tf_index *store;	/* where saved came from (outlives f) */
+	atomic_bool saved_bad;	/* its entry was found wrong and rejected */
 	uint32_t cell_val_num;
 	_Atomic(tf_cache *) cache; /* the one cache it is read through */
 	_Atomic uint64_t owner;	/* our id in that cache */
 };
+
+/* tf_file_index.c: the persisted form of a walked file's tiles and units.
+ * Restore fills f's tiles from store (TF_E_NOTFOUND: walk it); persist
+ * stores them. */
+struct tf_index;
+tf_status tf_file_restore(tf_file *f, struct tf_index *store, const tf_version *expect, tf_error *err);
+void tf_file_persist(const tf_file *f, struct tf_index *store);
+/* The units of restored tile t, made from the payload and checked
+ * (TF_E_CORRUPT: the entry is wrong). */
+tf_status tf_file_restore_tile(const tf_file *f, size_t t, unit_table **out, tf_error *err);
+/* The entry f was restored from is wrong (at tile t): warned and removed
+ * from the store, once. */
+void tf_file_reject_saved(const tf_file *f, size_t t, const char *why);
 
 /* The unit list of tile t, read from obj (its chunk headers) the first time. */
 tf_status tf_file_load_tile(const tf_file *f, tf_object *obj, size_t t, const unit_table **out,

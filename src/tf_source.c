@@ -169,3 +169,8 @@ tf_status tf_object_check(tf_object *o, tf_error *err)
 {
 	return o->ops->check ? o->ops->check(o, err) : TF_OK;
 }
+
+bool tf_object_advise(tf_object *o, tf_access how)
+{
+	return o->ops->advise ? o->ops->advise(o, how) : false;
+}

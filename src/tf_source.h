@@ -150,4 +150,16 @@ void tf_object_prefetch(tf_object *o, uint64_t off, uint64_t len);
 /* Whether the stored file is still this object's version (a cheap check). */
 tf_status tf_object_check(tf_object *o, tf_error *err);
 
+/*
+ * How an object is about to be read (a hint, for this object only).
+ * TF_ACCESS_HEADERS: small reads far apart follow, each depending on the
+ * last (a walk of chunk headers, nothing decoded).  A local file then reads
+ * without read-ahead, and reads pages not in the page cache with direct I/O
+ * of the sectors alone, so a walk neither reads nor caches the chunks.
+ * Returns whether such reads are cheap for this kind: an object store pays
+ * a round trip per read (false: nothing changes, read in large runs).
+ */
+typedef enum { TF_ACCESS_NORMAL, TF_ACCESS_HEADERS } tf_access;
+bool tf_object_advise(tf_object *o, tf_access how);
+
 #endif

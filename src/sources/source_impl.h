@@ -31,6 +31,7 @@ typedef struct tf_object_ops {
 	tf_status (*read)(tf_object *o, uint64_t off, void *dst, size_t len, tf_error *err);
 	void (*prefetch)(tf_object *o, uint64_t off, uint64_t len);
 	tf_status (*check)(tf_object *o, tf_error *err);
+	bool (*advise)(tf_object *o, tf_access how);	/* may be NULL: false */
 } tf_object_ops;
 
 struct tf_source {

@@ -16,6 +16,13 @@
  * each read by comparing size, mtime and ctime with the version opened (the
  * kernel updates both times before it copies a write's data in): such a
  * read fails TF_E_STALE rather than returning bytes of two versions.
+ *
+ * Header walks (tf_object_advise TF_ACCESS_HEADERS): small reads of pages
+ * the page cache holds are served from it; others read only their sectors
+ * with direct I/O (on a second descriptor of the same open file), so
+ * walking a file's chunk headers reads about 512 bytes per chunk instead of
+ * the whole file, and caches nothing.  Residency is asked of mincore() for
+ * a window of the file at a time (one mmap per 256 MiB walked).
  */
 #include "config.h"
 
@@ -24,10 +31,12 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -40,9 +49,24 @@ typedef struct local_source {
 	atomic_bool no_openat2;	/* the kernel said ENOSYS once */
 } local_source;
 
+#define HDR_MAX 4096			/* larger reads take the normal path */
+#define DIO_ALIGN_MAX 4096
+#define RESIDENCY_WINDOW ((uint64_t)256 << 20)
+
+/* Header walks: a direct-I/O descriptor and what the page cache holds. */
+typedef struct hdr_mode {
+	pthread_mutex_t lock;
+	int dfd;			/* O_DIRECT, or -1: every read is buffered */
+	uint32_t align;			/* its offset alignment */
+	uint64_t res_off, res_len;	/* the window res[] describes, in bytes */
+	unsigned char *res;		/* mincore(): one byte per page */
+	size_t page;
+} hdr_mode;
+
 typedef struct local_object {
 	tf_object base;
 	int fd;
+	_Atomic(hdr_mode *) hdr;	/* header walks, or NULL */
 } local_object;
 
 static const tf_object_ops local_object_ops;
@@ -257,6 +281,7 @@ static tf_status local_open(tf_source *base, const char *rel, const tf_version *
 	o->base.ops = &local_object_ops;
 	o->base.st = st;
 	o->fd = fd;
+	atomic_init(&o->hdr, NULL);
 	*out = &o->base;
 	return TF_OK;
 }
@@ -264,7 +289,15 @@ static tf_status local_open(tf_source *base, const char *rel, const tf_version *
 static void local_close(tf_object *base)
 {
 	local_object *o = (local_object *)base;
+	hdr_mode *h = atomic_load(&o->hdr);
 
+	if (h) {
+		if (h->dfd >= 0)
+			close(h->dfd);
+		pthread_mutex_destroy(&h->lock);
+		free(h->res);
+		free(h);
+	}
 	close(o->fd);
 	free(o->base.name);
 	free(o);
@@ -291,13 +324,12 @@ static tf_status local_check(tf_object *base, tf_error *err)
 	return TF_OK;
 }
 
-static tf_status local_read(tf_object *base, uint64_t off, void *dst, size_t len, tf_error *err)
+static tf_status plain_read(local_object *o, int fd, uint64_t off, void *dst, size_t len, tf_error *err)
 {
-	local_object *o = (local_object *)base;
 	uint8_t *p = dst;
 
 	while (len) {
-		ssize_t got = pread(o->fd, p, len, (off_t)off);
+		ssize_t got = pread(fd, p, len, (off_t)off);
 		if (got < 0 && errno == EINTR)
 			continue;
 		if (got < 0)
@@ -310,9 +342,130 @@ static tf_status local_read(tf_object *base, uint64_t off, void *dst, size_t len
 		off += (uint64_t)got;
 		len -= (size_t)got;
 	}
+	return TF_OK;
+}
+
+/* ---- header walks ------------------------------------------------------------------------ */
+
+/* Whether the pages of [off, off+len) are in the page cache (lock held):
+ * mincore() of a mapping of the window holding them. */
+static bool resident(local_object *o, hdr_mode *h, uint64_t off, size_t len)
+{
+	uint64_t size = o->base.st.v.size, first = off / h->page, last = (off + len - 1) / h->page;
+	uint64_t mlen;
+	void *m;
+
+	if (off < h->res_off || off + len > h->res_off + h->res_len) {
+		h->res_off = off / RESIDENCY_WINDOW * RESIDENCY_WINDOW;
+		mlen = size - h->res_off < RESIDENCY_WINDOW ? size - h->res_off : RESIDENCY_WINDOW;
+		m = mmap(NULL, mlen, PROT_READ, MAP_SHARED, o->fd, (off_t)h->res_off);
+		h->res_len = m != MAP_FAILED && mincore(m, mlen, h->res) == 0 ? mlen : 0;
+		if (m != MAP_FAILED)
+			munmap(m, mlen);
+		if (!h->res_len)
+			return false;	/* unknown: read directly */
+	}
+	for (uint64_t p = first; p <= last; p++)
+		if (!(h->res[p - h->res_off / h->page] & 1))
+			return false;
+	return true;
+}
+
+/* The sectors holding [off, off+len), read with direct I/O. */
+static tf_status direct_read(local_object *o, hdr_mode *h, uint64_t off, void *dst, size_t len,
+			     tf_error *err)
+{
+	_Alignas(DIO_ALIGN_MAX) uint8_t buf[HDR_MAX + 2 * DIO_ALIGN_MAX];
+	uint64_t start = off / h->align * h->align, end = (off + len + h->align - 1) / h->align * h->align;
+	size_t got = 0;
+
+	while (got < off + len - start) {
+		ssize_t n = pread(h->dfd, buf + got, (size_t)(end - start) - got, (off_t)(start + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)	/* e.g. a filesystem refusing this alignment: read as usual */
+			return plain_read(o, o->fd, off, dst, len, err);
+		if (n == 0)
+			return tf_err(err, TF_E_STALE, "%s: ended at %llu (changed on disk?)", o->base.name,
+				      (unsigned long long)(start + got));
+		got += (size_t)n;
+	}
+	memcpy(dst, buf + (off - start), len);
+	return TF_OK;
+}
+
+static tf_status header_read(local_object *o, hdr_mode *h, uint64_t off, void *dst, size_t len,
+			     tf_error *err)
+{
+	bool cached;
+
+	pthread_mutex_lock(&h->lock);
+	cached = h->dfd < 0 || resident(o, h, off, len);
+	pthread_mutex_unlock(&h->lock);
+	return cached ? plain_read(o, o->fd, off, dst, len, err) : direct_read(o, h, off, dst, len, err);
+}
+
+/* A descriptor of the same open file with O_DIRECT, and its alignment
+ * (STATX_DIOALIGN); -1 where direct I/O is not offered. */
+static int open_direct(local_object *o, uint32_t *align)
+{
+	char path[64];
+	struct stat a, b;
+	struct statx sx;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", o->fd);
+	if ((fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC)) < 0)
+		return -1;
+	if (fstat(fd, &a) != 0 || fstat(o->fd, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino ||
+	    statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) != 0 || !(sx.stx_mask & STATX_DIOALIGN) ||
+	    !sx.stx_dio_offset_align || sx.stx_dio_offset_align > DIO_ALIGN_MAX ||
+	    sx.stx_dio_mem_align > DIO_ALIGN_MAX) {
+		close(fd);
+		return -1;
+	}
+	*align = sx.stx_dio_offset_align;
+	return fd;
+}
+
+static bool local_advise(tf_object *base, tf_access how)
+{
+	local_object *o = (local_object *)base;
+	long page = sysconf(_SC_PAGESIZE);
+	hdr_mode *h;
+
+	if (how != TF_ACCESS_HEADERS || atomic_load(&o->hdr))
+		return how == TF_ACCESS_HEADERS;
+	posix_fadvise(o->fd, 0, 0, POSIX_FADV_RANDOM);
+	if (!(h = calloc(1, sizeof(*h))))
+		return true;	/* buffered reads without read-ahead */
+	h->page = page > 0 ? (size_t)page : 4096;
+	if (!(h->res = malloc(RESIDENCY_WINDOW / h->page))) {
+		free(h);
+		return true;
+	}
+	h->dfd = open_direct(o, &h->align);
+	pthread_mutex_init(&h->lock, NULL);
+	if (!atomic_compare_exchange_strong(&o->hdr, &(hdr_mode *){ NULL }, h)) {
+		if (h->dfd >= 0)	/* advised twice at once: the other's stays */
+			close(h->dfd);
+		pthread_mutex_destroy(&h->lock);
+		free(h->res);
+		free(h);
+	}
+	return true;
+}
+
+static tf_status local_read(tf_object *base, uint64_t off, void *dst, size_t len, tf_error *err)
+{
+	local_object *o = (local_object *)base;
+	hdr_mode *h = atomic_load_explicit(&o->hdr, memory_order_acquire);
+	tf_status rc = h && len <= HDR_MAX ? header_read(o, h, off, dst, len, err)
+					   : plain_read(o, o->fd, off, dst, len, err);
+
 	/* After the bytes are in: a write that overlapped them has already
 	 * moved the file's times. */
-	return local_check(base, err);
+	return rc == TF_OK ? local_check(base, err) : rc;
 }
 
 static void local_prefetch(tf_object *base, uint64_t off, uint64_t len)
@@ -322,6 +475,7 @@ static void local_prefetch(tf_object *base, uint64_t off, uint64_t len)
 
 static const tf_object_ops local_object_ops = {
 	.close = local_close, .read = local_read, .prefetch = local_prefetch, .check = local_check,
+	.advise = local_advise,
 };
 
 /* ---- the source ------------------------------------------------------------------------- */

@@ -9,6 +9,7 @@
  *   tiletool encode -F SPEC -t TYPE [-n CELLS] [--tile-size BYTES] [-k KEYFILE] IN OUT
  *   tiletool export [--csv | --raw ATTR | --npy ATTR] [--fragment NAME] [-k KEYFILE]
  *                   [-c CONFIG] [-o OUT] ARRAY
+ *   tiletool index [-j N] [-c CONFIG] [--index-dir DIR] SOURCE   (tools/index.c)
  *   (every command: [--plugin-path DIR[:DIR...]], default $TILEFS_PLUGIN_PATH,
  *   then $HDF5_PLUGIN_PATH: filter plugins the specs may name)
  *
@@ -36,6 +37,7 @@
 #include "tf_tile.h"
 #include "tf_view.h"
 #include "filters/plugin.h"
+#include "tools/index.h"
 
 enum { EXIT_DATA = 1, EXIT_USAGE = 2 };
 
@@ -100,7 +102,8 @@ static void print_help(const char *cmd)
 		       "  verify   decode everything and check checksums; non-zero exit on error\n"
 		       "  encode   write a tile file from raw bytes, chunked as TileDB does\n"
 		       "  schema   print a TileDB array's schema\n"
-		       "  export   write an array's cells as CSV, or a dense attribute as a matrix\n\n"
+		       "  export   write an array's cells as CSV, or a dense attribute as a matrix\n"
+		       "  index    index a whole source ahead of a mount (tilefs -o index_dir)\n\n"
 		       "'%s COMMAND --help' describes a command.  Exit status: 0 ok, 1 data\n"
 		       "error, 2 usage error.  A file inside a TileDB array needs no options: its\n"
 		       "schema and fragment metadata say how to decode it.\n", prog, prog);
@@ -988,6 +991,8 @@ int main(int argc, char **argv)
 		printf("tiletool (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
 		return 0;
 	}
+	if (!strcmp(argv[1], "index"))	/* options of its own */
+		return tiletool_index(argc - 1, argv + 1);
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
 		if (strcmp(argv[1], commands[i].name))
 			continue;

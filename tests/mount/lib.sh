@@ -25,10 +25,12 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 # mount_fs CONFIG SOURCE [-o opts]: tilefs returns once the mount is up.
+# Indexes persist in the test's own directory (a later -o index_dir wins).
 mount_fs() {
 	cfg=$1 src=$2
 	shift 2
-	timeout 60 "$TILEFS" -o config="$cfg" "$@" "$src" "$MNT" || fail "tilefs refused to mount $src"
+	timeout 60 "$TILEFS" -o config="$cfg" -o index_dir="$WORK/index" "$@" "$src" "$MNT" ||
+		fail "tilefs refused to mount $src"
 	mountpoint -q "$MNT" || fail "no mount at $MNT"
 }
 umount_fs() { fusermount3 -u "$MNT" || fail "cannot unmount"; }

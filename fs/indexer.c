@@ -1,0 +1,202 @@
+/*
+ * indexer.c - the mount's persisted index store, and indexing ahead.
+ *
+ * The store (tf_index.h) is opened after daemonizing, in index_dir (the
+ * default when none is configured; "none": counting only) and handed to the
+ * catalog: every walk a lookup or an open makes is then stored, and every
+ * index found there saves one.  A directory that cannot be used is a
+ * warning, never a failed mount.
+ *
+ * With index_at_mount, one thread walks SOURCE after mounting, at the
+ * lowest CPU and I/O priority, and indexes every file a [match] rule
+ * decodes (as a lookup would: chunk headers alone where that is cheap).
+ * Lookups of files it has not reached index them at once, as without it.
+ * Its progress and the store's counters are user.tilefs.index on the root.
+ */
+#include "tilefs.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/ioprio.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "tf_index.h"
+
+struct fs_indexer {
+	pthread_t thread;
+	atomic_bool stop, done;
+	_Atomic uint64_t seen, indexed, failed;
+};
+
+static void warn_log(void *ctx, const char *msg)
+{
+	(void)ctx;
+	fs_log(TF_LOG_WARN, "%s", msg);
+}
+
+/* ---- the walk of SOURCE -------------------------------------------------------------------- */
+
+typedef struct name_list {
+	char **v;
+	tf_stat *st;
+	size_t n, cap;
+} name_list;
+
+static int collect(void *ctx, const char *name, const tf_stat *st)
+{
+	name_list *l = ctx;
+
+	if (st->kind != TF_ENT_DIR && st->kind != TF_ENT_REG)
+		return 0;	/* symlinks are never followed */
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		char **v = realloc(l->v, cap * sizeof(*v));
+		tf_stat *s = v ? realloc(l->st, cap * sizeof(*s)) : NULL;
+		if (v)
+			l->v = v;
+		if (!s)
+			return 1;
+		l->st = s;
+		l->cap = cap;
+	}
+	if (!(l->v[l->n] = strdup(name)))
+		return 1;
+	l->st[l->n++] = *st;
+	return 0;
+}
+
+/* Index file rel (version v) if a walked [match] rule decodes it. */
+static void index_one(tilefs *fs, fs_indexer *ix, const char *rel, const tf_version *v)
+{
+	const tf_rule *r = tf_config_match(fs->config, rel);
+	tf_file *f;
+	tf_error err;
+
+	if (!r || r->generic || r->var_data)
+		return;	/* arrays' files need no walk; these are not stored */
+	atomic_fetch_add(&ix->seen, 1);
+	if (tf_catalog_open_for(fs->catalog, rel, v, TF_OPEN_METADATA, &f, NULL, &err) == TF_OK) {
+		atomic_fetch_add(&ix->indexed, 1);
+		tf_file_unref(f);
+	} else {
+		atomic_fetch_add(&ix->failed, 1);
+		fs_log(TF_LOG_DEBUG, "index_at_mount: %s", err.msg);
+	}
+}
+
+/* Index the files of directory dir; its subdirectories go on the stack. */
+static void index_dir(tilefs *fs, fs_indexer *ix, const char *dir, name_list *stack)
+{
+	name_list l = { 0 };
+	char rel[PATH_MAX];
+
+	tf_source_list(fs->src, dir, true, collect, &l, NULL);
+	for (size_t i = 0; i < l.n; i++) {
+		if (!atomic_load(&ix->stop) && tf_path_join(rel, sizeof(rel), dir, l.v[i])) {
+			if (l.st[i].kind == TF_ENT_REG)
+				index_one(fs, ix, rel, &l.st[i].v);
+			else
+				collect(stack, rel, &l.st[i]);
+		}
+		free(l.v[i]);
+	}
+	free(l.v);
+	free(l.st);
+}
+
+static void *run(void *arg)
+{
+	tilefs *fs = arg;
+	fs_indexer *ix = fs->indexer;
+	name_list stack = { 0 };
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+	tf_stat root = { .kind = TF_ENT_DIR };
+
+	/* Behind every reader: nice 19 and the idle I/O class, this thread only. */
+	setpriority(PRIO_PROCESS, (id_t)tid, 19);
+	syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid, IOPRIO_PRIO_VALUE(IOPRIO_CLASS_IDLE, 0));
+	collect(&stack, ".", &root);
+	while (stack.n && !atomic_load(&ix->stop)) {
+		char *dir = stack.v[--stack.n];
+		index_dir(fs, ix, dir, &stack);
+		free(dir);
+	}
+	while (stack.n)
+		free(stack.v[--stack.n]);
+	free(stack.v);
+	free(stack.st);
+	atomic_store(&ix->done, true);
+	fs_log(TF_LOG_INFO, "index_at_mount: %" PRIu64 " of %" PRIu64 " files indexed%s",
+	       atomic_load(&ix->indexed), atomic_load(&ix->seen), atomic_load(&ix->stop) ? " (stopped)" : "");
+	return NULL;
+}
+
+/* ---- the store --------------------------------------------------------------------------- */
+
+int fs_index_open(tilefs *fs)
+{
+	const char *dir = fs->settings->index_dir;
+	char def[PATH_MAX];
+	tf_error err;
+
+	if (!dir)
+		dir = tf_index_default_dir(def, sizeof(def)) ? def : "none";
+	if (tf_index_open(strcmp(dir, "none") ? dir : NULL, fs->settings->index_max_size, warn_log, NULL,
+			  &fs->index, &err) != TF_OK)
+		return -1;
+	tf_catalog_set_index(fs->catalog, fs->index);
+	if (!fs->settings->index_at_mount)
+		return 0;
+	if (!(fs->indexer = calloc(1, sizeof(*fs->indexer))))
+		return -1;
+	if (pthread_create(&fs->indexer->thread, NULL, run, fs) != 0) {
+		fs_log(TF_LOG_WARN, "index_at_mount: cannot start a thread");
+		free(fs->indexer);
+		fs->indexer = NULL;
+	}
+	return 0;
+}
+
+void fs_index_stop(tilefs *fs)
+{
+	if (!fs->indexer)
+		return;
+	atomic_store(&fs->indexer->stop, true);
+	pthread_join(fs->indexer->thread, NULL);
+	free(fs->indexer);
+	fs->indexer = NULL;
+}
+
+void fs_index_close(tilefs *fs)
+{
+	fs_index_stop(fs);
+	tf_index_free(fs->index);
+	fs->index = NULL;
+}
+
+char *fs_index_attr(tilefs *fs)
+{
+	fs_indexer *ix = fs->indexer;
+	tf_index_stats s;
+	char *v;
+
+	if (!fs->index)
+		return NULL;
+	tf_index_get_stats(fs->index, &s);
+	if (asprintf(&v, "dir=%s persist=%s entries=%" PRIu64 " bytes=%" PRIu64 " max_size=%" PRIu64
+		     " hits=%" PRIu64 " misses=%" PRIu64 " stale=%" PRIu64 " corrupt=%" PRIu64 " writes=%" PRIu64
+		     " write_errors=%" PRIu64 " evictions=%" PRIu64 " walks=%" PRIu64 " walk_bytes=%" PRIu64
+		     " background=%s files_seen=%" PRIu64 " files_indexed=%" PRIu64 " files_failed=%" PRIu64,
+		     tf_index_dir(fs->index), !s.persist ? "no" : s.writable ? "yes" : "read-only", s.entries,
+		     s.bytes, s.max_size, s.hits, s.misses, s.stale, s.corrupt, s.writes, s.write_errors,
+		     s.evictions, s.walks, s.walk_bytes,
+		     !ix ? "off" : atomic_load(&ix->done) ? "done" : "running", ix ? atomic_load(&ix->seen) : 0,
+		     ix ? atomic_load(&ix->indexed) : 0, ix ? atomic_load(&ix->failed) : 0) < 0)
+		return NULL;
+	return v;
+}

@@ -1,0 +1,413 @@
+/*
+ * index.c - tiletool index [-j N] [-c CONFIG] [--index-dir DIR] SOURCE
+ *
+ * Build the persisted index store (tf_index.h) for every file under SOURCE
+ * that a [match] rule of CONFIG decodes, as a mount of SOURCE would on its
+ * first lookup of each (chunk headers alone where that is cheap), so that
+ * the mount walks nothing.  Files of TileDB arrays need no index: their
+ * fragment metadata says where every tile is.  The store is the one the
+ * daemon uses: --index-dir, else the configuration's index_dir, else the
+ * default (tf_index_default_dir).
+ *
+ * N threads index files at once (default: one per CPU).  On a terminal a
+ * progress line shows files, bytes, rate and ETA; otherwise one summary
+ * line is printed.  Exit status: 0, 1 if a file failed, 2 usage error.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tf_catalog.h"
+#include "tf_config.h"
+#include "tf_index.h"
+#include "tools/index.h"
+
+#define MAX_JOBS 256
+#define REFRESH_NS 200000000L
+
+typedef struct job {
+	char *rel;
+	tf_version v;
+} job;
+
+typedef struct run {
+	tf_source *src;
+	tf_config *cfg;
+	tf_catalog *cat;
+	tf_index *store;
+	job *v;
+	size_t n, cap;
+	uint64_t total_bytes;
+	atomic_size_t next;
+	_Atomic uint64_t done, done_bytes, walked, restored, failed;
+	pthread_mutex_t lock;		/* output, and `finished` */
+	pthread_cond_t cond;
+	unsigned finished;		/* worker threads done */
+	bool tty;
+	int progress_len;		/* characters of the progress line shown */
+} run;
+
+static const char *prog = "tiletool index";
+
+static void usage(FILE *f)
+{
+	fprintf(f, "Usage: tiletool index [-j N] [-c CONFIG] [--index-dir DIR] [--index-max-size SIZE] SOURCE\n\n"
+		   "Index every file under SOURCE that a [match] rule of CONFIG decodes, into the\n"
+		   "store a mount of SOURCE uses (tilefs -o index_dir), so that the mount walks\n"
+		   "nothing.  Files of TileDB arrays need no index.\n\n"
+		   "  -j, --jobs N           files indexed at once (default: one per CPU)\n"
+		   "  -c, --config CONFIG    tilefs.ini(5) with the [match] rules (and index_dir)\n"
+		   "      --index-dir DIR    the store (default: index_dir of CONFIG, else\n"
+		   "                         $XDG_CACHE_HOME/tilefs, /var/cache/tilefs for root)\n"
+		   "      --index-max-size S its bound (default: index_max_size, else 1G)\n\n"
+		   "On a terminal a progress line shows files, bytes, rate and ETA; otherwise one\n"
+		   "summary line is printed.  Exit status: 0 ok, 1 a file failed, 2 usage error.\n");
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* "1.2 GiB" into buf. */
+static const char *human(uint64_t n, char *buf, size_t size)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	double v = (double)n;
+	int u = 0;
+
+	while (v >= 1024 && u < 5)
+		v /= 1024, u++;
+	snprintf(buf, size, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+	return buf;
+}
+
+/* ---- finding the files ------------------------------------------------------------------ */
+
+typedef struct dir_list {
+	char **names;
+	tf_stat *st;
+	size_t n, cap;
+} dir_list;
+
+static int collect(void *ctx, const char *name, const tf_stat *st)
+{
+	dir_list *l = ctx;
+
+	if (st->kind != TF_ENT_DIR && st->kind != TF_ENT_REG)
+		return 0;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		char **names = realloc(l->names, cap * sizeof(*names));
+		tf_stat *s = names ? realloc(l->st, cap * sizeof(*s)) : NULL;
+		if (names)
+			l->names = names;
+		if (!s)
+			return 1;
+		l->st = s;
+		l->cap = cap;
+	}
+	if (!(l->names[l->n] = strdup(name)))
+		return 1;
+	l->st[l->n++] = *st;
+	return 0;
+}
+
+static bool add_job(run *r, const char *rel, const tf_version *v)
+{
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? 2 * r->cap : 256;
+		job *nv = realloc(r->v, cap * sizeof(*nv));
+		if (!nv)
+			return false;
+		r->v = nv;
+		r->cap = cap;
+	}
+	if (!(r->v[r->n].rel = strdup(rel)))
+		return false;
+	r->v[r->n++].v = *v;
+	r->total_bytes += v->size;
+	return true;
+}
+
+/* Every file under dir that a rule decodes and the store can keep. */
+static int find_files(run *r, const char *dir)
+{
+	dir_list l = { 0 };
+	char rel[PATH_MAX];
+	tf_error err;
+	int rc = 0;
+
+	if (tf_source_list(r->src, dir, true, collect, &l, &err) != TF_OK) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		rc = 1;
+	}
+	for (size_t i = 0; i < l.n; i++) {
+		const tf_rule *rule;
+		if (!rc && !tf_path_join(rel, sizeof(rel), dir, l.names[i])) {
+			fprintf(stderr, "%s: %s/%s: path too long\n", prog, dir, l.names[i]);
+			rc = 1;
+		} else if (!rc && l.st[i].kind == TF_ENT_DIR) {
+			rc = find_files(r, rel);
+		} else if (!rc && (rule = tf_config_match(r->cfg, rel)) && !rule->generic && !rule->var_data &&
+			   !add_job(r, rel, &l.st[i].v)) {
+			fprintf(stderr, "%s: out of memory\n", prog);
+			rc = 1;
+		}
+		free(l.names[i]);
+	}
+	free(l.names);
+	free(l.st);
+	return rc;
+}
+
+/* ---- indexing ----------------------------------------------------------------------------- */
+
+static void clear_progress(run *r)
+{
+	if (r->tty && r->progress_len)
+		fprintf(stderr, "\r%*s\r", r->progress_len, "");
+	r->progress_len = 0;
+}
+
+static void index_job(run *r, const job *j)
+{
+	tf_file_info info;
+	tf_file *f;
+	tf_error err;
+
+	if (tf_catalog_open_for(r->cat, j->rel, &j->v, TF_OPEN_METADATA, &f, NULL, &err) != TF_OK) {
+		atomic_fetch_add(&r->failed, 1);
+		pthread_mutex_lock(&r->lock);
+		clear_progress(r);
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		pthread_mutex_unlock(&r->lock);
+	} else {
+		tf_file_get_info(f, &info);
+		atomic_fetch_add(info.from_store ? &r->restored : &r->walked, 1);
+		tf_file_unref(f);
+	}
+	atomic_fetch_add(&r->done_bytes, j->v.size);
+	atomic_fetch_add(&r->done, 1);
+}
+
+static void *worker(void *arg)
+{
+	run *r = arg;
+
+	for (size_t i; (i = atomic_fetch_add(&r->next, 1)) < r->n;)
+		index_job(r, &r->v[i]);
+	pthread_mutex_lock(&r->lock);
+	r->finished++;
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}
+
+/* "  1234/10000 files  1.2 GiB/5.0 GiB  312.0 MiB/s  ETA 0:12" (lock held). */
+static void show_progress(run *r, double t0)
+{
+	uint64_t done = atomic_load(&r->done), bytes = atomic_load(&r->done_bytes);
+	double dt = now_s() - t0, rate = dt > 0 ? (double)bytes / dt : 0;
+	double eta = rate > 0 ? (double)(r->total_bytes - bytes) / rate : 0;
+	char a[32], b[32], c[32];
+	int len;
+
+	len = fprintf(stderr, "\r%6.1f%%  %" PRIu64 "/%zu files  %s/%s  %s/s  ETA %d:%02d  ",
+		      r->total_bytes ? 100.0 * (double)bytes / (double)r->total_bytes : 100.0 * (double)done / (double)r->n,
+		      done, r->n, human(bytes, a, sizeof(a)), human(r->total_bytes, b, sizeof(b)),
+		      human((uint64_t)rate, c, sizeof(c)), (int)eta / 60, (int)eta % 60);
+	r->progress_len = len > 1 ? len - 1 : 0;
+	fflush(stderr);
+}
+
+/* Run the jobs on n threads, showing progress on a terminal. */
+static void index_all(run *r, unsigned n, double t0)
+{
+	pthread_t th[MAX_JOBS];
+	unsigned started = 0;
+
+	for (; started < n; started++)
+		if (pthread_create(&th[started], NULL, worker, r) != 0)
+			break;
+	if (!started)
+		worker(r);	/* no thread: do it here */
+	pthread_mutex_lock(&r->lock);
+	while (r->finished < started) {
+		struct timespec until;
+		if (r->tty)
+			show_progress(r, t0);
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += REFRESH_NS;
+		if (until.tv_nsec >= 1000000000L)
+			until.tv_sec++, until.tv_nsec -= 1000000000L;
+		pthread_cond_timedwait(&r->cond, &r->lock, &until);	/* a display refresh */
+	}
+	if (r->tty)
+		show_progress(r, t0);
+	clear_progress(r);
+	pthread_mutex_unlock(&r->lock);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+}
+
+/* ---- the command ---------------------------------------------------------------------------- */
+
+typedef struct index_opts {
+	const char *config, *dir, *max_size;
+	unsigned jobs;
+} index_opts;
+
+static int parse(int argc, char **argv, index_opts *o)
+{
+	static const struct option longs[] = {
+		{ "jobs", required_argument, NULL, 'j' }, { "config", required_argument, NULL, 'c' },
+		{ "index-dir", required_argument, NULL, 'd' }, { "index-max-size", required_argument, NULL, 'm' },
+		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+	};
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	char *end;
+	int c;
+
+	o->jobs = ncpu > 0 ? (unsigned)ncpu : 1;
+	while ((c = getopt_long(argc, argv, "j:c:h", longs, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			errno = 0;
+			o->jobs = (unsigned)strtoul(optarg, &end, 10);
+			if (errno || *end || !o->jobs || o->jobs > MAX_JOBS) {
+				fprintf(stderr, "%s: -j: 1 to %d, not '%s'\n", prog, MAX_JOBS, optarg);
+				return 2;
+			}
+			break;
+		case 'c': o->config = optarg; break;
+		case 'd': o->dir = optarg; break;
+		case 'm': o->max_size = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		usage(stderr);
+		return 2;
+	}
+	return -1;
+}
+
+static void warn(void *ctx, const char *msg)
+{
+	(void)ctx;
+	fprintf(stderr, "%s: warning: %s\n", prog, msg);
+}
+
+/* Configuration, store, source and catalog; an exit status on failure. */
+static int setup(run *r, const index_opts *o, const char *source)
+{
+	uint64_t max = 0;
+	char def[PATH_MAX], real[PATH_MAX];
+	const char *dir;
+	tf_error err;
+
+	if ((o->config ? tf_config_load(o->config, &r->cfg, &err) : tf_config_default(&r->cfg, &err)) != TF_OK) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		return 2;
+	}
+	for (size_t i = 0; i < tf_config_nwarnings(r->cfg); i++)
+		warn(NULL, tf_config_warning(r->cfg, i));
+	if (o->max_size && (!tf_parse_size(o->max_size, &max) || max < 65536)) {
+		fprintf(stderr, "%s: --index-max-size: bad size '%s' (e.g. 1G)\n", prog, o->max_size);
+		return 2;
+	}
+	dir = o->dir ? o->dir : tf_config_settings(r->cfg)->index_dir;
+	if (!dir && !(dir = tf_index_default_dir(def, sizeof(def)) ? def : NULL))
+		dir = "none";
+	if (!strcmp(dir, "none")) {
+		fprintf(stderr, "%s: no index directory (index_dir = none): nothing to do\n", prog);
+		return 2;
+	}
+	/* Rules match paths relative to SOURCE, as in the mount. */
+	if (strncmp(source, "s3://", 5) && !realpath(source, real)) {
+		fprintf(stderr, "%s: %s: %s\n", prog, source, strerror(errno));
+		return 1;
+	}
+	if (tf_index_open(dir, max ? max : tf_config_settings(r->cfg)->index_max_size, warn, NULL, &r->store,
+			  &err) != TF_OK ||
+	    tf_source_open(strncmp(source, "s3://", 5) ? real : source, tf_config_s3(r->cfg), &r->src, &err) != TF_OK ||
+	    tf_catalog_new(r->src, r->cfg, &r->cat, &err) != TF_OK) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		return 1;
+	}
+	tf_catalog_set_index(r->cat, r->store);
+	return -1;
+}
+
+static void teardown(run *r)
+{
+	for (size_t i = 0; i < r->n; i++)
+		free(r->v[i].rel);
+	free(r->v);
+	tf_catalog_free(r->cat);
+	tf_source_free(r->src);
+	tf_index_free(r->store);
+	tf_config_free(r->cfg);
+	pthread_mutex_destroy(&r->lock);
+	pthread_cond_destroy(&r->cond);
+}
+
+static void summary(run *r, double secs)
+{
+	tf_index_stats s;
+	char a[32], b[32], c[32];
+
+	tf_index_rescan(r->store);
+	tf_index_get_stats(r->store, &s);
+	printf("tiletool index: %zu files (%s) in %.1f s: %" PRIu64 " walked (%s read), %" PRIu64
+	       " already indexed, %" PRIu64 " failed; %s: %" PRIu64 " entries, %s\n",
+	       r->n, human(r->total_bytes, a, sizeof(a)), secs, atomic_load(&r->walked),
+	       human(s.walk_bytes, b, sizeof(b)), atomic_load(&r->restored), atomic_load(&r->failed),
+	       tf_index_dir(r->store), s.entries, human(s.bytes, c, sizeof(c)));
+}
+
+int tiletool_index(int argc, char **argv)
+{
+	index_opts o = { 0 };
+	run r = { .tty = isatty(2) };
+	double t0 = now_s();
+	int rc = parse(argc, argv, &o);
+
+	if (rc >= 0)
+		return rc;
+	pthread_mutex_init(&r.lock, NULL);
+	pthread_cond_init(&r.cond, NULL);
+	atomic_init(&r.next, 0);
+	if ((rc = setup(&r, &o, argv[argc - 1])) < 0) {
+		if (r.tty)
+			fprintf(stderr, "finding files under %s...", argv[argc - 1]);
+		rc = find_files(&r, ".");
+		if (r.tty)
+			fprintf(stderr, "\r%*s\r", (int)strlen(argv[argc - 1]) + 24, "");
+		if (!rc && !r.n)
+			fprintf(stderr, "%s: no file under %s that a [match] rule decodes: nothing to index "
+				"(files of TileDB arrays need none)\n", prog, argv[argc - 1]);
+		if (!rc) {
+			index_all(&r, o.jobs < r.n ? o.jobs : (unsigned)(r.n ? r.n : 1), t0);
+			summary(&r, now_s() - t0);
+			rc = atomic_load(&r.failed) ? 1 : 0;
+		}
+	}
+	teardown(&r);
+	return rc;
+}

@@ -1,0 +1,223 @@
+#!/bin/sh
+# Persisted indexes (issue 13), through the mount:
+#   1. a source rewritten in place with the same size and its mtime put
+#      back (touch -d) is walked again: ctime tells;
+#   2. a corrupt entry is ignored and rebuilt, never trusted;
+#   3. an index directory that cannot be written leaves the mount working
+#      (a warning; a read-only store is still read);
+#   4. two mounts sharing one index directory, walking the same files at
+#      once, leave it whole;
+#   5. tiletool index on a tree of 10,000 files shows progress and builds
+#      the index the daemon then uses: ls -lR walks nothing (counted in
+#      user.tilefs.index), and -o index_at_mount does the same in the
+#      background.
+. "$(dirname "$0")/lib.sh"
+
+MNT2=$WORK/mnt2
+# Also a second mount and a tmpfs of this test's, on any exit.
+trap 'index_cleanup; cleanup' EXIT INT TERM
+index_cleanup() {
+	mountpoint -q "$MNT2" && fusermount3 -u "$MNT2"
+	umount_ro
+}
+# The tmpfs goes once the daemons that held its store open have exited
+# (fusermount3 -u returns before they do): bounded polling.
+umount_ro() {
+	mountpoint -q "$WORK/ro" || return 0
+	for i in $(seq 100); do umount "$WORK/ro" 2>/dev/null && return 0; sleep 0.1; done
+	fail "cannot unmount $WORK/ro"
+}
+
+# field NAME [MOUNTPOINT]: a counter of user.tilefs.index.
+field() {
+	getfattr --absolute-names --only-values -n user.tilefs.index "${2:-$MNT}" | tr ' ' '\n' | sed -n "s/^$1=//p"
+}
+expect_field() {
+	v=$(field "$1" "${3:-$MNT}")
+	[ "$v" = "$2" ] || fail "$1=$v, expected $2 ($(getfattr --absolute-names --only-values -n user.tilefs.index "${3:-$MNT}"))"
+}
+
+# Tile files with no filters, written here: one tile, chunks of the given
+# sizes (their bytes are the file's decoded bytes).
+cat > "$WORK/mk.py" <<'PY'
+import os, random, struct, sys
+
+def tile_file(path, chunks, seed):
+    rnd = random.Random(seed)
+    data = [bytes(rnd.getrandbits(8) for _ in range(n)) for n in chunks]
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(chunks)))
+        for d in data:
+            f.write(struct.pack("<III", len(d), len(d), 0) + d)
+    return b"".join(data)
+
+def decoded(path):
+    b = open(path, "rb").read()
+    (k,) = struct.unpack_from("<Q", b)
+    at, out = 8, b""
+    for _ in range(k):
+        orig, filt, md = struct.unpack_from("<III", b, at)
+        out += b[at + 12 + md:at + 12 + md + filt]
+        at += 12 + md + filt
+    return out
+
+if __name__ == "__main__":
+    what, out = sys.argv[1], sys.argv[2]
+    if what == "check":         # every file of SRC through MNT: its bytes
+        src, mnt, n = out, sys.argv[3], 0
+        for d, _, files in os.walk(src):
+            for name in files:
+                p = os.path.join(d, name)
+                got = open(os.path.join(mnt, os.path.relpath(p, src)), "rb").read()
+                assert got == decoded(p), p
+                n += 1
+        assert n == int(sys.argv[4]), n
+    if what == "versions":      # same stored size (2032), other layouts and sizes
+        open(out + "/v1.raw", "wb").write(tile_file(out + "/v1.tdb", [1000, 1000], 1))
+        open(out + "/v2.raw", "wb").write(tile_file(out + "/v2.tdb", [2012], 2))
+    elif what == "tree":        # N files in directories of 1000
+        n = int(sys.argv[3])
+        rnd = random.Random(3)
+        for i in range(n):
+            d = f"{out}/d{i // 1000}"
+            os.makedirs(d, exist_ok=True)
+            tile_file(f"{d}/f{i}.tdb", [rnd.randint(1, 700) for _ in range(rnd.randint(0, 4))], i)
+PY
+printf '[match *.tdb]\nfilters =\n' > "$WORK/t.ini"
+
+# ---- 1. rewritten in place, mtime put back --------------------------------------------------
+mkdir -p "$WORK/v" "$WORK/src1"
+python3 "$WORK/mk.py" versions "$WORK/v" || fail "making versions"
+cp "$WORK/v/v1.tdb" "$WORK/src1/f.tdb"
+mount_fs "$WORK/t.ini" "$WORK/src1" -o index_dir="$WORK/idx1"
+[ "$(stat -c %s "$MNT/f.tdb")" = 2000 ] || fail "v1 size"
+cmp -s "$MNT/f.tdb" "$WORK/v/v1.raw" || fail "v1 bytes"
+expect_field walks 1
+expect_field writes 1
+umount_fs
+mount_fs "$WORK/t.ini" "$WORK/src1" -o index_dir="$WORK/idx1"
+[ "$(stat -c %s "$MNT/f.tdb")" = 2000 ] || fail "v1 size from the store"
+expect_field walks 0
+expect_field hits 1
+umount_fs
+mtime=$(stat -c %y "$WORK/src1/f.tdb") ctime=$(stat -c %z "$WORK/src1/f.tdb")
+dd if="$WORK/v/v2.tdb" of="$WORK/src1/f.tdb" conv=notrunc status=none	# same inode, same size
+touch -d "$mtime" "$WORK/src1/f.tdb"
+[ "$(stat -c %y "$WORK/src1/f.tdb")" = "$mtime" ] || fail "mtime not restored"
+[ "$(stat -c %z "$WORK/src1/f.tdb")" != "$ctime" ] || fail "ctime did not move"
+mount_fs "$WORK/t.ini" "$WORK/src1" -o index_dir="$WORK/idx1"
+[ "$(stat -c %s "$MNT/f.tdb")" = 2012 ] || fail "the rewritten file shows the old index"
+cmp -s "$MNT/f.tdb" "$WORK/v/v2.raw" || fail "v2 bytes"
+expect_field stale 1
+expect_field walks 1
+umount_fs
+ok "rewritten in place with its mtime restored: ctime detected, walked again"
+
+# ---- 2. a corrupt entry -------------------------------------------------------------------
+entry=$(ls "$WORK/idx1"/*.idx)
+python3 - "$entry" <<'PY' || fail "corrupting"
+import sys
+p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[-3] ^= 0x40; open(p, "wb").write(b)
+PY
+mount_fs "$WORK/t.ini" "$WORK/src1" -o index_dir="$WORK/idx1"
+[ "$(stat -c %s "$MNT/f.tdb")" = 2012 ] || fail "size after a corrupt entry"
+cmp -s "$MNT/f.tdb" "$WORK/v/v2.raw" || fail "bytes after a corrupt entry"
+expect_field corrupt 1
+expect_field walks 1
+expect_field writes 1
+umount_fs
+: > "$entry"	# truncated to nothing
+mount_fs "$WORK/t.ini" "$WORK/src1" -o index_dir="$WORK/idx1"
+cmp -s "$MNT/f.tdb" "$WORK/v/v2.raw" || fail "bytes after a truncated entry"
+expect_field corrupt 1
+umount_fs
+ok "corrupt and truncated entries ignored and rebuilt"
+
+# ---- 3. an index directory that cannot be written --------------------------------------------
+mkdir -p "$WORK/ro"
+mount -t tmpfs -o size=4m tmpfs "$WORK/ro" || fail "tmpfs"
+# (a) cannot even be made: a warning in the log, a working mount
+mount -o remount,ro "$WORK/ro" || fail "remount ro"
+timeout 60 "$TILEFS" -f -o config="$WORK/t.ini",index_dir="$WORK/ro/idx" "$WORK/src1" "$MNT" \
+	2> "$WORK/fg.log" &
+for i in $(seq 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
+mountpoint -q "$MNT" || fail "no mount with an unwritable index_dir: $(cat "$WORK/fg.log")"
+cmp -s "$MNT/f.tdb" "$WORK/v/v2.raw" || fail "bytes with an unwritable index_dir"
+expect_field persist no
+expect_field walks 1
+grep -q "not persisted" "$WORK/fg.log" || fail "no warning: $(cat "$WORK/fg.log")"
+umount_fs
+wait
+# (b) exists, holds an entry, read-only now: read, never written
+mount -o remount,rw "$WORK/ro" || fail "remount rw"
+"$TILETOOL" index -c "$WORK/t.ini" --index-dir "$WORK/ro/idx" "$WORK/src1" > /dev/null || fail "tiletool index"
+mount -o remount,ro "$WORK/ro" || fail "remount ro"
+mount_fs "$WORK/t.ini" "$WORK/src1" -o index_dir="$WORK/ro/idx"
+cmp -s "$MNT/f.tdb" "$WORK/v/v2.raw" || fail "bytes from a read-only store"
+expect_field persist read-only
+expect_field walks 0
+expect_field hits 1
+umount_fs
+umount_ro
+ok "unwritable index directory: the mount works, with a warning"
+
+# ---- 4. two mounts sharing one index directory --------------------------------------------------
+python3 "$WORK/mk.py" tree "$WORK/src4" 300 || fail "making the tree"
+mkdir -p "$MNT2"
+mount_fs "$WORK/t.ini" "$WORK/src4" -o index_dir="$WORK/idx4"
+timeout 60 "$TILEFS" -o config="$WORK/t.ini",index_dir="$WORK/idx4" "$WORK/src4" "$MNT2" || fail "second mount"
+# Both walk every file at once, in opposite orders, twice (the second
+# round finds what either stored).
+for round in 1 2; do
+	find "$MNT/" -type f | xargs stat -c %s > /dev/null &
+	find "$MNT2/" -type f | sort -r | xargs stat -c %s > /dev/null
+	wait
+done
+[ "$(field corrupt)" = 0 ] && [ "$(field corrupt "$MNT2")" = 0 ] || fail "corrupt entries seen"
+w1=$(field walks) w2=$(field walks "$MNT2")
+[ $((w1 + w2)) -ge 300 ] || fail "walks $w1 + $w2 < 300 files"
+fusermount3 -u "$MNT2"
+umount_fs
+# A third mount finds all 300 whole: no walk, no corrupt entry, the same bytes.
+mount_fs "$WORK/t.ini" "$WORK/src4" -o index_dir="$WORK/idx4"
+python3 "$WORK/mk.py" check "$WORK/src4" "$MNT" 300 || fail "bytes through the shared store"
+expect_field walks 0
+expect_field corrupt 0
+expect_field hits 300
+ls "$WORK/idx4" | grep -vq '\.idx$' && fail "temporary files left in the store"
+umount_fs
+ok "two mounts sharing one index directory: 300 entries whole"
+
+# ---- 5. tiletool index on 10,000 files, then a mount that walks nothing ------------------------------
+python3 "$WORK/mk.py" tree "$WORK/src5" 10000 || fail "making 10,000 files"
+"$TILETOOL" index -j 4 -c "$WORK/t.ini" --index-dir "$WORK/idx5" "$WORK/src5" > "$WORK/summary" 2> "$WORK/err" ||
+	fail "tiletool index: $(cat "$WORK/err")"
+[ "$(wc -l < "$WORK/summary")" = 1 ] || fail "not one summary line: $(cat "$WORK/summary")"
+grep -q "10000 files .* 10000 walked .* 0 failed" "$WORK/summary" || fail "summary: $(cat "$WORK/summary")"
+[ ! -s "$WORK/err" ] || fail "no terminal, yet: $(cat "$WORK/err")"
+# On a terminal: a progress line (files, bytes, rate, ETA) redrawn in place.
+script -qec "'$TILETOOL' index -c '$WORK/t.ini' --index-dir '$WORK/idx5' '$WORK/src5'" /dev/null \
+	> "$WORK/tty" || fail "tiletool index on a terminal"
+grep -q "files .*/s  ETA [0-9]*:[0-9][0-9]" "$WORK/tty" || fail "no progress line: $(head -c 300 "$WORK/tty")"
+grep -q "10000 already indexed" "$WORK/tty" || fail "second run: $(tail -c 300 "$WORK/tty")"
+mount_fs "$WORK/t.ini" "$WORK/src5" -o index_dir="$WORK/idx5"
+n=$(ls -lR "$MNT" | grep -c '\.tdb$')
+[ "$n" = 10000 ] || fail "ls -lR listed $n files"
+expect_field walks 0
+expect_field corrupt 0
+[ "$(field hits)" -ge 10000 ] || fail "hits $(field hits)"
+python3 "$WORK/mk.py" check "$WORK/src5" "$MNT" 10000 || fail "bytes through the store"
+umount_fs
+ok "tiletool index of 10,000 files: progress shown; the mount walked none"
+
+# index_at_mount: the same, in the background, reported as it goes.
+mount_fs "$WORK/t.ini" "$WORK/src5" -o index_dir="$WORK/idx5b",index_at_mount
+for i in $(seq 600); do [ "$(field background)" = done ] && break; sleep 0.1; done
+expect_field background done
+expect_field files_seen 10000
+expect_field files_indexed 10000
+expect_field walks 10000
+ls -lR "$MNT" > /dev/null
+expect_field walks 10000
+umount_fs
+ok "index_at_mount indexed 10,000 files in the background; ls -lR then walked none"

@@ -1,0 +1,1071 @@
+/*
+ * test_index.c - the persisted index store (tf_index) and the persisted
+ * form of a walked file's index (tf_file_open_how with a store).
+ *
+ *   - the store: a round trip; a miss; an entry of another version (ctime
+ *     alone differing) is stale; a garbage, bit-flipped or truncated entry,
+ *     another file's entry copied over, and another format version are
+ *     ignored (warned where corrupt); the bound holds and the least
+ *     recently used entries go first; two processes writing the same
+ *     entries at once leave only whole entries; a directory that cannot be
+ *     made persists nothing without failing; the directory is made 0700,
+ *     and one owned by another user is not used;
+ *   - files: a walk is stored and the next open restores it (no walk,
+ *     counted), reading the same bytes; a header walk and a window walk
+ *     store the same index; a file rewritten in place with its mtime put
+ *     back is walked again (ctime); entries damaged in every field of the
+ *     payload, with a valid checksum, are rejected (at the open, or when a
+ *     tile is first read: that tile is then walked) and rebuilt, and an
+ *     entry whose counts are shuffled so that no bound catches them yields
+ *     a decode error; never wrong bytes.
+ */
+#include "config.h"
+
+#include "tf_test.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tf_cache.h"
+#include "tf_file.h"
+#include "tf_index.h"
+
+/* ---- a temporary directory per test ---------------------------------------------------- */
+
+static char tmpdir[64];
+
+static void __attribute__((format(printf, 2, 3))) path_printf(char *out, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(out, PATH_MAX, fmt, ap);
+	va_end(ap);
+	ck_assert_msg(n >= 0 && n < PATH_MAX, "path too long");
+}
+
+static void rm_tree(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char path[PATH_MAX];
+	struct stat sb;
+
+	while (d && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		path_printf(path, "%s/%s", dir, e->d_name);
+		if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+			rm_tree(path);
+		else
+			unlink(path);
+	}
+	if (d)
+		closedir(d);
+	rmdir(dir);
+}
+
+static void tmp_setup(void)
+{
+	strcpy(tmpdir, "/tmp/tf_test_index.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void tmp_teardown(void)
+{
+	rm_tree(tmpdir);
+}
+
+static void store_dir(char *out)
+{
+	path_printf(out, "%s/store", tmpdir);
+}
+
+/* Warnings heard, for assertions. */
+typedef struct heard {
+	unsigned n;
+	char last[TF_ERRMSG_MAX];
+} heard;
+
+static void hear(void *ctx, const char *msg)
+{
+	heard *h = ctx;
+
+	h->n++;
+	snprintf(h->last, sizeof(h->last), "%s", msg);
+}
+
+static tf_index *open_store(uint64_t max, heard *h)
+{
+	char dir[PATH_MAX];
+	tf_index *s;
+
+	store_dir(dir);
+	ck_assert(tf_index_open(dir, max, hear, h, &s, NULL) == TF_OK);
+	return s;
+}
+
+static tf_index_key key_of(unsigned i, int64_t ctime_ns)
+{
+	tf_index_key k;
+
+	memset(&k, 0, sizeof(k));
+	snprintf(k.id, sizeof(k.id), "local:42:%u", i);
+	k.v = (tf_version){ .dev = 42, .ino = i, .size = 1000 + i, .mtime_ns = 5, .ctime_ns = ctime_ns };
+	return k;
+}
+
+/* The entry file of key k: the one holding its identity. */
+static void entry_path(const tf_index_key *k, char *out)
+{
+	char dir[PATH_MAX];
+	DIR *d;
+	struct dirent *e;
+	bool found = false;
+
+	store_dir(dir);
+	ck_assert_ptr_nonnull(d = opendir(dir));
+	while (!found && (e = readdir(d))) {
+		uint8_t *b;
+		size_t n;
+		if (e->d_name[0] == '.')
+			continue;
+		path_printf(out, "%s/%s", dir, e->d_name);
+		b = tf_test_read_file(out, &n);
+		found = n > 26 && memmem(b, n, k->id, strlen(k->id)) && b[24] == strlen(k->id);
+		free(b);
+	}
+	closedir(d);
+	ck_assert_msg(found, "no entry for %s", k->id);
+}
+
+static void put_pattern(tf_index *s, const tf_index_key *k, size_t n, uint8_t seed)
+{
+	uint8_t *p = malloc(n ? n : 1);
+
+	ck_assert_ptr_nonnull(p);
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(seed + i * 7);
+	tf_index_put(s, k, p, n);
+	free(p);
+}
+
+static bool is_pattern(const tf_buf *b, size_t n, uint8_t seed)
+{
+	if (b->len != n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (b->p[i] != (uint8_t)(seed + i * 7))
+			return false;
+	return true;
+}
+
+/* ---- the store ------------------------------------------------------------------------------ */
+
+START_TEST(test_roundtrip)
+{
+	heard h = { 0 };
+	tf_index *s = open_store(0, &h);
+	tf_index_key k = key_of(1, 100), other = key_of(2, 100);
+	tf_buf p = TF_BUF_INIT(1 << 20);
+	tf_index_stats st;
+	char dir[PATH_MAX];
+	struct stat sb;
+
+	ck_assert(tf_index_get(s, &k, &p, NULL) == TF_E_NOTFOUND);
+	put_pattern(s, &k, 5000, 3);
+	ck_assert(tf_index_get(s, &k, &p, NULL) == TF_OK);
+	ck_assert(is_pattern(&p, 5000, 3));
+	ck_assert(tf_index_get(s, &other, &p, NULL) == TF_E_NOTFOUND);
+	put_pattern(s, &k, 0, 0);	/* replaced, by an empty payload */
+	ck_assert(tf_index_get(s, &k, &p, NULL) == TF_OK);
+	ck_assert_uint_eq(p.len, 0);
+	tf_index_get_stats(s, &st);
+	ck_assert(st.persist && st.writable);
+	ck_assert_uint_eq(st.hits, 2);
+	ck_assert_uint_eq(st.misses, 2);
+	ck_assert_uint_eq(st.writes, 2);
+	ck_assert_uint_eq(st.entries, 1);
+	ck_assert_uint_eq(h.n, 0);
+	store_dir(dir);
+	ck_assert_int_eq(stat(dir, &sb), 0);
+	ck_assert_uint_eq(sb.st_mode & 07777, 0700);
+	tf_buf_free(&p);
+	tf_index_free(s);
+}
+END_TEST
+
+START_TEST(test_stale)
+{
+	heard h = { 0 };
+	tf_index *s = open_store(0, &h);
+	tf_index_key k = key_of(1, 100), newer = key_of(1, 101);
+	tf_buf p = TF_BUF_INIT(1 << 20);
+	tf_index_stats st;
+
+	put_pattern(s, &k, 100, 1);
+	/* The same file (device, inode, size, mtime): only ctime moved. */
+	ck_assert(tf_index_get(s, &newer, &p, NULL) == TF_E_STALE);
+	ck_assert_uint_eq(p.len, 0);
+	newer.v.ctime_ns = 100;
+	newer.v.mtime_ns = 6;
+	ck_assert(tf_index_get(s, &newer, &p, NULL) == TF_E_STALE);
+	put_pattern(s, &newer, 100, 2);	/* rebuilt */
+	ck_assert(tf_index_get(s, &newer, &p, NULL) == TF_OK);
+	ck_assert(is_pattern(&p, 100, 2));
+	tf_index_get_stats(s, &st);
+	ck_assert_uint_eq(st.stale, 2);
+	ck_assert_uint_eq(st.corrupt, 0);
+	ck_assert_uint_eq(h.n, 0);	/* a stale entry is no news */
+	tf_buf_free(&p);
+	tf_index_free(s);
+}
+END_TEST
+
+static void write_bytes(const char *path, const void *p, size_t n)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, p, n), (ssize_t)n);
+	ck_assert_int_eq(close(fd), 0);
+}
+
+/* Damage k's entry with fn, then expect get to say `want` (and warn if corrupt). */
+static void damaged(void (*fn)(const char *path, uint8_t *b, size_t n), tf_status want, const char *msg)
+{
+	heard h = { 0 };
+	tf_index *s = open_store(0, &h);
+	tf_index_key k = key_of(7, 100);
+	tf_buf p = TF_BUF_INIT(1 << 20);
+	tf_index_stats st;
+	char path[PATH_MAX];
+	uint8_t *b;
+	size_t n;
+
+	put_pattern(s, &k, 3000, 9);
+	entry_path(&k, path);
+	b = tf_test_read_file(path, &n);
+	fn(path, b, n);
+	free(b);
+	ck_assert_int_eq(tf_index_get(s, &k, &p, NULL), want);
+	ck_assert_uint_eq(p.len, 0);
+	tf_index_get_stats(s, &st);
+	ck_assert_uint_eq(st.corrupt, want == TF_E_CORRUPT);
+	ck_assert_uint_eq(h.n, want == TF_E_CORRUPT);
+	if (msg)
+		ck_assert_msg(strstr(h.last, msg), "warning '%s' lacks '%s'", h.last, msg);
+	put_pattern(s, &k, 3000, 9);	/* rebuilt */
+	ck_assert(tf_index_get(s, &k, &p, NULL) == TF_OK);
+	ck_assert(is_pattern(&p, 3000, 9));
+	tf_buf_free(&p);
+	tf_index_free(s);
+}
+
+static void garbage(const char *path, uint8_t *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		b[i] = (uint8_t)(i * 13 + 1);
+	write_bytes(path, b, n);
+}
+
+static void flip_payload(const char *path, uint8_t *b, size_t n)
+{
+	b[n - 100] ^= 0x10;
+	write_bytes(path, b, n);
+}
+
+static void flip_version(const char *path, uint8_t *b, size_t n)
+{
+	b[26 + b[24] + 32] ^= 1;	/* ctime, under the checksum */
+	write_bytes(path, b, n);
+}
+
+static void truncate_entry(const char *path, uint8_t *b, size_t n)
+{
+	write_bytes(path, b, n - 1);
+}
+
+static void truncate_short(const char *path, uint8_t *b, size_t n)
+{
+	(void)n;
+	write_bytes(path, b, 10);
+}
+
+static void empty_entry(const char *path, uint8_t *b, size_t n)
+{
+	(void)n;
+	write_bytes(path, b, 0);
+}
+
+static void extended(const char *path, uint8_t *b, size_t n)
+{
+	uint8_t *c = calloc(1, n + 1);
+
+	memcpy(c, b, n);
+	write_bytes(path, c, n + 1);
+	free(c);
+}
+
+static void other_format(const char *path, uint8_t *b, size_t n)
+{
+	b[8] = 2;	/* format version 2 */
+	write_bytes(path, b, n);
+}
+
+START_TEST(test_corrupt)
+{
+	damaged(garbage, TF_E_CORRUPT, "not an index entry");
+	damaged(flip_payload, TF_E_CORRUPT, "checksum");
+	damaged(flip_version, TF_E_CORRUPT, "checksum");
+	damaged(empty_entry, TF_E_CORRUPT, NULL);
+}
+END_TEST
+
+START_TEST(test_truncated)
+{
+	damaged(truncate_entry, TF_E_CORRUPT, "truncated");
+	damaged(truncate_short, TF_E_CORRUPT, NULL);
+	damaged(extended, TF_E_CORRUPT, "truncated or overlong");
+}
+END_TEST
+
+START_TEST(test_format_version)
+{
+	damaged(other_format, TF_E_STALE, NULL);	/* an older tilefs's: rebuilt quietly */
+}
+END_TEST
+
+START_TEST(test_foreign)
+{
+	heard h = { 0 };
+	tf_index *s = open_store(0, &h);
+	tf_index_key a = key_of(1, 100), b = key_of(2, 100);
+	tf_buf p = TF_BUF_INIT(1 << 20);
+	char pa[PATH_MAX], pb[PATH_MAX];
+	uint8_t *e;
+	size_t n;
+
+	put_pattern(s, &a, 300, 1);
+	put_pattern(s, &b, 300, 2);
+	entry_path(&a, pa);
+	entry_path(&b, pb);
+	ck_assert_str_ne(pa, pb);
+	e = tf_test_read_file(pa, &n);
+	write_bytes(pb, e, n);	/* a's entry, whole and with its checksum, under b's name */
+	free(e);
+	ck_assert(tf_index_get(s, &b, &p, NULL) == TF_E_CORRUPT);
+	ck_assert_msg(strstr(h.last, "another file's entry"), "%s", h.last);
+	ck_assert(tf_index_get(s, &a, &p, NULL) == TF_OK);
+	ck_assert(is_pattern(&p, 300, 1));
+	tf_buf_free(&p);
+	tf_index_free(s);
+}
+END_TEST
+
+/* Set the mtime of every entry to `ago` seconds before now, plus i ns for
+ * the i-th in key order (the LRU's order). */
+static void age_entries(unsigned nkeys, time_t ago)
+{
+	for (unsigned i = 0; i < nkeys; i++) {
+		tf_index_key k = key_of(i, 1);
+		char path[PATH_MAX];
+		struct timespec ts[2];
+
+		entry_path(&k, path);
+		clock_gettime(CLOCK_REALTIME, &ts[0]);
+		ts[0].tv_sec -= ago;
+		ts[0].tv_nsec = (long)i * 1000;
+		ts[1] = ts[0];
+		ck_assert_int_eq(utimensat(AT_FDCWD, path, ts, 0), 0);
+	}
+}
+
+START_TEST(test_lru_bound)
+{
+	heard h = { 0 };
+	tf_index *s = open_store(80 * 1024, &h);	/* twenty 4 KiB entries */
+	tf_buf p = TF_BUF_INIT(1 << 20);
+	tf_index_stats st;
+
+	for (unsigned i = 0; i < 10; i++) {
+		tf_index_key k = key_of(i, 1);
+		put_pattern(s, &k, 3000, (uint8_t)i);
+	}
+	age_entries(10, 3600);
+	{
+		tf_index_key k0 = key_of(0, 1);	/* used now: it goes last */
+		ck_assert(tf_index_get(s, &k0, &p, NULL) == TF_OK);
+	}
+	/* 22 entries of 4 KiB: the 21st went beyond the bound, trimmed to 90%
+	 * (18 entries): the three least recently used went. */
+	for (unsigned i = 10; i < 22; i++) {
+		tf_index_key k = key_of(i, 1);
+		put_pattern(s, &k, 3000, (uint8_t)i);
+		tf_index_get_stats(s, &st);
+		ck_assert_uint_le(st.bytes, 80 * 1024);
+	}
+	{
+		tf_index_key k0 = key_of(0, 1), k1 = key_of(1, 1), k3 = key_of(3, 1), k4 = key_of(4, 1),
+			     k21 = key_of(21, 1);
+		ck_assert(tf_index_get(s, &k0, &p, NULL) == TF_OK);	/* used: not the oldest */
+		ck_assert(is_pattern(&p, 3000, 0));
+		ck_assert(tf_index_get(s, &k1, &p, NULL) == TF_E_NOTFOUND);	/* the oldest */
+		ck_assert(tf_index_get(s, &k3, &p, NULL) == TF_E_NOTFOUND);
+		ck_assert(tf_index_get(s, &k4, &p, NULL) == TF_OK);
+		ck_assert(tf_index_get(s, &k21, &p, NULL) == TF_OK);	/* the newest */
+	}
+	for (unsigned i = 22; i < 60; i++) {
+		tf_index_key k = key_of(i, 1);
+		put_pattern(s, &k, 3000, (uint8_t)i);
+		tf_index_get_stats(s, &st);
+		ck_assert_uint_le(st.bytes, 80 * 1024);
+	}
+	tf_index_rescan(s);
+	tf_index_get_stats(s, &st);
+	ck_assert_uint_le(st.bytes, 80 * 1024);
+	ck_assert_uint_ge(st.evictions, 40);
+	/* An entry larger than the whole store is not kept. */
+	{
+		tf_index_key big = key_of(100, 1);
+		put_pattern(s, &big, 100 * 1024, 1);
+		ck_assert(tf_index_get(s, &big, &p, NULL) == TF_E_NOTFOUND);
+	}
+	ck_assert_uint_eq(h.n, 0);
+	tf_buf_free(&p);
+	tf_index_free(s);
+}
+END_TEST
+
+#define WRITERS 2
+#define ROUNDS 300
+#define KEYS 16
+
+/* Writer w puts every key, round after round, with payloads of its own
+ * (lengths differ, so a torn or mixed entry cannot pass). */
+static void writer(unsigned w)
+{
+	tf_index *s = open_store(0, NULL);
+
+	for (unsigned r = 0; r < ROUNDS; r++)
+		for (unsigned i = 0; i < KEYS; i++) {
+			tf_index_key k = key_of(i, 1);
+			put_pattern(s, &k, 1000 + 2000 * w + i * 37, (uint8_t)(w * 100 + i));
+		}
+	tf_index_free(s);
+}
+
+START_TEST(test_concurrent_writers)
+{
+	pid_t pids[WRITERS];
+	heard h = { 0 };
+	tf_index *s;
+	tf_buf p = TF_BUF_INIT(1 << 20);
+	unsigned good = 0, reads = 0;
+	int status;
+
+	for (unsigned w = 0; w < WRITERS; w++) {
+		ck_assert_int_ge(pids[w] = fork(), 0);
+		if (!pids[w]) {
+			writer(w);
+			_exit(0);
+		}
+	}
+	s = open_store(0, &h);
+	/* Read while they write: every entry is one writer's, whole. */
+	for (bool running = true; running;) {
+		running = false;
+		for (unsigned w = 0; w < WRITERS; w++)
+			running |= waitpid(pids[w], &status, WNOHANG) == 0;
+		for (unsigned i = 0; i < KEYS; i++) {
+			tf_index_key k = key_of(i, 1);
+			tf_status rc = tf_index_get(s, &k, &p, NULL);
+			reads++;
+			ck_assert_msg(rc == TF_OK || rc == TF_E_NOTFOUND, "key %u: status %d", i, rc);
+			if (rc == TF_OK) {
+				bool one = false;
+				for (unsigned w = 0; w < WRITERS; w++)
+					one |= is_pattern(&p, 1000 + 2000 * w + i * 37, (uint8_t)(w * 100 + i));
+				ck_assert_msg(one, "key %u: a mixed entry", i);
+				good++;
+			}
+		}
+	}
+	for (unsigned w = 0; w < WRITERS; w++) {
+		waitpid(pids[w], &status, 0);
+		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	for (unsigned i = 0; i < KEYS; i++) {
+		tf_index_key k = key_of(i, 1);
+		ck_assert(tf_index_get(s, &k, &p, NULL) == TF_OK);
+	}
+	ck_assert_uint_eq(h.n, 0);
+	ck_assert_uint_gt(good, 0);
+	{	/* no temporary file left behind */
+		char dir[PATH_MAX];
+		DIR *d;
+		struct dirent *e;
+		unsigned n = 0;
+		store_dir(dir);
+		ck_assert_ptr_nonnull(d = opendir(dir));
+		while ((e = readdir(d)))
+			n += e->d_name[0] != '.';
+		closedir(d);
+		ck_assert_uint_eq(n, KEYS);
+	}
+	tf_buf_free(&p);
+	tf_index_free(s);
+}
+END_TEST
+
+START_TEST(test_unusable_dir)
+{
+	heard h = { 0 };
+	tf_index *s;
+	tf_index_key k = key_of(1, 1);
+	tf_buf p = TF_BUF_INIT(1 << 20);
+	tf_index_stats st;
+	char path[PATH_MAX];
+
+	/* A directory that cannot be made: a regular file is in the way. */
+	path_printf(path, "%s/file", tmpdir);
+	write_bytes(path, "x", 1);
+	path_printf(path, "%s/file/store", tmpdir);
+	ck_assert(tf_index_open(path, 0, hear, &h, &s, NULL) == TF_OK);
+	ck_assert_uint_eq(h.n, 1);
+	ck_assert_msg(strstr(h.last, "not persisted"), "%s", h.last);
+	put_pattern(s, &k, 10, 1);
+	ck_assert(tf_index_get(s, &k, &p, NULL) == TF_E_NOTFOUND);
+	tf_index_count_walk(s, 123);
+	tf_index_get_stats(s, &st);
+	ck_assert(!st.persist && !st.writable);
+	ck_assert_uint_eq(st.walks, 1);
+	ck_assert_uint_eq(st.walk_bytes, 123);
+	tf_index_free(s);
+	/* No directory at all: counting only, silently. */
+	h.n = 0;
+	ck_assert(tf_index_open(NULL, 0, hear, &h, &s, NULL) == TF_OK);
+	ck_assert_str_eq(tf_index_dir(s), "none");
+	put_pattern(s, &k, 10, 1);
+	ck_assert(tf_index_get(s, &k, &p, NULL) == TF_E_NOTFOUND);
+	ck_assert_uint_eq(h.n, 0);
+	tf_index_free(s);
+	tf_buf_free(&p);
+}
+END_TEST
+
+START_TEST(test_dir_ownership)
+{
+	heard h = { 0 };
+	tf_index *s;
+	tf_index_stats st;
+	char dir[PATH_MAX];
+	struct stat sb;
+
+	store_dir(dir);
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	s = open_store(0, &h);	/* ours: made 0700 */
+	ck_assert_int_eq(stat(dir, &sb), 0);
+	ck_assert_uint_eq(sb.st_mode & 07777, 0700);
+	tf_index_free(s);
+	if (geteuid() != 0)
+		return;	/* only root can give it away */
+	ck_assert_int_eq(chown(dir, 65534, 65534), 0);
+	s = open_store(0, &h);
+	ck_assert_msg(strstr(h.last, "not owned"), "%s", h.last);
+	tf_index_get_stats(s, &st);
+	ck_assert(!st.persist);
+	tf_index_free(s);
+}
+END_TEST
+
+/* ---- files through the store ------------------------------------------------------------------ */
+
+static tf_file_spec zstd_spec(tf_pipeline **p)
+{
+	ck_assert(tf_pipeline_parse("zstd", p, NULL) == TF_OK);
+	return (tf_file_spec){ .pipeline = *p, .type = TF_DT_INT32, .cell_val_num = 1 };
+}
+
+typedef struct made {
+	char path[PATH_MAX];
+	uint8_t *plain;
+	size_t size;
+} made;
+
+/* A zstd int32 tile file: tiles of the given byte sizes (an empty one has no chunk). */
+static void make_file(const char *name, const size_t *tiles, size_t ntiles, uint64_t seed, made *m)
+{
+	tf_chunk_env env = { .type = TF_DT_INT32, .cell_size = 4, .version = 22 };
+	tf_workspace *ws = tf_workspace_new();
+	tf_buf out = TF_BUF_INIT(SIZE_MAX);
+	tf_pipeline *p;
+	size_t at = 0;
+
+	ck_assert(tf_pipeline_parse("zstd", &p, NULL) == TF_OK);
+	m->size = 0;
+	for (size_t t = 0; t < ntiles; t++)
+		m->size += tiles[t];
+	m->plain = tf_test_data(m->size, TF_GEN_WALK, 4, seed);
+	for (size_t t = 0; t < ntiles; at += tiles[t++])
+		ck_assert(tf_tile_encode(p, &env, ws, tf_span_of(m->plain + at, tiles[t]), NULL, 0, &out, NULL) ==
+			  TF_OK);
+	path_printf(m->path, "%s/%s", tmpdir, name);
+	write_bytes(m->path, out.p, out.len);
+	tf_buf_free(&out);
+	tf_pipeline_free(p);
+	tf_workspace_free(ws);
+}
+
+static const size_t tiles3[] = { 300000, 0, 65536 * 3 + 4 };
+
+static tf_file *open_how(const made *m, tf_index *store, bool metadata, tf_status *rc)
+{
+	tf_pipeline *p;
+	tf_file_spec spec = zstd_spec(&p);
+	tf_file_how how = { store, metadata };
+	tf_file *f = NULL;
+	tf_error err;
+
+	*rc = tf_file_open_how(tf_test_root(), m->path + 1, NULL, NULL, &spec, &how, &f, &err);
+	tf_pipeline_free(p);	/* the file has its own copy */
+	return f;
+}
+
+static tf_file *open_ok(const made *m, tf_index *store, bool metadata)
+{
+	tf_status rc;
+	tf_file *f = open_how(m, store, metadata, &rc);
+
+	ck_assert_int_eq(rc, TF_OK);
+	return f;
+}
+
+/* Read all of f through a cache: rc of the read, bytes compared if ok. */
+static tf_status read_all(tf_file *f, const made *m)
+{
+	tf_cache *c;
+	tf_handle *h;
+	tf_workspace *ws = tf_workspace_new();
+	uint8_t *dst = malloc(m->size + 1);
+	size_t got = 0;
+	tf_error err;
+	tf_status rc;
+
+	ck_assert(tf_cache_new(1 << 20, 0, &c, NULL) == TF_OK);
+	ck_assert(tf_handle_open(f, &h, NULL) == TF_OK);
+	rc = tf_handle_read(h, c, ws, 0, m->size + 1, dst, &got, &err);
+	if (rc == TF_OK) {
+		ck_assert_uint_eq(got, m->size);
+		ck_assert(!memcmp(dst, m->plain, m->size));
+	}
+	tf_handle_close(h);
+	tf_cache_free(c);
+	tf_workspace_free(ws);
+	free(dst);
+	return rc;
+}
+
+static tf_index_key file_key(const made *m)
+{
+	tf_index_key k;
+	tf_stat st;
+
+	ck_assert(tf_source_stat(tf_test_root(), m->path + 1, &st, NULL) == TF_OK);
+	ck_assert(tf_index_key_make(&k, tf_test_root(), m->path + 1, &st.v));
+	return k;
+}
+
+START_TEST(test_file_restored)
+{
+	heard h = { 0 };
+	tf_index *s = open_store(0, &h);
+	tf_file_info a, b;
+	tf_index_stats st;
+	tf_file *f;
+	made m;
+
+	make_file("a.tdb", tiles3, 3, 1, &m);
+	f = open_ok(&m, s, false);
+	tf_file_get_info(f, &a);
+	ck_assert(!a.from_store && a.walked_bytes > 0);
+	ck_assert_int_eq(read_all(f, &m), TF_OK);
+	tf_file_unref(f);
+	f = open_ok(&m, s, false);
+	tf_file_get_info(f, &b);
+	ck_assert(b.from_store && b.walked_bytes == 0);
+	ck_assert_uint_eq(b.tiles, a.tiles);
+	ck_assert_uint_eq(b.chunks, a.chunks);
+	ck_assert_uint_eq(b.decoded_bytes, m.size);
+	ck_assert_uint_eq(tf_file_size(f), m.size);
+	for (size_t t = 0; t < tf_file_ntiles(f); t++) {
+		uint64_t off, size;
+		tf_file_tile_range(f, t, &off, &size);
+		ck_assert_uint_eq(size, tiles3[t]);
+	}
+	ck_assert_int_eq(read_all(f, &m), TF_OK);
+	tf_file_unref(f);
+	tf_index_get_stats(s, &st);
+	ck_assert_uint_eq(st.walks, 1);
+	ck_assert_uint_eq(st.hits, 1);
+	ck_assert_uint_eq(st.writes, 1);
+	ck_assert_uint_eq(h.n, 0);
+	free(m.plain);
+	tf_index_free(s);
+}
+END_TEST
+
+/* The payload stored for m after an open with `metadata`, from a fresh store. */
+static void stored_payload(const made *m, bool metadata, tf_buf *out)
+{
+	char dir[PATH_MAX];
+	tf_index_key k = file_key(m);
+	tf_index *s;
+	tf_file *f;
+
+	store_dir(dir);
+	rm_tree(dir);
+	s = open_store(0, NULL);
+	f = open_ok(m, s, metadata);
+	tf_file_unref(f);
+	ck_assert(tf_index_get(s, &k, out, NULL) == TF_OK);
+	tf_index_free(s);
+}
+
+START_TEST(test_header_walk_same)
+{
+	tf_buf a = TF_BUF_INIT(1 << 24), b = TF_BUF_INIT(1 << 24);
+	static const size_t many[] = { 65536 * 40 + 12, 4, 0, 1 << 20 };
+	made m;
+
+	make_file("h.tdb", many, 4, 2, &m);
+	stored_payload(&m, false, &a);
+	stored_payload(&m, true, &b);
+	ck_assert_uint_eq(a.len, b.len);
+	ck_assert(!memcmp(a.p, b.p, a.len));
+	tf_buf_free(&a);
+	tf_buf_free(&b);
+	free(m.plain);
+}
+END_TEST
+
+START_TEST(test_file_rewritten_in_place)
+{
+	heard h = { 0 };
+	tf_index *s = open_store(0, &h);
+	static const size_t one[] = { 200000 };
+	tf_index_stats st;
+	struct stat sb;
+	struct timespec ts[2];
+	tf_file *f;
+	made m, m2;
+	uint8_t *b;
+	size_t n;
+
+	make_file("r.tdb", one, 1, 3, &m);
+	f = open_ok(&m, s, true);
+	tf_file_unref(f);
+	/* Same size, other bytes and layout: the first 12 stored bytes of a
+	 * chunk become a header of a different split, keeping the size. */
+	ck_assert_int_eq(stat(m.path, &sb), 0);
+	b = tf_test_read_file(m.path, &n);
+	{
+		/* One tile of one raw chunk of n - 20 bytes, no filters: decoded
+		 * the same size as stored, with zstd's spec failing to decode it
+		 * but indexing fine - what matters is the layout changed. */
+		memset(b, 0, n);
+		b[0] = 1;
+		tf_put_le32(b + 8, (uint32_t)(n - 20));
+		tf_put_le32(b + 12, (uint32_t)(n - 20));
+	}
+	write_bytes(m.path, b, n);	/* the same inode, rewritten */
+	free(b);
+	ts[0] = sb.st_atim;
+	ts[1] = sb.st_mtim;
+	ck_assert_int_eq(utimensat(AT_FDCWD, m.path, ts, 0), 0);	/* mtime put back */
+	f = open_ok(&m, s, true);
+	ck_assert_uint_eq(tf_file_size(f), n - 20);	/* the new layout, walked */
+	tf_file_unref(f);
+	tf_index_get_stats(s, &st);
+	ck_assert_uint_eq(st.walks, 2);
+	ck_assert_uint_eq(st.stale, 1);
+	ck_assert_uint_eq(st.hits, 0);
+	(void)m2;
+	free(m.plain);
+	tf_index_free(s);
+}
+END_TEST
+
+/* ---- damaged payloads with valid checksums --------------------------------------------------- */
+
+typedef struct p_unit {
+	uint64_t src_len, size, nchunks;
+} p_unit;
+
+typedef struct p_tile {
+	uint64_t stored, size, nchunks, nunits;	/* nunits as written */
+	int64_t ulen_delta;			/* added to the unit list's length */
+	p_unit *u;
+	uint64_t nu;				/* units in u */
+} p_tile;
+
+typedef struct payload {
+	uint64_t kind, ntiles;	/* ntiles as written */
+	p_tile *t;
+	uint64_t n;		/* tiles in t */
+	size_t extra;		/* trailing bytes to add */
+} payload;
+
+static uint64_t vget(const uint8_t **p)
+{
+	uint64_t v = 0;
+
+	for (unsigned shift = 0;; shift += 7) {
+		uint8_t c = *(*p)++;
+		v |= (uint64_t)(c & 0x7f) << shift;
+		if (!(c & 0x80))
+			return v;
+	}
+}
+
+static void vput(tf_buf *b, uint64_t v)
+{
+	do {
+		uint8_t c = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		ck_assert(tf_buf_append(b, &c, 1, NULL) == TF_OK);
+		v >>= 7;
+	} while (v);
+}
+
+/* The payload format of tf_file_index.c, spelled out again. */
+static void decode_payload(const tf_buf *b, payload *pl)
+{
+	const uint8_t *p = b->p;
+
+	pl->kind = vget(&p);
+	pl->ntiles = pl->n = vget(&p);
+	pl->t = calloc(pl->ntiles, sizeof(*pl->t));
+	for (uint64_t t = 0; t < pl->ntiles; t++) {
+		p_tile *te = &pl->t[t];
+		p_unit prev = { 0, 65536, 1 };
+		te->stored = vget(&p);
+		te->size = vget(&p);
+		te->nchunks = vget(&p);
+		te->nunits = te->nu = vget(&p);
+		vget(&p);	/* the unit list's length */
+		te->u = calloc(te->nunits ? te->nunits : 1, sizeof(*te->u));
+		for (uint64_t u = 0; u < te->nunits; u++) {
+			uint64_t v = vget(&p);
+			te->u[u] = prev;
+			te->u[u].src_len = v >> 1;
+			if (v & 1) {
+				te->u[u].size = vget(&p);
+				te->u[u].nchunks = vget(&p);
+			}
+			prev = te->u[u];
+		}
+	}
+	ck_assert(p == b->p + b->len);
+	pl->extra = 0;
+}
+
+/* Units always written irregular (size and count explicit): also valid. */
+static void encode_payload(const payload *pl, tf_buf *b)
+{
+	tf_buf units = TF_BUF_INIT(1 << 24);
+
+	b->len = 0;
+	vput(b, pl->kind);
+	vput(b, pl->ntiles);
+	for (uint64_t t = 0; t < pl->ntiles && t < pl->n; t++) {
+		const p_tile *te = &pl->t[t];
+		units.len = 0;
+		for (uint64_t u = 0; u < te->nunits && u < te->nu; u++) {
+			vput(&units, te->u[u].src_len << 1 | 1);
+			vput(&units, te->u[u].size);
+			vput(&units, te->u[u].nchunks);
+		}
+		vput(b, te->stored);
+		vput(b, te->size);
+		vput(b, te->nchunks);
+		vput(b, te->nunits);
+		vput(b, (uint64_t)((int64_t)units.len + te->ulen_delta));
+		ck_assert(tf_buf_append(b, units.p, units.len, NULL) == TF_OK);
+	}
+	tf_buf_free(&units);
+	for (size_t i = 0; i < pl->extra; i++)
+		vput(b, 0);
+}
+
+static void payload_free(payload *pl)
+{
+	for (uint64_t t = 0; t < pl->n; t++)
+		free(pl->t[t].u);
+	free(pl->t);
+}
+
+/* Damages; each must be rejected (or, for "shuffle", fail the decode). */
+enum { D_NONE, D_KIND, D_NTILES_HUGE, D_NTILES_LESS, D_STORED_PLUS, D_STORED_MINUS, D_STORED_HUGE,
+       D_NCHUNKS_PLUS, D_NCHUNKS_HUGE, D_NUNITS_HUGE, D_UNIT_SRC_PLUS, D_UNIT_SRC_ZERO, D_UNIT_CHUNKS_ZERO,
+       D_UNIT_CHUNKS_PLUS, D_UNIT_SIZE_HUGE, D_EXTRA_BYTES, D_TRUNCATED, D_SHUFFLE, D_TILE_SIZE_PLUS,
+       D_TILE_SIZE_HUGE, D_ULEN_PLUS, D_ULEN_MINUS, D_COUNT };
+
+static void damage(payload *pl, int d, tf_buf *b)
+{
+	p_tile *t0 = &pl->t[0];
+
+	switch (d) {
+	case D_KIND: pl->kind = 2; break;
+	case D_NTILES_HUGE: pl->ntiles = UINT64_MAX / 2; break;
+	case D_NTILES_LESS: pl->ntiles--; break;
+	case D_STORED_PLUS: t0->stored++; break;
+	case D_STORED_MINUS: t0->stored--; break;
+	case D_STORED_HUGE: t0->stored = UINT64_MAX; break;
+	case D_NCHUNKS_PLUS: t0->nchunks++; break;
+	case D_NCHUNKS_HUGE: t0->nchunks = 1ull << 40; break;
+	case D_NUNITS_HUGE: t0->nunits = 1ull << 40; break;
+	case D_UNIT_SRC_PLUS: t0->u[0].src_len++; break;
+	case D_UNIT_SRC_ZERO: t0->u[0].src_len = 0; break;
+	case D_UNIT_CHUNKS_ZERO: t0->u[0].nchunks = 0; break;
+	case D_UNIT_CHUNKS_PLUS: t0->u[0].nchunks++, t0->nchunks++; break;
+	case D_UNIT_SIZE_HUGE: t0->u[0].size = 1ull << 33; break;
+	case D_EXTRA_BYTES: pl->extra = 1; break;
+	case D_SHUFFLE: t0->u[0].size += 4, t0->u[1].size -= 4; break;	/* sums kept */
+	case D_TILE_SIZE_PLUS: t0->size++; break;
+	case D_TILE_SIZE_HUGE: t0->size = UINT64_MAX - 5; break;
+	case D_ULEN_PLUS: t0->ulen_delta = 1; break;
+	case D_ULEN_MINUS: t0->ulen_delta = -1; break;
+	default: break;
+	}
+	encode_payload(pl, b);
+	if (d == D_TRUNCATED)
+		b->len--;
+}
+
+/* Where a damage is seen: at the open (the entry is not used), when its
+ * tile is first read (rejected then, the tile walked), or only by the
+ * decode (counts that add up but are wrong). */
+enum { AT_OPEN, AT_READ, AT_DECODE, EITHER };
+
+static int where(int d)
+{
+	switch (d) {
+	case D_NONE: return -1;
+	case D_NCHUNKS_PLUS: case D_UNIT_SRC_PLUS: case D_UNIT_SRC_ZERO: case D_UNIT_CHUNKS_ZERO:
+	case D_UNIT_SIZE_HUGE: case D_TILE_SIZE_PLUS: return AT_READ;
+	case D_SHUFFLE: case D_UNIT_CHUNKS_PLUS: return AT_DECODE;
+	case D_ULEN_PLUS: case D_ULEN_MINUS: return EITHER;	/* the rest is read shifted */
+	default: return AT_OPEN;
+	}
+}
+
+/* After a rejected entry: an open that walked (the entry was rejected at
+ * open) stored a good one; one rejected when a tile was read walked only
+ * that tile, so the next open walks and stores.  Then it is restored. */
+static void rebuilt(const made *m, tf_index *s, bool walked)
+{
+	tf_file_info info;
+	tf_file *f;
+
+	if (!walked) {
+		f = open_ok(m, s, false);
+		tf_file_get_info(f, &info);
+		ck_assert(!info.from_store);
+		tf_file_unref(f);
+	}
+	f = open_ok(m, s, false);
+	tf_file_get_info(f, &info);
+	ck_assert(info.from_store);
+	ck_assert_int_eq(read_all(f, m), TF_OK);
+	tf_file_unref(f);
+}
+
+START_TEST(test_damaged_payloads)
+{
+	made m;
+	tf_buf good = TF_BUF_INIT(1 << 24), bad = TF_BUF_INIT(1 << 24);
+	static const size_t tiles[] = { 65536 * 4, 65536 + 100, 4 };
+
+	make_file("d.tdb", tiles, 3, 4, &m);
+	stored_payload(&m, false, &good);
+	for (int d = D_NONE; d < D_COUNT; d++) {
+		heard h = { 0 };
+		tf_index *s = open_store(0, &h);
+		tf_index_key k = file_key(&m);
+		tf_index_stats st;
+		tf_file_info info;
+		tf_status rc;
+		payload pl;
+		tf_file *f;
+		int w = where(d);
+
+		decode_payload(&good, &pl);
+		damage(&pl, d, &bad);
+		payload_free(&pl);
+		tf_index_put(s, &k, bad.p, bad.len);
+		f = open_ok(&m, s, false);
+		tf_file_get_info(f, &info);
+		rc = read_all(f, &m);	/* right bytes, or an error: never wrong bytes */
+		tf_file_unref(f);
+		tf_index_get_stats(s, &st);
+		if (w == EITHER)
+			w = info.from_store ? AT_READ : AT_OPEN;
+		ck_assert_msg(info.from_store == (w != AT_OPEN), "damage %d: from_store %d", d, info.from_store);
+		ck_assert_msg(st.walks == (w == AT_OPEN), "damage %d: %llu walks", d, (unsigned long long)st.walks);
+		ck_assert_msg(st.corrupt == (w == AT_OPEN || w == AT_READ), "damage %d: corrupt %llu", d,
+			      (unsigned long long)st.corrupt);
+		ck_assert_uint_eq(h.n, st.corrupt);
+		/* A tile whose size was wrong cannot be read; every other
+		 * rejected entry's tile is walked and reads right. */
+		ck_assert_msg(rc == (w == AT_DECODE || d == D_TILE_SIZE_PLUS ? TF_E_CORRUPT : TF_OK),
+			      "damage %d: read %d", d, rc);
+		if (st.corrupt)
+			rebuilt(&m, s, w == AT_OPEN);
+		tf_index_free(s);
+	}
+	tf_buf_free(&good);
+	tf_buf_free(&bad);
+	free(m.plain);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("index");
+	TCase *tc = tcase_create("store");
+
+	tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_roundtrip);
+	tcase_add_test(tc, test_stale);
+	tcase_add_test(tc, test_corrupt);
+	tcase_add_test(tc, test_truncated);
+	tcase_add_test(tc, test_format_version);
+	tcase_add_test(tc, test_foreign);
+	tcase_add_test(tc, test_lru_bound);
+	tcase_add_test(tc, test_concurrent_writers);
+	tcase_add_test(tc, test_unusable_dir);
+	tcase_add_test(tc, test_dir_ownership);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("files");
+	tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_file_restored);
+	tcase_add_test(tc, test_header_walk_same);
+	tcase_add_test(tc, test_file_rewritten_in_place);
+	tcase_add_test(tc, test_damaged_payloads);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+TF_TEST_MAIN(suite)
