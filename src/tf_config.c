@@ -419,7 +419,7 @@ static int set_fieldspec(parser *ps, fieldspec *f, const char *name, const char 
 static char *resolve_path(const tf_config *c, const char *p);
 
 /* index_dir (a path relative to the file, or "none"), index_max_size,
- * index_at_mount. */
+ * index_at_mount, metadata_walk. */
 static int set_index(parser *ps, const char *name, const char *value)
 {
 	tf_settings *s = &ps->c->s;
@@ -437,6 +437,10 @@ static int set_index(parser *ps, const char *name, const char *value)
 	} else if (!strcmp(name, "index_at_mount")) {
 		if (!parse_bool(value, &s->index_at_mount))
 			return fail(ps, ps->line, "index_at_mount must be yes or no, not '%s'", value);
+	} else if (!strcmp(name, "metadata_walk")) {
+		if (strcmp(value, "window") && strcmp(value, "headers"))
+			return fail(ps, ps->line, "metadata_walk must be window or headers, not '%s'", value);
+		s->metadata_headers = !strcmp(value, "headers");
 	} else {
 		return fail(ps, ps->line, "unknown key '%s' in [tilefs]", name);
 	}

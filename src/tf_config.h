@@ -3,7 +3,8 @@
  * documents every key).
  *
  *   [tilefs]          cache_size, unmatched, log_level, workers, default_key,
- *                     plugin_path, views, index_dir, index_max_size, index_at_mount
+ *                     plugin_path, views, index_dir, index_max_size, index_at_mount,
+ *                     metadata_walk
  *   [pipeline NAME]   filters, datatype, cell_val_num, format_version
  *   [key NAME]        file | env | hex
  *   [match GLOB]      pipeline = NAME or inline filters/datatype/...,
@@ -48,6 +49,7 @@ typedef struct tf_settings {
 	const char *index_dir;		/* persisted indexes: NULL the default, "none" */
 	uint64_t index_max_size;	/* their bound in bytes (0: the default) */
 	bool index_at_mount;		/* index the whole source in the background */
+	bool metadata_headers;		/* metadata_walk = headers (default window) */
 } tf_settings;
 
 /* How files a [match] rule selects are decoded. */

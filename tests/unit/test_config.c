@@ -627,6 +627,7 @@ START_TEST(test_err_values)
 		{ "[pipeline p]\nformat_version = v22\n", "bad format_version 'v22'" },
 		{ "[match a]\ngeneric = maybe\n", "generic must be yes or no, not 'maybe'" },
 		{ "[tilefs]\nviews = sometimes\n", "views must be yes or no, not 'sometimes'" },
+		{ "[tilefs]\nmetadata_walk = pages\n", "metadata_walk must be window or headers, not 'pages'" },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
