@@ -479,7 +479,7 @@ static int set_tilefs(parser *ps, const char *name, const char *value)
 		free(ps->c->default_key_name);
 		ps->c->default_key_name = strdup(value);
 		ps->c->default_key_line = ps->line;
-	} else if (!strncmp(name, "index_", 6)) {
+	} else if (!strncmp(name, "index_", 6) || !strcmp(name, "metadata_walk")) {
 		return set_index(ps, name, value);
 	} else if (!strcmp(name, "plugin_path")) {
 		free(ps->c->plugin_path);
