@@ -291,7 +291,11 @@ static int start(tilefs *fs)
 		setrlimit(RLIMIT_NOFILE, &nofile);
 	}
 	if (!workers)
-		workers = ncpu > 0 ? (unsigned)ncpu : 2;
+		/* One per CPU and one more: a worker waits a little on each
+		 * run's stored bytes, and the spare keeps every core decoding
+		 * (a cold cat of 256 MiB of zstd on two cores: 192 ms with two
+		 * workers, 179 with three, 185 with four). */
+		workers = (ncpu > 0 ? (unsigned)ncpu : 2) + 1;
 	if (tf_cache_new(fs->settings->cache_size, workers, &fs->cache, &err) != TF_OK ||
 	    tf_catalog_new(fs->src, fs->config, &fs->catalog, &err) != TF_OK || fs_index_open(fs) != 0 ||
 	    fs_nodes_init(&fs->nodes, fs->settings->index_budget, fs->catalog) != 0 ||

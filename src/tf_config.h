@@ -43,7 +43,7 @@ typedef struct tf_settings {
 	uint64_t index_budget;		/* chunk indexes kept for closed files, bytes */
 	bool hide_unmatched;		/* unmatched = hide */
 	tf_log_level log_level;
-	unsigned workers;		/* decode-ahead threads; 0 = one per CPU */
+	unsigned workers;		/* decode-ahead threads; 0 = one per CPU, plus one */
 	const tf_key *default_key;	/* for TileDB arrays with no [array] key */
 	bool views;			/* views = yes: each array's @views folder */
 	const char *index_dir;		/* persisted indexes: NULL the default, "none" */
