@@ -16,7 +16,7 @@ touch) is given the next fault of KINDS in turn instead of an honest answer:
 --per-request N, one request (method, path, range) is given at most N faults, so a client
 that retries more than N times always gets through, however its requests interleave with
 other clients' (0: no limit).  Every
-request is logged to --log as "METHOD STATUS BYTES FAULT PATH" (the benchmark counts GETs
+request is logged to --log as "METHOD STATUS BYTES FAULT PATH RANGE" (the benchmark counts GETs
 and bytes from it).  --ready FILE is written once the port listens.  Stops on SIGTERM."""
 import argparse, http.client, http.server, itertools, os, signal, socket, socketserver, struct, sys, threading, time
 
@@ -28,9 +28,10 @@ logf = None
 per_key = {}
 
 
-def log(method, status, nbytes, fault, path):
+def log(method, status, nbytes, fault, path, rng=None):
     with lock:
-        logf.write("%s %s %d %s %s\n" % (method, status, nbytes, fault or "-", path))
+        logf.write("%s %s %d %s %s %s\n" % (method, status, nbytes, fault or "-", path,
+                                            (rng or "-").replace(" ", "")))
         logf.flush()
 
 
@@ -119,7 +120,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_answer(status, reason, headers, data)
         except OSError:
             pass	# the client gave up (a delayed answer)
-        log(self.command, status, len(data), fault, self.path)
+        log(self.command, status, len(data), fault, self.path, self.headers.get("Range"))
 
     do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = handle_any
 
