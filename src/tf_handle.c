@@ -34,6 +34,7 @@ struct tf_handle {
 	_Atomic uint64_t next;	/* where the last request ended */
 	_Atomic uint64_t ahead;	/* decode-ahead queued up to here */
 	_Atomic uint64_t streak; /* bytes read sequentially so far */
+	atomic_bool planned;	/* the objects advised TF_ACCESS_PLANNED */
 };
 
 #define UNIT_KEY(tile, u) ((uint64_t)(tile) << 32 | (uint64_t)(u))
@@ -67,6 +68,7 @@ tf_status tf_handle_open(tf_file *f, tf_handle **out, tf_error *err)
 	atomic_init(&r->next, 0);
 	atomic_init(&r->ahead, 0);
 	atomic_init(&r->streak, 0);
+	atomic_init(&r->planned, false);
 	r->f = tf_file_ref(f);
 	*out = r;
 	return TF_OK;
@@ -403,6 +405,19 @@ static bool submit_ahead(tf_handle *r, tf_cache *c, uint64_t owner, uint64_t fro
 	return false;
 }
 
+/* From the first decode-ahead job on, this handle sizes and spreads its
+ * reads itself (ahead_step, fill_request): the source is told so, and an
+ * object store stops reading ahead ranges the workers fetch anyway.  A
+ * handle without workers (tiletool) keeps the source's own read-ahead. */
+static void plan_reads(tf_handle *r)
+{
+	if (atomic_exchange(&r->planned, true))
+		return;
+	tf_object_advise(r->obj, TF_ACCESS_PLANNED);
+	if (r->var)
+		tf_object_advise(r->var, TF_ACCESS_PLANNED);
+}
+
 /* A reader continuing where it left off: queue the window after `end`,
  * four jobs deep at least (several reads in flight), at most a quarter of
  * the budget. */
@@ -419,6 +434,7 @@ static void decode_ahead(tf_handle *r, tf_cache *c, uint64_t owner, uint64_t off
 	streak = atomic_fetch_add(&r->streak, end - off) + (end - off);
 	if (!tf_cache_workers(c))
 		return;
+	plan_reads(r);
 	step = ahead_step(r, streak);
 	window = 4 * step < AHEAD_MIN ? AHEAD_MIN : 4 * step;
 	window = window < tf_cache_budget(c) / 4 ? window : tf_cache_budget(c) / 4;

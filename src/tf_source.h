@@ -158,8 +158,13 @@ tf_status tf_object_check(tf_object *o, tf_error *err);
  * of the sectors alone, so a walk neither reads nor caches the chunks.
  * Returns whether such reads are cheap for this kind: an object store pays
  * a round trip per read (false: nothing changes, read in large runs).
+ * TF_ACCESS_PLANNED: the caller reads ahead itself, from several threads,
+ * in runs it sized with tf_object_io_size; the source reads exactly what
+ * is asked (an object store then runs no read-ahead of its own, which
+ * would fetch again the ranges the caller's other threads are fetching).
+ * Returns whether the source changed how it reads.
  */
-typedef enum { TF_ACCESS_NORMAL, TF_ACCESS_HEADERS } tf_access;
+typedef enum { TF_ACCESS_NORMAL, TF_ACCESS_HEADERS, TF_ACCESS_PLANNED } tf_access;
 bool tf_object_advise(tf_object *o, tf_access how);
 
 #endif

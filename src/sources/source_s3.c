@@ -29,7 +29,10 @@
  * read-ahead block instead, 1 MiB at first and doubling up to 16 MiB, and
  * the next block is fetched in the background once the reader is half way
  * through the current one.  A reader jumping about gets exactly the bytes
- * it asked for.  Read-ahead memory is at most RA_SLOTS blocks per object
+ * it asked for, and so does every read of an object advised
+ * TF_ACCESS_PLANNED (a tf_handle, which reads ahead itself in runs from
+ * several workers: blocks of ours would overlap their ranges and fetch
+ * those bytes twice).  Read-ahead memory is at most RA_SLOTS blocks per object
  * and RA_BUDGET per source; a block that failed to load is never served:
  * the reader fetches its range itself and gets that error if it persists.
  */
@@ -113,6 +116,7 @@ typedef struct s3_object {
 	ra_block *blocks[RA_SLOTS];
 	uint64_t seq_end, tick;		/* where the last read ended */
 	bool streaming;
+	bool planned;			/* TF_ACCESS_PLANNED: no read-ahead */
 	size_t window;
 	unsigned jobs;			/* background loads running */
 } s3_object;
@@ -825,9 +829,10 @@ static tf_status s3_read(tf_object *base, uint64_t off, void *dst, size_t len, t
 {
 	s3_object *o = (s3_object *)base;
 	uint8_t *p = dst;
-	bool direct = len >= RA_DIRECT;
+	bool direct;
 
 	pthread_mutex_lock(&o->mu);
+	direct = o->planned || len >= RA_DIRECT;
 	while (len && !direct)
 		read_step(o, &off, &p, &len, &direct);
 	if (direct) {	/* the reader's own GETs: whatever happens, no block is served */
@@ -843,8 +848,24 @@ static void s3_prefetch(tf_object *base, uint64_t off, uint64_t len)
 	s3_object *o = (s3_object *)base;
 
 	pthread_mutex_lock(&o->mu);
-	start_bg(o, off, len < RA_MAX ? len : RA_MAX);
+	if (!o->planned)	/* blocks are never served to a planned reader */
+		start_bg(o, off, len < RA_MAX ? len : RA_MAX);
 	pthread_mutex_unlock(&o->mu);
+}
+
+static bool s3_advise(tf_object *base, tf_access how)
+{
+	s3_object *o = (s3_object *)base;
+
+	if (how != TF_ACCESS_PLANNED)
+		return false;	/* headers: a round trip each, so large runs stay */
+	pthread_mutex_lock(&o->mu);
+	o->planned = true;
+	for (int i = 0; i < RA_SLOTS; i++)	/* never served again: free them */
+		if (o->blocks[i] && o->blocks[i]->state != B_LOADING)
+			block_free(o, i);
+	pthread_mutex_unlock(&o->mu);
+	return true;
 }
 
 /* One HEAD: whether the object is still the version opened. */
@@ -880,6 +901,7 @@ static void s3_close(tf_object *base)
 
 static const tf_object_ops s3_object_ops = {
 	.close = s3_close, .read = s3_read, .prefetch = s3_prefetch, .check = s3_check,
+	.advise = s3_advise,
 };
 
 /* ---- the source ------------------------------------------------------------------------------ */

@@ -5,6 +5,10 @@
 # mount of s3://BUCKET finds every index in the store (0 walks, counted in
 # user.tilefs.index) with the same bytes; an object replaced by one of the
 # same size (a new ETag) is walked again, never read with the old index.
+# A cat of a 32 MiB zstd file through such a mount fetches its stored
+# bytes once (GETs counted by tests/s3/faultproxy.py, which injects no
+# faults here): decode-ahead's reads and the store's read-ahead must not
+# overlap.
 #
 # Needs swift (skips with 77 when absent unless TILEFS_CI=1), python3 and
 # root with /dev/fuse (skips otherwise), built TILETOOL and TILEFS.
@@ -108,4 +112,39 @@ same_bytes "after tiletool index" "$WORK/v/v2.raw"
 expect walks 0 "after tiletool index"
 fusermount3 -u "$MNT"
 ok "tiletool index s3://tiles: the mount then walked none"
+
+# ---- with the index kept, a cat fetches each stored byte once
+python3 - "$WORK/big.raw" <<'PY' || fail "making big.raw"
+import array, random, sys
+r = random.Random(7); v = 0; a = array.array("i")
+for _ in range(8 << 20):
+    v += r.randint(-3, 3); a.append(v)
+open(sys.argv[1], "wb").write(a.tobytes())
+PY
+mkdir -p "$WORK/up3"
+"$TILETOOL" encode -F zstd -t int32 --tile-size 4194304 "$WORK/big.raw" "$WORK/up3/big.tdb" || fail "encode big"
+"$here/store" upload "$WORK/store" big "$WORK/up3" || fail "upload big"
+PROXY=$((PORT + 8))
+python3 "$here/faultproxy.py" --listen $PROXY --upstream 127.0.0.1:$PORT --ready "$WORK/proxy.ready" \
+	--log "$WORK/proxy.log" & proxy_pid=$!
+trap 'kill $proxy_pid 2>/dev/null; cleanup' EXIT INT TERM
+i=0; while [ $i -lt 100 ] && [ ! -f "$WORK/proxy.ready" ]; do i=$((i + 1)); sleep 0.1; done
+printf '[s3]\nendpoint = http://127.0.0.1:%s\n[match big.tdb]\nfilters = zstd\ndatatype = int32\n' \
+	"$PROXY" > "$WORK/big.ini"
+mount_big() {
+	timeout 60 "$TILEFS" -o config="$WORK/big.ini",index_dir="$WORK/idx3" s3://big "$MNT" || fail "mount s3://big"
+}
+mount_big
+cmp -s "$MNT/big.tdb" "$WORK/big.raw" || fail "big.tdb, first mount"
+fusermount3 -u "$MNT"
+: > "$WORK/proxy.log"
+mount_big
+cmp -s "$MNT/big.tdb" "$WORK/big.raw" || fail "big.tdb, remounted"
+expect walks 0 "big.tdb remounted"
+fusermount3 -u "$MNT"
+stored=$(stat -c %s "$WORK/up3/big.tdb")
+got=$(awk '$1 == "GET" && $NF != "-" { b += $3 } END { print b + 0 }' "$WORK/proxy.log")
+[ "$got" -ge $((stored - stored / 100)) ] && [ "$got" -le $((stored + stored / 20)) ] ||
+	fail "a cat of big.tdb ($stored bytes stored) fetched $got bytes in ranged GETs"
+ok "a cat of a 32 MiB zstd file, remounted with its index: $got bytes fetched of $stored stored"
 exit $failed
