@@ -52,6 +52,29 @@ n=0
 while [ "$n" -lt 50 ] && [ -L "$MNT/d" ]; do n=$((n + 1)); sleep 0.1; done
 ok "a directory swapped for a symlink out of SOURCE serves nothing from outside"
 
+# --- a file swapped for a symlink to outside SOURCE, again and again, while
+# another user reads it: the old driver served the outside file in 47,559 of
+# 87,305 opens.  Every open either gets the regular file's bytes or fails.
+echo "public two" > "$src/pub2.txt" && chmod 644 "$src/pub2.txt"
+cp "$src/pub2.txt" "$WORK/pub2.txt"
+ln -s "$out/shadow" "$WORK/link2"
+(	i=0
+	while [ $i -lt 1500 ]; do
+		cp -P "$WORK/link2" "$src/pub2.tmp" && mv -T "$src/pub2.tmp" "$src/pub2.txt"
+		cp "$WORK/pub2.txt" "$src/pub2.tmp" && mv -T "$src/pub2.tmp" "$src/pub2.txt"
+		i=$((i + 1))
+	done ) &
+swapper=$!
+leaks=0 reads=0
+while kill -0 $swapper 2>/dev/null; do
+	got=$(as_nobody cat "$MNT/pub2.txt" 2>/dev/null)
+	reads=$((reads + 1))
+	case $got in *"outside secret"*) leaks=$((leaks + 1)) ;; esac
+done
+wait $swapper
+[ "$leaks" = 0 ] || fail "the outside file was served in $leaks of $reads opens of a swapped file"
+ok "a file swapped for a symlink out of SOURCE 1,500 times: 0 of $reads opens served it"
+
 # --- a file swapped for a FIFO after lookup: refused at once, not a hang
 cmp -s "$MNT/d/a.tdb" "$WORK/plain.bin" || fail "before FIFO"
 mv "$src/d/a.tdb" "$WORK/a.tdb"

@@ -134,3 +134,22 @@ head -c 1000 "$WORK/new.bin" > "$WORK/h"
 head -c 1000 "$MNT/d/enc.tdb" | cmp -s - "$WORK/h" || fail "head through mount.fuse3"
 umount_fs
 ok "mount.fuse3 (fstab) mounts with -o config=...,allow_other"
+
+# Resources (issue 9): 300 files opened, read and closed, then deleted from
+# SOURCE, leave the daemon holding a bounded number of descriptors (the old
+# driver kept one per file ever opened: 307 after 300).
+mkdir -p "$WORK/many"
+head -c 4000 "$WORK/plain.bin" > "$WORK/small.bin"
+"$TILETOOL" encode -F zstd -t uint8 "$WORK/small.bin" "$WORK/many/f0.tdb" || fail "encode small"
+for i in $(seq 1 299); do cp "$WORK/many/f0.tdb" "$WORK/many/f$i.tdb"; done
+printf '[match *.tdb]\nfilters = zstd\ndatatype = uint8\n' > "$WORK/many.ini"
+mount_fs "$WORK/many.ini" "$WORK/many"
+pid=$(pgrep -f -n "tilefs -o config=$WORK/many.ini") || fail "no tilefs process"
+before=$(ls "/proc/$pid/fd" | wc -l)
+for i in $(seq 0 299); do cmp -s "$MNT/f$i.tdb" "$WORK/small.bin" || fail "f$i.tdb differs"; done
+rm -f "$WORK"/many/f1*.tdb "$WORK"/many/f2*.tdb
+ls "$MNT" > /dev/null
+after=$(ls "/proc/$pid/fd" | wc -l)
+umount_fs
+[ "$after" -le $((before + 16)) ] || fail "$after descriptors after 300 files opened and closed ($before before)"
+ok "300 files opened, read, closed and deleted: $after descriptors held ($before at mount)"

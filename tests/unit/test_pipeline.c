@@ -168,6 +168,41 @@ START_TEST(test_decode_size_mismatch)
 }
 END_TEST
 
+/* Issue 9 (use-after-free): the caller's IO and AUX buffers survive a
+ * decode however large they are.  decode_data_tile holds a whole data tile
+ * in AUX across its chunks' decodes; the pipeline used to free both
+ * buffers over 8 MiB after each chunk, and the tile was then read freed. */
+START_TEST(test_caller_buffers_kept)
+{
+	tf_chunk_env env = { .type = TF_DT_UINT8, .cell_size = 1, .version = 22 };
+	tf_workspace *ws = tf_workspace_new();
+	uint8_t *d = tf_test_data(1000, TF_GEN_RUNS, 1, 3), dst[1000];
+	tf_buf chunk = TF_BUF_INIT(SIZE_MAX);
+	tf_pipeline *p;
+	tf_error err;
+
+	ck_assert(tf_pipeline_parse("zstd", &p, &err) == TF_OK);
+	ck_assert(tf_pipeline_encode(p, &env, ws, tf_span_of(d, 1000), NULL, 0, &chunk, &err) == TF_OK);
+	for (unsigned which = TF_WS_IO; which <= TF_WS_AUX; which++) {
+		tf_buf *b = tf_workspace_buf(ws, which);
+		size_t big = (size_t)24 << 20;	/* over the 8 MiB scratch kept */
+
+		ck_assert(tf_buf_reserve(b, big, &err) == TF_OK);
+		memset(b->p, 0x5a, big);
+		const uint8_t *before = b->p;
+		ck_assert_int_eq(tf_chunk_decode(p, &env, ws, tf_span_of(chunk.p, chunk.len), dst, NULL,
+						 &err), TF_OK);
+		ck_assert_msg(b->p == before && b->cap >= big, "buffer %u released by the pipeline", which);
+		ck_assert(b->p[0] == 0x5a && b->p[big - 1] == 0x5a);
+		ck_assert(memcmp(dst, d, 1000) == 0);
+	}
+	tf_buf_free(&chunk);
+	tf_pipeline_free(p);
+	tf_workspace_free(ws);
+	free(d);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("pipeline");
@@ -179,6 +214,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_serialized_variants);
 	tcase_add_test(tc, test_zstd_roundtrip_sizes);
 	tcase_add_test(tc, test_decode_size_mismatch);
+	tcase_add_test(tc, test_caller_buffers_kept);
 	suite_add_tcase(s, tc);
 	return s;
 }
