@@ -4,8 +4,9 @@
 # writes (tests/views.sh checks those against TileDB's own reads).  Listing
 # the folder decodes nothing; ordinary tools work on the CSVs, which are
 # served as /proc files are until their size is known; .npy files load in
-# NumPy; a new fragment gives new contents at the next open while an open
-# file keeps the state it opened.  Runs on the full corpus when it is there,
+# NumPy; a new fragment, or a consolidation and vacuum, gives new contents at
+# the next open while an open file keeps the state it opened or fails (never
+# a mix of two states).  Runs on the full corpus when it is there,
 # else on the subset in tests/data/corpus.
 . "$(dirname "$0")/lib.sh"
 
@@ -120,3 +121,50 @@ until cat "$MNT/@views/cells.csv" | cmp -s - "$WORK/after.csv"; do
 	sleep 0.1	# bounded polling: entries are cached for a second
 done
 ok "a new fragment: new contents at the next open; an open view keeps its state"
+
+# A consolidation (TileDB's extra/consolidated, in tests/data too) done under
+# the mount: state A is its three first writes; then the consolidated
+# fragment, its commit and .vac, the fragment-metadata files and a fourth
+# write appear, and a vacuum removes the three.  A view opened in state A
+# reads state A or fails; the next open reads the final state, which
+# tiletool export gives for the case as TileDB wrote it (tests/views.sh
+# checks that export against TileDB's own read).
+case=$data/extra/consolidated
+[ -d "$case" ] || case=$(cd "$(dirname "$0")/../data/corpus/extra/consolidated" && pwd) || fail "no consolidated case"
+umount_fs
+cp -r "$case/array" "$WORK/full" && chmod -R u+w "$WORK/full"
+cp -r "$WORK/full" "$WORK/cons"
+(cd "$WORK/cons" && rm -rf __fragments/__10_30_* __fragments/__40_40_* __commits/__10_30_* __commits/__40_40_* \
+	__fragment_meta) || fail "making state A"
+mkdir -p "$WORK/m3"
+MNT=$WORK/m3
+mount_fs "$WORK/t.ini" "$WORK/cons"
+"$TILETOOL" export --csv "$WORK/cons" > "$WORK/a.csv" || fail "export of state A"
+"$TILETOOL" export --csv "$WORK/full" > "$WORK/final.csv" || fail "export of the final state"
+cmp -s "$WORK/a.csv" "$WORK/final.csv" && fail "the fourth write changes nothing"
+exec 3< "$MNT/@views/cells.csv"
+cp -r "$WORK/full/__fragment_meta" "$WORK/cons/"
+for d in __10_30 __40_40; do
+	cp -r "$WORK/full/__fragments/$d"_* "$WORK/cons/__fragments/"
+	cp "$WORK/full/__commits/$d"_*.wrt "$WORK/cons/__commits/"
+done
+cp "$WORK/full/__commits/"__10_30_*.vac "$WORK/cons/__commits/"
+(cd "$WORK/cons" && rm -rf __fragments/__10_10_* __fragments/__20_20_* __fragments/__30_30_* \
+	__commits/__10_10_* __commits/__20_20_* __commits/__30_30_* __commits/*.vac) || fail "vacuum"
+"$TILETOOL" export --csv "$WORK/cons" | cmp -s - "$WORK/final.csv" || fail "consolidated and vacuumed: export differs"
+if cat <&3 > "$WORK/open.csv" 2> /dev/null; then
+	cmp -s "$WORK/open.csv" "$WORK/a.csv" || fail "a view opened before the consolidation mixed two states"
+	kept="kept state A"
+else
+	kept="failed (EIO): its fragments were vacuumed"
+fi
+exec 3<&-
+n=0
+until cat "$MNT/@views/cells.csv" 2> /dev/null | cmp -s - "$WORK/final.csv"; do
+	n=$((n + 1))
+	[ "$n" -le 50 ] || fail "a new open does not show the consolidated array"
+	sleep 0.1	# bounded polling: entries are cached for a second
+done
+[ "$(ls "$MNT/@views/fragments" | tr '\n' ' ')" = "$(ls "$WORK/cons/__fragments" | tr '\n' ' ')" ] ||
+	fail "fragments/ after the vacuum: $(ls "$MNT/@views/fragments")"
+ok "consolidated and vacuumed under the mount: the next open reads the final state; the open view $kept"
