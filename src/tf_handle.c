@@ -41,6 +41,8 @@ struct tf_handle {
 #define AHEAD_MIN ((uint64_t)8 << 20)	/* decode-ahead window, at least */
 #define RUN_MIN ((uint64_t)1 << 20)	/* stored bytes per decode-ahead read, at first */
 #define SEQ_SLACK ((uint64_t)4 << 20)	/* concurrent requests arrive out of order */
+#define SEQ_FIRST ((uint64_t)1 << 20)	/* a first request this near 0 starts a scan */
+#define NO_REQUEST UINT64_MAX		/* r->next before the first request */
 
 /* A claimed unit, to be filled. */
 typedef struct claim {
@@ -65,7 +67,7 @@ tf_status tf_handle_open(tf_file *f, tf_handle **out, tf_error *err)
 		return tf_err_prefix(err, "%s", f->name);
 	}
 	atomic_init(&r->refs, 1);
-	atomic_init(&r->next, 0);
+	atomic_init(&r->next, NO_REQUEST);
 	atomic_init(&r->ahead, 0);
 	atomic_init(&r->streak, 0);
 	atomic_init(&r->planned, false);
@@ -427,7 +429,10 @@ static void decode_ahead(tf_handle *r, tf_cache *c, uint64_t owner, uint64_t off
 	uint64_t prev = atomic_exchange(&r->next, end), ahead = atomic_load(&r->ahead);
 	uint64_t window, step, from, to, streak;
 
-	if (off > prev + SEQ_SLACK || prev > off + SEQ_SLACK) {
+	/* A first request far into the file is a random read, not the start
+	 * of a scan: it must not decode the window after it (a 4 KiB read of
+	 * a view decoded 46 tiles). */
+	if (prev == NO_REQUEST ? off > SEQ_FIRST : off > prev + SEQ_SLACK || prev > off + SEQ_SLACK) {
 		atomic_store(&r->streak, 0);
 		return;
 	}

@@ -168,3 +168,19 @@ done
 [ "$(ls "$MNT/@views/fragments" | tr '\n' ' ')" = "$(ls "$WORK/cons/__fragments" | tr '\n' ' ')" ] ||
 	fail "fragments/ after the vacuum: $(ls "$MNT/@views/fragments")"
 ok "consolidated and vacuumed under the mount: the next open reads the final state; the open view $kept"
+
+# On demand: a 4 KiB read in the middle of a.raw of a 4 MiB matrix (64 tiles
+# of 16 rows) decodes the one tile holding that row, nothing ahead of it
+# (a first read far into a file is a random read, not the start of a scan).
+: "${GENARRAY:=$(dirname "$TILETOOL")/../contrib/genarray}"
+umount_fs
+mkdir -p "$WORK/g/big" "$WORK/m4"
+"$GENARRAY" "$WORK/g/big" 1024 1024 16 1024 1 zstd > /dev/null || fail "genarray"
+MNT=$WORK/m4
+mount_fs "$WORK/t.ini" "$WORK/g"
+"$TILETOOL" export --raw a "$WORK/g/big" > "$WORK/big.raw" || fail "export --raw a"
+dd if="$MNT/big/@views/a.raw" of="$WORK/row" iflag=direct bs=4096 skip=300 count=1 status=none ||
+	fail "direct read of a.raw"
+dd if="$WORK/big.raw" bs=4096 skip=300 count=1 status=none | cmp -s - "$WORK/row" || fail "row 300 of a.raw"
+[ "$(cache misses)" = 1 ] || fail "a 4 KiB read of a.raw decoded $(cache misses) tiles, not 1"
+ok "a 4 KiB read in the middle of a 64-tile a.raw decoded 1 tile"
