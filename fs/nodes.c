@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define INDEX_RETRY_NS 1000000000LL
 
@@ -47,6 +48,7 @@ struct fs_node {
 	char *dep_rel;		/* the other file the bytes come from (folded */
 	tf_version dep_v;	/* offsets: the data file), its version shown */
 	bool failed;		/* a read failed: later opens get direct I/O */
+	bool keyed;		/* its bytes are decrypted: the mounter's alone */
 	/* view nodes: an entry of an array's @views folder (tf_view.h) */
 	tf_views *views;	/* the array state shown (NULL: not a view) */
 	tf_catalog_hold *hold;	/* keeps the array the state reads */
@@ -315,6 +317,7 @@ static int ensure_index(tilefs *fs, fs_node *n, unsigned flags)
 	}
 	tf_facts_clear(&n->facts);
 	n->facts = fx;
+	n->keyed = fx.keyed;
 	n->file = f;
 	n->size = tf_file_size(f);
 	n->bytes = tf_file_index_bytes(f);
@@ -447,6 +450,7 @@ static int view_lookup(tilefs *fs, fs_node *dir, const char *name, const char *r
 		n->st = st;
 	} else if ((n = add_node(&fs->nodes, rel, &st, false))) {
 		n->views = v, n->hold = hold, n->vst = vst;
+		n->keyed = tf_views_keyed(v);
 		n->sized_at_lookup = vst.size_known;
 		n->vrel = strdup(vrel);
 		n->arr = strdup(arr);
@@ -558,6 +562,13 @@ static void fill_stat(const fs_node *n, const tf_stat *s, struct stat *st)
 	st->st_nlink = s->nlink ? s->nlink : 1;
 	st->st_uid = s->uid;
 	st->st_gid = s->gid;
+	/* Plaintext of an encrypted array is the key holder's, whatever the
+	 * ciphertext's modes: the user who mounted, and no one else. */
+	if (n->keyed) {
+		st->st_mode &= ~(mode_t)07077;
+		st->st_uid = geteuid();
+		st->st_gid = getegid();
+	}
 	st->st_size = (off_t)(n->decoded ? n->size : s->v.size);
 	st->st_blocks = (st->st_size + 511) / 512;
 	st->st_blksize = 1 << 20;	/* cat, cp: 1 MiB reads, one FUSE request each */

@@ -242,7 +242,7 @@ static tf_status get_schema(void *ctx, const char *name, const tf_schema **out, 
 	return rc;
 }
 
-static bool schema_encrypted(tf_array *a, const tf_schema *sc)
+bool tf_array_schema_encrypted(tf_array *a, const tf_schema *sc)
 {
 	bool enc = false;
 
@@ -539,7 +539,7 @@ static tf_status describe_in(tf_array *a, tf_fragment *fr, const path_info *pi, 
 		return rc;
 	out->spec = out->ff.spec;
 	/* Data tiles get AES appended only in an encrypted array (§9). */
-	out->spec.key = schema_encrypted(a, tf_fragment_schema(fr)) ? a->key : NULL;
+	out->spec.key = tf_array_schema_encrypted(a, tf_fragment_schema(fr)) ? a->key : NULL;
 	out->kind = tf_role_name(out->ff.role);
 	if (!(out->field = strdup(out->ff.field)))
 		return tf_err(err, TF_E_NOMEM, "out of memory");

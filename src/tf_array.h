@@ -86,6 +86,9 @@ tf_status tf_array_fragment(tf_array *a, const char *rel_dir, tf_fragment **out,
 void tf_array_fragment_put(tf_array *a, const tf_fragment *fr);
 /* The key given at open (NULL if none), for generic tiles read from memory. */
 const tf_key *tf_array_key(const tf_array *a);
+/* Whether schema sc of the array (one it gave out) is encrypted: then so is
+ * every file written with it (§9), and what they decode to is plaintext. */
+bool tf_array_schema_encrypted(tf_array *a, const tf_schema *sc);
 /* Index a file the array decodes (tf_array_describe + tf_file_open; the
  * file borrows the array's source). */
 tf_status tf_array_open_file(tf_array *a, const char *rel, tf_file **out, tf_error *err);

@@ -395,7 +395,7 @@ static tf_status open_in_array(tf_catalog *c, const char *rel, const tf_version 
 	rc = tf_file_open_how(c->src, af.path, rel, v, &af.spec, how, out, err);
 	if (rc == TF_OK && fx)
 		*fx = (tf_facts){ dup_or_null(af.field), dup_or_null(af.kind), dup_or_null(af.fragment),
-				  af.format_version };
+				  af.format_version, af.spec.key != NULL };
 	tf_array_file_clear(&af);
 	array_release(c, d);
 	return rc;
@@ -446,5 +446,7 @@ tf_status tf_catalog_open_for(tf_catalog *c, const char *rel, const tf_version *
 			       .version = r->version, .key = r->key, .generic = r->generic };
 	if (r->var_data && (rc = add_var_data(c, rel, r, &spec, var_path, sizeof(var_path), err)) != TF_OK)
 		return tf_err_prefix(err, "%s", rel);
+	if (fx)
+		fx->keyed = spec.key != NULL;
 	return tf_file_open_how(c->src, rel, rel, v, &spec, &how, out, err);
 }

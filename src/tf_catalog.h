@@ -46,6 +46,7 @@ typedef struct tf_facts {
 	char *role;			/* "data", "offsets", "schema", ..., or NULL */
 	char *fragment;			/* fragment directory name, or NULL */
 	uint32_t format_version;	/* 0 if not known */
+	bool keyed;			/* decrypted with a key: plaintext */
 } tf_facts;
 void tf_facts_clear(tf_facts *fx);
 

@@ -983,6 +983,13 @@ bool tf_views_current(tf_views *v)
 	return tf_snapshot_current(v->s);
 }
 
+bool tf_views_keyed(const tf_views *v)
+{
+	tf_array *a = tf_snapshot_array(v->s);
+
+	return tf_array_key(a) && tf_array_schema_encrypted(a, tf_snapshot_schema(v->s));
+}
+
 /* ---- paths ----------------------------------------------------------------------------------------- */
 
 typedef enum { P_ROOT, P_CSV, P_RAW, P_NPY, P_FRAGDIR, P_FRAG, P_FRAGCSV } path_kind;

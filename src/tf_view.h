@@ -70,6 +70,10 @@ void tf_views_unref(tf_views *v);
  * directory listings). */
 bool tf_views_current(tf_views *v);
 
+/* Whether v's bytes are decrypted (the array is encrypted): plaintext,
+ * which only the key holder may read. */
+bool tf_views_keyed(const tf_views *v);
+
 typedef struct tf_view_stat {
 	bool dir;
 	bool size_known;	/* false: a CSV not yet formatted to its end */

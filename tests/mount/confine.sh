@@ -123,3 +123,50 @@ rc=$?
 [ "$rc" = 4 ] || fail "FIFO key file: exit $rc, want 4"
 mountpoint -q "$MNT" && fail "mounted with a FIFO config or key"
 ok "FIFO config and key files are refused at once"
+
+# --- an array's schema file replaced by a FIFO (issue 14, case 2): the
+# array's files fail or show as stored, nothing blocks, the mount lives on.
+arr=$(cd "$(dirname "$0")/../data/corpus/gzip_level1/array" && pwd) || fail "no gzip_level1 case"
+mkdir -p "$WORK/s2"
+cp -r "$arr" "$WORK/s2/arr" && chmod -R u+w "$WORK/s2/arr"
+echo "still here" > "$WORK/s2/pub.txt"
+for f in "$WORK"/s2/arr/__schema/*; do rm "$f" && mkfifo "$f"; done
+printf '[tilefs]\n' > "$WORK/e.ini"
+mount_fs "$WORK/e.ini" "$WORK/s2"
+timeout 10 ls -lR "$MNT/arr" > /dev/null 2>&1
+[ $? = 124 ] && fail "listing an array whose schema is a FIFO hangs"
+for f in "$MNT"/arr/__fragments/*/*.tdb; do
+	timeout 10 cat "$f" > /dev/null 2>&1
+	[ $? = 124 ] && fail "reading $f of an array whose schema is a FIFO hangs"
+done
+timeout 10 cat "$MNT/pub.txt" | grep -qx "still here" || fail "the mount stopped answering after a FIFO schema"
+umount_fs
+ok "an array whose schema file is a FIFO: nothing blocks, the mount lives on"
+
+# --- an encrypted array under allow_other (issue 9): its ciphertext is
+# world-readable (0644) but what the mount shows is plaintext, decrypted
+# with the mounter's key: the decoded files and the views are the
+# mounter's alone (0400, owned by the mounter); the key file, inside SOURCE
+# here, is 0600 and never readable by others through the mount either; no
+# xattr carries key material.
+enc=$(cd "$(dirname "$0")/../data/corpus/enc_dense_zstd" && pwd) || fail "no enc_dense_zstd case"
+mkdir -p "$WORK/s3"
+cp -r "$enc/array" "$WORK/s3/enc" && chmod -R a+rX,u+w "$WORK/s3/enc"
+cp -r "$(dirname "$0")/../data/corpus/gzip_level1/array" "$WORK/s3/plain" && chmod -R a+rX,u+w "$WORK/s3/plain"
+key=$(corpus_key) && cp "$key" "$WORK/s3/k.key" && chmod 600 "$WORK/s3/k.key"
+printf '[tilefs]\ndefault_key = k\nviews = yes\n[key k]\nfile = %s\n' "$WORK/s3/k.key" > "$WORK/k.ini"
+mount_fs "$WORK/k.ini" "$WORK/s3" -o allow_other
+a0=$(ls "$MNT"/enc/__fragments/*/a0.tdb)
+cmp -s "$a0" "$enc/expected/unfiltered/f0/a0.tdb.bin" || fail "root: decrypted a0.tdb differs"
+[ "$(stat -c '%a %u' "$a0")" = "400 $(id -u)" ] || fail "decrypted a0.tdb shows $(stat -c '%a %u' "$a0")"
+[ "$(stat -c %a "$MNT/enc/@views/cells.csv")" = 400 ] || fail "views of an encrypted array: $(stat -c %a "$MNT/enc/@views/cells.csv")"
+as_nobody cat "$a0" > /dev/null 2>&1 && fail "nobody read the plaintext of an encrypted array"
+as_nobody cat "$MNT/enc/@views/cells.csv" > /dev/null 2>&1 && fail "nobody read the CSV of an encrypted array"
+as_nobody cat "$MNT/k.key" > /dev/null 2>&1 && fail "nobody read the key file through the mount"
+p0=$(ls "$MNT"/plain/__fragments/*/a0.tdb)
+as_nobody cat "$p0" > /dev/null || fail "nobody cannot read a decoded file of an unencrypted 0644 array"
+as_nobody cat "$MNT/plain/@views/cells.csv" > /dev/null || fail "nobody cannot read the CSV of an unencrypted array"
+hex=$(head -c 16 "$key")
+getfattr -R -d -m - "$MNT" 2>/dev/null | grep -qi "$hex" && fail "key material in an xattr"
+umount_fs
+ok "encrypted array under allow_other: plaintext and views the mounter's alone (0400), key file unreadable by others"
