@@ -564,6 +564,15 @@ static int set_match(parser *ps, match_sec *m, const char *name, const char *val
 	return (*dst = strdup(value)) ? 1 : fail(ps, ps->line, "out of memory");
 }
 
+static int set_array(parser *ps, array_sec *a, const char *name, const char *value)
+{
+	if (strcmp(name, "key"))
+		return fail(ps, ps->line, "unknown key '%s' in [array %s]", name, a->path);
+	a->line = ps->line;
+	free(a->key_name);	/* a repeated key: the last one wins, as in [match] */
+	return (a->key_name = strdup(value)) ? 1 : fail(ps, ps->line, "out of memory");
+}
+
 static int set_value(parser *ps, const char *name, const char *value)
 {
 	bool known;
@@ -580,10 +589,7 @@ static int set_value(parser *ps, const char *name, const char *value)
 	case SEC_MATCH:
 		return set_match(ps, ps->cur, name, value);
 	case SEC_ARRAY:
-		if (strcmp(name, "key"))
-			return fail(ps, ps->line, "unknown key '%s' in [array %s]", name, ((array_sec *)ps->cur)->path);
-		((array_sec *)ps->cur)->line = ps->line;
-		return (((array_sec *)ps->cur)->key_name = strdup(value)) ? 1 : fail(ps, ps->line, "out of memory");
+		return set_array(ps, ps->cur, name, value);
 	case SEC_S3: {
 		tf_error e;
 		if (tf_s3_settings_set(&ps->c->s3, name, value, ps->c->dir, &e) != TF_OK)
