@@ -346,6 +346,11 @@ tf_status tf_file_load_tile(const tf_file *f, tf_object *obj, size_t t, const un
 
 static tf_status add_tile(tf_file *f, const tile_ent *te, tf_error *err)
 {
+	/* Sizes may come from fragment metadata: their sum is the file's
+	 * st_size (a signed off_t) and must not wrap. */
+	if (te->size > (uint64_t)INT64_MAX - f->size)
+		return tf_err(err, TF_E_CORRUPT, "tile %zu: decoded size %llu takes the file past 2^63 bytes",
+			      f->ntiles, (unsigned long long)te->size);
 	if (f->ntiles == f->tcap) {
 		size_t cap = f->tcap ? f->tcap * 2 : 16;
 		tile_ent *v = realloc(f->tiles, cap * sizeof(*v));

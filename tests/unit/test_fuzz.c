@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "tf_config.h"
+#include "tf_file.h"
 #include "tf_keys.h"
 
 /* dir/name holding n bytes of p, mode 0600 (a configuration that holds
@@ -85,6 +86,31 @@ START_TEST(test_config_array_key_twice)
 }
 END_TEST
 
+/* ---- fuzz_file, fuzz_fragment ---------------------------------------------------------- */
+
+/* fuzz_file and fuzz_fragment, "decoded size overflows": tile sizes from
+ * fragment metadata were summed into the file's size unchecked, so two
+ * tiles of 2^63 bytes made a file of 0 bytes whose tiles lie beyond it. */
+START_TEST(test_layout_sizes_overflow)
+{
+	static const uint8_t two_empty_tiles[16] = { 0 };
+	tf_tile_layout lay[2] = { { 0, 8, (uint64_t)1 << 63 }, { 8, 8, (uint64_t)1 << 63 } };
+	tf_file_spec spec = { .type = TF_DT_UINT8, .cell_val_num = 1, .tiles = lay, .ntiles = 2 };
+	char path[PATH_MAX];
+	tf_error err;
+	tf_file *f = NULL;
+
+	put_file("a0.tdb", two_empty_tiles, sizeof(two_empty_tiles), path);
+	ck_assert_int_eq(tf_test_file_open(path, NULL, &spec, &f, &err), TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "tile 0: decoded size") && strstr(err.msg, "past 2^63"), "%s", err.msg);
+	lay[0].size = (uint64_t)1 << 62;	/* as large as an off_t goes: opens */
+	lay[1].size = ((uint64_t)1 << 62) - 1;
+	ck_assert_msg(tf_test_file_open(path, NULL, &spec, &f, &err) == TF_OK, "%s", err.msg);
+	ck_assert_uint_eq(tf_file_size(f), (uint64_t)INT64_MAX);
+	tf_file_unref(f);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("fuzz");
@@ -92,6 +118,7 @@ static Suite *suite(void)
 
 	tcase_add_checked_fixture(tc, tf_test_tmp_setup, tf_test_tmp_teardown);
 	tcase_add_test(tc, test_config_array_key_twice);
+	tcase_add_test(tc, test_layout_sizes_overflow);
 	suite_add_tcase(s, tc);
 	return s;
 }
