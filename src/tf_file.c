@@ -396,6 +396,16 @@ static tf_status walk_file(tf_file *f, tf_object *obj, uint64_t start, uint64_t 
 	return rc;
 }
 
+/* A tile the caller gives must lie inside the file (of fsize bytes). */
+static tf_status check_stored(const tf_tile_layout *v, size_t t, uint64_t fsize, tf_error *err)
+{
+	if (v[t].start > fsize || v[t].stored > fsize - v[t].start || v[t].stored < TF_TILE_HEADER_SIZE)
+		return tf_err(err, TF_E_CORRUPT, "tile %zu: stored at %llu+%llu, beyond the file's "
+			      "%llu bytes", t, (unsigned long long)v[t].start,
+			      (unsigned long long)v[t].stored, (unsigned long long)fsize);
+	return TF_OK;
+}
+
 /* Tiles given by the caller: checked against the file, units read later. */
 static tf_status layout_tiles(tf_file *f, const tf_tile_layout *v, size_t n, tf_error *err)
 {
@@ -406,10 +416,8 @@ static tf_status layout_tiles(tf_file *f, const tf_tile_layout *v, size_t n, tf_
 		tile_ent te = { .start = v[t].start, .stored = v[t].stored, .size = v[t].size,
 				.kind = TILE_CHUNKED };
 
-		if (v[t].start > fsize || v[t].stored > fsize - v[t].start || v[t].stored < TF_TILE_HEADER_SIZE)
-			return tf_err(err, TF_E_CORRUPT, "tile %zu: stored at %llu+%llu, beyond the file's "
-				      "%llu bytes", t, (unsigned long long)v[t].start,
-				      (unsigned long long)v[t].stored, (unsigned long long)fsize);
+		if ((rc = check_stored(v, t, fsize, err)) != TF_OK)
+			return rc;
 		atomic_init(&te.units, NULL);
 		rc = add_tile(f, &te, err);
 	}
@@ -438,15 +446,21 @@ static tf_status decode_data_tile(const tf_file *f, tf_object *var, tf_workspace
 			      offsets, NULL, err);
 }
 
-/* The data file's tiles: from the caller, or by walking var. */
-static tf_status data_tiles(const tf_file_spec *spec, tf_object *var, tf_tile_layout **out, size_t *n,
-			    tf_error *err)
+/* The data file's tiles (fsize bytes stored): from the caller, or by
+ * walking var. */
+static tf_status data_tiles(const tf_file_spec *spec, tf_object *var, uint64_t fsize, tf_tile_layout **out,
+			    size_t *n, tf_error *err)
 {
 	tf_file scratch = { 0 };
 	tf_status rc = TF_OK;
 
 	*n = 0;
 	if (spec->var_tiles) {
+		/* From fragment metadata, and each read whole when an offsets
+		 * tile is rebuilt from it: a size that lies would be allocated. */
+		for (size_t t = 0; t < spec->nvar_tiles; t++)
+			if ((rc = check_stored(spec->var_tiles, t, fsize, err)) != TF_OK)
+				return rc;
 		*out = malloc((spec->nvar_tiles ? spec->nvar_tiles : 1) * sizeof(**out));
 		if (!*out)
 			return tf_err(err, TF_E_NOMEM, "out of memory");
@@ -591,7 +605,7 @@ static tf_status open_var_data(tf_file *f, const tf_file_spec *spec, tf_error *e
 			return rc;
 		f->var_ver = st.v;
 	}
-	if ((rc = data_tiles(spec, var, &data, &ndata, err)) != TF_OK) {
+	if ((rc = data_tiles(spec, var, f->var_ver.size, &data, &ndata, err)) != TF_OK) {
 		tf_object_close(var);
 		return tf_err_prefix(err, "%s", spec->var_data);
 	}

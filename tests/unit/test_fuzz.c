@@ -111,6 +111,35 @@ START_TEST(test_layout_sizes_overflow)
 }
 END_TEST
 
+/* fuzz_fragment, "requested allocation size 0x100000000000000": the
+ * tiles of a var data file that folded offsets are rebuilt from were
+ * taken from fragment metadata unchecked, and rebuilding one read its
+ * claimed stored size into memory. */
+START_TEST(test_folded_var_tiles_beyond_file)
+{
+	static const uint8_t empty_tile[8] = { 0 };
+	tf_tile_layout off_tiles[1] = { { 0, 8, 8 } }, var_tiles[1] = { { 0, (uint64_t)1 << 56, 0 } };
+	tf_file_spec spec = { .type = TF_DT_UINT64, .cell_val_num = 1, .tiles = off_tiles, .ntiles = 1,
+			      .var_type = TF_DT_STRING_ASCII, .var_tiles = var_tiles, .nvar_tiles = 1 };
+	tf_pipeline *rle = tf_pipeline_new();
+	char path[PATH_MAX], var_path[PATH_MAX];
+	tf_error err;
+	tf_file *f = NULL;
+
+	ck_assert(tf_pipeline_append(rle, TF_F_RLE, NULL) == TF_OK);
+	spec.var_pipeline = rle;
+	put_file("a0.tdb", empty_tile, sizeof(empty_tile), path);
+	put_file("a0_var.tdb", empty_tile, sizeof(empty_tile), var_path);
+	spec.var_data = var_path;
+	ck_assert_int_eq(tf_test_file_open(path, NULL, &spec, &f, &err), TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "a0_var.tdb: tile 0: stored at 0+72057594037927936, beyond"), "%s",
+		      err.msg);
+	spec.tiles = NULL;	/* walked, the data tile decoded at open: the same */
+	ck_assert_int_eq(tf_test_file_open(path, NULL, &spec, &f, &err), TF_E_CORRUPT);
+	tf_pipeline_free(rle);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("fuzz");
@@ -119,6 +148,7 @@ static Suite *suite(void)
 	tcase_add_checked_fixture(tc, tf_test_tmp_setup, tf_test_tmp_teardown);
 	tcase_add_test(tc, test_config_array_key_twice);
 	tcase_add_test(tc, test_layout_sizes_overflow);
+	tcase_add_test(tc, test_folded_var_tiles_beyond_file);
 	suite_add_tcase(s, tc);
 	return s;
 }
