@@ -21,13 +21,17 @@
  * The file is opened as tilefs opens it (walking the chunk headers, or
  * from the given tiles, or as generic tiles), then fz_exercise() decodes
  * every chunk and reads every byte through a small cache with decode-ahead
- * and checks that both agree (fuzz_util.h).  Any status is fine; crashes,
- * leaks, undefined behaviour and broken promises are not.
+ * and checks that both agree (fuzz_util.h).  A walked file whose every
+ * chunk decodes must hold what its bytes decode to in memory
+ * (tf_tile_decode tile after tile, tf_generic_decode for generic files):
+ * the index must not change them.  Any status is fine; crashes, leaks,
+ * undefined behaviour and broken promises are not.
  */
 #include "fuzz_util.h"
 
 #include "tf_bytes.h"
 #include "tf_pipeline.h"
+#include "tf_tile.h"
 
 enum {
 	FZ_VAR = 0x01,		/* cell_val_num = TF_CELL_VAR */
@@ -119,9 +123,73 @@ static bool parse_input(const uint8_t *data, size_t size, fz_input *in)
 	return true;
 }
 
+/* The file's bytes decoded in memory as tf_file's walk would: tiles back
+ * to back with the same pipeline and environment. */
+static tf_status tiles_in_memory(const fz_input *in, tf_workspace *ws, tf_buf *out)
+{
+	const tf_file_spec *sp = &in->spec;
+	uint32_t version = sp->version ? sp->version : 22;
+	tf_chunk_env env = { .type = sp->type, .version = version, .key = sp->key,
+			     .cell_size = (sp->cell_val_num == TF_CELL_VAR ? 1 : sp->cell_val_num) *
+					  tf_datatype_size(sp->type),
+			     .var_string = sp->var_string ||
+					   tf_var_string_applies(sp->pipeline, sp->type, sp->cell_val_num, version) };
+	tf_pipeline *p = tf_pipeline_dup(sp->pipeline);
+	tf_span rest = in->file;
+	tf_status rc = p && sp->key ? tf_pipeline_append(p, TF_F_AES_256_GCM, NULL) : p ? TF_OK : TF_E_NOMEM;
+
+	while (rc == TF_OK && rest.n) {
+		uint64_t used;
+
+		if ((rc = tf_tile_decode(p, &env, ws, rest, out, NULL, &used, NULL)) == TF_OK)
+			rest = tf_span_of(rest.p + used, rest.n - (size_t)used);
+	}
+	tf_pipeline_free(p);
+	return rc;
+}
+
+/* Generic tiles up to generic_end (or the end), then the bytes as stored. */
+static tf_status generic_in_memory(const fz_input *in, tf_workspace *ws, tf_buf *out)
+{
+	size_t end = in->spec.generic_end ? (size_t)in->spec.generic_end : in->file.n, pos = 0;
+	tf_status rc = TF_OK;
+
+	while (rc == TF_OK && pos < end) {
+		uint64_t used;
+
+		if ((rc = tf_generic_decode(tf_span_of(in->file.p + pos, end - pos), in->spec.key, ws, out,
+					    &used, NULL)) == TF_OK)
+			pos += (size_t)used;
+	}
+	return rc == TF_OK ? tf_buf_append(out, in->file.p + end, in->file.n - end, NULL) : rc;
+}
+
+/* What the file should decode to, where memory decoding can say: files
+ * walked from their first byte (a layout may skip bytes, folded offsets
+ * are rebuilt from another file).  Generic files without generic_end may
+ * end in a footer, which only tf_file looks for: not strict. */
+static void expect_of(const fz_input *in, tf_buf *out, fz_expect *want)
+{
+	tf_workspace *ws;
+
+	memset(want, 0, sizeof(*want));
+	if (in->spec.tiles || in->var_pipeline || in->spec.generic_end > in->file.n)
+		return;
+	if (!(ws = tf_workspace_new()))
+		fz_fail("workspace", "out of memory");
+	want->rc = in->spec.generic ? generic_in_memory(in, ws, out) : tiles_in_memory(in, ws, out);
+	want->known = true;
+	want->strict = !in->spec.generic || in->spec.generic_end;
+	want->p = out->p;
+	want->n = out->len;
+	tf_workspace_free(ws);
+}
+
 static void run(fz_input *in)
 {
 	char path[512], var_path[512];
+	tf_buf memory = TF_BUF_INIT(FZ_READ_WINDOW);
+	fz_expect want;
 	tf_cache *c;
 	tf_file *f;
 	tf_error err;
@@ -138,9 +206,11 @@ static void run(fz_input *in)
 		return;
 	}
 	fz_say("open: ok%s%s", "", "");
+	expect_of(in, &memory, &want);
 	c = fz_cache();
-	fz_exercise(f, c);
+	fz_exercise(f, c, &want);
 	tf_cache_free(c);
+	tf_buf_free(&memory);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

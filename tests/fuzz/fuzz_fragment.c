@@ -223,7 +223,7 @@ static void exercise_described(const fz_array *a, const fz_input *in, const char
 		fz_say("open: %s%s", err.msg, "");
 		return;
 	}
-	fz_exercise(f, a->cache);
+	fz_exercise(f, a->cache, NULL);
 }
 
 static void through_fragment(fz_array *a, const fz_input *in, const tf_schema *legacy)
@@ -275,7 +275,7 @@ static void through_array(fz_array *a, bool v12)
 		}
 		/* The data files were exercised above; the metadata file is new. */
 		if (i == a->nnames && tf_file_open(af.path, rel, &af.spec, &f, &err) == TF_OK) {
-			fz_exercise(f, a->cache);
+			fz_exercise(f, a->cache, NULL);
 		}
 		tf_array_file_clear(&af);
 	}

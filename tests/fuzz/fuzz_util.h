@@ -159,6 +159,7 @@ enum { FZ_UNKNOWN, FZ_DECODED, FZ_FAILED };
 typedef struct fz_ref {
 	uint64_t n;		/* bytes of the window */
 	uint8_t *bytes, *state;
+	bool incomplete;	/* a chunk (maybe an empty one) failed or was skipped */
 } fz_ref;
 
 FZ_FN void fz_mark(fz_ref *ref, uint64_t off, uint32_t size, const uint8_t *src, int state)
@@ -208,6 +209,7 @@ FZ_FN void fz_decode_all(const tf_file *f, tf_workspace *ws, fz_ref *ref)
 			fz_fail("tiles", "decoded size overflows");
 		expect = off + size;
 		if (tf_file_tile_chunks(f, t, &nc, &err) != TF_OK) {
+			ref->incomplete = true;
 			fz_say("tile: %s%s", err.msg, "");
 			continue;
 		}
@@ -217,14 +219,18 @@ FZ_FN void fz_decode_all(const tf_file *f, tf_workspace *ws, fz_ref *ref)
 			tf_status rc;
 
 			tf_file_chunk_info(f, t, c, &ci);
-			if (ci.size > FZ_CHUNK_CAP || ci.off >= ref->n)
+			if (ci.size > FZ_CHUNK_CAP || ci.off >= ref->n) {
+				ref->incomplete = true;
 				continue;
+			}
 			if (!(buf = realloc(buf, ci.size ? ci.size : 1)))
 				fz_fail("decode", "out of memory");
 			rc = tf_file_decode(f, ws, t, c, buf, &err);
 			fz_mark(ref, ci.off, ci.size, rc == TF_OK ? buf : NULL, rc == TF_OK ? FZ_DECODED : FZ_FAILED);
-			if (rc != TF_OK)
+			if (rc != TF_OK) {
+				ref->incomplete = true;
 				fz_say("chunk: %s%s", err.msg, "");
+			}
 		}
 	}
 	if (expect != tf_file_size(f))
@@ -291,13 +297,54 @@ FZ_FN tf_cache *fz_cache(void)
 	return c;
 }
 
+/* What the same bytes decode to in memory (tf_tile_decode or
+ * tf_generic_decode over the whole input), for fz_exercise to compare. */
+typedef struct fz_expect {
+	bool known;		/* false: nothing to compare with */
+	bool strict;		/* the memory decode must succeed when the file does */
+	tf_status rc;
+	const uint8_t *p;
+	size_t n;
+} fz_expect;
+
+/* Whether every chunk of the file, empty ones too, decoded. */
+FZ_FN bool fz_all_decoded(const tf_file *f, const fz_ref *ref)
+{
+	if (ref->n != tf_file_size(f) || ref->incomplete)
+		return false;
+	for (uint64_t i = 0; i < ref->n; i++)
+		if (ref->state[i] != FZ_DECODED)
+			return false;
+	return true;
+}
+
+/* A file whose every chunk decodes holds what the same bytes decode to in
+ * memory: the index must not change them. */
+FZ_FN void fz_compare_memory(const tf_file *f, const fz_ref *ref, const fz_expect *want)
+{
+	if (!want || !want->known || !fz_all_decoded(f, ref))
+		return;
+	if (want->rc != TF_OK) {
+		if (want->strict && want->rc != TF_E_NOMEM)
+			fz_fail("memory", "the file decodes, the same bytes in memory do not");
+		return;
+	}
+	if (want->n != ref->n) {
+		if (want->strict)
+			fz_fail("memory", "the file and the same bytes in memory decode to different sizes");
+		return;
+	}
+	if (want->n && memcmp(want->p, ref->bytes, want->n))
+		fz_fail("memory", "the file and the same bytes in memory decode to different bytes");
+}
+
 /* Everything a reader does with f, through c; takes over the caller's
- * reference to f. */
-FZ_FN void fz_exercise(tf_file *f, tf_cache *c)
+ * reference to f.  want (may be NULL): what memory decoding gave. */
+FZ_FN void fz_exercise(tf_file *f, tf_cache *c, const fz_expect *want)
 {
 	tf_workspace *ws = tf_workspace_new();
 	uint64_t size = tf_file_size(f);
-	fz_ref ref = { size < FZ_READ_WINDOW ? size : FZ_READ_WINDOW, NULL, NULL };
+	fz_ref ref = { size < FZ_READ_WINDOW ? size : FZ_READ_WINDOW, NULL, NULL, false };
 	tf_file_info info;
 	char *text;
 
@@ -311,6 +358,7 @@ FZ_FN void fz_exercise(tf_file *f, tf_cache *c)
 	free(text);
 	(void)tf_file_index_bytes(f);
 	fz_decode_all(f, ws, &ref);
+	fz_compare_memory(f, &ref, want);
 	fz_read_all(f, c, ws, &ref);
 	tf_file_unref(f);
 	free(ref.bytes);
