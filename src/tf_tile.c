@@ -51,7 +51,8 @@ tf_status tf_tile_decode(const tf_pipeline *p, const tf_chunk_env *env, tf_works
 			return tf_err(err, TF_E_CORRUPT, "chunk %llu: truncated header", (unsigned long long)c);
 		tf_chunk_header_read(r.p, &h);
 		/* More than any chunk decodes to: a lying header (corrupt), not
-		 * a buffer too small for it (which would read as ENOMEM). */
+		 * a buffer too small for it (which would read as ENOMEM).  Refused
+		 * before out grows by it, so such a header allocates nothing. */
 		if (h.orig_len > TF_MAX_CHUNK_BYTES)
 			return tf_err(err, TF_E_CORRUPT, "chunk %llu: claims %u decoded bytes",
 				      (unsigned long long)c, h.orig_len);

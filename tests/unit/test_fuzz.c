@@ -140,6 +140,31 @@ START_TEST(test_folded_var_tiles_beyond_file)
 }
 END_TEST
 
+/* fuzz_file, out-of-memory (malloc of 2 GiB): tf_tile_decode made room in
+ * its output for what a chunk header claims before the pipeline refused a
+ * claim over TF_MAX_CHUNK_BYTES, so a 12-byte header claiming 1.4 GB in a
+ * rebuilt folded offsets tile (whose buffer may grow to 2 GiB) allocated
+ * 2 GiB.  A refused claim now allocates nothing. */
+START_TEST(test_chunk_claim_refused_before_allocating)
+{
+	uint8_t tile[8 + 12] = { 1 };	/* one chunk: orig 1476395326, nothing stored */
+	tf_buf out = TF_BUF_INIT(2 * TF_MAX_CHUNK_BYTES);
+	tf_chunk_env env = { .type = TF_DT_STRING_ASCII, .cell_size = 1, .version = 22 };
+	tf_workspace *ws = tf_workspace_new();
+	tf_pipeline *none = tf_pipeline_new();
+	tf_error err;
+
+	tf_put_le32(tile + 8, 1476395326u);
+	ck_assert_int_eq(tf_tile_decode(none, &env, ws, tf_span_of(tile, sizeof(tile)), &out, NULL, NULL, &err),
+			 TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "claims 1476395326 decoded bytes"), "%s", err.msg);
+	ck_assert_uint_lt(out.cap, TF_MAX_CHUNK_BYTES);
+	tf_buf_free(&out);
+	tf_pipeline_free(none);
+	tf_workspace_free(ws);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("fuzz");
@@ -149,6 +174,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_config_array_key_twice);
 	tcase_add_test(tc, test_layout_sizes_overflow);
 	tcase_add_test(tc, test_folded_var_tiles_beyond_file);
+	tcase_add_test(tc, test_chunk_claim_refused_before_allocating);
 	suite_add_tcase(s, tc);
 	return s;
 }
