@@ -6,7 +6,9 @@
  *   - as a configuration file (mode 0600, in a directory that also holds
  *     a valid key file "key"; TILEFS_FUZZ_KEY holds a valid key too) ->
  *     tf_config_load; a loaded configuration is then asked what the driver
- *     asks: settings, the rule of a few paths, array keys;
+ *     asks: settings, the rule of a few paths, array keys; the pipeline of
+ *     every rule found must print as text that parses back to the same
+ *     text (tiletool and the logs show that text);
  *   - as "PATTERN\nPATH\n..." -> tf_glob_valid and tf_glob_match, timed:
  *     a match that takes more than FZ_GLOB_CPU seconds of CPU aborts, so a
  *     matcher exponential in its input is caught at lengths where a linear
@@ -20,6 +22,7 @@
 #include <time.h>
 
 #include "tf_config.h"
+#include "tf_pipeline.h"
 
 #define FZ_GLOB_CPU 0.5
 
@@ -61,12 +64,31 @@ static bool timed_match(const char *pattern, const char *path)
 	return r;
 }
 
+/* A pipeline's canonical text parses back to the same pipeline. */
+static void check_text(const tf_pipeline *p)
+{
+	char *text = tf_pipeline_text(p), *again = NULL;
+	tf_pipeline *q = NULL;
+	tf_error err;
+
+	if (!text)
+		fz_fail("pipeline text", "out of memory");
+	if (tf_pipeline_parse(text, &q, &err) != TF_OK)
+		fz_fail("pipeline text", "does not parse back");
+	if (!(again = tf_pipeline_text(q)) || strcmp(text, again))
+		fz_fail("pipeline text", "parses back to another pipeline");
+	free(text);
+	free(again);
+	tf_pipeline_free(q);
+}
+
 /* What a rule promises: a valid glob, a pipeline, a known datatype. */
 static void check_rule(const tf_rule *r)
 {
 	if (!r->pattern || !tf_glob_valid(r->pattern) || !r->pipeline || !tf_datatype_valid(r->type) ||
 	    r->cell_val_num == 0)
 		fz_fail("rule", "breaks a promise of tf_config.h");
+	check_text(r->pipeline);
 }
 
 static void ask(tf_config *c, const char *extra)
