@@ -1,6 +1,6 @@
 /*
  * fuzz_file.c - libFuzzer target: a file on disk -> tf_file_open -> every
- * chunk decoded and every byte read through a cache.
+ * unit decoded and every byte read through a cache.
  *
  * Input layout (make-seeds writes the same; the first four bytes and the
  * pipeline are fuzz_decode's, so its seeds are walk-mode seeds here):
@@ -18,11 +18,12 @@
  *            into; with LAYOUT also its tiles (u8 n, n x 3 u64)
  *   rest     the file's bytes
  *
- * The file is opened as tilefs opens it (walking the chunk headers, or
- * from the given tiles, or as generic tiles), then fz_exercise() decodes
- * every chunk and reads every byte through a small cache with decode-ahead
- * and checks that both agree (fuzz_util.h).  A walked file whose every
- * chunk decodes must hold what its bytes decode to in memory
+ * The file is opened through the local source of the per-process
+ * directory as tilefs opens it (walking the chunk headers, or from the
+ * given tiles, or as generic tiles), then fz_exercise() decodes every unit
+ * and reads every byte through a small cache with decode-ahead and checks
+ * that both agree (fuzz_util.h).  A walked file whose every unit decodes
+ * must hold what its bytes decode to in memory
  * (tf_tile_decode tile after tile, tf_generic_decode for generic files):
  * the index must not change them.  Any status is fine; crashes, leaks,
  * undefined behaviour and broken promises are not.
@@ -187,7 +188,7 @@ static void expect_of(const fz_input *in, tf_buf *out, fz_expect *want)
 
 static void run(fz_input *in)
 {
-	char path[512], var_path[512];
+	char path[512];
 	tf_buf memory = TF_BUF_INIT(FZ_READ_WINDOW);
 	fz_expect want;
 	tf_cache *c;
@@ -197,11 +198,11 @@ static void run(fz_input *in)
 	snprintf(path, sizeof(path), "%s/file.tdb", fz_dir());
 	fz_write(path, in->file.p, in->file.n, 0600);
 	if (in->var_pipeline) {
-		snprintf(var_path, sizeof(var_path), "%s/file_var.tdb", fz_dir());
-		fz_write(var_path, in->var.p, in->var.n, 0600);
-		in->spec.var_data = var_path;
+		snprintf(path, sizeof(path), "%s/file_var.tdb", fz_dir());
+		fz_write(path, in->var.p, in->var.n, 0600);
+		in->spec.var_data = "file_var.tdb";	/* in the same source */
 	}
-	if (tf_file_open(path, "file.tdb", &in->spec, &f, &err) != TF_OK) {
+	if (tf_file_open(fz_source(), "file.tdb", NULL, NULL, &in->spec, &f, &err) != TF_OK) {
 		fz_say("open: %s%s", err.msg, "");
 		return;
 	}

@@ -45,6 +45,8 @@ enum {
 #define FZ_HEADER 2
 #define FZ_MAX_NAMES 96
 #define FZ_NAME_MAX 200
+/* The array directory, in fz_dir() and so in fz_source(). */
+#define FZ_ARRAY "array"
 
 typedef struct fz_input {
 	uint32_t version;	/* the name's */
@@ -52,8 +54,10 @@ typedef struct fz_input {
 	tf_span schema, meta, data;
 } fz_input;
 
+/* Paths as written (under fz_dir()) and as opened (relative to
+ * fz_source(), the same directory). */
 typedef struct fz_array {
-	char dir[512], frag_dir[768], name[128];
+	char dir[512], frag_dir[768], frag_rel[256], name[128];
 	tf_schema *schema;
 	char *asked;		/* the schema name the footer asked for */
 	const tf_key *key;
@@ -206,20 +210,23 @@ static void check_description(const tf_fragment_file *ff)
 static void exercise_described(const fz_array *a, const fz_input *in, const char *file,
 			       const tf_file_spec *described)
 {
-	char path[1024], var_path[1024];
+	char path[1024], rel[512], var_rel[512];
 	tf_file_spec spec = *described;
 	tf_file *f;
 	tf_error err;
 
 	snprintf(path, sizeof(path), "%s/%s", a->frag_dir, file);
 	fz_write(path, in->data.p, in->data.n, 0600);
+	snprintf(rel, sizeof(rel), "%s/%s", a->frag_rel, file);
+	/* The description names the var data file as a name beside it. */
 	if (spec.var_data) {
-		snprintf(var_path, sizeof(var_path), "%s/%s", a->frag_dir, spec.var_data);
-		fz_write(var_path, in->data.p, in->data.n, 0600);
-		spec.var_data = var_path;
+		snprintf(path, sizeof(path), "%s/%s", a->frag_dir, spec.var_data);
+		fz_write(path, in->data.p, in->data.n, 0600);
+		snprintf(var_rel, sizeof(var_rel), "%s/%s", a->frag_rel, spec.var_data);
+		spec.var_data = var_rel;
 	}
 	spec.key = a->key;
-	if (tf_file_open(path, file, &spec, &f, &err) != TF_OK) {
+	if (tf_file_open(fz_source(), rel, file, NULL, &spec, &f, &err) != TF_OK) {
 		fz_say("open: %s%s", err.msg, "");
 		return;
 	}
@@ -232,7 +239,8 @@ static void through_fragment(fz_array *a, const fz_input *in, const tf_schema *l
 	tf_fragment_file ff;
 	tf_error err;
 
-	if (tf_fragment_open(a->frag_dir, a->name, legacy, lookup, a, a->key, &fr, &err) != TF_OK) {
+	if (tf_fragment_open(fz_source(), a->frag_rel, a->name, legacy, lookup, a, a->key, &fr,
+			     &err) != TF_OK) {
 		fz_say("fragment: %s%s", err.msg, "");
 		return;
 	}
@@ -264,7 +272,9 @@ static void through_array(fz_array *a, bool v12)
 	tf_file *f;
 	tf_error err;
 
-	if (tf_array_open(a->dir, a->key, &arr, &err) != TF_OK)
+	if (!tf_array_detect(fz_source(), FZ_ARRAY))
+		fz_fail("array", "not detected");
+	if (tf_array_open(fz_source(), FZ_ARRAY, a->key, &arr, &err) != TF_OK)
 		fz_fail("array", err.msg);
 	for (size_t i = 0; i <= a->nnames; i++) {
 		snprintf(rel, sizeof(rel), "%s%s/%s", v12 ? "__fragments/" : "", a->name,
@@ -274,9 +284,8 @@ static void through_array(fz_array *a, bool v12)
 			continue;
 		}
 		/* The data files were exercised above; the metadata file is new. */
-		if (i == a->nnames && tf_file_open(af.path, rel, &af.spec, &f, &err) == TF_OK) {
+		if (i == a->nnames && tf_file_open(fz_source(), af.path, rel, NULL, &af.spec, &f, &err) == TF_OK)
 			fz_exercise(f, a->cache, NULL);
-		}
 		tf_array_file_clear(&af);
 	}
 	if (tf_array_latest_schema(arr, &latest, NULL, &err) != TF_OK)
@@ -289,7 +298,7 @@ static void run(fz_array *a, const fz_input *in)
 	char path[1024];
 	bool legacy = in->flags & FZ_LEGACY || in->version < 10, v12 = in->version >= 12;
 
-	snprintf(a->dir, sizeof(a->dir), "%s/array", fz_dir());
+	snprintf(a->dir, sizeof(a->dir), "%s/%s", fz_dir(), FZ_ARRAY);
 	fz_rm_tree(a->dir);
 	make_dir(a->dir);
 	snprintf(path, sizeof(path), "%s/__schema", a->dir);
@@ -299,7 +308,8 @@ static void run(fz_array *a, const fz_input *in)
 		snprintf(path, sizeof(path), "%s/__fragments", a->dir);
 		make_dir(path);
 	}
-	snprintf(a->frag_dir, sizeof(a->frag_dir), "%s/%s%s", a->dir, v12 ? "__fragments/" : "", a->name);
+	snprintf(a->frag_rel, sizeof(a->frag_rel), "%s/%s%s", FZ_ARRAY, v12 ? "__fragments/" : "", a->name);
+	snprintf(a->frag_dir, sizeof(a->frag_dir), "%s/%s", fz_dir(), a->frag_rel);
 	make_dir(a->frag_dir);
 	snprintf(path, sizeof(path), "%s/__fragment_metadata.tdb", a->frag_dir);
 	fz_write(path, in->meta.p, in->meta.n, 0600);

@@ -65,6 +65,8 @@ static void check_field(const tf_schema *s, const tf_field *f, bool dim)
 {
 	if (!f->name || !tf_datatype_valid(f->type))
 		fz_fail("schema", "a field without a name or datatype");
+	if (!dim && !tf_schema_attr(s, f->name))
+		fz_fail("schema", "an attribute not found by its name");
 	/* Dimensions before format 5 have no pipeline of their own. */
 	check_pipeline(f->filters, f->type, dim);
 	if (dim)
@@ -84,6 +86,11 @@ static void check_schema(const tf_schema *s)
 		check_field(s, &s->dims[i], true);
 	for (size_t i = 0; i < s->nattrs; i++)
 		check_field(s, &s->attrs[i], false);
+	/* Views look enumerations up by the names attributes give. */
+	for (size_t i = 0; i < s->nenums; i++)
+		if (!s->enums || !s->enums[i].name || !s->enums[i].path ||
+		    !tf_schema_enum_path(s, s->enums[i].name))
+			fz_fail("schema", "an enumeration without a name or file");
 	(void)tf_schema_dense_tile_cells(s);
 	tf_schema_print(s, devnull);
 }

@@ -4,12 +4,14 @@
  *
  *   - a per-process temporary directory (on /dev/shm when there is one:
  *     every input is written to disk, so disk speed is execution speed),
- *     removed when the fuzzer exits;
+ *     removed when the fuzzer exits, and the local source of it that files
+ *     are opened through (tf_source.h);
  *   - the corpus's oracle key, for encrypted seeds;
  *   - fz_exercise(): everything a reader can do with an open tf_file, with
- *     the promises tf_file.h makes checked: tile ranges and chunk lists add
- *     up, and the bytes tf_file_read returns through a small cache (decode-
- *     ahead on) are the bytes tf_file_decode gives chunk by chunk.
+ *     the promises tf_file.h makes checked: tile ranges, unit lists and
+ *     chunk lists add up, and the bytes tf_handle_read returns through a
+ *     small cache (decode-ahead on) are the bytes tf_handle_decode_unit
+ *     gives unit by unit.
  *
  * A broken promise aborts, so libFuzzer saves the input.  With FUZZ_VERBOSE=1
  * in the environment each input's outcome is printed.
@@ -31,13 +33,14 @@
 #include "tf_file.h"
 #include "tf_keys.h"
 #include "tf_pipeline.h"
+#include "tf_source.h"
 #include "tf_tile.h"
 
 /* Decoded bytes read and compared per file: far beyond any seed. */
 #define FZ_READ_WINDOW ((uint64_t)2 << 20)
-/* Chunks decoded one by one only up to this size: a chunk header may claim
- * up to 4 GiB, which the cache refuses anyway (budget below). */
-#define FZ_CHUNK_CAP ((uint32_t)1 << 20)
+/* Units decoded one by one only up to this size: a chunk header may claim
+ * up to 1 GiB, which the cache refuses anyway (budget below). */
+#define FZ_UNIT_CAP ((uint32_t)1 << 20)
 #define FZ_CACHE_BUDGET ((size_t)512 << 10)
 
 /* Not every target uses every helper. */
@@ -45,6 +48,7 @@
 
 static const char fz_oracle_key[] __attribute__((unused)) = "TileDB-oracle-key-0123456789ABCD";
 static char fz_dir_path[256];
+static tf_source *fz_src;
 static bool fz_verbose __attribute__((unused));
 
 FZ_FN void fz_fail(const char *what, const char *detail)
@@ -76,6 +80,7 @@ FZ_FN void fz_rm_tree(const char *dir)
 
 FZ_FN void fz_cleanup(void)
 {
+	tf_source_free(fz_src);
 	if (fz_dir_path[0])
 		fz_rm_tree(fz_dir_path);
 }
@@ -95,6 +100,17 @@ FZ_FN const char *fz_dir(void)
 	atexit(fz_cleanup);
 	fz_verbose = getenv("FUZZ_VERBOSE") != NULL;
 	return fz_dir_path;
+}
+
+/* The per-process directory as a local source: every file of an input is
+ * opened through it, by its path relative to the directory. */
+FZ_FN tf_source *fz_source(void)
+{
+	tf_error err;
+
+	if (!fz_src && tf_source_local(fz_dir(), &fz_src, &err) != TF_OK)
+		fz_fail("source", err.msg);
+	return fz_src;
 }
 
 FZ_FN void fz_write(const char *path, const void *p, size_t n, mode_t mode)
@@ -153,13 +169,13 @@ FZ_FN void fz_generic(tf_span payload, const tf_key *key, tf_buf *out)
 
 /* ---- exercising an open file ------------------------------------------------------ */
 
-/* What chunk-by-chunk decoding said about each byte of the window. */
+/* What unit-by-unit decoding said about each byte of the window. */
 enum { FZ_UNKNOWN, FZ_DECODED, FZ_FAILED };
 
 typedef struct fz_ref {
 	uint64_t n;		/* bytes of the window */
 	uint8_t *bytes, *state;
-	bool incomplete;	/* a chunk (maybe an empty one) failed or was skipped */
+	bool incomplete;	/* a unit (maybe an empty one) failed or was skipped */
 } fz_ref;
 
 FZ_FN void fz_mark(fz_ref *ref, uint64_t off, uint32_t size, const uint8_t *src, int state)
@@ -173,34 +189,90 @@ FZ_FN void fz_mark(fz_ref *ref, uint64_t off, uint32_t size, const uint8_t *src,
 	memset(ref->state + off, state, (size_t)n);
 }
 
-/* Tile ranges follow each other from 0 to the file's size; each loaded
- * tile's chunks follow each other over exactly its range. */
-FZ_FN void fz_check_chunks(const tf_file *f, size_t t, uint64_t off, uint64_t size, size_t nc)
+/* The units of a loaded tile follow each other over exactly its range. */
+FZ_FN void fz_check_units(tf_handle *h, size_t t, uint64_t off, uint64_t size, size_t nu)
 {
 	uint64_t at = off;
 
-	for (size_t c = 0; c < nc; c++) {
-		tf_chunk_info ci;
+	for (size_t u = 0; u < nu; u++) {
+		tf_unit_info ui;
 
-		tf_file_chunk_info(f, t, c, &ci);
-		if (ci.off != at)
-			fz_fail("chunks", "a chunk does not start where the one before it ends");
-		at += ci.size;
+		tf_handle_unit_info(h, t, u, &ui);
+		if (ui.off != at)
+			fz_fail("units", "a unit does not start where the one before it ends");
+		at += ui.size;
 	}
 	if (at - off != size)
+		fz_fail("units", "the units of a tile do not add up to its size");
+}
+
+typedef struct fz_chunks {
+	uint64_t at;
+} fz_chunks;
+
+FZ_FN int fz_chunk_at(void *ctx, size_t chunk, const tf_chunk_info *ci)
+{
+	fz_chunks *cs = ctx;
+
+	(void)chunk;
+	if (ci->off != cs->at)
+		fz_fail("chunks", "a chunk does not start where the one before it ends");
+	cs->at += ci->size;
+	return 0;
+}
+
+/* So do its chunks, as tools list them (their headers read again). */
+FZ_FN void fz_check_chunks(tf_handle *h, tf_workspace *ws, size_t t, uint64_t off, uint64_t size)
+{
+	fz_chunks cs = { off };
+	tf_error err;
+
+	if (tf_handle_each_chunk(h, ws, t, fz_chunk_at, &cs, &err) != TF_OK)
+		fz_say("chunks: %s%s", err.msg, "");
+	else if (cs.at - off != size)
 		fz_fail("chunks", "the chunks of a tile do not add up to its size");
 }
 
-/* Decode every chunk (up to FZ_CHUNK_CAP bytes each) into ref. */
-FZ_FN void fz_decode_all(const tf_file *f, tf_workspace *ws, fz_ref *ref)
+/* Decode every unit of tile t (up to FZ_UNIT_CAP bytes each) into ref. */
+FZ_FN void fz_decode_tile(tf_handle *h, tf_workspace *ws, size_t t, size_t nu, fz_ref *ref)
 {
-	uint64_t expect = 0;
 	uint8_t *buf = NULL;
 	tf_error err;
 
+	for (size_t u = 0; u < nu; u++) {
+		tf_unit_info ui;
+		tf_status rc;
+
+		tf_handle_unit_info(h, t, u, &ui);
+		if (ui.size > FZ_UNIT_CAP || ui.off >= ref->n) {
+			ref->incomplete = true;
+			continue;
+		}
+		if (!(buf = realloc(buf, ui.size ? ui.size : 1)))
+			fz_fail("decode", "out of memory");
+		rc = tf_handle_decode_unit(h, ws, t, u, buf, &err);
+		fz_mark(ref, ui.off, ui.size, rc == TF_OK ? buf : NULL, rc == TF_OK ? FZ_DECODED : FZ_FAILED);
+		if (rc != TF_OK) {
+			ref->incomplete = true;
+			fz_say("unit: %s%s", err.msg, "");
+		}
+	}
+	free(buf);
+}
+
+/* Tile ranges follow each other from 0 to the file's size, which fits an
+ * off_t (st_size); every tile's units and chunks cover its range. */
+FZ_FN void fz_decode_all(tf_handle *h, tf_workspace *ws, fz_ref *ref)
+{
+	const tf_file *f = tf_handle_file(h);
+	uint64_t expect = 0;
+	tf_error err;
+
+	if (tf_file_size(f) > (uint64_t)INT64_MAX)
+		fz_fail("tiles", "the file is larger than an off_t can say");
 	for (size_t t = 0; t < tf_file_ntiles(f); t++) {
 		uint64_t off, size;
-		size_t nc;
+		size_t nu;
 
 		tf_file_tile_range(f, t, &off, &size);
 		if (off != expect)
@@ -208,57 +280,40 @@ FZ_FN void fz_decode_all(const tf_file *f, tf_workspace *ws, fz_ref *ref)
 		if (size > UINT64_MAX - off)
 			fz_fail("tiles", "decoded size overflows");
 		expect = off + size;
-		if (tf_file_tile_chunks(f, t, &nc, &err) != TF_OK) {
+		if (tf_handle_tile_units(h, t, &nu, &err) != TF_OK) {
 			ref->incomplete = true;
 			fz_say("tile: %s%s", err.msg, "");
 			continue;
 		}
-		fz_check_chunks(f, t, off, size, nc);
-		for (size_t c = 0; c < nc; c++) {
-			tf_chunk_info ci;
-			tf_status rc;
-
-			tf_file_chunk_info(f, t, c, &ci);
-			if (ci.size > FZ_CHUNK_CAP || ci.off >= ref->n) {
-				ref->incomplete = true;
-				continue;
-			}
-			if (!(buf = realloc(buf, ci.size ? ci.size : 1)))
-				fz_fail("decode", "out of memory");
-			rc = tf_file_decode(f, ws, t, c, buf, &err);
-			fz_mark(ref, ci.off, ci.size, rc == TF_OK ? buf : NULL, rc == TF_OK ? FZ_DECODED : FZ_FAILED);
-			if (rc != TF_OK) {
-				ref->incomplete = true;
-				fz_say("chunk: %s%s", err.msg, "");
-			}
-		}
+		fz_check_units(h, t, off, size, nu);
+		fz_check_chunks(h, ws, t, off, size);
+		fz_decode_tile(h, ws, t, nu, ref);
 	}
 	if (expect != tf_file_size(f))
 		fz_fail("tiles", "the tiles do not add up to the file's size");
-	free(buf);
 }
 
-/* Bytes a read returned are what chunk decoding gave, and never come from
- * a chunk that failed to decode. */
+/* Bytes a read returned are what unit decoding gave, and never come from
+ * a unit that failed to decode. */
 FZ_FN void fz_compare(const fz_ref *ref, uint64_t off, const uint8_t *got, size_t n)
 {
 	for (size_t i = 0; i < n && off + i < ref->n; i++) {
 		uint8_t s = ref->state[off + i];
 
 		if (s == FZ_FAILED)
-			fz_fail("read", "tf_file_read returned bytes of a chunk that does not decode");
+			fz_fail("read", "tf_handle_read returned bytes of a unit that does not decode");
 		if (s == FZ_DECODED && got[i] != ref->bytes[off + i])
-			fz_fail("read", "tf_file_read and tf_file_decode disagree");
+			fz_fail("read", "tf_handle_read and tf_handle_decode_unit disagree");
 	}
 }
 
 /* Read the window front to back in pieces of varying size through cache c
- * (whose worker decodes ahead), then a few reads at the end. */
-FZ_FN void fz_read_all(tf_file *f, tf_cache *c, tf_workspace *ws, const fz_ref *ref)
+ * (whose worker decodes ahead), then a few reads at the end.  A read is
+ * all or nothing: every byte asked for (up to the end), or none. */
+FZ_FN void fz_read_all(tf_handle *h, tf_cache *c, tf_workspace *ws, const fz_ref *ref)
 {
 	static const size_t lens[] = { 1, 4093, 65536, 7, 200000, 512, 65535, 3 };
-	uint64_t size = tf_file_size(f);
-	tf_read_state rs = { 0 };
+	uint64_t size = tf_file_size(tf_handle_file(h));
 	uint8_t *buf = malloc(200000);
 	tf_error err;
 
@@ -266,27 +321,27 @@ FZ_FN void fz_read_all(tf_file *f, tf_cache *c, tf_workspace *ws, const fz_ref *
 		fz_fail("read", "out of memory");
 	for (uint64_t off = 0, i = 0; off < ref->n; i++) {
 		size_t len = lens[i % (sizeof(lens) / sizeof(lens[0]))], got;
-		tf_status rc = tf_file_read(f, c, ws, &rs, off, len, buf, &got, &err);
+		tf_status rc = tf_handle_read(h, c, ws, off, len, buf, &got, &err);
 
-		if (got > len || (rc == TF_OK && got != (len < size - off ? len : size - off)))
+		if (got != (rc != TF_OK ? 0 : len < size - off ? len : size - off))
 			fz_fail("read", "wrong byte count");
-		/* On failure, the got bytes before it were read and must be right. */
 		fz_compare(ref, off, buf, got);
-		off += rc == TF_OK || !got ? len : got;
+		off += len;
 	}
 	for (uint64_t back = 1; back <= 4096 && back <= size; back *= 64) {
 		size_t got;
-		tf_status rc = tf_file_read(f, c, ws, NULL, size - back, 100, buf, &got, &err);
+		tf_status rc = tf_handle_read(h, c, ws, size - back, 100, buf, &got, &err);
 
-		if (got > 100 || (rc == TF_OK && got != (back < 100 ? back : 100)))
+		if (got != (rc != TF_OK ? 0 : back < 100 ? back : 100))
 			fz_fail("read", "wrong byte count at the end");
 	}
 	free(buf);
 }
 
 /* A small cache with one decode-ahead worker, for one input's files: a
- * file stays bound to the cache it was first read through, so the cache
- * is freed after them (tf_cache_free also drops what its queue holds). */
+ * file is read through one cache only, and its handles' decode-ahead jobs
+ * hold it, so the cache is freed after them (tf_cache_free also drops
+ * what its queue holds). */
 FZ_FN tf_cache *fz_cache(void)
 {
 	tf_cache *c;
@@ -307,7 +362,7 @@ typedef struct fz_expect {
 	size_t n;
 } fz_expect;
 
-/* Whether every chunk of the file, empty ones too, decoded. */
+/* Whether every unit of the file, empty ones too, decoded. */
 FZ_FN bool fz_all_decoded(const tf_file *f, const fz_ref *ref)
 {
 	if (ref->n != tf_file_size(f) || ref->incomplete)
@@ -318,7 +373,7 @@ FZ_FN bool fz_all_decoded(const tf_file *f, const fz_ref *ref)
 	return true;
 }
 
-/* A file whose every chunk decodes holds what the same bytes decode to in
+/* A file whose every unit decodes holds what the same bytes decode to in
  * memory: the index must not change them. */
 FZ_FN void fz_compare_memory(const tf_file *f, const fz_ref *ref, const fz_expect *want)
 {
@@ -338,28 +393,47 @@ FZ_FN void fz_compare_memory(const tf_file *f, const fz_ref *ref, const fz_expec
 		fz_fail("memory", "the file and the same bytes in memory decode to different bytes");
 }
 
-/* Everything a reader does with f, through c; takes over the caller's
- * reference to f.  want (may be NULL): what memory decoding gave. */
+/* What tilefs and tiletool show of a file: its facts and texts. */
+FZ_FN void fz_describe(const tf_file *f)
+{
+	char *text[3] = { tf_file_pipeline_text(f), tf_file_filter_attr(f), tf_file_codecs_json(f) };
+	const tf_version *dep_ver;
+	tf_file_info info;
+
+	tf_file_get_info(f, &info);
+	if (info.decoded_bytes != tf_file_size(f) || info.tiles != tf_file_ntiles(f))
+		fz_fail("info", "disagrees with the index");
+	for (int i = 0; i < 3; i++) {
+		if (!text[i])
+			fz_fail("pipeline text", "out of memory");
+		free(text[i]);
+	}
+	if ((tf_file_dep(f, &dep_ver) != NULL) != (dep_ver != NULL))
+		fz_fail("info", "a data file without its version, or the reverse");
+	(void)tf_file_index_bytes(f);
+}
+
+/* Everything a reader does with f, through c, on a handle of its own;
+ * takes over the caller's reference to f.  want (may be NULL): what
+ * memory decoding gave. */
 FZ_FN void fz_exercise(tf_file *f, tf_cache *c, const fz_expect *want)
 {
 	tf_workspace *ws = tf_workspace_new();
 	uint64_t size = tf_file_size(f);
 	fz_ref ref = { size < FZ_READ_WINDOW ? size : FZ_READ_WINDOW, NULL, NULL, false };
-	tf_file_info info;
-	char *text;
+	tf_handle *h;
+	tf_error err;
 
 	if (!ws || !(ref.bytes = malloc(ref.n + 1)) || !(ref.state = calloc(ref.n + 1, 1)))
 		fz_fail("exercise", "out of memory");
-	tf_file_get_info(f, &info);
-	if (info.decoded_bytes != size || info.tiles != tf_file_ntiles(f))
-		fz_fail("info", "disagrees with the index");
-	if (!(text = tf_file_pipeline_text(f)))
-		fz_fail("pipeline text", "out of memory");
-	free(text);
-	(void)tf_file_index_bytes(f);
-	fz_decode_all(f, ws, &ref);
+	fz_describe(f);
+	/* Nothing changed the files since the open: the handle must open. */
+	if (tf_handle_open(f, &h, &err) != TF_OK)
+		fz_fail("handle", err.msg);
+	fz_decode_all(h, ws, &ref);
 	fz_compare_memory(f, &ref, want);
-	fz_read_all(f, c, ws, &ref);
+	fz_read_all(h, c, ws, &ref);
+	tf_handle_close(h);
 	tf_file_unref(f);
 	free(ref.bytes);
 	free(ref.state);
