@@ -417,6 +417,11 @@ static tf_status parse_v1v2(tf_fragment *fr, tf_span payload, tf_error *err)
 	    (rc = get_u64s(&r, fr->sizes[S_FIXED], a + 1, "file sizes", err)) != TF_OK ||
 	    (rc = get_u64s(&r, fr->sizes[S_VAR], a, "file var sizes", err)) != TF_OK)
 		return rc;
+	/* Files are named and looked up by this version's layout, and these
+	 * lists hold format 1-2's fields only (attributes and coordinates). */
+	if (fr->version < 1 || fr->version > 2)
+		return tf_err(err, TF_E_CORRUPT, "format %u metadata in a fragment named as format 1-2",
+			      fr->version);
 	for (size_t i = 0; i < fr->n; i++)
 		fr->lists[L_VALIDITY][i].loaded = true;	/* no validity before format 7 */
 	fr->dense = s->dense;

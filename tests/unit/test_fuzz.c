@@ -14,11 +14,13 @@
 
 #include <limits.h>
 #include <malloc.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "tf_config.h"
 #include "tf_file.h"
+#include "tf_fragment.h"
 #include "tf_keys.h"
 
 /* dir/name holding n bytes of p, mode 0600 (a configuration that holds
@@ -165,6 +167,82 @@ START_TEST(test_chunk_claim_refused_before_allocating)
 }
 END_TEST
 
+/* ---- found on main's library (tf_source, tf_handle) ------------------------------------ */
+
+/* payload as one unfiltered generic tile (§6), written to path. */
+static void put_generic(const char *path, tf_span payload)
+{
+	tf_chunk_env env = { .type = TF_DT_CHAR, .cell_size = 1, .version = 22 };
+	tf_buf pipe = TF_BUF_INIT(SIZE_MAX), tile = TF_BUF_INIT(SIZE_MAX), out = TF_BUF_INIT(SIZE_MAX);
+	tf_pipeline *none = tf_pipeline_new();
+	tf_workspace *ws = tf_workspace_new();
+
+	ck_assert(tf_pipeline_serialize(none, &pipe, NULL) == TF_OK);
+	ck_assert(tf_tile_encode(none, &env, ws, payload, NULL, 0, &tile, NULL) == TF_OK);
+	ck_assert(tf_buf_put_u32(&out, 22, NULL) == TF_OK && tf_buf_put_u64(&out, tile.len, NULL) == TF_OK &&
+		  tf_buf_put_u64(&out, payload.n, NULL) == TF_OK && tf_buf_put_u8(&out, TF_DT_CHAR, NULL) == TF_OK &&
+		  tf_buf_put_u64(&out, 1, NULL) == TF_OK && tf_buf_put_u8(&out, 0, NULL) == TF_OK &&
+		  tf_buf_put_u32(&out, (uint32_t)pipe.len, NULL) == TF_OK &&
+		  tf_buf_append(&out, pipe.p, pipe.len, NULL) == TF_OK &&
+		  tf_buf_append(&out, tile.p, tile.len, NULL) == TF_OK);
+	tf_test_write_file(path, out.p, out.len);
+	tf_buf_free(&pipe);
+	tf_buf_free(&tile);
+	tf_buf_free(&out);
+	tf_pipeline_free(none);
+	tf_workspace_free(ws);
+}
+
+/* Fragment metadata of format 1-2 (§8.7) claiming `version`, for an array
+ * of one attribute: no tiles, every list and size empty. */
+static void put_v1v2_metadata(const char *path, uint32_t version)
+{
+	tf_buf p = TF_BUF_INIT(SIZE_MAX);
+
+	ck_assert(tf_buf_put_u32(&p, version, NULL) == TF_OK);
+	/* domain, MBRs, bounding coordinates, 2 + 1 + 1 tile lists, last tile
+	 * cells, 2 file sizes, 1 var file size */
+	for (int i = 0; i < 11; i++)
+		ck_assert(tf_buf_put_u64(&p, 0, NULL) == TF_OK);
+	put_generic(path, tf_span_of(p.p, p.len));
+	tf_buf_free(&p);
+}
+
+/* fuzz_fragment, heap-buffer-overflow in make_layout: a fragment named as
+ * format 1-2 whose metadata said format 9 had its files looked up by
+ * format 9's names (d0.tdb: the dimension's index), past the lists format
+ * 1-2 metadata holds (attributes and coordinates only). */
+START_TEST(test_v1v2_fragment_version)
+{
+	static const char name[] = "__0123456789abcdef0123456789abcdef_1541540586869";
+	tf_pipeline *none = tf_pipeline_new();
+	tf_field attr = { .name = "a", .type = TF_DT_INT32, .cell_val_num = 1, .filters = none };
+	tf_field dim = { .name = "d", .type = TF_DT_INT32, .cell_val_num = 1, .filters = none };
+	tf_schema s = { .version = 1, .layout_version = 1, .capacity = 10, .coords = none, .offsets = none,
+			.validity = none, .nattrs = 1, .ndims = 1, .attrs = &attr, .dims = &dim };
+	char dir[PATH_MAX], path[PATH_MAX + 32];
+	tf_fragment_file ff;
+	tf_fragment *fr;
+	tf_error err;
+
+	tf_test_tmp_path(dir, name);
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	snprintf(path, sizeof(path), "%s/__fragment_metadata.tdb", dir);
+	put_v1v2_metadata(path, 1);	/* as TileDB 1.4 wrote it: files named after fields */
+	ck_assert_msg(tf_fragment_open(tf_test_root(), dir + 1, name, &s, NULL, NULL, NULL, &fr, &err) == TF_OK,
+		      "%s", err.msg);
+	ck_assert_msg(tf_fragment_describe(fr, "a.tdb", &ff, &err) == TF_OK, "%s", err.msg);
+	tf_fragment_file_clear(&ff);
+	ck_assert_int_eq(tf_fragment_describe(fr, "d0.tdb", &ff, &err), TF_E_INVAL);
+	tf_fragment_free(fr);
+	put_v1v2_metadata(path, 9);
+	ck_assert_int_eq(tf_fragment_open(tf_test_root(), dir + 1, name, &s, NULL, NULL, NULL, &fr, &err),
+			 TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "format 9 metadata in a fragment named as format 1-2"), "%s", err.msg);
+	tf_pipeline_free(none);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("fuzz");
@@ -175,6 +253,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_layout_sizes_overflow);
 	tcase_add_test(tc, test_folded_var_tiles_beyond_file);
 	tcase_add_test(tc, test_chunk_claim_refused_before_allocating);
+	tcase_add_test(tc, test_v1v2_fragment_version);
 	suite_add_tcase(s, tc);
 	return s;
 }
