@@ -43,6 +43,9 @@ struct tf_handle {
 #define SEQ_SLACK ((uint64_t)4 << 20)	/* concurrent requests arrive out of order */
 #define SEQ_FIRST ((uint64_t)1 << 20)	/* a first request this near 0 starts a scan */
 #define NO_REQUEST UINT64_MAX		/* r->next before the first request */
+/* Decoded bytes per job, at most: far beyond any cache's window (a quarter
+ * of its budget), and far below 2^62, so windows of four steps cannot wrap. */
+#define STEP_MAX ((uint64_t)1 << 40)
 
 /* A claimed unit, to be filled. */
 typedef struct claim {
@@ -384,12 +387,15 @@ static void drop_ahead(void *ctx)
 static uint64_t ahead_step(const tf_handle *r, uint64_t streak)
 {
 	uint64_t stored = r->f->ver.size ? r->f->ver.size : 1, run = streak / 2;
-	double ratio = (double)r->f->size / (double)stored;
+	double ratio = (double)r->f->size / (double)stored, want;
 	uint64_t step;
 
 	run = run < RUN_MIN ? RUN_MIN : run;
 	run = run < tf_object_io_size(r->obj) ? run : tf_object_io_size(r->obj);
-	step = (uint64_t)((double)run * (ratio > 1 ? ratio : 1));
+	/* The decoded size may be what a layout claims (fragment metadata can
+	 * lie): a product past 2^64 would not even convert back. */
+	want = (double)run * (ratio > 1 ? ratio : 1);
+	step = want < (double)STEP_MAX ? (uint64_t)want : STEP_MAX;
 	return step < ((uint64_t)256 << 10) ? (uint64_t)256 << 10 : step;
 }
 

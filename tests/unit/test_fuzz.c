@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "tf_cache.h"
 #include "tf_config.h"
 #include "tf_file.h"
 #include "tf_fragment.h"
@@ -243,6 +244,50 @@ START_TEST(test_v1v2_fragment_version)
 }
 END_TEST
 
+/* fuzz_file, UBSan "5.48017e+20 is outside the range of representable
+ * values of type 'unsigned long'" in ahead_step: a decode-ahead step is
+ * the stored run scaled by decoded / stored bytes, and a layout claiming
+ * 2^62 decoded bytes for a tile of 8 made it overflow the conversion
+ * (undefined behaviour: only a sanitizer build sees it fail; the read
+ * must return the honest tile's bytes either way). */
+START_TEST(test_ahead_step_of_lying_layout)
+{
+	tf_chunk_env env = { .type = TF_DT_UINT8, .cell_size = 1, .version = 22 };
+	tf_buf file = TF_BUF_INIT(SIZE_MAX);
+	tf_workspace *ws = tf_workspace_new();
+	tf_pipeline *none = tf_pipeline_new();
+	uint8_t *data = tf_test_data(4096, TF_GEN_RANDOM, 1, 11), got[4096];
+	tf_tile_layout lay[2];
+	tf_file_spec spec = { .pipeline = none, .type = TF_DT_UINT8, .cell_val_num = 1, .tiles = lay, .ntiles = 2 };
+	char path[PATH_MAX];
+	tf_cache *c;
+	tf_handle *h;
+	tf_file *f;
+	tf_error err;
+	size_t n;
+
+	ck_assert(tf_tile_encode(none, &env, ws, tf_span_of(data, 4096), NULL, 0, &file, NULL) == TF_OK);
+	lay[0] = (tf_tile_layout){ 0, file.len, 4096 };
+	lay[1] = (tf_tile_layout){ file.len, 8, (uint64_t)1 << 62 };	/* a 0-chunk tile */
+	ck_assert(tf_buf_put_u64(&file, 0, NULL) == TF_OK);
+	tf_test_tmp_path(path, "a0.tdb");
+	tf_test_write_file(path, file.p, file.len);
+	f = tf_test_file_ok(path, &spec);
+	h = tf_test_handle_ok(f);
+	ck_assert(tf_cache_new((size_t)4 << 20, 1, &c, &err) == TF_OK);	/* a worker: decode-ahead */
+	ck_assert_msg(tf_handle_read(h, c, ws, 0, sizeof(got), got, &n, &err) == TF_OK, "%s", err.msg);
+	ck_assert_uint_eq(n, sizeof(got));
+	ck_assert_mem_eq(got, data, sizeof(got));
+	tf_handle_close(h);
+	tf_file_unref(f);
+	tf_cache_free(c);
+	tf_buf_free(&file);
+	tf_pipeline_free(none);
+	tf_workspace_free(ws);
+	free(data);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("fuzz");
@@ -254,6 +299,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_folded_var_tiles_beyond_file);
 	tcase_add_test(tc, test_chunk_claim_refused_before_allocating);
 	tcase_add_test(tc, test_v1v2_fragment_version);
+	tcase_add_test(tc, test_ahead_step_of_lying_layout);
 	suite_add_tcase(s, tc);
 	return s;
 }
