@@ -80,7 +80,19 @@ head -n 2 "$v" | cmp -s - "$(head -n 2 "$WORK/want.csv" > "$WORK/h2"; echo "$WOR
 sort "$v" | cmp -s - "$(sort "$WORK/want.csv" > "$WORK/s"; echo "$WORK/s")" || fail "sort of $v"
 awk -F, 'NR > 1 { n++ } END { print n + 0 }' "$v" > "$WORK/awk" && [ "$(cat "$WORK/awk")" -ge 1 ] || fail "awk over $v"
 [ "$(stat -c %s "$v")" = "$(wc -c < "$WORK/want.csv")" ] || fail "size of $v not known after a full read"
-ok "cp, wc, head, tail, sort, awk on $a/@views/cells.csv; its size is known once read through"
+grep -c , "$v" > "$WORK/g1" && grep -c , "$WORK/want.csv" | cmp -s - "$WORK/g1" || fail "grep over $v"
+# grep and awk over every array's CSV: both read it through and count the
+# same lines, the header at least.
+n=0
+for x in $arrays; do
+	c=$MNT/$x/@views/cells.csv
+	[ -f "$c" ] || continue
+	g=$(grep -c '' "$c") && k=$(awk 'END { print NR }' "$c") && [ "$g" = "$k" ] && [ "$g" -ge 1 ] ||
+		fail "grep and awk disagree over $c"
+	n=$((n + 1))
+done
+[ "$n" -ge 1 ] || fail "no CSV to grep"
+ok "cp, wc, head, tail, sort, grep, awk on $a/@views/cells.csv (its size known once read through); grep and awk over $n CSVs"
 
 # NumPy loads every .npy and finds the .raw bytes behind it.
 if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
