@@ -9,6 +9,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
@@ -112,6 +113,10 @@ static tf_status set_opt(tf_filter_opts *o, const opt_desc *d, const char *val, 
 		errno = 0;
 		x = strtod(val, &end);
 		if (errno || end == val || *end || !isfinite(x))
+			break;
+		/* A double past float's range would become inf (undefined in C),
+		 * which the printed form could not parse back. */
+		if (d->kind == K_FLOAT && fabs(x) > FLT_MAX)
 			break;
 		if (d->kind == K_FLOAT)
 			o->quality = (float)x;

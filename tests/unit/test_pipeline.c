@@ -60,6 +60,10 @@ START_TEST(test_text_errors)
 	expect_error("zstd | | lz4", "filter 2 is empty");
 	expect_error("zstd(lvl=3)", "unknown option 'lvl'");
 	expect_error("zstd(level=x)", "bad value 'x' for option level");
+	/* Found by fuzz_config: a float option past float's range became inf,
+	 * whose printed form ("quality=inf") did not parse back. */
+	expect_error("webp(quality=1e39)", "bad value '1e39' for option quality");
+	expect_error("18,222222222222222222222222222222222222222222222", "for option quality");
 	expect_error("delta(reinterpret=int65)", "bad value 'int65'");
 	expect_error("bitshuffle(3)", "too many parameters");
 	expect_error("zstd(level=3", "unbalanced");
