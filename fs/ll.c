@@ -349,7 +349,8 @@ static int list_dir(tilefs *fs, dir_handle *d, bool plus)
 /* One entry into buf at *len: a plain one, or with plus a looked-up one
  * (whose lookup count the kernel then holds).  False when it does not fit. */
 static bool put_entry(fuse_req_t req, tilefs *fs, fs_node *dir, const dir_entry *de, bool plus,
-		      const tf_stat *known, char *buf, size_t size, size_t *len, off_t next)
+		      const tf_stat *known, char *buf, size_t size, size_t *len, off_t next,
+		      fuse_ino_t *held)
 {
 	struct fuse_entry_param e = { 0 };
 	/* glibc's readdir skips entries whose inode number is 0. */
@@ -375,6 +376,7 @@ static bool put_entry(fuse_req_t req, tilefs *fs, fs_node *dir, const dir_entry 
 	if (need > size - *len)
 		return false;
 	*len += need;
+	*held = e.ino;
 	return true;
 }
 
@@ -384,29 +386,39 @@ static void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, str
 	tilefs *fs = fs_of(req);
 	dir_handle *d = (dir_handle *)(uintptr_t)fi->fh;
 	char *buf = malloc(size);
-	size_t len = 0;
+	/* Lookups held by the entries put, given back if the kernel never
+	 * gets them (an interrupted request): an entry takes over 24 bytes. */
+	fuse_ino_t *held = calloc(size / 24 + 1, sizeof(*held));
+	size_t len = 0, n = 0;
 	fs_node *dir;
 	int rc = 0;
 
-	if (!buf) {
+	if (!buf || !held) {
+		free(buf);
+		free(held);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	if ((!d->listed || off == 0) && (rc = list_dir(fs, d, plus)) != 0) {
 		free(buf);
+		free(held);
 		fuse_reply_err(req, rc);
 		return;
 	}
 	dir = fs_node_get(fs, ino);
-	for (size_t i = (size_t)off; dir && i < d->n; i++)
+	for (size_t i = (size_t)off; dir && i < d->n; i++, n++)
 		if (!put_entry(req, fs, dir, &d->v[i], plus,
 			       d->stats && strcmp(d->v[i].name, TF_VIEWS_DIR) ? &d->v[i].st : NULL, buf, size,
-			       &len, (off_t)i + 1))
+			       &len, (off_t)i + 1, &held[n]))
 			break;
 	if (dir)
 		fs_node_put(fs, dir);
-	fuse_reply_buf(req, buf, len);
+	if (fuse_reply_buf(req, buf, len) != 0)
+		for (size_t i = 0; i < n; i++)
+			if (held[i])
+				fs_node_forget(fs, held[i], 1);
 	free(buf);
+	free(held);
 }
 
 static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
@@ -590,6 +602,51 @@ static bool grow_iov(fs_thread *t, size_t n)
 	return true;
 }
 
+/* Room for size bytes in t's buffer. */
+static bool grow_buf(fs_thread *t, size_t size)
+{
+	uint8_t *b;
+
+	if (size <= t->buf_cap)
+		return true;
+	if (!(b = realloc(t->buf, size)))
+		return false;
+	t->buf = b;
+	t->buf_cap = size;
+	return true;
+}
+
+/* Reply with t's pinned slices.  Straight from the cache buffers, as one
+ * iovec each, when the kernel takes them in one writev: it refuses more
+ * than IOV_MAX (1024) vectors, libfuse adds its header to them, and a
+ * refused reply leaves the reader waiting for ever.  A request spanning
+ * more units than that (tiles under 1 KiB) is gathered into t's buffer. */
+static void reply_slices(fuse_req_t req, fs_thread *t)
+{
+	const tf_slices *s = &t->slices;
+	size_t len = 0;
+
+	if (s->n < IOV_MAX) {
+		if (!grow_iov(t, s->n)) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		for (size_t i = 0; i < s->n; i++)
+			t->iov[i] = (struct iovec){ (void *)(uintptr_t)s->v[i].p, s->v[i].n };
+		fuse_reply_iov(req, t->iov, (int)s->n);
+		return;
+	}
+	if (!grow_buf(t, (size_t)s->bytes)) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (size_t i = 0; i < s->n; i++) {
+		memcpy(t->buf + len, s->v[i].p, s->v[i].n);
+		len += s->v[i].n;
+	}
+	fuse_reply_buf(req, (const char *)t->buf, len);
+}
+
 static void read_decoded(fuse_req_t req, tilefs *fs, handle *h, size_t size, off_t off)
 {
 	fs_thread *t = thread_of(fs);
@@ -611,28 +668,8 @@ static void read_decoded(fuse_req_t req, tilefs *fs, handle *h, size_t size, off
 		fuse_reply_err(req, EIO);
 		return;
 	}
-	if (!grow_iov(t, t->slices.n)) {
-		fuse_reply_err(req, ENOMEM);
-	} else {
-		for (size_t i = 0; i < t->slices.n; i++)
-			t->iov[i] = (struct iovec){ (void *)(uintptr_t)t->slices.v[i].p, t->slices.v[i].n };
-		fuse_reply_iov(req, t->iov, (int)t->slices.n);
-	}
+	reply_slices(req, t);
 	tf_handle_unpin(fs->cache, &t->slices, passed_on);
-}
-
-/* Room for size bytes in t's buffer. */
-static bool grow_buf(fs_thread *t, size_t size)
-{
-	uint8_t *b;
-
-	if (size <= t->buf_cap)
-		return true;
-	if (!(b = realloc(t->buf, size)))
-		return false;
-	t->buf = b;
-	t->buf_cap = size;
-	return true;
 }
 
 static void read_raw(fuse_req_t req, tilefs *fs, handle *h, size_t size, off_t off)
@@ -825,6 +862,16 @@ static void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	tf_file *f = NULL;
 	char *v = NULL;
 
+	/* tilefs has attributes in the user namespace only.  For the others
+	 * (security.selinux, system.posix_acl_access, which ls -l asks of
+	 * every entry, and the kernel never caches for FUSE) "not supported"
+	 * is the truth, and ls remembers it per device: one round trip per
+	 * mount instead of two per entry (ENODATA made ls -l of 100,000
+	 * files cost ~5x the raw directory). */
+	if (strncmp(name, "user.", 5)) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
 	if (strncmp(name, XATTR_PREFIX, strlen(XATTR_PREFIX))) {
 		fuse_reply_err(req, ENODATA);
 		return;

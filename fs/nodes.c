@@ -661,6 +661,14 @@ void fs_node_closed(tilefs *fs, fs_node *n)
 	pthread_mutex_lock(&fs->nodes.lock);
 	n->opens--;
 	fs->nodes.open_handles--;
+	/* Reads load unit tables lazily (arrays, restored indexes): what the
+	 * index holds now is charged, not what it held when it was built. */
+	if (!n->opens && n->file) {
+		size_t bytes = tf_file_index_bytes(n->file);
+
+		fs->nodes.index_bytes += bytes - n->bytes;
+		n->bytes = bytes;
+	}
 	trim_indexes(&fs->nodes);
 	maybe_free(&fs->nodes, n);
 	pthread_mutex_unlock(&fs->nodes.lock);

@@ -574,13 +574,15 @@ tf_status tf_handle_pin(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t of
 	end = len < f->size - off ? off + len : f->size;
 	decode_ahead(r, c, j.owner, off, end);
 	rc = each_unit(r, off, end, pin_unit, &j, err);
-	if (rc != TF_OK)	/* claims are published before anyone waits */
-		for (size_t i = 0; i < j.nclaims; i++)
-			tf_cache_publish(c, j.claims[i].e, rc, err);
-	else
-		fill_request(r, c, ws, j.claims, j.nclaims);
+	/* Claims are filled before anyone waits, even when a later unit of
+	 * the range failed to be found: another reader may be waiting on one
+	 * of them, and its intact bytes must not fail with our error. */
+	fill_request(r, c, ws, j.claims, j.nclaims);
 	if (rc == TF_OK)
 		rc = finish_pins(c, s, off, end, err);
+	else	/* claims shared with workers are filled under our pins */
+		for (size_t i = 0; i < s->n; i++)
+			(void)tf_cache_wait(c, s->v[i].e, NULL);
 	if (rc != TF_OK)
 		tf_handle_unpin(c, s, false);
 	return rc;

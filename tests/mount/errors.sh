@@ -69,6 +69,17 @@ head -c 5120 "$MNT/d/small.tdb" | cmp -s - "$(head -c 5120 "$WORK/small.bin" > "
 	fail "the 5 tiles before the bad one do not read in one read"
 ok "1 KiB tiles: after a bad tile, its neighbours in the same page read to the byte; only its own range fails"
 
+# Tiles of 256 bytes: a 1 MiB read spans 4,096 units, each a slice of the
+# cache.  The kernel takes at most 1024 vectors in one reply; a reply of
+# more was refused and the reader waited for ever.
+head -c 3145728 /dev/urandom > "$WORK/tiny.bin"
+"$TILETOOL" encode -F zstd -t uint8 --tile-size 256 "$WORK/tiny.bin" "$src/d/tiny.tdb" || fail "encode 256-byte tiles"
+umount_fs
+mount_fs "$WORK/t.ini" "$src"
+timeout 60 dd if="$MNT/d/tiny.tdb" bs=1M 2>/dev/null | cmp -s - "$WORK/tiny.bin" ||
+	fail "a file of 256-byte tiles read in 1 MiB requests: hung or differs"
+ok "256-byte tiles: 1 MiB requests of 4,096 units each read byte-exact"
+
 # Writes of every kind are refused with EROFS.
 for attempt in "echo x > '$MNT/d/good.tdb'" "touch '$MNT/d/new'" "mkdir '$MNT/e'" \
 	"mv '$MNT/d/good.tdb' '$MNT/d/x'" "rm '$MNT/d/good.tdb'" "truncate -s 0 '$MNT/d/good.tdb'"; do

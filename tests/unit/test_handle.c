@@ -411,6 +411,51 @@ START_TEST(test_corrupt_chunk_in_unit)
 }
 END_TEST
 
+/* A request spanning an intact tile and one whose chunk list cannot be
+ * loaded (fragment metadata gives the tiles; units are read lazily) fails,
+ * but the intact tile's units it had claimed are decoded and kept: another
+ * reader waiting on them must get their bytes, not this request's error. */
+START_TEST(test_failed_request_fills_its_claims)
+{
+	tf_chunk_env env = { .type = TF_DT_UINT8, .cell_size = 1, .version = 22 };
+	tf_buf file = TF_BUF_INIT(SIZE_MAX);
+	tf_workspace *ws = tf_workspace_new();
+	tf_pipeline *none = tf_pipeline_new();
+	uint8_t *data = tf_test_data(4096, TF_GEN_RANDOM, 1, 12), got[8192];
+	tf_tile_layout lay[2];
+	tf_file_spec spec = { .pipeline = none, .type = TF_DT_UINT8, .cell_val_num = 1, .tiles = lay, .ntiles = 2 };
+	tf_cache *c = new_cache(MIB, 0);
+	char path[PATH_MAX];
+	tf_cache_stats before;
+	tf_handle *h;
+	tf_file *f;
+	tf_error err;
+	size_t n;
+
+	ck_assert(tf_tile_encode(none, &env, ws, tf_span_of(data, 4096), NULL, 0, &file, NULL) == TF_OK);
+	lay[0] = (tf_tile_layout){ 0, file.len, 4096 };
+	lay[1] = (tf_tile_layout){ file.len, 16, 4096 };	/* 5 chunks claimed in 8 bytes */
+	ck_assert(tf_buf_put_u64(&file, 5, NULL) == TF_OK);
+	ck_assert(tf_buf_put_u64(&file, 0, NULL) == TF_OK);
+	tf_test_tmp_path(path, "a1.tdb");
+	tf_test_write_file(path, file.p, file.len);
+	f = tf_test_file_ok(path, &spec);
+	h = tf_test_handle_ok(f);
+	ck_assert(tf_handle_read(h, c, ws, 0, sizeof(got), got, &n, &err) != TF_OK);
+	before = stats_of(c);
+	check_read(h, c, ws, data, 4096, 0, 4096);
+	ck_assert_uint_eq(stats_of(c).misses, before.misses);	/* decoded by the failed request */
+	ck_assert_uint_eq(stats_of(c).pinned, 0);
+	tf_handle_close(h);
+	tf_file_unref(f);
+	tf_cache_free(c);
+	tf_buf_free(&file);
+	tf_pipeline_free(none);
+	tf_workspace_free(ws);
+	free(data);
+}
+END_TEST
+
 /* ---- 3. stale files ---------------------------------------------------------------------------- */
 
 static const size_t two_tiles[] = { 100000, 100000 };
@@ -995,6 +1040,7 @@ static Suite *suite(void)
 
 	tcase_add_test(units, test_tiny_chunks_units);
 	tcase_add_test(units, test_corrupt_chunk_in_unit);
+	tcase_add_test(units, test_failed_request_fills_its_claims);
 	tcase_add_test(stale, test_stale_replaced);
 	tcase_add_test(stale, test_stale_rewritten);
 	tcase_add_test(stale, test_stale_truncated);
