@@ -162,7 +162,8 @@ tf_status tf_s3_settings_resolve(tf_s3_settings *s, tf_error *err)
 		rc = set_string(&s->region, v, err);
 	if (rc == TF_OK && !s->profile)
 		rc = set_string(&s->profile, (v = env_nonempty("AWS_PROFILE")) ? v : "default", err);
-	if (s->path_style == TF_S3_AUTO)
-		s->path_style = s->endpoint ? TF_S3_YES : TF_S3_NO;
+	/* For AWS, auto stays: the bucket's name decides (s3_client_new). */
+	if (s->path_style == TF_S3_AUTO && s->endpoint)
+		s->path_style = TF_S3_YES;
 	return rc;
 }

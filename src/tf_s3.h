@@ -8,7 +8,8 @@
  *   endpoint     AWS_ENDPOINT_URL, else https://s3.REGION.amazonaws.com
  *   region       AWS_REGION, AWS_DEFAULT_REGION, the profile's region in
  *                ~/.aws/config, else us-east-1
- *   path_style   yes for a custom endpoint, no for AWS
+ *   path_style   yes for a custom endpoint; for AWS left auto: no, unless
+ *                the bucket's name is no DNS label ('.', '_', capitals)
  *   profile      AWS_PROFILE, else "default"
  *
  * Credentials are never a setting: they come from AWS_ACCESS_KEY_ID /
@@ -64,7 +65,8 @@ tf_status tf_s3_settings_set(tf_s3_settings *s, const char *name, const char *va
 			     const char *relative_to, tf_error *err);
 
 /* Fill what is unset from the environment (endpoint, region, path_style,
- * profile) as the header comment says. */
+ * profile) as the header comment says.  path_style stays TF_S3_AUTO for
+ * AWS: the client settles it by the bucket's name. */
 tf_status tf_s3_settings_resolve(tf_s3_settings *s, tf_error *err);
 
 #endif

@@ -52,6 +52,17 @@ const char *s3_client_where(const s3_client *c) { return c->where; }
 
 /* ---- set-up --------------------------------------------------------------------------- */
 
+/* Whether bucket may lead the host name: one DNS label of lower-case
+ * letters, digits and inner '-'.  A '.' would make two labels, which AWS's
+ * wildcard certificate does not cover; '_' and capitals are no host name. */
+static bool dns_label(const char *bucket)
+{
+	size_t n = strlen(bucket);
+
+	return n && n <= 63 && strspn(bucket, "abcdefghijklmnopqrstuvwxyz0123456789-") == n && bucket[0] != '-' &&
+	       bucket[n - 1] != '-';
+}
+
 static tf_status split_endpoint(s3_client *c, const tf_s3_settings *s, tf_error *err)
 {
 	char *def = NULL;
@@ -86,7 +97,8 @@ tf_status s3_client_new(const tf_s3_settings *s, const char *bucket, s3_client *
 		free(c);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
-	c->path_style = s->path_style == TF_S3_YES;
+	c->path_style = s->path_style == TF_S3_YES ||
+			(s->path_style == TF_S3_AUTO && (s->endpoint || !dns_label(bucket)));
 	c->anonymous = s->anonymous;
 	c->retries = s->retries;
 	atomic_init(&c->seed, (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)c);
@@ -118,23 +130,26 @@ void s3_client_free(s3_client *c)
 
 /* ---- one attempt ---------------------------------------------------------------------- */
 
+/* One "Name: value" line, on the heap: an STS session token alone can run
+ * past 4 KB. */
 static struct curl_slist *add_header(struct curl_slist *l, bool *ok, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static struct curl_slist *add_header(struct curl_slist *l, bool *ok, const char *fmt, ...)
 {
-	char line[4096];
-	struct curl_slist *n;
+	char *line = NULL;
+	struct curl_slist *n = NULL;
 	va_list ap;
 	int len;
 
-	va_start(ap, fmt);
-	len = vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	if (!*ok || len < 0 || (size_t)len >= sizeof(line) || !(n = curl_slist_append(l, line))) {
-		*ok = false;
+	if (!*ok)
 		return l;
-	}
-	return n;
+	va_start(ap, fmt);
+	len = vasprintf(&line, fmt, ap);
+	va_end(ap);
+	if (len < 0 || !(n = curl_slist_append(l, line)))
+		*ok = false;
+	free(len < 0 ? NULL : line);
+	return n ? n : l;
 }
 
 /* The signed headers of r (and Authorization) for path, appended to *l. */
@@ -239,21 +254,29 @@ static tf_status status_code(long status)
 	     : status == 412 || status == 416 ? TF_E_STALE : TF_E_IO;
 }
 
+/* A final status other than 2xx: it decides, however the (capped) body ended. */
+static bool refused(const s3_xfer *x)
+{
+	return x->status && (x->status < 200 || x->status >= 300);
+}
+
 static verdict judge(const s3_req *r, const s3_xfer *x, tf_status *code, const char **why)
 {
+	verdict v;
+
 	*code = TF_E_IO;
 	*why = NULL;
+	if (refused(x)) {
+		*code = status_code(x->status);
+		return x->status == 408 || x->status == 429 || x->status >= 500 ? V_RETRY : V_FAIL;
+	}
 	if (x->cc != CURLE_OK) {
 		*why = x->overflow ? "a body longer than asked for" : NULL;
 		return retryable_curl(x->cc) || x->overflow ? V_RETRY : V_FAIL;
 	}
-	if (x->status >= 200 && x->status < 300) {
-		verdict v = check_body(r, x, why);
-		*code = v == V_FAIL ? TF_E_STALE : TF_E_IO;
-		return v;
-	}
-	*code = status_code(x->status);
-	return x->status == 408 || x->status == 429 || x->status >= 500 ? V_RETRY : V_FAIL;
+	v = check_body(r, x, why);
+	*code = v == V_FAIL ? TF_E_STALE : TF_E_IO;
+	return v;
 }
 
 /* "HTTP 503 (SlowDown)", "curl: Timeout was reached", ... */
@@ -261,17 +284,17 @@ static void describe(const s3_client *c, const s3_xfer *x, const char *why, char
 {
 	char code[80];
 
-	if (why && x->cc == CURLE_OK)
-		snprintf(out, n, "HTTP %ld: %s", x->status, why);
-	else if (why)
-		snprintf(out, n, "%s", why);
-	else if (x->cc != CURLE_OK)
-		snprintf(out, n, "%s", x->curl_msg[0] ? x->curl_msg : curl_easy_strerror(x->cc));
-	else {
+	if (refused(x)) {
 		s3_parse_error_code(x->body, x->body_len, code, sizeof(code));
 		snprintf(out, n, "HTTP %ld%s%s%s%s%s", x->status, code[0] ? " (" : "", code, code[0] ? ")" : "",
 			 x->bucket_region[0] && strcmp(x->bucket_region, c->region) ? "; the bucket is in region "
 										    : "", x->bucket_region);
+	} else if (why && x->cc == CURLE_OK) {
+		snprintf(out, n, "HTTP %ld: %s", x->status, why);
+	} else if (why) {
+		snprintf(out, n, "%s", why);
+	} else {
+		snprintf(out, n, "%s", x->curl_msg[0] ? x->curl_msg : curl_easy_strerror(x->cc));
 	}
 }
 

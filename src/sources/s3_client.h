@@ -7,7 +7,10 @@
  * timeout, a reset, a short or overlong body, HTTP 408, 429, 5xx such as
  * 503 SlowDown) are retried up to `retries` more times, after an
  * exponential backoff with full jitter (100 ms doubling, at most 5 s);
- * then the request fails TF_E_IO.  Each attempt is bounded by `timeout`.
+ * then the request fails TF_E_IO.  An answer that is not 2xx is judged by
+ * its status alone (404, 403, 412 stay TF_E_NOTFOUND, TF_E_ACCESS,
+ * TF_E_STALE however long the error page).  Each attempt is bounded by
+ * `timeout`.
  * Messages name the endpoint, bucket, key, range and HTTP status and S3
  * error code, never a credential or a signature.
  */

@@ -121,10 +121,12 @@ static int on_key(void *user, const char *section, const char *name, const char 
 }
 
 /* Open path as a regular file (O_NONBLOCK until fstat says so: a FIFO
- * must not hang start-up), telling whether group or others can read it. */
+ * must not hang start-up), telling whether group or others can read it.
+ * Symlinks are followed (dotfile managers link ~/.aws/config): the mode
+ * that counts is that of the file opened. */
 static int open_creds(const char *path, bool *readable, tf_error *err)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	struct stat sb;
 
 	if (fd < 0)
@@ -143,13 +145,16 @@ tf_status s3_creds_read_file(const char *path, const char *profile, int flags, s
 {
 	cparser ps = { .path = path, .out = out, .no_secrets = flags & S3_CF_NO_SECRETS };
 	bool config_format = flags & S3_CF_CONFIG, must_exist = flags & S3_CF_MUST_EXIST;
+	/* Only a region wanted: a file that cannot be read just has none. */
+	bool region_only = ps.no_secrets && !must_exist;
+	tf_error ignored;
 	int fd, rc;
 
 	*found = false;
-	if ((fd = open_creds(path, &ps.readable, err)) == -2)
+	if ((fd = open_creds(path, &ps.readable, region_only ? &ignored : err)) == -2)
 		return must_exist ? tf_err(err, TF_E_INVAL, "%s: no such file", path) : TF_OK;
 	if (fd < 0)
-		return TF_E_INVAL;
+		return region_only ? TF_OK : TF_E_INVAL;
 	/* A credentials file is secret as a whole; a config file only where it holds a secret. */
 	if (!config_format && ps.readable) {
 		close(fd);

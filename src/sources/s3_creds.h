@@ -36,7 +36,9 @@ tf_status s3_creds_load(const tf_s3_settings *s, s3_creds *out, tf_error *err);
  * S3_CF_CONFIG, config format ([profile NAME], [default]).  *found tells
  * whether the section exists.  S3_CF_MUST_EXIST: a missing file is an
  * error; S3_CF_NO_SECRETS: keys and tokens are skipped (only the region
- * is wanted), so a readable file holding them is not refused.
+ * is wanted), so a readable file holding them is not refused, and a file
+ * that cannot be opened (a link loop, a directory) has no region.
+ * Symlinks are followed; the target's mode is the one checked.
  */
 enum { S3_CF_CONFIG = 1, S3_CF_MUST_EXIST = 2, S3_CF_NO_SECRETS = 4 };
 tf_status s3_creds_read_file(const char *path, const char *profile, int flags, s3_creds *out,

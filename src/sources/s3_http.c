@@ -151,8 +151,10 @@ static void set_header(s3_xfer *x, const char *name, char *v)
 		x->has_clen = parse_u64(v, &end, &x->clen) && *end == '\0';
 	} else if (!strcasecmp(name, "last-modified")) {
 		struct tm tm = { 0 };
-		const char *e = strptime(v, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-		x->mtime_ns = e ? (int64_t)timegm(&tm) * 1000000000 : 0;
+		/* The server's date: past int64 nanoseconds (after 2262) it is none. */
+		if (!strptime(v, "%a, %d %b %Y %H:%M:%S GMT", &tm) ||
+		    !s3_time_ns((int64_t)timegm(&tm), 0, &x->mtime_ns))
+			x->mtime_ns = 0;
 	} else if (!strcasecmp(name, "x-amz-bucket-region")) {
 		snprintf(x->bucket_region, sizeof(x->bucket_region), "%.60s", v);
 		for (char *c = x->bucket_region; *c; c++)
@@ -190,25 +192,32 @@ static size_t on_body(char *buf, size_t size, size_t n, void *user)
 {
 	s3_xfer *x = ((void **)user)[0];
 	CURL *c = ((void **)user)[1];
-	size_t len = size * n;
+	size_t len = size * n, keep = len;
 	long status = 0;
+	bool ok_status;
 
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	if (x->dst && status >= 200 && status < 300) {
+	ok_status = status >= 200 && status < 300;
+	if (x->dst && ok_status) {
 		if (len > x->dst_len - x->got)
 			return x->overflow = true, 0;
 		memcpy(x->dst + x->got, buf, len);
 		x->got += len;
 		return len;
 	}
-	if (len > x->body_max - x->body_len)
-		return x->overflow = true, 0;
-	char *nb = realloc(x->body, x->body_len + len + 1);
+	if (keep > x->body_max - x->body_len) {
+		if (ok_status)
+			return x->overflow = true, 0;	/* a listing past its bound */
+		keep = x->body_max - x->body_len;	/* an error page: its status decides, its start explains */
+	}
+	if (!keep)
+		return len;
+	char *nb = realloc(x->body, x->body_len + keep + 1);
 	if (!nb)
 		return 0;
-	memcpy(nb + x->body_len, buf, len);
+	memcpy(nb + x->body_len, buf, keep);
 	x->body = nb;
-	x->body_len += len;
+	x->body_len += keep;
 	nb[x->body_len] = '\0';
 	return len;
 }

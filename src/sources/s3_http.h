@@ -10,7 +10,9 @@
  *
  * A transfer's 2xx body goes into the caller's buffer and nowhere else: a
  * body longer than the buffer aborts the transfer (x->overflow).  Any other
- * body (an error, a listing) is collected up to body_max bytes.
+ * body is collected up to body_max bytes: a longer 2xx body (a listing)
+ * aborts the transfer (x->overflow), the rest of a longer error body is
+ * dropped.
  */
 #ifndef S3_HTTP_H
 #define S3_HTTP_H

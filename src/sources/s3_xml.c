@@ -24,7 +24,7 @@ typedef struct lparser {
 	char text[S3_MAX_NAME + 1];
 	size_t tlen;
 	s3_entry ent;			/* the Contents being read */
-	bool have_key, have_size;
+	bool have_key, have_size, have_etag;
 	bool url_encoded;
 	const char *fail;		/* the first problem */
 	char *code;			/* s3_parse_error_code's output */
@@ -68,7 +68,7 @@ static void on_start(void *user, const XML_Char *name, const XML_Char **attrs)
 		p->in_prefixes = !strcmp(name, "CommonPrefixes");
 		if (p->in_contents) {
 			memset(&p->ent, 0, sizeof(p->ent));
-			p->have_key = p->have_size = false;
+			p->have_key = p->have_size = p->have_etag = false;
 		}
 	}
 	if (p->depth > 16)
@@ -104,6 +104,16 @@ static bool parse_u63(const char *s, uint64_t *out)
 	return true;
 }
 
+#define NS_PER_S 1000000000
+
+bool s3_time_ns(int64_t sec, uint32_t frac_ns, int64_t *ns)
+{
+	if (frac_ns >= NS_PER_S || sec < INT64_MIN / NS_PER_S || sec > (INT64_MAX - (int64_t)frac_ns) / NS_PER_S)
+		return false;
+	*ns = sec * NS_PER_S + (int64_t)frac_ns;
+	return true;
+}
+
 bool s3_parse_time(const char *s, int64_t *ns)
 {
 	struct tm tm = { 0 };
@@ -131,8 +141,7 @@ bool s3_parse_time(const char *s, int64_t *ns)
 		frac *= 10;
 	tm.tm_year -= 1900;
 	tm.tm_mon -= 1;
-	*ns = (int64_t)timegm(&tm) * 1000000000 + (int64_t)frac;
-	return true;
+	return s3_time_ns((int64_t)timegm(&tm), (uint32_t)frac, ns);
 }
 
 /* A finished Contents or CommonPrefixes element joins the page. */
@@ -153,6 +162,9 @@ static void push_entry(lparser *p, bool prefix)
 	}
 	if (!p->have_key || !p->have_size)
 		return free(p->ent.key), p->ent.key = NULL, stop(p, "an object without Key or Size");
+	/* Reads carry If-Match with it, and stat compares it: none is no answer. */
+	if (!p->have_etag)
+		return free(p->ent.key), p->ent.key = NULL, stop(p, "an object without an ETag");
 	s3_entry *ne = realloc(pg->objects, (pg->nobjects + 1) * sizeof(*ne));
 	if (!ne)
 		return free(p->ent.key), p->ent.key = NULL, stop(p, "out of memory");
@@ -189,6 +201,7 @@ static void end_field(lparser *p)
 			return stop(p, "an ETag longer than 71 bytes");
 		memcpy(p->ent.etag, t, n);
 		p->ent.etag[n] = '\0';
+		p->have_etag = n > 0;
 		break;
 	}
 	case F_PREFIX: push_entry(p, true); break;

@@ -7,8 +7,9 @@
  * NextContinuationToken; with EncodingType "url" the names are
  * percent-decoded.  The answer is untrusted: a DOCTYPE (and so any entity
  * declaration) is refused, names longer than S3_MAX_NAME, more than
- * max_entries entries, a size that is not a decimal below 2^63, or a page
- * that is truncated without a token fail the parse.
+ * max_entries entries, an object without Key, Size or a non-empty ETag, a
+ * size that is not a decimal below 2^63, or a page that is truncated
+ * without a token fail the parse.
  */
 #ifndef S3_XML_H
 #define S3_XML_H
@@ -45,7 +46,10 @@ void s3_list_page_free(s3_list_page *p);
 /* The <Code> of an S3 <Error> body into code ("" when there is none). */
 void s3_parse_error_code(const char *xml, size_t len, char *code, size_t size);
 
-/* "2009-10-12T17:50:30.000Z" -> ns since the epoch; false if malformed. */
+/* "2009-10-12T17:50:30.000Z" -> ns since the epoch; false if malformed or
+ * past what int64 nanoseconds hold (before 1677, after 2262). */
 bool s3_parse_time(const char *s, int64_t *ns);
+/* sec s + frac_ns ns since the epoch -> ns; false past int64 (as above). */
+bool s3_time_ns(int64_t sec, uint32_t frac_ns, int64_t *ns);
 
 #endif

@@ -3,16 +3,25 @@
  * SigV4 signer against AWS's published vectors (the generic test suite and
  * the S3 examples), URI and query encoding, ListObjectsV2 parsing including
  * hostile answers, credentials and profile files (and their refusal when
- * others can read them), the [s3] settings and their environment fallbacks.
+ * others can read them), the [s3] settings and their environment fallbacks;
+ * and the client's requests against a one-thread HTTP server on 127.0.0.1
+ * (also as an HTTPS proxy, to see which host an AWS request goes to).
  */
 #include "tf_test.h"
 
+#include <arpa/inet.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sources/s3_client.h"
 #include "sources/s3_creds.h"
 #include "sources/s3_sign.h"
 #include "sources/s3_xml.h"
@@ -171,7 +180,7 @@ START_TEST(test_list_hostile)
 	list_refused(LIST_HEAD "<Contents><Key>a", 100, "");
 	list_refused("<Error><Code>NoSuchBucket</Code></Error>", 100, "not a ListBucketResult");
 	list_refused(LIST_HEAD "<EncodingType>url</EncodingType><Contents><Key>a%00b</Key><Size>1</Size>"
-		     "</Contents></ListBucketResult>", 100, "percent");
+		     "<ETag>\"e\"</ETag></Contents></ListBucketResult>", 100, "percent");
 	/* A name past 4096 bytes, and more entries than a page may hold. */
 	big = malloc(8192 + 200);
 	n = (size_t)sprintf(big, LIST_HEAD "<Contents><Key>");
@@ -186,6 +195,42 @@ START_TEST(test_list_hostile)
 	sprintf(many + n, "</ListBucketResult>");
 	list_refused(many, 100, "more entries");
 	free(many);
+}
+END_TEST
+
+/* Without an ETag a file could be read without If-Match and would look
+ * replaced at the next listing: such a listing is as bad as one without Size. */
+START_TEST(test_list_needs_etag)
+{
+	list_refused(LIST_HEAD "<Contents><Key>a</Key><Size>1</Size></Contents></ListBucketResult>", 100,
+		     "without an ETag");
+	list_refused(LIST_HEAD "<Contents><Key>a</Key><Size>1</Size><ETag></ETag></Contents></ListBucketResult>",
+		     100, "without an ETag");
+	list_refused(LIST_HEAD "<Contents><Key>a</Key><Size>1</Size><ETag>\"\"</ETag></Contents>"
+		     "</ListBucketResult>", 100, "without an ETag");
+}
+END_TEST
+
+/* Past 2262 nanoseconds since 1970 overflow int64: such a date is no date. */
+START_TEST(test_time_range)
+{
+	const char *xml = LIST_HEAD "<Contents><Key>a</Key><Size>1</Size><ETag>e</ETag>"
+		"<LastModified>2300-01-01T00:00:00.000Z</LastModified></Contents></ListBucketResult>";
+	int64_t ns = 1;
+	s3_list_page pg;
+	tf_error err;
+
+	ck_assert(s3_parse_time("2262-04-11T23:47:16.854775807Z", &ns));
+	ck_assert_int_eq(ns, INT64_MAX);
+	ck_assert(s3_parse_time("1970-01-01T00:00:01Z", &ns));
+	ck_assert_int_eq(ns, 1000000000);
+	ck_assert(!s3_parse_time("2262-04-11T23:47:16.854775808Z", &ns));
+	ck_assert(!s3_parse_time("2300-01-01T00:00:00Z", &ns));
+	ck_assert(!s3_parse_time("9999-12-31T23:59:59.999Z", &ns));
+	ck_assert_int_eq(s3_parse_list(xml, strlen(xml), 100, &pg, &err), TF_OK);
+	ck_assert_uint_eq(pg.nobjects, 1);
+	ck_assert_int_eq(pg.objects[0].mtime_ns, 0);
+	s3_list_page_free(&pg);
 }
 END_TEST
 
@@ -342,6 +387,301 @@ START_TEST(test_creds_order)
 }
 END_TEST
 
+/* No proxy, endpoint, region, profile or keys from the caller's environment. */
+static void quiet_env(void)
+{
+	static const char *const vars[] = { "http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY",
+					    "no_proxy", "NO_PROXY", "AWS_ENDPOINT_URL", "AWS_REGION",
+					    "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ACCESS_KEY_ID",
+					    "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE",
+					    "AWS_SHARED_CREDENTIALS_FILE" };
+
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+}
+
+static const char *tmp_path(const char *name)
+{
+	static char path[PATH_MAX + 64];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return path;
+}
+
+/* Dotfile managers link ~/.aws/config: the link is followed, the target's
+ * mode is what counts. */
+START_TEST(test_creds_symlink)
+{
+	char real[PATH_MAX + 64], lnk[PATH_MAX + 64];
+	tf_s3_settings s;
+	s3_creds c;
+	tf_error err;
+
+	quiet_env();
+	tf_s3_settings_init(&s);
+	snprintf(real, sizeof(real), "%s", write_file("real-config", "[default]\nregion = eu-central-1\n", 0644));
+	snprintf(lnk, sizeof(lnk), "%s", tmp_path("linked-config"));
+	ck_assert_int_eq(symlink(real, lnk), 0);
+	setenv("AWS_CONFIG_FILE", lnk, 1);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", tmp_path("none"), 1);
+	setenv("AWS_ACCESS_KEY_ID", "ENVKEY", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "envsecret", 1);
+	ck_assert_msg(s3_creds_load(&s, &c, &err) == TF_OK, "%s", err.msg);
+	ck_assert_str_eq(c.region, "eu-central-1");
+	s3_creds_free(&c);
+	/* A config that cannot be opened costs only its region when no key is wanted from it... */
+	setenv("AWS_CONFIG_FILE", tmp_path("loop"), 1);
+	ck_assert_int_eq(symlink("loop", tmp_path("loop")), 0);
+	ck_assert_msg(s3_creds_load(&s, &c, &err) == TF_OK, "%s", err.msg);
+	ck_assert_ptr_null(c.region);
+	ck_assert_str_eq(c.access_key, "ENVKEY");
+	s3_creds_free(&c);
+	/* ... but ends the search for keys when one is. */
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	ck_assert_int_eq(s3_creds_load(&s, &c, &err), TF_E_INVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "loop"));
+	/* A linked credentials file others can read is still refused. */
+	snprintf(real, sizeof(real), "%s", write_file("real-creds", "[default]\naws_access_key_id = K\n"
+						       "aws_secret_access_key = S\n", 0644));
+	snprintf(lnk, sizeof(lnk), "%s", tmp_path("linked-credentials"));
+	ck_assert_int_eq(symlink(real, lnk), 0);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", lnk, 1);
+	ck_assert_int_eq(s3_creds_load(&s, &c, &err), TF_E_INVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "readable by group or others"));
+	ck_assert_int_eq(chmod(real, 0600), 0);
+	ck_assert_msg(s3_creds_load(&s, &c, &err) == TF_OK, "%s", err.msg);
+	ck_assert_str_eq(c.access_key, "K");
+	s3_creds_free(&c);
+	tf_s3_settings_clear(&s);
+	quiet_env();
+}
+END_TEST
+
+/* ---- requests, against a fake server ---------------------------------------------------------- */
+
+/* One thread answering every connection on 127.0.0.1 with the same answer. */
+typedef struct fake {
+	int lfd;
+	pthread_t th;
+	atomic_bool stop;
+	atomic_uint hits;
+	const char *head;	/* status line and headers, without Content-Length */
+	size_t body_len;	/* a body of so many 'x' (none for HEAD) */
+	char req[16384];	/* the last request's head; read it after fake_stop */
+	char url[64];		/* "http://127.0.0.1:PORT" */
+} fake;
+
+static void send_all(int fd, const char *p, size_t n)
+{
+	ssize_t w;
+
+	for (; n && (w = send(fd, p, n, MSG_NOSIGNAL)) > 0; p += w, n -= (size_t)w)
+		;
+}
+
+static void fake_serve(fake *f, int fd)
+{
+	char head[1024], body[16384];
+	size_t n = 0, left = f->body_len;
+	ssize_t r;
+
+	while (n < sizeof(f->req) - 1 && (r = recv(fd, f->req + n, sizeof(f->req) - 1 - n, 0)) > 0) {
+		f->req[n += (size_t)r] = '\0';
+		if (strstr(f->req, "\r\n\r\n"))
+			break;
+	}
+	f->req[n] = '\0';
+	atomic_fetch_add(&f->hits, 1);
+	snprintf(head, sizeof(head), "%sContent-Length: %zu\r\nConnection: close\r\n\r\n", f->head, left);
+	send_all(fd, head, strlen(head));
+	memset(body, 'x', sizeof(body));
+	for (left = strncmp(f->req, "HEAD ", 5) ? left : 0; left; left -= left < sizeof(body) ? left : sizeof(body))
+		send_all(fd, body, left < sizeof(body) ? left : sizeof(body));
+}
+
+static void *fake_run(void *arg)
+{
+	fake *f = arg;
+	struct pollfd p = { .fd = f->lfd, .events = POLLIN };
+	int fd;
+
+	while (!atomic_load(&f->stop))
+		if (poll(&p, 1, 20) > 0 && (fd = accept(f->lfd, NULL, NULL)) >= 0) {
+			fake_serve(f, fd);
+			close(fd);
+		}
+	return NULL;
+}
+
+static void fake_start(fake *f, const char *head, size_t body_len)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+
+	memset(f, 0, sizeof(*f));
+	f->head = head, f->body_len = body_len;
+	ck_assert_int_ge(f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), 0);
+	ck_assert_int_eq(bind(f->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(f->lfd, 8), 0);
+	ck_assert_int_eq(getsockname(f->lfd, (struct sockaddr *)&a, &alen), 0);
+	snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+	ck_assert_int_eq(pthread_create(&f->th, NULL, fake_run, f), 0);
+}
+
+static void fake_stop(fake *f)
+{
+	atomic_store(&f->stop, true);
+	pthread_join(f->th, NULL);
+	close(f->lfd);
+}
+
+/* A client of bucket at endpoint (NULL: AWS), eu-west-1, anonymous unless
+ * AWS_ACCESS_KEY_ID is set; path_style NULL: auto. */
+static s3_client *client_ok(const char *endpoint, const char *bucket, const char *path_style, const char *retries)
+{
+	tf_s3_settings s;
+	s3_client *c = NULL;
+	tf_error err;
+
+	setenv("AWS_CONFIG_FILE", tmp_path("none"), 1);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", tmp_path("none"), 1);
+	tf_s3_settings_init(&s);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "region", "eu-west-1", NULL, &err), TF_OK);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "retries", retries, NULL, &err), TF_OK);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "timeout", "10", NULL, &err), TF_OK);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "anonymous", getenv("AWS_ACCESS_KEY_ID") ? "no" : "yes", NULL, &err),
+			 TF_OK);
+	if (endpoint)
+		ck_assert_int_eq(tf_s3_settings_set(&s, "endpoint", endpoint, NULL, &err), TF_OK);
+	if (path_style)
+		ck_assert_int_eq(tf_s3_settings_set(&s, "path_style", path_style, NULL, &err), TF_OK);
+	ck_assert_int_eq(tf_s3_settings_resolve(&s, &err), TF_OK);
+	ck_assert_msg(s3_client_new(&s, bucket, &c, &err) == TF_OK, "%s", err.msg);
+	tf_s3_settings_clear(&s);
+	return c;
+}
+
+/* STS session tokens run past 4 KB: the header carrying one is sent whole. */
+START_TEST(test_client_long_token)
+{
+	char *token = malloc(6001), *want = malloc(6100);
+	s3_client *c;
+	s3_entry e;
+	tf_error err;
+	fake f;
+
+	quiet_env();
+	memset(token, 'T', 6000);
+	token[6000] = '\0';
+	snprintf(want, 6100, "\r\nx-amz-security-token: %s\r\n", token);
+	setenv("AWS_ACCESS_KEY_ID", "AKIDTEST", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "secret", 1);
+	setenv("AWS_SESSION_TOKEN", token, 1);
+	fake_start(&f, "HTTP/1.1 200 OK\r\nETag: \"e1\"\r\n", 10);
+	c = client_ok(f.url, "b", NULL, "0");
+	ck_assert_msg(s3_client_head(c, "k", &e, &err) == TF_OK, "%s", err.msg);
+	fake_stop(&f);
+	ck_assert_uint_eq(e.size, 10);
+	ck_assert_str_eq(e.etag, "e1");
+	ck_assert_ptr_nonnull(strstr(f.req, want));
+	s3_client_free(c);
+	free(token), free(want);
+	quiet_env();
+}
+END_TEST
+
+/* A refusal with an error page past the 64 KiB kept of it is judged by its status. */
+static void error_case(const char *head, tf_status want, unsigned want_hits, const char *msg)
+{
+	uint8_t buf[10];
+	s3_client *c;
+	tf_error err;
+	fake f;
+
+	fake_start(&f, head, 200000);
+	c = client_ok(f.url, "b", NULL, "2");
+	ck_assert_int_eq(s3_client_get(c, "k", "e1", 100, 0, buf, sizeof(buf), &err), want);
+	fake_stop(&f);
+	ck_assert_uint_eq(atomic_load(&f.hits), want_hits);
+	ck_assert_msg(strstr(err.msg, msg), "'%s' lacks '%s'", err.msg, msg);
+	ck_assert_ptr_nonnull(strstr(f.req, "\r\nIf-Match: \"e1\"\r\n"));
+	s3_client_free(c);
+}
+
+START_TEST(test_client_error_body)
+{
+	quiet_env();
+	error_case("HTTP/1.1 412 Precondition Failed\r\nContent-Type: text/html\r\n", TF_E_STALE, 1, "HTTP 412");
+	error_case("HTTP/1.1 404 Not Found\r\n", TF_E_NOTFOUND, 1, "HTTP 404");
+	error_case("HTTP/1.1 403 Forbidden\r\n", TF_E_ACCESS, 1, "HTTP 403");
+	error_case("HTTP/1.1 503 Slow Down\r\n", TF_E_IO, 3, "HTTP 503");
+	quiet_env();
+}
+END_TEST
+
+/* Last-Modified past 2262 does not fit int64 nanoseconds: no time, not a wrapped one. */
+START_TEST(test_client_last_modified)
+{
+	static const char *const heads[] = {
+		"HTTP/1.1 200 OK\r\nETag: \"e1\"\r\nLast-Modified: Mon, 12 Oct 2009 17:50:00 GMT\r\n",
+		"HTTP/1.1 200 OK\r\nETag: \"e1\"\r\nLast-Modified: Mon, 01 Jan 2300 00:00:00 GMT\r\n",
+		"HTTP/1.1 200 OK\r\nETag: \"e1\"\r\nLast-Modified: Mon, 31 Dec 9999 23:59:59 GMT\r\n",
+	};
+	static const int64_t want[] = { 1255369800000000000LL, 0, 0 };
+	s3_client *c;
+	s3_entry e;
+	tf_error err;
+	fake f;
+
+	quiet_env();
+	for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
+		fake_start(&f, heads[i], 1);
+		c = client_ok(f.url, "b", NULL, "0");
+		ck_assert_msg(s3_client_head(c, "k", &e, &err) == TF_OK, "%s", err.msg);
+		fake_stop(&f);
+		ck_assert_int_eq(e.mtime_ns, want[i]);
+		s3_client_free(c);
+	}
+	quiet_env();
+}
+END_TEST
+
+/* Which host AWS is asked for bucket: the CONNECT an HTTPS proxy sees. */
+static void aws_host(const char *bucket, const char *path_style, const char *want)
+{
+	char line[300];
+	s3_client *c;
+	s3_entry e;
+	tf_error err;
+	fake f;
+
+	fake_start(&f, "HTTP/1.1 502 Bad Gateway\r\n", 0);
+	setenv("https_proxy", f.url, 1);
+	c = client_ok(NULL, bucket, path_style, "0");
+	ck_assert_int_ne(s3_client_head(c, "k", &e, &err), TF_OK);
+	fake_stop(&f);
+	snprintf(line, sizeof(line), "CONNECT %s:443 ", want);
+	ck_assert_msg(!strncmp(f.req, line, strlen(line)), "bucket '%s': '%.80s', not '%s'", bucket, f.req, line);
+	s3_client_free(c);
+	unsetenv("https_proxy");
+}
+
+/* A bucket name that is no DNS label would not match AWS's certificate as
+ * a host name: on auto it goes in the path. */
+START_TEST(test_client_path_style)
+{
+	quiet_env();
+	aws_host("plain-bucket-1", NULL, "plain-bucket-1.s3.eu-west-1.amazonaws.com");
+	aws_host("my.bucket", NULL, "s3.eu-west-1.amazonaws.com");
+	aws_host("my_bucket", NULL, "s3.eu-west-1.amazonaws.com");
+	aws_host("MyBucket", NULL, "s3.eu-west-1.amazonaws.com");
+	aws_host("plain-bucket-1", "yes", "s3.eu-west-1.amazonaws.com");
+	aws_host("my.bucket", "no", "my.bucket.s3.eu-west-1.amazonaws.com");
+	quiet_env();
+}
+END_TEST
+
 /* ---- settings ------------------------------------------------------------------------------ */
 
 START_TEST(test_settings)
@@ -382,7 +722,7 @@ START_TEST(test_settings)
 	unsetenv("AWS_ENDPOINT_URL");
 	ck_assert_int_eq(tf_s3_settings_resolve(&s, &err), TF_OK);
 	ck_assert_ptr_null(s.endpoint);
-	ck_assert_int_eq(s.path_style, TF_S3_NO);	/* AWS: virtual-hosted */
+	ck_assert_int_eq(s.path_style, TF_S3_AUTO);	/* AWS: the bucket's name decides */
 	tf_s3_settings_clear(&s);
 	unsetenv("AWS_REGION");
 	unsetenv("AWS_PROFILE");
@@ -442,11 +782,18 @@ static Suite *s3_suite(void)
 	tcase_add_test(sign, test_encoding);
 	tcase_add_test(xml, test_list_parse);
 	tcase_add_test(xml, test_list_hostile);
+	tcase_add_test(xml, test_list_needs_etag);
+	tcase_add_test(xml, test_time_range);
 	tcase_add_test(xml, test_error_code);
 	tcase_add_unchecked_fixture(creds, creds_setup, creds_teardown);
 	tcase_add_test(creds, test_creds_file);
 	tcase_add_test(creds, test_creds_config_file);
 	tcase_add_test(creds, test_creds_order);
+	tcase_add_test(creds, test_creds_symlink);
+	tcase_add_test(creds, test_client_long_token);
+	tcase_add_test(creds, test_client_error_body);
+	tcase_add_test(creds, test_client_last_modified);
+	tcase_add_test(creds, test_client_path_style);
 	tcase_add_test(creds, test_settings);
 	tcase_add_test(creds, test_config_section);
 	tcase_add_test(creds, test_bad_specs);
