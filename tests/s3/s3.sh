@@ -148,7 +148,7 @@ start_proxy() {	# ARGS...
 stop_proxy() { kill "$proxy_pid" 2>/dev/null; wait "$proxy_pid" 2>/dev/null; proxy_pid=; }
 printf '[s3]\nendpoint = http://127.0.0.1:%s\ntimeout = 1\nretries = 4\n' "$PROXY" > "$WORK/fault.ini"
 
-start_proxy --faults 503,reset,trunc,short --every 3 --per-request 2
+start_proxy --faults 503,reset,trunc,short --every 5 --per-request 2
 mount_check "fault proxy" "$WORK/fault.ini"; rc=$?
 faults=$(grep -vc ' - ' "$WORK/proxy.log")
 [ $rc = 0 ] && [ "$faults" -gt 100 ] &&
