@@ -961,10 +961,15 @@ void tf_pinset_init(tf_pinset *ps, tf_cache *cache)
 	ps->cache = cache;
 }
 
+static void unpin_slot(tf_pinset *ps, size_t i)
+{
+	tf_cache_release(ps->cache, ps->p[i].unit.e, ps->p[i].taken >= ps->p[i].unit.n);
+}
+
 void tf_pinset_release(tf_pinset *ps)
 {
 	for (size_t i = 0; i < ps->n; i++)
-		tf_cache_release(ps->cache, ps->p[i].unit.e, false);
+		unpin_slot(ps, i);
 	ps->n = 0;
 	tf_slices_free(&ps->scratch);
 }
@@ -992,6 +997,7 @@ static tf_status pin_unit_at(tf_pinset *ps, size_t i, tf_handle *h, tf_workspace
 	ps->p[i].h = h;
 	ps->p[i].unit = (tf_slice){ tf_cache_data(sl->e), tf_cache_len(sl->e), sl->e, true };
 	ps->p[i].off = off - (uint64_t)(sl->p - ps->p[i].unit.p);
+	ps->p[i].taken = 0;
 	ps->scratch.n = 0;	/* the entry is ours now: not unpinned with the scratch */
 	ps->scratch.bytes = 0;
 	return TF_OK;
@@ -1013,7 +1019,7 @@ static tf_status pinned_at(tf_pinset *ps, tf_handle *h, tf_workspace *ws, uint64
 	}
 	if (i == ps->n) {
 		if (ps->n == TF_PINSET_MAX)
-			tf_cache_release(ps->cache, ps->p[i = lru].unit.e, false);
+			unpin_slot(ps, i = lru);
 		else
 			i = ps->n++;
 		if ((rc = pin_unit_at(ps, i, h, ws, off, err)) != TF_OK) {
@@ -1045,6 +1051,7 @@ tf_status tf_col_fixed_pinned(const tf_col *c, tf_workspace *ws, uint64_t tile, 
 			uint64_t take = end - off < len ? end - off : len;
 
 			memcpy(dst, ps->p[i].unit.p + (off - ps->p[i].off), (size_t)take);
+			ps->p[i].taken += take;
 			dst += take, off += take, len -= take;
 		}
 	}

@@ -113,7 +113,11 @@ tf_status tf_col_fixed(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_
 /* Decode units held by one caller while it gathers many small pieces (a
  * read of a .raw view): a piece inside a held unit is copied with no cache
  * lookup.  At most TF_PINSET_MAX are held (pinned cache entries, never
- * evicted); release them when done. */
+ * evicted); release them when done.  A unit every byte of which was
+ * copied out is released as passed on whole (tf_cache_release's done): a
+ * scan recycles its buffers instead of filling the cache with fresh
+ * memory, whose first touch (the kernel zeroing huge pages) cost more
+ * than decoding. */
 #define TF_PINSET_MAX 32
 typedef struct tf_pinset {
 	tf_cache *cache;
@@ -124,6 +128,7 @@ typedef struct tf_pinset {
 		tf_slice unit;		/* the whole unit: its bytes and entry */
 		uint64_t off;		/* where it starts in h's decoded file */
 		uint64_t used;
+		uint64_t taken;		/* bytes copied out of it */
 	} p[TF_PINSET_MAX];
 	tf_slices scratch;	/* for tf_handle_pin */
 } tf_pinset;

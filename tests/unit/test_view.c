@@ -439,6 +439,30 @@ START_TEST(test_views_ranges)
 }
 END_TEST
 
+/* A whole pass over a .raw view copies every byte of each decode unit
+ * once: the units go back as passed on whole and their buffers are
+ * recycled, instead of filling the cache with fresh memory. */
+START_TEST(test_views_raw_recycles)
+{
+	tf_cache_stats st;
+	uint64_t n;
+	opened o;
+	tf_view *w;
+	tf_error err;
+
+	if (!open_views("chunks_bigtile_zstd", 1 << 20, &o))
+		return;
+	ck_assert_msg(tf_view_open(o.v, "i32x3.raw", &w, &err) == TF_OK, "%s", err.msg);
+	free(read_all(w, 256 << 10, &n));
+	ck_assert_uint_eq(n, 1200000);
+	tf_cache_get_stats(o.cache, &st);
+	ck_assert_msg(st.recycled > 0, "no unit recycled: %llu misses, %llu evictions",
+		      (unsigned long long)st.misses, (unsigned long long)st.evictions);
+	tf_view_close(w);
+	close_views(&o);
+}
+END_TEST
+
 /* A CSV read from its middle first: the index is built up to there. */
 START_TEST(test_views_random_first)
 {
@@ -649,6 +673,7 @@ static Suite *view_suite(void)
 		corpus = tcase_create("corpus");
 		tcase_set_timeout(corpus, 120);
 		tcase_add_test(corpus, test_views_ranges);
+		tcase_add_test(corpus, test_views_raw_recycles);
 		tcase_add_test(corpus, test_views_random_first);
 		tcase_add_test(corpus, test_views_threads);
 		tcase_add_test(corpus, test_views_listing);
