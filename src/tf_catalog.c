@@ -202,15 +202,19 @@ static dir_slot *array_at(tf_catalog *c, const char *dir)
 {
 	dir_slot *d;
 	tf_array *a = NULL;
+	bool known;
 
+	/* What the slot says is read under the lock: once it is released,
+	 * another thread may fill the slot in or trim it. */
 	pthread_mutex_lock(&c->lock);
 	d = find(c, dir);
+	known = d && d->array;
 	if (d && !d->array && now_ns() - d->checked_ns < NOT_ARRAY_TTL_NS)
-		d = NULL, dir = NULL;	/* known not to be one */
+		dir = NULL;	/* known not to be one */
 	pthread_mutex_unlock(&c->lock);
 	if (!dir)
 		return NULL;
-	if (!d || !d->array) {
+	if (!known) {
 		if (tf_array_detect(c->src, dir) &&
 		    tf_array_open(c->src, dir, tf_config_array_key(c->cfg, dir), &a, NULL) != TF_OK)
 			a = NULL;
