@@ -32,7 +32,8 @@
 struct fs_node {
 	fuse_ino_t id;
 	char *rel;
-	tf_stat st;		/* the source as this node shows it */
+	tf_stat st;		/* the source as this node shows it (under the lock) */
+	tf_ent_kind kind;	/* st.kind, which never changes: read without the lock */
 	bool decoded, current;	/* current: by_rel maps rel here */
 	uint64_t nlookup;	/* the kernel's references */
 	unsigned pins, opens;	/* requests in flight, open handles */
@@ -213,6 +214,7 @@ static fs_node *add_node(fs_nodes *t, const char *rel, const tf_stat *st, bool d
 		grow(t);
 	n->id = t->next_id++;
 	n->st = *st;
+	n->kind = st->kind;
 	n->decoded = decoded;
 	*id_slot(t, n->id) = n;
 	p = rel_slot(t, rel);
@@ -630,7 +632,7 @@ double fs_node_attr_timeout(tilefs *fs, fs_node *n, double usual)
 	return unsized ? 0.0 : usual;
 }
 const char *fs_node_rel(const fs_node *n) { return n->rel; }
-bool fs_node_is_dir(const fs_node *n) { return n->st.kind == TF_ENT_DIR; }
+bool fs_node_is_dir(const fs_node *n) { return n->kind == TF_ENT_DIR; }
 bool fs_node_is_decoded(const fs_node *n) { return n->decoded; }
 const tf_version *fs_node_version(const fs_node *n) { return &n->st.v; }
 
