@@ -41,12 +41,17 @@ typedef struct walker {
 	bool headers;		/* a header walk (until headers prove dense) */
 	unsigned dense;		/* header reads in a row close to the last */
 	uint64_t read;		/* bytes read */
-	uint8_t buf[WALK_WINDOW];
+	size_t cap;		/* of buf: the window, or less for a shorter walk */
+	uint8_t buf[];
 } walker;
 
+/* A walk never reads past `end` (walk_want), so a walk of a small file
+ * (most tile files of an array) needs no full window: one fewer 1 MiB
+ * allocation per open, which many concurrent opens of small files feel. */
 static walker *walker_new(tf_object *obj, uint64_t end, bool headers)
 {
-	walker *w = malloc(sizeof(*w));
+	size_t cap = end < WALK_WINDOW ? (size_t)end : WALK_WINDOW;
+	walker *w = malloc(sizeof(*w) + cap);
 
 	if (w) {
 		w->obj = obj;
@@ -55,6 +60,7 @@ static walker *walker_new(tf_object *obj, uint64_t end, bool headers)
 		w->headers = headers;
 		w->dense = 0;
 		w->read = 0;
+		w->cap = cap;
 	}
 	return w;
 }
@@ -87,8 +93,12 @@ static tf_status walk_read(walker *w, uint64_t off, void *dst, size_t n, tf_erro
 	if (off < w->at || off + n > w->at + w->len) {
 		uint64_t start;
 		size_t want = walk_want(w, off, n, &start);
-		tf_status rc = tf_object_read(w->obj, start, w->buf, want, err);
-		if (rc != TF_OK)
+		tf_status rc;
+
+		if (want > w->cap || want < n)	/* cannot be (walk_want): kept as a bound */
+			return tf_err(err, TF_E_CORRUPT, "header at %llu does not fit the walk window",
+				      (unsigned long long)off);
+		if ((rc = tf_object_read(w->obj, start, w->buf, want, err)) != TF_OK)
 			return rc;
 		w->at = start;
 		w->len = want;
