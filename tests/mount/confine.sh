@@ -64,14 +64,16 @@ cat > "$WORK/swap.py" <<'EOF'
 import os, sys
 path, target, done = sys.argv[1:4]
 body, tmp = open(path, 'rb').read(), path + '.tmp'
-for _ in range(20000):
-    os.symlink(target, tmp)
-    os.rename(tmp, path)
-    with open(tmp, 'wb') as f:
-        f.write(body)
-    os.chmod(tmp, 0o644)
-    os.rename(tmp, path)
-open(done, 'w').close()
+try:
+    for _ in range(20000):
+        os.symlink(target, tmp)
+        os.rename(tmp, path)
+        with open(tmp, 'wb') as f:
+            f.write(body)
+        os.chmod(tmp, 0o644)
+        os.rename(tmp, path)
+finally:
+    open(done, 'w').close()     # the reader stops even if this failed
 EOF
 cat > "$WORK/read.py" <<'EOF'
 import os, sys
