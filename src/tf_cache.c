@@ -369,6 +369,23 @@ tf_status tf_cache_acquire(tf_cache *c, uint64_t owner, uint64_t index, uint32_t
 	return TF_OK;
 }
 
+tf_cache_entry *tf_cache_lookup(tf_cache *c, uint64_t owner, uint64_t index)
+{
+	tf_cache_entry *e;
+
+	pthread_mutex_lock(&c->lock);
+	if ((e = find(c, owner, index)) && e->state == E_READY) {
+		if (e->refs++ == 0)
+			c->pinned++;
+		c->hits++;
+		append(c, e, L_LRU);
+	} else {
+		e = NULL;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return e;
+}
+
 uint8_t *tf_cache_fill_buffer(tf_cache *c, tf_cache_entry *e)
 {
 	(void)c;

@@ -62,6 +62,10 @@ typedef enum {
  */
 tf_status tf_cache_acquire(tf_cache *c, uint64_t owner, uint64_t index, uint32_t len,
 			   tf_cache_entry **e, tf_cache_state *state, tf_error *err);
+/* Entry (owner, index) pinned if it is there and READY, else NULL (and
+ * nothing claimed): for a holder taking back many entries of its own, so
+ * that none it still has is evicted to make room for one it lost. */
+tf_cache_entry *tf_cache_lookup(tf_cache *c, uint64_t owner, uint64_t index);
 /* Where a claimed entry's len bytes go (allocated on first call, outside
  * any lock); NULL when out of memory. */
 uint8_t *tf_cache_fill_buffer(tf_cache *c, tf_cache_entry *e);

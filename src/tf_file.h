@@ -158,6 +158,11 @@ tf_status tf_handle_open(tf_file *f, tf_handle **out, tf_error *err);
 tf_handle *tf_handle_ref(tf_handle *r);
 void tf_handle_close(tf_handle *r);
 tf_file *tf_handle_file(const tf_handle *r);
+/* Decode-ahead for sequential readers (on by default).  Off for a reader
+ * that reads each of many files a window at a time (the sparse merge:
+ * 1,200 handles of 300 fragments each queued a quarter of the budget
+ * ahead, and evicted each other's units before their windows came). */
+void tf_handle_set_ahead(tf_handle *r, bool on);
 
 /*
  * Decoded bytes as slices of cache buffers, pinned: the bytes of

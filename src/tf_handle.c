@@ -35,6 +35,7 @@ struct tf_handle {
 	_Atomic uint64_t ahead;	/* decode-ahead queued up to here */
 	_Atomic uint64_t streak; /* bytes read sequentially so far */
 	atomic_bool planned;	/* the objects advised TF_ACCESS_PLANNED */
+	atomic_bool no_ahead;	/* its reader gathers pieces of many files (tf_handle_set_ahead) */
 };
 
 #define UNIT_KEY(tile, u) ((uint64_t)(tile) << 32 | (uint64_t)(u))
@@ -74,6 +75,7 @@ tf_status tf_handle_open(tf_file *f, tf_handle **out, tf_error *err)
 	atomic_init(&r->ahead, 0);
 	atomic_init(&r->streak, 0);
 	atomic_init(&r->planned, false);
+	atomic_init(&r->no_ahead, false);
 	r->f = tf_file_ref(f);
 	*out = r;
 	return TF_OK;
@@ -98,6 +100,11 @@ void tf_handle_close(tf_handle *r)
 tf_file *tf_handle_file(const tf_handle *r)
 {
 	return r->f;
+}
+
+void tf_handle_set_ahead(tf_handle *r, bool on)
+{
+	atomic_store(&r->no_ahead, !on);
 }
 
 /* Our owner id in cache c, or 0 if the file is read through another
@@ -434,6 +441,9 @@ static void decode_ahead(tf_handle *r, tf_cache *c, uint64_t owner, uint64_t off
 	const tf_file *f = r->f;
 	uint64_t prev = atomic_exchange(&r->next, end), ahead = atomic_load(&r->ahead);
 	uint64_t window, step, from, to, streak;
+
+	if (atomic_load_explicit(&r->no_ahead, memory_order_relaxed))
+		return;
 
 	/* A first request far into the file is a random read, not the start
 	 * of a scan: it must not decode the window after it (a 4 KiB read of
