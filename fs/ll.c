@@ -694,17 +694,32 @@ static void read_raw(fuse_req_t req, tilefs *fs, handle *h, size_t size, off_t o
 	fuse_reply_buf(req, (const char *)t->buf, size);
 }
 
+/* Whether the kernel interrupted the request (its reader went away: the
+ * kernel sends FUSE_INTERRUPT, and a killed reader waits in D state until
+ * the answer comes). */
+static bool req_gone(void *ctx)
+{
+	return fuse_req_interrupted((fuse_req_t)ctx) != 0;
+}
+
 static void read_view(fuse_req_t req, tilefs *fs, handle *h, size_t size, off_t off)
 {
 	fs_thread *t = thread_of(fs);
+	tf_cancel cancel = { req_gone, req };
 	tf_error err;
+	tf_status rc;
 	size_t got;
 
 	if (!t || !grow_buf(t, size)) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	if (tf_view_read(h->view, t->ws, (uint64_t)off, size, t->buf, &got, &err) != TF_OK) {
+	rc = tf_view_read_cancellable(h->view, t->ws, (uint64_t)off, size, t->buf, &got, &cancel, &err);
+	if (rc == TF_E_INTR) {
+		fuse_reply_err(req, EINTR);
+		return;
+	}
+	if (rc != TF_OK) {
 		fs_log_failure(err.msg);
 		fs_node_set_error(fs, h->node, err.msg);
 		fuse_reply_err(req, EIO);

@@ -1,6 +1,46 @@
 /*
  * tf_merge.c - dense cell resolution and the sparse global-order merge
  * (see tf_merge.h for the TileDB rules followed).
+ *
+ * Memory of the sparse merge.  A global-order merge needs, for every
+ * fragment it merges, that fragment's next cell; TileDB's reader keeps a
+ * whole tile per fragment, and so did this merge: 300 fragments of tiles of
+ * a million cells (capacity 1,000,000, ~134,000 cells of d, a, s each) held
+ * 300 decoded tiles, 1.88 GB of RSS under a 64 MiB cache, and kept them when
+ * idle.  Now:
+ *
+ *  - A fragment joins the merge only when the merge reaches the lower
+ *    corner of its non-empty domain (a lower bound of its cells in global
+ *    order, tile and cell orders alike; not for Hilbert order), and leaves
+ *    it, freeing its window, when its last cell is merged.  Fragments
+ *    written one after another (time series, appends: the usual case, and
+ *    200,000 one-cell fragments) are merged a few at a time.
+ *
+ *  - A fragment in the merge holds a window of consecutive cells of one
+ *    tile (tf_cellbuf), copied out of the decoded units into a cache entry
+ *    of its own: the windows are charged to the budget like decoded bytes,
+ *    pinned only while a request runs, evictable (and read again) between
+ *    requests, so an idle merge holds nothing the cache cannot take back.
+ *
+ *  - The windows of one merge share WINDOW_SHARE of the budget (an eighth),
+ *    split evenly between the fragments in the merge: with a 64 MiB cache,
+ *    8 MiB, so 300 overlapping fragments get ~28 KiB each, ~700 cells of
+ *    (d: 8, a: 4, s: 8 + ~10, validity 2, tile 8 bytes).  One window of
+ *    every fragment in the merge must be held (one cell at least, whatever
+ *    the budget): that floor is the merge's irreducible cost.  Why an
+ *    eighth: the rest of the budget holds the decoded units the windows are
+ *    copied from (one per field per fragment: 300 x 4 x 64 KiB = 75 MB in
+ *    that example, more than the whole budget, so some are decoded again
+ *    for later windows: ~12 times for d, the price of a bounded merge of
+ *    300 interleaved fragments), the CSV blocks, and other readers.  Each
+ *    merge is one reader's request, so a few run at once (one per FUSE
+ *    thread at most): four take half of the budget.
+ *
+ *  - A window takes as many cells as fit its share, never more than the
+ *    rest of its tile; a fragment whose share is smaller than one cell gets
+ *    one cell.  When fragments join, windows already loaded keep their size
+ *    until used up; a new one gets no more than what the share leaves, so
+ *    the total stays within the share (plus one cell per fragment).
  */
 #include "tf_merge.h"
 
@@ -9,12 +49,19 @@
 #include <string.h>
 
 #define TILE_BYTES_LIMIT ((size_t)4 << 30)
+#define WINDOW_SHARE 8			/* the merge's windows: budget / 8 */
+#define WINDOW_MIN ((size_t)64 << 10)	/* ...but this much in a tiny cache */
+#define CANCEL_EVERY 4096		/* cells looked at between checks */
 
-/* ---- tile buffers -------------------------------------------------------------------------- */
+#define ALIGN8(x) (((x) + 7) & ~(uint64_t)7)
+
+/* ---- tiles --------------------------------------------------------------------------------- */
 
 uint64_t tf_frag_tile_cells(const tf_snap_frag *f, uint64_t t)
 {
-	return f->dense ? tf_schema_dense_tile_cells(f->schema) : tf_fragment_tile_cells(f->fr, t, f->ntiles);
+	if (f->dense)
+		return tf_schema_dense_tile_cells(f->schema);
+	return t + 1 < f->ntiles || f->last_cells == 0 ? f->schema->capacity : f->last_cells;
 }
 
 tf_status tf_frag_sparse_cells(const tf_snap_frag *f, uint64_t *total, tf_error *err)
@@ -33,80 +80,363 @@ tf_status tf_frag_sparse_cells(const tf_snap_frag *f, uint64_t *total, tf_error 
 	return TF_OK;
 }
 
-tf_status tf_cellbuf_init(tf_cellbuf *b, const tf_fieldspec *spec, size_t nfields, tf_error *err)
+/* ---- windows --------------------------------------------------------------------------------- */
+
+tf_status tf_cellbuf_init(tf_cellbuf *b, tf_cache *cache, const tf_fieldspec *spec, size_t nfields,
+			  size_t extra_size, tf_error *err)
 {
 	memset(b, 0, sizeof(*b));
+	b->cache = cache;
 	b->spec = spec;
 	b->nfields = nfields;
-	if (nfields && !(b->f = calloc(nfields, sizeof(*b->f))))
+	b->extra_size = extra_size;
+	b->owner = tf_cache_owner(cache);
+	if (!(b->f = calloc(nfields + 1, sizeof(*b->f))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
-	for (size_t i = 0; i < nfields; i++)
-		tf_buf_init(&b->f[i].data, TILE_BYTES_LIMIT);
 	return TF_OK;
+}
+
+/* Let the window go: done, it is recycled first (no one asks for it again). */
+static void drop_window(tf_cellbuf *b)
+{
+	if (b->e)
+		tf_cache_release(b->cache, b->e, true);
+	b->e = NULL;
+	b->loaded = false;
 }
 
 void tf_cellbuf_free(tf_cellbuf *b)
 {
-	for (size_t i = 0; b->f && i < b->nfields; i++) {
-		tf_buf_free(&b->f[i].data);
-		free(b->f[i].starts);
-		free(b->f[i].valid);
-	}
+	if (b->cache)
+		drop_window(b);
 	free(b->f);
+	free(b->scratch);
 	memset(b, 0, sizeof(*b));
 }
 
-static tf_status load_field(tf_cellbuf_field *bf, const tf_col *col, tf_workspace *ws, uint64_t tile,
-			    uint64_t n, tf_error *err)
+static void put_cols(tf_snapshot *s, const tf_col **cols, size_t n)
 {
-	uint64_t *starts;
-	uint8_t *valid;
-	tf_status rc;
-
-	bf->col = col;
-	bf->missing = tf_col_missing(col);
-	bf->var = tf_col_var(col);
-	bf->cell_size = tf_col_cell_size(col);
-	bf->data.len = 0;
-	if (bf->missing)
-		return TF_OK;
-	if (n > TILE_BYTES_LIMIT / 8)
-		return tf_err(err, TF_E_CORRUPT, "a tile of %llu cells", (unsigned long long)n);
-	if (!(valid = realloc(bf->valid, n ? n : 1)))
-		return tf_err(err, TF_E_NOMEM, "out of memory");
-	bf->valid = valid;
-	if ((rc = tf_col_validity(col, ws, tile, 0, n, bf->valid, err)) != TF_OK)
-		return rc;
-	if (tf_col_var(col)) {
-		if (!(starts = realloc(bf->starts, (n + 1) * sizeof(*starts))))
-			return tf_err(err, TF_E_NOMEM, "out of memory");
-		bf->starts = starts;
-		return tf_col_var_cells(col, ws, tile, 0, n, bf->starts, &bf->data, err);
-	}
-	if (n > TILE_BYTES_LIMIT / tf_col_cell_size(col))
-		return tf_err(err, TF_E_CORRUPT, "a tile of %llu cells", (unsigned long long)n);
-	if ((rc = tf_buf_reserve(&bf->data, (size_t)n * tf_col_cell_size(col), err)) != TF_OK)
-		return rc;
-	bf->data.len = (size_t)n * tf_col_cell_size(col);
-	return tf_col_fixed(col, ws, tile, 0, n, bf->data.p, err);
+	for (size_t i = 0; i < n; i++)
+		tf_snapshot_col_put(s, cols[i]);
+	free(cols);
 }
 
-tf_status tf_cellbuf_load(tf_cellbuf *b, tf_snapshot *s, tf_workspace *ws, size_t frag,
-			  uint64_t tile, uint64_t ncells, tf_error *err)
+/* The columns of every field of fragment frag, held (NULL on failure). */
+static const tf_col **get_cols(tf_cellbuf *b, tf_snapshot *s, size_t frag, tf_error *err)
 {
+	const tf_col **cols = calloc(b->nfields + 1, sizeof(*cols));
+	tf_status rc = cols ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
+
+	for (size_t i = 0; i < b->nfields && rc == TF_OK; i++)
+		if ((rc = tf_snapshot_col(s, frag, b->spec[i].kind, b->spec[i].name, &cols[i], err)) != TF_OK)
+			put_cols(s, cols, i), cols = NULL;
+	if (rc == TF_OK)
+		for (size_t i = 0; i < b->nfields; i++) {
+			tf_cellbuf_field *bf = &b->f[i];
+			bf->missing = tf_col_missing(cols[i]);
+			bf->var = tf_col_var(cols[i]);
+			bf->cell_size = tf_col_cell_size(cols[i]);
+		}
+	return cols;
+}
+
+/* Room in the scratch for the offsets of n cells of every var field. */
+static tf_status scratch_for(tf_cellbuf *b, uint64_t n, tf_error *err)
+{
+	size_t need;
+	uint64_t *v;
+
+	if (n >= SIZE_MAX / 8 / (b->nfields + 1) - 1)
+		return tf_err(err, TF_E_NOMEM, "a window of %llu cells", (unsigned long long)n);
+	need = (size_t)(n + 1) * (b->nfields + 1);
+	if (need > b->scap) {
+		if (!(v = realloc(b->scratch, need * sizeof(*v))))
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		b->scratch = v;
+		b->scap = need;
+	}
+	return TF_OK;
+}
+
+/* The scratch only lives through a load: 300 windows kept 10 MB of it. */
+static void drop_scratch(tf_cellbuf *b)
+{
+	free(b->scratch);
+	b->scratch = NULL;
+	b->scap = 0;
+}
+
+static uint64_t *starts_of(tf_cellbuf *b, size_t i, uint64_t n)
+{
+	return b->scratch + (size_t)(n + 1) * i;
+}
+
+/* Bytes of a window of n cells, given each var field's bytes (vlen). */
+static uint64_t window_len(const tf_cellbuf *b, uint64_t n)
+{
+	uint64_t len = 0;
+
+	for (size_t i = 0; i < b->nfields; i++) {
+		const tf_cellbuf_field *bf = &b->f[i];
+		if (bf->missing)
+			continue;
+		len += ALIGN8(n);
+		len += bf->var ? (n + 1) * 8 + ALIGN8(bf->vlen) : ALIGN8(n * bf->cell_size);
+	}
+	return len + ALIGN8(n * b->extra_size);
+}
+
+/* Where each part of a window of n cells lies. */
+static void lay_out(tf_cellbuf *b, uint64_t n)
+{
+	size_t at = 0;
+
+	for (size_t i = 0; i < b->nfields; i++) {
+		tf_cellbuf_field *bf = &b->f[i];
+		if (bf->missing)
+			continue;
+		bf->valid_at = at;
+		at += (size_t)ALIGN8(n);
+		if (bf->var) {
+			bf->starts_at = at;
+			at += (size_t)(n + 1) * 8;
+		}
+		bf->data_at = at;
+		at += (size_t)(bf->var ? ALIGN8(bf->vlen) : ALIGN8(n * bf->cell_size));
+	}
+}
+
+/* Pointers into the pinned window. */
+static void point(tf_cellbuf *b)
+{
+	const uint8_t *base = tf_cache_data(b->e);
+
+	for (size_t i = 0; i < b->nfields; i++) {
+		tf_cellbuf_field *bf = &b->f[i];
+		if (bf->missing)
+			continue;
+		bf->valid = base + bf->valid_at;
+		bf->data = base + bf->data_at;
+		bf->starts = bf->var ? (const uint64_t *)(const void *)(base + bf->starts_at) : NULL;
+	}
+	b->extra = (uint8_t *)(uintptr_t)base + (b->len - ALIGN8(b->ncells * b->extra_size));
+}
+
+/* The offsets of n cells of every var field (into the scratch) and their
+ * bytes (vlen); vbase[i]: where field i's bytes start in its tile. */
+static tf_status read_starts(tf_cellbuf *b, const tf_col **cols, tf_workspace *ws, uint64_t tile, uint64_t first,
+			     uint64_t n, uint64_t *vbase, tf_error *err)
+{
+	tf_status rc = scratch_for(b, n, err);
+
+	for (size_t i = 0; i < b->nfields && rc == TF_OK; i++)
+		if (!b->f[i].missing && b->f[i].var)
+			rc = tf_col_var_starts(cols[i], ws, tile, first, n, starts_of(b, i, n), &vbase[i], err);
+	return rc;
+}
+
+/* The most cells (1..n) whose window fits max_bytes, from the offsets read. */
+static uint64_t fitting(tf_cellbuf *b, uint64_t n, size_t max_bytes)
+{
+	uint64_t lo = 1, hi = n;
+
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo + 1) / 2;
+		for (size_t i = 0; i < b->nfields; i++)
+			if (!b->f[i].missing && b->f[i].var)
+				b->f[i].vlen = starts_of(b, i, n)[mid];
+		if (window_len(b, mid) <= max_bytes)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	for (size_t i = 0; i < b->nfields; i++)
+		if (!b->f[i].missing && b->f[i].var)
+			b->f[i].vlen = starts_of(b, i, n)[lo];
+	return lo;
+}
+
+/* Fill the claimed window's buffer dst: n cells from `first`, the var
+ * offsets read into the scratch for nread cells. */
+static tf_status fill(tf_cellbuf *b, const tf_col **cols, tf_workspace *ws, uint8_t *dst, uint64_t nread,
+		      const uint64_t *vbase, tf_error *err)
+{
+	uint64_t n = b->ncells;
 	tf_status rc = TF_OK;
 
-	b->loaded = false;
 	for (size_t i = 0; i < b->nfields && rc == TF_OK; i++) {
-		const tf_col *col;
-		if ((rc = tf_snapshot_col(s, frag, b->spec[i].kind, b->spec[i].name, &col, err)) == TF_OK)
-			rc = load_field(&b->f[i], col, ws, tile, ncells, err);
+		const tf_cellbuf_field *bf = &b->f[i];
+		if (bf->missing)
+			continue;
+		if ((rc = tf_col_validity(cols[i], ws, b->tile, b->first, n, dst + bf->valid_at, err)) != TF_OK)
+			break;
+		if (!bf->var) {
+			rc = tf_col_fixed(cols[i], ws, b->tile, b->first, n, dst + bf->data_at, err);
+			continue;
+		}
+		memcpy(dst + bf->starts_at, starts_of(b, i, nread), (size_t)(n + 1) * 8);
+		rc = tf_col_var_bytes(cols[i], ws, b->tile, vbase[i], bf->vlen, dst + bf->data_at, err);
 	}
+	return rc;
+}
+
+/* Claim the window's entry and fill it; it stays pinned. */
+static tf_status claim_and_fill(tf_cellbuf *b, const tf_col **cols, tf_workspace *ws, uint64_t nread,
+				const uint64_t *vbase, tf_error *err)
+{
+	tf_cache_state st;
+	uint8_t *dst;
+	tf_status rc = tf_cache_acquire(b->cache, b->owner, b->seq, b->len, &b->e, &st, err);
+
 	if (rc != TF_OK)
 		return rc;
-	b->frag = frag, b->tile = tile, b->ncells = ncells;
-	b->loaded = true;
-	return TF_OK;
+	if (st != TF_CACHE_CLAIMED) {	/* another holder of the key: never, keys are ours */
+		rc = tf_cache_wait(b->cache, b->e, err);
+		if (rc != TF_OK)
+			drop_window(b);
+		return rc;
+	}
+	if (!(dst = tf_cache_fill_buffer(b->cache, b->e)))
+		rc = tf_err(err, TF_E_NOMEM, "out of memory");
+	else
+		rc = fill(b, cols, ws, dst, nread, vbase, err);
+	tf_cache_publish(b->cache, b->e, rc, err);
+	if (rc != TF_OK) {
+		tf_cache_release(b->cache, b->e, false);
+		b->e = NULL;
+		b->loaded = false;
+	}
+	return rc;
+}
+
+tf_status tf_cellbuf_load(tf_cellbuf *b, tf_snapshot *s, tf_workspace *ws, size_t frag, uint64_t tile,
+			  uint64_t first, uint64_t max_cells, size_t max_bytes, tf_error *err)
+{
+	const tf_col **cols;
+	uint64_t n, per = b->extra_size, len, *vbase;
+	tf_status rc;
+
+	drop_window(b);
+	if (!(vbase = calloc(b->nfields + 1, sizeof(*vbase))))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	if (!(cols = get_cols(b, s, frag, err))) {
+		free(vbase);
+		return err ? err->code : TF_E_INVAL;
+	}
+	for (size_t i = 0; i < b->nfields; i++)
+		per += b->f[i].missing ? 0 : 1 + (b->f[i].var ? 8 : b->f[i].cell_size);
+	/* Fixed parts first: at most max_bytes of them; then as many cells
+	 * as fit with their var bytes, read from their offsets. */
+	n = max_bytes / (per ? per : 1);
+	n = n < 1 ? 1 : n < max_cells ? n : max_cells;
+	if (n > TILE_BYTES_LIMIT / 8)
+		n = TILE_BYTES_LIMIT / 8;
+	for (size_t i = 0; i < b->nfields; i++)
+		b->f[i].vlen = 0;
+	if ((rc = read_starts(b, cols, ws, tile, first, n, vbase, err)) == TF_OK) {
+		b->frag = frag, b->tile = tile, b->first = first;
+		b->ncells = fitting(b, n, max_bytes);
+		len = window_len(b, b->ncells);
+		if (len > UINT32_MAX || len + 4096 > tf_cache_budget(b->cache))
+			rc = tf_err(err, TF_E_NOMEM, "fragment %s, tile %llu: cell %llu takes %llu bytes, more than "
+				    "the cache holds (raise cache_size)", tf_snapshot_frag(s, frag)->name,
+				    (unsigned long long)tile, (unsigned long long)first, (unsigned long long)len);
+	}
+	if (rc == TF_OK) {
+		b->len = (uint32_t)len;
+		b->seq++;
+		lay_out(b, b->ncells);
+		if ((rc = claim_and_fill(b, cols, ws, n, vbase, err)) == TF_OK) {
+			b->loaded = true;
+			point(b);
+		}
+	}
+	put_cols(s, cols, b->nfields);
+	free(vbase);
+	drop_scratch(b);
+	return rc;
+}
+
+bool tf_cellbuf_has(const tf_cellbuf *b, size_t frag, uint64_t tile, uint64_t cell)
+{
+	return b->loaded && b->frag == frag && b->tile == tile && cell >= b->first && cell - b->first < b->ncells;
+}
+
+void tf_cellbuf_park(tf_cellbuf *b)
+{
+	if (b->e)
+		tf_cache_release(b->cache, b->e, false);
+	b->e = NULL;
+}
+
+/* The same cells again into the claimed entry, to the byte: each var
+ * field must have the bytes it had. */
+static tf_status refill(tf_cellbuf *b, tf_snapshot *s, tf_workspace *ws, tf_error *err)
+{
+	uint64_t *vbase = calloc(2 * b->nfields + 1, sizeof(*vbase)), *had = vbase + b->nfields;
+	const tf_col **cols = vbase ? get_cols(b, s, b->frag, err) : NULL;
+	uint8_t *dst;
+	tf_status rc = cols ? TF_OK : vbase ? (err ? err->code : TF_E_INVAL) : tf_err(err, TF_E_NOMEM, "out of memory");
+
+	for (size_t i = 0; rc == TF_OK && i < b->nfields; i++)
+		had[i] = b->f[i].vlen;
+	if (rc == TF_OK)
+		rc = read_starts(b, cols, ws, b->tile, b->first, b->ncells, vbase, err);
+	for (size_t i = 0; rc == TF_OK && i < b->nfields; i++)
+		if (!b->f[i].missing && b->f[i].var && starts_of(b, i, b->ncells)[b->ncells] != had[i])
+			rc = tf_err(err, TF_E_STALE, "fragment %s, tile %llu: cells read again differ",
+				    tf_snapshot_frag(s, b->frag)->name, (unsigned long long)b->tile);
+	if (rc == TF_OK && !(dst = tf_cache_fill_buffer(b->cache, b->e)))
+		rc = tf_err(err, TF_E_NOMEM, "out of memory");
+	else if (rc == TF_OK)
+		rc = fill(b, cols, ws, dst, b->ncells, vbase, err);
+	if (cols)
+		put_cols(s, cols, b->nfields);
+	free(vbase);
+	drop_scratch(b);
+	return rc;
+}
+
+bool tf_cellbuf_retake(tf_cellbuf *b)
+{
+	if (!b->loaded || b->e)
+		return b->e != NULL;
+	if ((b->e = tf_cache_lookup(b->cache, b->owner, b->seq)))
+		point(b);
+	return b->e != NULL;
+}
+
+tf_status tf_cellbuf_resume(tf_cellbuf *b, tf_snapshot *s, tf_workspace *ws, bool *reread, tf_error *err)
+{
+	tf_cache_state st;
+	tf_status rc;
+
+	*reread = false;
+	if (!b->loaded || b->e || tf_cellbuf_retake(b))
+		return TF_OK;
+	if ((rc = tf_cache_acquire(b->cache, b->owner, b->seq, b->len, &b->e, &st, err)) != TF_OK) {
+		b->e = NULL;
+		b->loaded = false;
+		return rc;
+	}
+	if (st != TF_CACHE_CLAIMED) {	/* still there */
+		if ((rc = tf_cache_wait(b->cache, b->e, err)) == TF_OK)
+			point(b);
+		else
+			drop_window(b);
+		return rc;
+	}
+	*reread = true;	/* evicted meanwhile */
+	rc = refill(b, s, ws, err);
+	tf_cache_publish(b->cache, b->e, rc, err);
+	if (rc == TF_OK) {
+		point(b);
+	} else {
+		tf_cache_release(b->cache, b->e, false);
+		b->e = NULL;
+		b->loaded = false;
+	}
+	return rc;
 }
 
 void tf_cellbuf_get(const tf_cellbuf *b, size_t i, uint64_t c, const uint8_t **p, size_t *n,
@@ -121,13 +451,14 @@ void tf_cellbuf_get(const tf_cellbuf *b, size_t i, uint64_t c, const uint8_t **p
 		*valid = !fd || !fd->nullable || fd->fill_valid;
 		return;
 	}
+	c -= b->first;
 	*valid = bf->valid[c] != 0;
 	if (bf->var) {
-		*p = bf->data.p + bf->starts[c];
+		*p = bf->data + bf->starts[c];
 		*n = (size_t)(bf->starts[c + 1] - bf->starts[c]);
 	} else {
 		*n = bf->cell_size;
-		*p = bf->data.p + (size_t)c * *n;
+		*p = bf->data + (size_t)c * *n;
 	}
 }
 
@@ -197,11 +528,9 @@ tf_status tf_dense_open(tf_snapshot *s, tf_dense **out, tf_error *err)
 	d->shape = d->lo + d->ndims, d->ext = d->shape + d->ndims;
 	for (size_t k = 0; k < tf_snapshot_nvisible(s); k++) {
 		const tf_snap_frag *f = tf_snapshot_frag(s, tf_snapshot_visible(s, k));
-		if (!f->fr) {
-			if (err)
-				*err = f->error;
+		if ((rc = tf_snapshot_load(s, tf_snapshot_visible(s, k), err)) != TF_OK) {
 			tf_dense_free(d);
-			return f->error.code ? f->error.code : TF_E_CORRUPT;
+			return rc;
 		}
 		if (!f->dense || f->schema->ndims != d->ndims) {
 			tf_dense_free(d);
@@ -403,22 +732,19 @@ tf_status tf_dense_runs(const tf_dense *d, uint64_t c0, uint64_t n, tf_run **run
 
 /* ---- sparse ------------------------------------------------------------------------------------ */
 
+/* A fragment of the merge.  Its order is its index in the slots (read
+ * order: later is newer). */
 typedef struct slot {
 	size_t frag;		/* snapshot index */
-	size_t order;		/* position in read order: later is newer */
-	const tf_snap_frag *f;
-	uint64_t total, cap, pos;
-	bool done, time_filter;
-	tf_cellbuf buf;
-	uint64_t *hilbert;	/* Hilbert values of the loaded tile's cells */
-	size_t hcap;
-	uint64_t *tiles;	/* space tile of each cell along each dimension
-				 * (ndims per cell; 0 where tile order skips it) */
-	size_t tcap;
+	uint64_t total, pos;	/* its cells, and the next one to merge */
+	uint64_t cap;		/* cells per tile (but the last) */
+	tf_cellbuf *buf;	/* its window, while in the merge (active) */
+	bool done, active, time_filter;
 } slot;
 
 struct tf_sparse {
 	tf_snapshot *s;
+	tf_cache *cache;
 	const tf_schema *schema;
 	size_t ndims;
 	tf_fieldspec *spec;	/* dimensions first, then outputs, conditions, t, dt */
@@ -429,11 +755,22 @@ struct tf_sparse {
 	tf_cond_value *cvals;	/* scratch for one condition */
 	slot *slots;
 	size_t nslots;
-	size_t *heap, nheap;
+	size_t *heap, nheap;	/* active slots, by their next cell */
+	size_t *pend, npend;	/* waiting slots, by the corner of their domain */
+	size_t *batch;		/* slots joining at once */
+	size_t nactive;		/* slots with a window */
+	size_t share, held;	/* the windows' share of the budget; bytes held */
+	size_t extra;		/* per window cell: its Hilbert value or space tiles */
 	bool dups, hilbert;
 	int hbits;
 	tf_buf key;		/* the current group's coordinates */
 	size_t *keyoff, *keylen;
+	/* a lower corner parsed, and the heap's top's (ndims each) */
+	const uint8_t **cp;
+	size_t *cn;
+	uint64_t *ct;
+	const tf_cancel *cancel;
+	uint64_t ticks;
 };
 
 static size_t add_spec(tf_sparse *it, tf_col_kind kind, const char *name, const tf_field *field)
@@ -491,27 +828,23 @@ static tf_status add_slots(tf_sparse *it, tf_error *err)
 	size_t nv = tf_snapshot_nvisible(it->s);
 	tf_status rc = TF_OK;
 
-	if (!(it->slots = calloc(nv + 1, sizeof(*it->slots))) || !(it->heap = calloc(nv + 1, sizeof(size_t))))
+	if (!(it->slots = calloc(nv + 1, sizeof(*it->slots))) || !(it->heap = calloc(nv + 1, sizeof(size_t))) ||
+	    !(it->pend = calloc(nv + 1, sizeof(size_t))) || !(it->batch = calloc(nv + 1, sizeof(size_t))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	for (size_t k = 0; k < nv && rc == TF_OK; k++) {
 		slot *sl = &it->slots[it->nslots];
-		const tf_snap_frag *f = tf_snapshot_frag(it->s, tf_snapshot_visible(it->s, k));
+		size_t frag = tf_snapshot_visible(it->s, k);
+		const tf_snap_frag *f = tf_snapshot_frag(it->s, frag);
 
-		if (!f->fr) {
-			if (err)
-				*err = f->error;
-			return f->error.code ? f->error.code : TF_E_CORRUPT;
-		}
+		if ((rc = tf_snapshot_load(it->s, frag, err)) != TF_OK)
+			return rc;
 		if (f->dense)
 			return tf_err(err, TF_E_UNSUPPORTED, "fragment %s of a sparse array is dense", f->name);
-		sl->frag = tf_snapshot_visible(it->s, k);
-		sl->order = k;
-		sl->f = f;
+		sl->frag = frag;
 		sl->cap = f->schema->capacity;
 		if ((rc = tf_frag_sparse_cells(f, &sl->total, err)) != TF_OK)
 			return rc;
 		sl->time_filter = f->has_ts && f->t2 > tf_snapshot_time(it->s);
-		rc = tf_cellbuf_init(&sl->buf, it->spec, it->nspec, err);
 		it->nslots++;
 	}
 	return rc;
@@ -537,8 +870,8 @@ void tf_row_free(tf_row *r)
 	memset(r, 0, sizeof(*r));
 }
 
-tf_status tf_sparse_open(tf_snapshot *s, const tf_fieldspec *out, size_t nout, tf_sparse **itp,
-			 tf_error *err)
+tf_status tf_sparse_open(tf_snapshot *s, const tf_fieldspec *out, size_t nout, const tf_cancel *cancel,
+			 tf_sparse **itp, tf_error *err)
 {
 	const tf_schema *sc = tf_snapshot_schema(s);
 	tf_sparse *it;
@@ -546,15 +879,24 @@ tf_status tf_sparse_open(tf_snapshot *s, const tf_fieldspec *out, size_t nout, t
 
 	if (sc->dense)
 		return tf_err(err, TF_E_UNSUPPORTED, "not a sparse array");
+	if ((rc = tf_snapshot_load_visible(s, cancel, err)) != TF_OK)
+		return rc;
 	if (!(it = calloc(1, sizeof(*it))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	it->s = s, it->schema = sc, it->ndims = sc->ndims;
+	it->cache = tf_snapshot_cache(s);
 	it->dups = sc->allows_dups;
 	it->hilbert = sc->cell_order == 4;	/* HILBERT */
 	it->hbits = (int)(63 / (sc->ndims ? sc->ndims : 1));
+	it->extra = it->hilbert ? 8 : 8 * it->ndims;
+	it->share = tf_cache_budget(it->cache) / WINDOW_SHARE;
+	if (it->share < WINDOW_MIN)
+		it->share = WINDOW_MIN;
 	tf_buf_init(&it->key, TILE_BYTES_LIMIT);
 	if ((rc = build_specs(it, out, nout, err)) == TF_OK && (rc = add_slots(it, err)) == TF_OK &&
-	    (!(it->keyoff = calloc(it->ndims + 1, sizeof(size_t))) || !(it->keylen = calloc(it->ndims + 1, sizeof(size_t)))))
+	    (!(it->keyoff = calloc(it->ndims + 1, sizeof(size_t))) || !(it->keylen = calloc(it->ndims + 1, sizeof(size_t))) ||
+	     !(it->cp = calloc(it->ndims + 1, sizeof(*it->cp))) || !(it->cn = calloc(it->ndims + 1, sizeof(size_t))) ||
+	     !(it->ct = calloc(it->ndims + 1, sizeof(uint64_t)))))
 		rc = tf_err(err, TF_E_NOMEM, "out of memory");
 	if (rc != TF_OK) {
 		tf_sparse_free(it);
@@ -564,30 +906,45 @@ tf_status tf_sparse_open(tf_snapshot *s, const tf_fieldspec *out, size_t nout, t
 	return TF_OK;
 }
 
+static void deactivate(tf_sparse *it, slot *sl)
+{
+	if (!sl->active)
+		return;
+	it->held -= sl->buf->loaded ? sl->buf->len : 0;
+	tf_cellbuf_free(sl->buf);
+	free(sl->buf);
+	sl->buf = NULL;
+	sl->active = false;
+	it->nactive--;
+}
+
 void tf_sparse_free(tf_sparse *it)
 {
 	if (!it)
 		return;
-	for (size_t i = 0; i < it->nslots; i++) {
-		tf_cellbuf_free(&it->slots[i].buf);
-		free(it->slots[i].hilbert);
-		free(it->slots[i].tiles);
-	}
+	for (size_t i = 0; i < it->nslots; i++)
+		deactivate(it, &it->slots[i]);
 	for (size_t k = 0; it->cond_idx && k < tf_snapshot_ndeletes(it->s); k++)
 		free(it->cond_idx[k]);
 	free(it->cond_idx);
 	free(it->cvals);
 	free(it->slots);
 	free(it->heap);
+	free(it->pend);
+	free(it->batch);
 	free(it->spec);
 	free(it->out_idx);
 	free(it->keyoff);
 	free(it->keylen);
+	free((void *)it->cp);
+	free(it->cn);
+	free(it->ct);
 	tf_buf_free(&it->key);
 	free(it);
 }
 
 size_t tf_sparse_state_len(const tf_sparse *it) { return it->nslots; }
+size_t tf_sparse_held(const tf_sparse *it) { return it->held; }
 
 void tf_sparse_get_state(const tf_sparse *it, uint64_t *state)
 {
@@ -655,16 +1012,29 @@ static uint64_t tile_index(const tf_field *d, const uint8_t *v)
 	return ((tf_le_n(v, size) - tf_le_n(d->domain, size)) & mask) / (tf_le_n(d->extent, size) & mask ? tf_le_n(d->extent, size) & mask : 1);
 }
 
+static const tf_snap_frag *frag_of(const tf_sparse *it, const slot *sl)
+{
+	return tf_snapshot_frag(it->s, sl->frag);
+}
+
 static void dim_value(const slot *sl, size_t d, uint64_t c, const uint8_t **p, size_t *n)
 {
 	bool valid;
 
-	tf_cellbuf_get(&sl->buf, d, c, p, n, &valid);
+	tf_cellbuf_get(sl->buf, d, c, p, n, &valid);
 }
 
+/* The slot's next cell: its number in its tile. */
 static uint64_t cell_of(const slot *sl)
 {
-	return sl->pos - sl->buf.tile * sl->cap;
+	return sl->pos - sl->buf->tile * sl->cap;
+}
+
+/* The sort keys of cell c of the slot's window: its Hilbert value, or its
+ * space tile along each dimension (0 where tile order skips it). */
+static const uint64_t *keys_of(const tf_sparse *it, const slot *sl, uint64_t c)
+{
+	return (const uint64_t *)(const void *)sl->buf->extra + (c - sl->buf->first) * (it->extra / 8);
 }
 
 /* Global order of two cells' coordinates (global_order_compare,
@@ -676,13 +1046,14 @@ static int cmp_coords(const tf_sparse *it, const slot *a, const slot *b)
 	size_t n = it->ndims;
 	const uint8_t *pa, *pb;
 	size_t na, nb;
+	const uint64_t *ka = keys_of(it, a, ca), *kb = keys_of(it, b, cb);
 	int r;
 
-	if (it->hilbert && a->hilbert[ca] != b->hilbert[cb])
-		return a->hilbert[ca] < b->hilbert[cb] ? -1 : 1;
+	if (it->hilbert && ka[0] != kb[0])
+		return ka[0] < kb[0] ? -1 : 1;
 	for (size_t k = 0; !it->hilbert && k < n; k++) {
 		size_t d = trow ? k : n - 1 - k;
-		uint64_t ta = a->tiles[ca * n + d], tb = b->tiles[cb * n + d];
+		uint64_t ta = ka[d], tb = kb[d];
 
 		if (ta != tb)
 			return ta < tb ? -1 : 1;
@@ -701,14 +1072,15 @@ static int cmp_coords(const tf_sparse *it, const slot *a, const slot *b)
 
 static uint64_t cell_timestamp(const tf_sparse *it, const slot *sl, uint64_t c)
 {
+	const tf_snap_frag *f = frag_of(it, sl);
 	const uint8_t *p;
 	size_t n;
 	bool valid;
 
-	if (!sl->f->has_ts)
-		return sl->f->t1;	/* timestamp_range().first */
-	tf_cellbuf_get(&sl->buf, it->f_ts, c, &p, &n, &valid);
-	return n == 8 ? tf_le64(p) : sl->f->t1;
+	if (!f->has_ts)
+		return f->t1;	/* timestamp_range().first */
+	tf_cellbuf_get(sl->buf, it->f_ts, c, &p, &n, &valid);
+	return n == 8 ? tf_le64(p) : f->t1;
 }
 
 /* The merge order of two slots' current cells: coordinates, then (no
@@ -726,7 +1098,7 @@ static int cmp_slots(const tf_sparse *it, const slot *a, const slot *b)
 		if (ta != tb)
 			return ta > tb ? -1 : 1;
 	}
-	return a->order > b->order ? -1 : a->order < b->order ? 1 : 0;
+	return a > b ? -1 : a < b ? 1 : 0;	/* slots are in read order */
 }
 
 /* ---- Hilbert values (hilbert_order.cc, Dimension::map_to_uint64) ----------------------------- */
@@ -800,141 +1172,318 @@ uint64_t tf_hilbert_index(uint64_t *x, size_t n, int bits)
 	return h;
 }
 
-static tf_status compute_hilbert(const tf_sparse *it, slot *sl, tf_error *err)
+/* The sort keys of every cell of the slot's window (its extra bytes):
+ * Hilbert values, or each dimension's space tile where tile order
+ * compares it (those with an extent, not var-sized), 0 elsewhere. */
+static tf_status compute_keys(const tf_sparse *it, slot *sl, tf_error *err)
 {
-	uint64_t x[16];
+	const tf_cellbuf *b = sl->buf;
+	uint64_t *k = (uint64_t *)(void *)b->extra, x[16];
 	const uint8_t *p;
 	size_t n;
 
-	if (it->ndims > 16)
+	if (it->hilbert && it->ndims > 16)
 		return tf_err(err, TF_E_UNSUPPORTED, "Hilbert order over %zu dimensions", it->ndims);
-	if (sl->hcap < sl->buf.ncells) {
-		uint64_t *v = realloc(sl->hilbert, sl->buf.ncells * sizeof(uint64_t));
-		if (!v)
-			return tf_err(err, TF_E_NOMEM, "out of memory");
-		sl->hilbert = v;
-		sl->hcap = sl->buf.ncells;
-	}
-	for (uint64_t c = 0; c < sl->buf.ncells; c++) {
+	for (uint64_t c = b->first; c < b->first + b->ncells; c++) {
 		for (size_t d = 0; d < it->ndims; d++) {
-			dim_value(sl, d, c, &p, &n);
-			x[d] = tf_hilbert_coord(&it->schema->dims[d], p, n, it->hbits);
-		}
-		sl->hilbert[c] = tf_hilbert_index(x, it->ndims, it->hbits);
-	}
-	return TF_OK;
-}
+			const tf_field *fd = &it->schema->dims[d];
+			bool skip = !it->hilbert && (fd->cell_val_num == TF_CELL_VAR || !fd->has_extent);
 
-/* ---- slots and the heap ----------------------------------------------------------------------- */
-
-/* The space tile of each loaded cell along each dimension that tile
- * order compares (those with an extent, not var-sized), 0 elsewhere. */
-static tf_status compute_tiles(const tf_sparse *it, slot *sl, tf_error *err)
-{
-	size_t n = it->ndims;
-	const uint8_t *p;
-	size_t len;
-
-	if (sl->buf.ncells > SIZE_MAX / sizeof(uint64_t) / (n ? n : 1))
-		return tf_err(err, TF_E_NOMEM, "a tile of %llu cells", (unsigned long long)sl->buf.ncells);
-	if (sl->tcap < sl->buf.ncells * n) {
-		uint64_t *v = realloc(sl->tiles, sl->buf.ncells * n * sizeof(uint64_t));
-		if (!v)
-			return tf_err(err, TF_E_NOMEM, "out of memory");
-		sl->tiles = v;
-		sl->tcap = sl->buf.ncells * n;
-	}
-	for (size_t d = 0; d < n; d++) {
-		const tf_field *fd = &it->schema->dims[d];
-		bool skip = fd->cell_val_num == TF_CELL_VAR || !fd->has_extent;
-
-		for (uint64_t c = 0; c < sl->buf.ncells; c++) {
 			if (!skip)
-				dim_value(sl, d, c, &p, &len);
-			sl->tiles[c * n + d] = skip ? 0 : tile_index(fd, p);
+				dim_value(sl, d, c, &p, &n);
+			if (it->hilbert)
+				x[d] = tf_hilbert_coord(fd, p, n, it->hbits);
+			else
+				*k++ = skip ? 0 : tile_index(fd, p);
 		}
+		if (it->hilbert)
+			*k++ = tf_hilbert_index(x, it->ndims, it->hbits);
 	}
 	return TF_OK;
 }
 
-/* Load the tile of the slot's position (if not loaded). */
-static tf_status slot_load(tf_sparse *it, slot *sl, tf_workspace *ws, tf_error *err)
+/* ---- lower corners ----------------------------------------------------------------------------- */
+
+/* A fragment's corner (tf_snap_frag.corner) parsed into it->cp, cn, ct. */
+static void parse_corner(tf_sparse *it, const uint8_t *corner)
 {
-	uint64_t tile = sl->pos / sl->cap;
+	size_t at = 0;
+
+	for (size_t d = 0; d < it->ndims; d++) {
+		const tf_field *fd = &it->schema->dims[d];
+		uint32_t n = tf_le32(corner + at);
+
+		it->cp[d] = corner + at + 4, it->cn[d] = n;
+		it->ct[d] = fd->cell_val_num == TF_CELL_VAR || !fd->has_extent ? 0 : tile_index(fd, it->cp[d]);
+		at += 4 + (((size_t)n + 3) & ~(size_t)3);
+	}
+}
+
+/* Global order of a parsed corner and coordinates given by value and
+ * space tile per dimension (q, qn, qt): <0 if the corner comes first. */
+static int cmp_corner(const tf_sparse *it, const uint8_t *const *q, const size_t *qn, const uint64_t *qt)
+{
+	bool trow = it->schema->tile_order != 1, crow = it->schema->cell_order != 1;
+	size_t n = it->ndims;
+	int r;
+
+	for (size_t k = 0; k < n; k++) {
+		size_t d = trow ? k : n - 1 - k;
+		if (it->ct[d] != qt[d])
+			return it->ct[d] < qt[d] ? -1 : 1;
+	}
+	for (size_t k = 0; k < n; k++) {
+		size_t d = crow ? k : n - 1 - k;
+		const tf_field *fd = &it->schema->dims[d];
+
+		r = fd->cell_val_num == TF_CELL_VAR ? cmp_var(it->cp[d], it->cn[d], q[d], qn[d])
+						    : cmp_fixed(fd->type, it->cp[d], q[d]);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+/* Whether waiting slot w's corner comes at or before active slot a's cell:
+ * then w may hold a cell that a's does not precede, and must join. */
+static bool corner_reached(tf_sparse *it, size_t w, const slot *a)
+{
+	const uint8_t *q[64];
+	size_t qn[64];
+	uint64_t c = cell_of(a);
+	const uint64_t *qt = keys_of(it, a, c);
+
+	if (it->ndims > 64)
+		return true;
+	for (size_t d = 0; d < it->ndims; d++)
+		dim_value(a, d, c, &q[d], &qn[d]);
+	parse_corner(it, tf_snapshot_frag(it->s, it->slots[w].frag)->corner);
+	return cmp_corner(it, q, qn, qt) <= 0;
+}
+
+/* Order of two waiting slots: by corner, then read order. */
+static bool pend_less(tf_sparse *it, size_t a, size_t b)
+{
+	const uint8_t *q[64];
+	size_t qn[64];
+	uint64_t qt[64];
+	int r;
+
+	if (it->ndims > 64)
+		return a < b;
+	parse_corner(it, tf_snapshot_frag(it->s, it->slots[b].frag)->corner);
+	for (size_t d = 0; d < it->ndims; d++)
+		q[d] = it->cp[d], qn[d] = it->cn[d], qt[d] = it->ct[d];
+	parse_corner(it, tf_snapshot_frag(it->s, it->slots[a].frag)->corner);
+	r = cmp_corner(it, q, qn, qt);
+	return r ? r < 0 : a < b;
+}
+
+/* ---- the heaps --------------------------------------------------------------------------------- */
+
+static bool heap_less(tf_sparse *it, size_t a, size_t b)
+{
+	return cmp_slots(it, &it->slots[a], &it->slots[b]) < 0;
+}
+
+typedef bool (*less_fn)(tf_sparse *it, size_t a, size_t b);
+
+static void push(tf_sparse *it, size_t *h, size_t *n, size_t s, less_fn less)
+{
+	size_t i = (*n)++;
+
+	h[i] = s;
+	while (i > 0 && less(it, h[i], h[(i - 1) / 2])) {
+		size_t p = (i - 1) / 2, t = h[p];
+		h[p] = h[i], h[i] = t, i = p;
+	}
+}
+
+static size_t pop(tf_sparse *it, size_t *h, size_t *n, less_fn less)
+{
+	size_t top = h[0], i = 0;
+
+	h[0] = h[--*n];
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i, t;
+		if (l < *n && less(it, h[l], h[m]))
+			m = l;
+		if (r < *n && less(it, h[r], h[m]))
+			m = r;
+		if (m == i)
+			break;
+		t = h[m], h[m] = h[i], h[i] = t, i = m;
+	}
+	return top;
+}
+
+static void heap_push(tf_sparse *it, size_t s) { push(it, it->heap, &it->nheap, s, heap_less); }
+static size_t heap_pop(tf_sparse *it) { return pop(it, it->heap, &it->nheap, heap_less); }
+
+/* ---- windows of the slots ---------------------------------------------------------------------- */
+
+static tf_status check_cancel(tf_sparse *it, tf_error *err)
+{
+	if (++it->ticks % CANCEL_EVERY == 0 && tf_cancelled(it->cancel))
+		return tf_err(err, TF_E_INTR, "interrupted");
+	return TF_OK;
+}
+
+/* Bytes the slot's next window may take: an even share of the merge's,
+ * no more than what the other windows leave (one cell in any case). */
+static size_t allowance(const tf_sparse *it, const slot *sl)
+{
+	size_t mine = sl->buf->loaded ? sl->buf->len : 0, others = it->held - mine;
+	size_t even = it->share / (it->nactive ? it->nactive : 1), left = it->share > others ? it->share - others : 0;
+
+	return even < left ? even : left;
+}
+
+/* A window from the slot's position, of `bytes` at most. */
+static tf_status slot_fetch(tf_sparse *it, slot *sl, size_t bytes, tf_workspace *ws, tf_error *err)
+{
+	uint64_t tile = sl->pos / sl->cap, cell = sl->pos % sl->cap, tc = tf_frag_tile_cells(frag_of(it, sl), tile);
+	size_t had = sl->buf->loaded ? sl->buf->len : 0;
 	tf_status rc;
 
-	if (sl->buf.loaded && sl->buf.tile == tile)
-		return TF_OK;
-	if ((rc = tf_cellbuf_load(&sl->buf, it->s, ws, sl->frag, tile, tf_frag_tile_cells(sl->f, tile), err)) != TF_OK)
+	if (cell >= tc)
+		return tf_err(err, TF_E_CORRUPT, "fragment %s: cell %llu of a tile of %llu", frag_of(it, sl)->name,
+			      (unsigned long long)cell, (unsigned long long)tc);
+	rc = tf_cellbuf_load(sl->buf, it->s, ws, sl->frag, tile, cell, tc - cell, bytes, err);
+	it->held -= had;
+	if (rc != TF_OK)
 		return rc;
-	return it->hilbert ? compute_hilbert(it, sl, err) : compute_tiles(it, sl, err);
+	it->held += sl->buf->len;
+	return compute_keys(it, sl, err);
+}
+
+/* Load the window holding the slot's position (if not held). */
+static tf_status slot_load(tf_sparse *it, slot *sl, tf_workspace *ws, tf_error *err)
+{
+	if (tf_cellbuf_has(sl->buf, sl->frag, sl->pos / sl->cap, sl->pos % sl->cap))
+		return TF_OK;
+	return slot_fetch(it, sl, allowance(it, sl), ws, err);
 }
 
 /* Move to the next cell a read at the snapshot's time sees (cells newer
- * than it, in fragments that straddle it, are skipped). */
+ * than it, in fragments that straddle it, are skipped); a slot at its end
+ * leaves the merge. */
 static tf_status slot_settle(tf_sparse *it, slot *sl, tf_workspace *ws, tf_error *err)
 {
 	tf_status rc;
 
 	for (; sl->pos < sl->total; sl->pos++) {
-		if ((rc = slot_load(it, sl, ws, err)) != TF_OK)
+		if ((rc = slot_load(it, sl, ws, err)) != TF_OK || (rc = check_cancel(it, err)) != TF_OK)
 			return rc;
 		if (!sl->time_filter || cell_timestamp(it, sl, cell_of(sl)) <= tf_snapshot_time(it->s))
 			return TF_OK;
 	}
 	sl->done = true;
+	deactivate(it, sl);
 	return TF_OK;
 }
 
-static bool heap_less(const tf_sparse *it, size_t a, size_t b)
+/* Slot s joins the merge (counted in nactive), its window not loaded. */
+static tf_status join(tf_sparse *it, size_t s, tf_error *err)
 {
-	return cmp_slots(it, &it->slots[a], &it->slots[b]) < 0;
+	slot *sl = &it->slots[s];
+	tf_status rc;
+
+	if (!(sl->buf = calloc(1, sizeof(*sl->buf))))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	if ((rc = tf_cellbuf_init(sl->buf, it->cache, it->spec, it->nspec, it->extra, err)) != TF_OK) {
+		free(sl->buf);
+		sl->buf = NULL;
+		return rc;
+	}
+	sl->active = true;
+	it->nactive++;
+	return TF_OK;
 }
 
-static void heap_push(tf_sparse *it, size_t s)
+/* A joined slot's first window, and its place in the heap. */
+static tf_status start(tf_sparse *it, size_t s, tf_workspace *ws, tf_error *err)
 {
-	size_t i = it->nheap++;
+	slot *sl = &it->slots[s];
+	tf_status rc = slot_settle(it, sl, ws, err);
 
-	it->heap[i] = s;
-	while (i > 0 && heap_less(it, it->heap[i], it->heap[(i - 1) / 2])) {
-		size_t p = (i - 1) / 2, t = it->heap[p];
-		it->heap[p] = it->heap[i], it->heap[i] = t, i = p;
-	}
+	if (rc == TF_OK && !sl->done)
+		heap_push(it, s);
+	return rc;
 }
 
-static size_t heap_pop(tf_sparse *it)
+/* When fragments join, a window more than twice the even share is read
+ * again at that share (from the same cell: the heap's order stands), so
+ * that those which had the merge to themselves give room back.  A window
+ * is read again only when the fragments in the merge have doubled since it
+ * was loaded: a share's worth of bytes per doubling at most. */
+static tf_status rebalance(tf_sparse *it, size_t joining, tf_workspace *ws, tf_error *err)
 {
-	size_t top = it->heap[0], i = 0;
+	size_t even = it->share / (it->nactive ? it->nactive : 1);
+	tf_status rc = TF_OK;
 
-	it->heap[0] = it->heap[--it->nheap];
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, m = i, t;
-		if (l < it->nheap && heap_less(it, it->heap[l], it->heap[m]))
-			m = l;
-		if (r < it->nheap && heap_less(it, it->heap[r], it->heap[m]))
-			m = r;
-		if (m == i)
-			break;
-		t = it->heap[m], it->heap[m] = it->heap[i], it->heap[i] = t, i = m;
+	if (it->held + joining * even <= it->share)
+		return TF_OK;
+	for (size_t i = 0; i < it->nheap && rc == TF_OK; i++) {
+		slot *sl = &it->slots[it->heap[i]];
+		if (sl->buf->loaded && sl->buf->len > 2 * even)
+			rc = slot_fetch(it, sl, even, ws, err);
 	}
-	return top;
+	return rc;
+}
+
+/* Every waiting slot whose corner the merge has reached joins it, all at
+ * once (their windows sized for all of them).  With the heap empty the
+ * first waiting slot joins alone, with a one-cell window, to say where the
+ * merge starts. */
+static tf_status admit(tf_sparse *it, tf_workspace *ws, tf_error *err)
+{
+	size_t n = 0;
+	tf_status rc = TF_OK;
+
+	while (rc == TF_OK && it->npend && !it->nheap) {
+		size_t s = pop(it, it->pend, &it->npend, pend_less);
+		if ((rc = join(it, s, err)) == TF_OK && (rc = slot_fetch(it, &it->slots[s], 1, ws, err)) == TF_OK)
+			rc = start(it, s, ws, err);
+	}
+	while (rc == TF_OK && it->npend && it->nheap && corner_reached(it, it->pend[0], &it->slots[it->heap[0]])) {
+		size_t s = pop(it, it->pend, &it->npend, pend_less);
+		it->batch[n++] = s;
+		rc = join(it, s, err);
+	}
+	if (rc == TF_OK && n)
+		rc = rebalance(it, n, ws, err);
+	for (size_t i = 0; i < n && rc == TF_OK; i++)
+		rc = start(it, it->batch[i], ws, err);
+	return rc;
 }
 
 tf_status tf_sparse_seek(tf_sparse *it, tf_workspace *ws, const uint64_t *state, tf_error *err)
 {
+	size_t n = 0;
 	tf_status rc = TF_OK;
 
-	it->nheap = 0;
+	it->nheap = it->npend = 0;
+	for (size_t i = 0; i < it->nslots; i++)
+		deactivate(it, &it->slots[i]);
 	for (size_t i = 0; i < it->nslots && rc == TF_OK; i++) {
 		slot *sl = &it->slots[i];
 
 		sl->pos = state ? state[i] : 0;
-		sl->done = false;
 		if (sl->pos > sl->total)
-			return tf_err(err, TF_E_INVAL, "cursor past the end of fragment %s", sl->f->name);
-		if ((rc = slot_settle(it, sl, ws, err)) == TF_OK && !sl->done)
-			heap_push(it, i);
+			return tf_err(err, TF_E_INVAL, "cursor past the end of fragment %s", frag_of(it, sl)->name);
+		sl->done = sl->pos == sl->total;
+		if (sl->done)
+			continue;
+		/* Hilbert order does not follow the domain's corners: those
+		 * join now, all at once. */
+		if (!it->hilbert && frag_of(it, sl)->corner)
+			push(it, it->pend, &it->npend, i, pend_less);
+		else if ((rc = join(it, i, err)) == TF_OK)
+			it->batch[n++] = i;
 	}
+	for (size_t i = 0; i < n && rc == TF_OK; i++)
+		rc = start(it, it->batch[i], ws, err);
 	return rc;
 }
 
@@ -949,40 +1498,77 @@ static tf_status slot_advance(tf_sparse *it, size_t s, tf_workspace *ws, tf_erro
 	return rc;
 }
 
+void tf_sparse_park(tf_sparse *it)
+{
+	for (size_t i = 0; i < it->nslots; i++)
+		if (it->slots[i].active)
+			tf_cellbuf_park(it->slots[i].buf);
+	it->cancel = NULL;
+}
+
+tf_status tf_sparse_resume(tf_sparse *it, tf_workspace *ws, const tf_cancel *cancel, tf_error *err)
+{
+	tf_status rc = TF_OK;
+	bool reread;
+
+	it->cancel = cancel;
+	/* The windows still there first, pinned before any lost one is read
+	 * again: reading it evicts what is not pinned (it took all the
+	 * others with it, a request after a request). */
+	for (size_t i = 0; i < it->nheap; i++)
+		tf_cellbuf_retake(it->slots[it->heap[i]].buf);
+	for (size_t i = 0; i < it->nslots && rc == TF_OK; i++) {
+		slot *sl = &it->slots[i];
+
+		if (!sl->active)
+			continue;
+		if ((rc = tf_cellbuf_resume(sl->buf, it->s, ws, &reread, err)) == TF_OK && reread)
+			rc = compute_keys(it, sl, err);
+		if (rc == TF_OK && !sl->buf->loaded)	/* lost: load it again */
+			rc = slot_load(it, sl, ws, err);
+	}
+	it->held = 0;
+	for (size_t i = 0; i < it->nslots; i++)
+		if (it->slots[i].active && it->slots[i].buf->loaded)
+			it->held += it->slots[i].buf->len;
+	return rc;
+}
+
 /* ---- deletes ------------------------------------------------------------------------------------ */
 
 /* Whether a read at the snapshot's time no longer sees the slot's cell. */
 static bool cell_deleted(tf_sparse *it, const slot *sl)
 {
+	const tf_snap_frag *f = frag_of(it, sl);
 	uint64_t c = cell_of(sl), ts = cell_timestamp(it, sl, c);
 	const uint8_t *p;
 	size_t n;
 	bool valid;
 
-	if (sl->f->has_dm) {	/* dt.tdb: deleted at that time (UINT64_MAX: never) */
-		tf_cellbuf_get(&sl->buf, it->f_dt, c, &p, &n, &valid);
+	if (f->has_dm) {	/* dt.tdb: deleted at that time (UINT64_MAX: never) */
+		tf_cellbuf_get(sl->buf, it->f_dt, c, &p, &n, &valid);
 		if (n == 8 && tf_le64(p) <= tf_snapshot_time(it->s))
 			return true;
 	}
 	for (size_t k = 0; k < tf_snapshot_ndeletes(it->s); k++) {
 		const tf_snap_delete *d = tf_snapshot_delete(it->s, k);
 
-		if (d->t < sl->f->t1)
+		if (d->t < f->t1)
 			continue;	/* older than the fragment */
 		for (size_t j = 0; j < tf_cond_nfields(d->cond); j++) {
 			tf_cond_value *v = &it->cvals[j];
 			size_t i = it->cond_idx[k][j];
 
 			memset(v, 0, sizeof(*v));
-			v->absent = i == SIZE_MAX || tf_col_missing(sl->buf.f[i].col);
+			v->absent = i == SIZE_MAX || sl->buf->f[i].missing;
 			if (v->absent)
 				continue;
-			tf_cellbuf_get(&sl->buf, i, c, &v->p, &v->n, &valid);
+			tf_cellbuf_get(sl->buf, i, c, &v->p, &v->n, &valid);
 			v->null = !valid;
 			v->type = it->spec[i].field->type;
 			v->var = it->spec[i].field->cell_val_num == TF_CELL_VAR;
 		}
-		if (!tf_cond_keeps(d->cond, it->cvals) && (!sl->f->has_ts || d->t > sl->f->t2 || ts <= d->t))
+		if (!tf_cond_keeps(d->cond, it->cvals) && (!f->has_ts || d->t > f->t2 || ts <= d->t))
 			return true;
 	}
 	return false;
@@ -1000,7 +1586,7 @@ static tf_status copy_row(const tf_sparse *it, const slot *sl, tf_row *row, tf_e
 		const uint8_t *p;
 		size_t n;
 
-		tf_cellbuf_get(&sl->buf, it->out_idx[i], c, &p, &n, &row->valid[i]);
+		tf_cellbuf_get(sl->buf, it->out_idx[i], c, &p, &n, &row->valid[i]);
 		row->off[i] = row->bytes.len;
 		row->len[i] = n;
 		rc = tf_buf_append(&row->bytes, p ? p : (const uint8_t *)"", n, err);
@@ -1045,13 +1631,13 @@ static bool same_as_key(const tf_sparse *it, const slot *sl)
  * fragment); deletes apply to it alone. */
 static tf_status next_unique(tf_sparse *it, tf_workspace *ws, tf_row *row, bool *emitted, tf_error *err)
 {
-	size_t s = heap_pop(it), best_order;
+	size_t s = heap_pop(it), best_order;	/* order: a slot's index */
 	uint64_t best_ts;
 	bool best_deleted;
 	tf_status rc;
 
 	best_ts = cell_timestamp(it, &it->slots[s], cell_of(&it->slots[s]));
-	best_order = it->slots[s].order;
+	best_order = s;
 	best_deleted = cell_deleted(it, &it->slots[s]);
 	if ((rc = copy_row(it, &it->slots[s], row, err)) != TF_OK || (rc = copy_key(it, &it->slots[s], err)) != TF_OK ||
 	    (rc = slot_advance(it, s, ws, err)) != TF_OK)
@@ -1060,8 +1646,8 @@ static tf_status next_unique(tf_sparse *it, tf_workspace *ws, tf_row *row, bool 
 		slot *sl = &it->slots[heap_pop(it)];
 		uint64_t ts = cell_timestamp(it, sl, cell_of(sl));
 
-		if (ts > best_ts || (ts == best_ts && sl->order > best_order)) {
-			best_ts = ts, best_order = sl->order;
+		if (ts > best_ts || (ts == best_ts && (size_t)(sl - it->slots) > best_order)) {
+			best_ts = ts, best_order = (size_t)(sl - it->slots);
 			best_deleted = cell_deleted(it, sl);
 			if ((rc = copy_row(it, sl, row, err)) != TF_OK)
 				return rc;
@@ -1078,7 +1664,10 @@ tf_status tf_sparse_next(tf_sparse *it, tf_workspace *ws, tf_row *row, bool *end
 	bool emitted = false;
 	tf_status rc = TF_OK;
 
-	while (rc == TF_OK && !emitted && it->nheap) {
+	/* A waiting fragment joins before the merge could pass its corner: a
+	 * group of equal cells is then whole in the heap. */
+	while (rc == TF_OK && !emitted && (rc = admit(it, ws, err)) == TF_OK && it->nheap &&
+	       (rc = check_cancel(it, err)) == TF_OK) {
 		if (!it->dups) {
 			rc = next_unique(it, ws, row, &emitted, err);
 			continue;

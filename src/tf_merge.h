@@ -41,36 +41,65 @@ typedef struct tf_fieldspec {
 	const tf_field *field;		/* the newest schema's field (NULL: specials) */
 } tf_fieldspec;
 
-/* ---- one tile's cells of some fields ---------------------------------------------------- */
+/* ---- a window of one tile's cells, held in the cache --------------------------------------- */
 
+/*
+ * Some consecutive cells of one tile of one fragment, every field wanted,
+ * copied out of the decoded units into one cache entry of their own (so
+ * charged to the budget like any decoded bytes).  The window is pinned
+ * while its holder reads it; parked between requests it is an ordinary
+ * entry the cache may evict, and resuming reads it again, identically, if
+ * it was.  A load takes as many cells as fit the bytes it is given (one at
+ * least): a tile of a million cells is read a window at a time.
+ */
 typedef struct tf_cellbuf_field {
-	const tf_col *col;
-	bool missing, var;		/* of col, kept at hand */
+	bool missing, var;		/* of the column, kept at hand */
 	unsigned cell_size;
-	tf_buf data;			/* fixed values, or var bytes */
-	uint64_t *starts;		/* var: ncells + 1 */
-	uint8_t *valid;			/* ncells */
+	size_t valid_at, data_at, starts_at;	/* where its parts lie in the window */
+	uint64_t vlen;			/* var bytes of the window's cells */
+	const uint8_t *valid, *data;	/* while pinned */
+	const uint64_t *starts;		/* var: ncells + 1, from 0 */
 } tf_cellbuf_field;
 
 typedef struct tf_cellbuf {
+	tf_cache *cache;
+	uint64_t owner, seq;		/* the window's cache key is (owner, seq) */
+	tf_cache_entry *e;		/* pinned, or NULL (parked, or none) */
+	uint32_t len;			/* bytes of the window */
 	size_t frag;			/* snapshot fragment index */
-	uint64_t tile, ncells;
+	uint64_t tile, first, ncells;	/* cells [first, first + ncells) of the tile */
 	bool loaded;
-	size_t nfields;
+	size_t nfields, extra_size;	/* extra: bytes per cell left to the holder */
+	uint8_t *extra;			/* while pinned: ncells * extra_size, 8-aligned */
 	const tf_fieldspec *spec;
 	tf_cellbuf_field *f;
+	uint64_t *scratch;		/* var offsets, to size a window */
+	size_t scap;
 } tf_cellbuf;
 
-tf_status tf_cellbuf_init(tf_cellbuf *b, const tf_fieldspec *spec, size_t nfields, tf_error *err);
+tf_status tf_cellbuf_init(tf_cellbuf *b, tf_cache *cache, const tf_fieldspec *spec, size_t nfields,
+			  size_t extra_size, tf_error *err);
 void tf_cellbuf_free(tf_cellbuf *b);
-/* Load every field of tile `tile` (of ncells cells) of fragment frag. */
-tf_status tf_cellbuf_load(tf_cellbuf *b, tf_snapshot *s, tf_workspace *ws, size_t frag,
-			  uint64_t tile, uint64_t ncells, tf_error *err);
-/* Field i of cell c: bytes and validity (the fill value where missing). */
+/* Load cells from cell `first` of tile `tile` of fragment frag (loaded),
+ * at most max_cells and as many as fit max_bytes (one at least), in place
+ * of the window held; it comes back pinned. */
+tf_status tf_cellbuf_load(tf_cellbuf *b, tf_snapshot *s, tf_workspace *ws, size_t frag, uint64_t tile,
+			  uint64_t first, uint64_t max_cells, size_t max_bytes, tf_error *err);
+/* Whether the window holds cell `cell` of tile `tile` of fragment frag. */
+bool tf_cellbuf_has(const tf_cellbuf *b, size_t frag, uint64_t tile, uint64_t cell);
+/* Unpin the window: the cache may evict it.  Resume pins it again, read
+ * anew if it was evicted (*reread: the extra bytes are gone too). */
+void tf_cellbuf_park(tf_cellbuf *b);
+tf_status tf_cellbuf_resume(tf_cellbuf *b, tf_snapshot *s, tf_workspace *ws, bool *reread, tf_error *err);
+/* Pin the window again if the cache still has it (nothing else): true if
+ * it did (or it is pinned, or there is none to pin). */
+bool tf_cellbuf_retake(tf_cellbuf *b);
+/* Field i of cell c of the tile (held by the pinned window): bytes and
+ * validity (the fill value where missing). */
 void tf_cellbuf_get(const tf_cellbuf *b, size_t i, uint64_t c, const uint8_t **p, size_t *n,
 		    bool *valid);
 
-/* Cells of tile t of a visible or listed fragment. */
+/* Cells of tile t of a fragment (loaded). */
 uint64_t tf_frag_tile_cells(const tf_snap_frag *f, uint64_t t);
 /* All cells of a sparse fragment (TF_E_CORRUPT if its counts overflow). */
 tf_status tf_frag_sparse_cells(const tf_snap_frag *f, uint64_t *total, tf_error *err);
@@ -106,17 +135,32 @@ tf_status tf_dense_runs(const tf_dense *d, uint64_t c0, uint64_t n, tf_run **run
 
 typedef struct tf_sparse tf_sparse;
 
-/* Merge the visible fragments, giving `out` fields of each cell (the
+/*
+ * Merge the visible fragments, giving `out` fields of each cell (the
  * dimensions are always read; conditions and timestamps as needed).
- * TF_E_UNSUPPORTED unless the array is sparse. */
-tf_status tf_sparse_open(tf_snapshot *s, const tf_fieldspec *out, size_t nout, tf_sparse **it,
-			 tf_error *err);
+ * TF_E_UNSUPPORTED unless the array is sparse.  Reads every visible
+ * fragment's metadata (cancellable).
+ *
+ * Memory: fragments join the merge when it reaches the lower corner of
+ * their non-empty domain (fragments written one after another are merged
+ * a few at a time, whatever their number), and each fragment merged holds
+ * one window of cells (tf_cellbuf), their bytes together a share of the
+ * cache's budget (tf_merge.c says how much, and why).
+ */
+tf_status tf_sparse_open(tf_snapshot *s, const tf_fieldspec *out, size_t nout, const tf_cancel *cancel,
+			 tf_sparse **it, tf_error *err);
 void tf_sparse_free(tf_sparse *it);
 /* Where the merge stands: one cursor per merged fragment. */
 size_t tf_sparse_state_len(const tf_sparse *it);
 void tf_sparse_get_state(const tf_sparse *it, uint64_t *state);
-/* Resume from a state (NULL: the beginning). */
+/* Resume from a state (NULL: the beginning); pins what it loads. */
 tf_status tf_sparse_seek(tf_sparse *it, tf_workspace *ws, const uint64_t *state, tf_error *err);
+/* Between requests: unpin every window (the cache may evict them), and
+ * pin them again before the next tf_sparse_next (read anew if evicted). */
+void tf_sparse_park(tf_sparse *it);
+tf_status tf_sparse_resume(tf_sparse *it, tf_workspace *ws, const tf_cancel *cancel, tf_error *err);
+/* Bytes of the windows held now, for tests. */
+size_t tf_sparse_held(const tf_sparse *it);
 
 /* The next cell: its output fields copied out.  *end at the end. */
 typedef struct tf_row {

@@ -2,6 +2,28 @@
  * tf_snapshot.c - the fragments and delete conditions a read sees
  * (array_directory.cc, fragment_identifier.cc of TileDB 2.29), and cells of
  * their fields read through the cache.
+ *
+ * Scale.  An array may hold hundreds of thousands of fragments (TileDB
+ * writes one per write; 200,000 one-cell fragments is a test case).  So:
+ *  - directory listings are kept as one arena of names each (a 58-byte
+ *    fragment name costs 67 bytes, not a malloc'd string and a pointer),
+ *    sorted once, and searched: commit and vacuum checks are O(log n) per
+ *    fragment (they were linear: 200,000 fragments compared 4e10 names);
+ *  - what a snapshot keeps per fragment is its name (in the listing), its
+ *    tf_snap_frag (about 150 bytes with its facts) and a state byte; the
+ *    metadata is read on demand (tf_snapshot_load) and given back to the
+ *    array, which keeps 1,024 idle fragments: 200,000 fragments' metadata
+ *    held by a snapshot was 700 MB;
+ *  - columns (open files) are per fragment, held by readers while in use;
+ *    of the idle ones TF_SNAPSHOT_IDLE_COLS keep their files open, older
+ *    ones close them but keep their indexes (so their decoded units stay
+ *    theirs in the cache: 300 fragments of 4 fields are 1,200 columns, read
+ *    in turn), and beyond a sixteenth of the budget of indexes they go,
+ *    least recently used first.  One open column per (fragment, field) for
+ *    the snapshot's life was 800,000 open files and their indexes.
+ *  - whether the array changed (tf_snapshot_current, asked each second a
+ *    view is looked up) hashes the listings as they stream by: nothing is
+ *    kept.
  */
 #include "config.h"
 
@@ -17,25 +39,47 @@
 
 #include "tf_tile.h"
 
-#define NBUCKETS 64
 #define LIST_LIMIT ((size_t)16 << 20)	/* .vac / .con / .ign lists */
 /* consolidation_with_timestamps_min_version (constants.cc): fragments of
  * this format or later are seen once their start is past. */
 #define PARTIAL_OVERLAP_VERSION 15
+
+enum { META_UNREAD, META_READ, META_FAILED };
+
+/* A column is held (refs > 0: its files open), idle (open, on the idle
+ * list), or dormant (its files' indexes kept, their descriptors closed, on
+ * the dormant list). */
+typedef enum { COL_HELD, COL_IDLE, COL_DORMANT } col_state;
 
 typedef struct col_slot {
 	size_t frag;
 	tf_col_kind kind;
 	char *name;
 	tf_col *col;
-	struct col_slot *next;
+	int refs;			/* readers holding col */
+	size_t bytes;			/* its files' indexes */
+	col_state state;
+	bool opening;			/* a reader opens its files again */
+	struct col_slot *next;		/* the fragment's other columns */
+	struct col_slot *older, *newer;	/* its list, least recently used first */
 } col_slot;
+
+typedef struct col_list {
+	col_slot *old, *new;
+	size_t n, bytes;
+} col_list;
 
 typedef struct enum_slot {
 	char *path;
 	tf_enum *e;
 	struct enum_slot *next;
 } enum_slot;
+
+typedef struct failure {
+	size_t frag;
+	tf_error error;
+	struct failure *next;
+} failure;
 
 typedef enum { LAYOUT_PLAIN, LAYOUT_UNZIPPED, LAYOUT_ZIPPED } col_layout;
 
@@ -47,11 +91,25 @@ struct tf_col {
 				 * __coords: every dimension's value) */
 	col_layout layout;	/* legacy __coords: dimension `dim` of `ndims` */
 	unsigned dim, ndims, value_size;
-	/* each file as the version first indexed: one open per column, kept
-	 * while the snapshot lives (a fragment's files never change) */
+	/* each file as the version indexed when the column was first opened
+	 * (a fragment's files never change): its index, and while the column
+	 * is held or idle, one open of it (a dormant column reopens its files
+	 * at that version, and keeps its place in the cache) */
+	tf_file *fdata, *fvar, *fvalid;
 	tf_handle *data, *vfile, *validity;
 	tf_cache *cache;
+	col_slot *slot;
 };
+
+/* A listing: NUL-terminated names back to back in one buffer, each after
+ * a byte saying whether it is a directory; sorted once complete. */
+typedef struct names {
+	char *buf;
+	size_t len, cap;
+	size_t *off;		/* where each name starts in buf */
+	size_t n, ncap;
+	bool failed, sorted;
+} names;
 
 struct tf_snapshot {
 	atomic_int refs;
@@ -59,57 +117,115 @@ struct tf_snapshot {
 	tf_cache *cache;
 	const tf_schema *schema;
 	uint64_t now, fingerprint;
+	names root, fdir;	/* the listings: fragment names point into them */
 	tf_snap_frag *frags;
 	size_t nfrags;
+	_Atomic uint8_t *meta;	/* per fragment: META_* */
+	failure *failures;	/* fragments whose metadata failed (under load_lock) */
+	pthread_mutex_t load_lock;	/* one reader of metadata at a time */
 	size_t *visible, nvisible;
 	tf_snap_delete *dels;
 	size_t ndels;
-	pthread_mutex_t lock;	/* guards cols and enums */
-	col_slot *cols[NBUCKETS];
+	pthread_mutex_t lock;	/* guards columns and enumerations */
+	col_slot **cols;	/* per fragment */
+	col_list idle, dormant;
+	size_t nopen, kept_limit;	/* columns in the table; bytes of idle and dormant ones */
+	pthread_cond_t reopened;	/* a dormant column's files are open again */
 	enum_slot *enums;
 };
 
+bool tf_cancelled(const tf_cancel *c)
+{
+	return c && c->fn && c->fn(c->ctx);
+}
+
 /* ---- names ---------------------------------------------------------------------------------- */
 
-typedef struct names {
-	char **v;
-	bool *dir;
-	size_t n, cap;
-	bool failed;
-} names;
+static const char *name_at(const names *l, size_t i)
+{
+	return l->buf + l->off[i];
+}
+
+static bool dir_at(const names *l, size_t i)
+{
+	return l->buf[l->off[i] - 1] == 'd';
+}
+
+static bool grow(void **p, size_t *cap, size_t need, size_t size)
+{
+	size_t c = *cap ? *cap : 64;
+	void *v;
+
+	if (need <= *cap)
+		return true;
+	while (c < need)
+		c *= 2;
+	if (!(v = realloc(*p, c * size)))
+		return false;
+	*p = v;
+	*cap = c;
+	return true;
+}
 
 static int collect(void *ctx, const char *name, bool is_dir)
 {
 	names *l = ctx;
+	size_t k = strlen(name) + 2;
 
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 64;
-		char **v = realloc(l->v, cap * sizeof(*v));
-		bool *d = v ? realloc(l->dir, cap * sizeof(*d)) : NULL;
-		if (v)
-			l->v = v;
-		if (!d) {
-			l->failed = true;
-			return 1;
-		}
-		l->dir = d;
-		l->cap = cap;
-	}
-	if (!(l->v[l->n] = strdup(name))) {
+	if (l->failed || !grow((void **)&l->buf, &l->cap, l->len + k, 1) ||
+	    !grow((void **)&l->off, &l->ncap, l->n + 1, sizeof(size_t))) {
 		l->failed = true;
 		return 1;
 	}
-	l->dir[l->n++] = is_dir;
+	l->buf[l->len] = is_dir ? 'd' : 'f';
+	memcpy(l->buf + l->len + 1, name, k - 1);
+	l->off[l->n++] = l->len + 1;
+	l->len += k;
+	l->sorted = false;
 	return 0;
 }
 
 static void names_free(names *l)
 {
-	for (size_t i = 0; i < l->n; i++)
-		free(l->v[i]);
-	free(l->v);
-	free(l->dir);
+	free(l->buf);
+	free(l->off);
 	memset(l, 0, sizeof(*l));
+}
+
+static int cmp_off(const void *pa, const void *pb, void *ctx)
+{
+	const char *buf = ctx;
+
+	return strcmp(buf + *(const size_t *)pa, buf + *(const size_t *)pb);
+}
+
+static void names_sort(names *l)
+{
+	if (l->n)
+		qsort_r(l->off, l->n, sizeof(size_t), cmp_off, l->buf);
+	l->sorted = true;
+}
+
+/* Whether s is in the listing: a binary search once sorted. */
+static bool contains(const names *l, const char *s)
+{
+	size_t lo = 0, hi = l->n;
+
+	if (!l->sorted) {
+		for (size_t i = 0; i < l->n; i++)
+			if (!strcmp(name_at(l, i), s))
+				return true;
+		return false;
+	}
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int r = strcmp(name_at(l, mid), s);
+
+		if (!r)
+			return true;
+		*(r < 0 ? &lo : &hi) = mid + (r < 0);
+	}
+	return false;
 }
 
 static bool has_suffix(const char *s, const char *suffix)
@@ -118,12 +234,11 @@ static bool has_suffix(const char *s, const char *suffix)
 	return n >= m && !memcmp(s + n - m, suffix, m);
 }
 
-static bool contains(const names *l, const char *s)
+static bool contains_with(const names *l, const char *name, const char *suffix)
 {
-	for (size_t i = 0; i < l->n; i++)
-		if (!strcmp(l->v[i], s))
-			return true;
-	return false;
+	char buf[600];
+
+	return snprintf(buf, sizeof(buf), "%s%s", name, suffix) < (int)sizeof(buf) && contains(l, buf);
 }
 
 static tf_status list_dir(tf_array *a, const char *rel, names *out, tf_error *err)
@@ -132,6 +247,8 @@ static tf_status list_dir(tf_array *a, const char *rel, names *out, tf_error *er
 
 	if (rc == TF_OK && out->failed)
 		rc = tf_err(err, TF_E_NOMEM, "out of memory listing %s", rel);
+	if (rc == TF_OK)
+		names_sort(out);
 	return rc;
 }
 
@@ -181,7 +298,7 @@ static const char *vac_name(const char *line)
 /* ---- what is committed, vacuumed, deleted --------------------------------------------------- */
 
 typedef struct commits {
-	names committed;	/* fragment names with a commit */
+	names con;		/* fragment names committed by .con lists */
 	names vacuumed;		/* fragment names in vacuum lists */
 	names ignored;		/* .ign: commit lines to skip in .con */
 	names del_seen;		/* delete markers already read */
@@ -189,13 +306,13 @@ typedef struct commits {
 
 static void commits_free(commits *c)
 {
-	names_free(&c->committed);
+	names_free(&c->con);
 	names_free(&c->vacuumed);
 	names_free(&c->ignored);
 	names_free(&c->del_seen);
 }
 
-/* Call fn for each '\n'-terminated line of a text file. */
+/* Each '\n'-terminated line of a text file into `into`. */
 static tf_status read_lines(tf_array *a, const char *rel, names *into, bool vac, tf_error *err)
 {
 	tf_buf b = TF_BUF_INIT(LIST_LIMIT + 1);
@@ -271,7 +388,7 @@ static tf_status read_con(tf_snapshot *s, commits *c, const char *rel, tf_error 
 		base = strrchr(line, '/') ? strrchr(line, '/') + 1 : line;
 		if (has_suffix(line, ".wrt") && !contains(&c->ignored, line)) {
 			base[strlen(base) - 4] = '\0';
-			collect(&c->committed, base, false);
+			collect(&c->con, base, false);
 		} else if (has_suffix(line, ".del")) {
 			if (pos > b.len || b.len - pos < 8 || (size = tf_le64(b.p + pos)) > b.len - pos - 8)
 				rc = tf_err(err, TF_E_CORRUPT, "%s: delete tile of %s cut short", rel, line);
@@ -299,36 +416,35 @@ static tf_status read_commits(tf_snapshot *s, const names *cdir, const names *ro
 	tf_status rc = TF_OK;
 
 	for (size_t i = 0; i < cdir->n && rc == TF_OK; i++)
-		if (has_suffix(cdir->v[i], ".ign") && snprintf(rel, sizeof(rel), "__commits/%s", cdir->v[i]) < (int)sizeof(rel))
+		if (has_suffix(name_at(cdir, i), ".ign") &&
+		    snprintf(rel, sizeof(rel), "__commits/%s", name_at(cdir, i)) < (int)sizeof(rel))
 			rc = read_lines(s->a, rel, &c->ignored, false, err);
+	names_sort(&c->ignored);
 	for (size_t i = 0; i < cdir->n && rc == TF_OK; i++) {
-		const char *n = cdir->v[i];
+		const char *n = name_at(cdir, i);
 
 		snprintf(rel, sizeof(rel), "__commits/%s", n);
 		if (has_suffix(n, ".con"))
 			rc = read_con(s, c, rel, err);
 		else if (has_suffix(n, ".vac"))
 			rc = read_lines(s->a, rel, &c->vacuumed, true, err);
-		else if (has_suffix(n, ".wrt") && strlen(n) < 512) {
-			char stem[512];
-			snprintf(stem, sizeof(stem), "%.*s", (int)(strlen(n) - 4), n);
-			collect(&c->committed, stem, false);
-		}
 	}
 	for (size_t i = 0; i < root->n && rc == TF_OK; i++)	/* before format 12 */
-		if (has_suffix(root->v[i], ".vac"))
-			rc = read_lines(s->a, root->v[i], &c->vacuumed, true, err);
+		if (has_suffix(name_at(root, i), ".vac"))
+			rc = read_lines(s->a, name_at(root, i), &c->vacuumed, true, err);
 	/* Delete commits not already read from a .con list. */
 	for (size_t i = 0; i < cdir->n && rc == TF_OK; i++) {
-		if (!has_suffix(cdir->v[i], ".del") || contains(&c->del_seen, cdir->v[i]))
+		if (!has_suffix(name_at(cdir, i), ".del") || contains(&c->del_seen, name_at(cdir, i)))
 			continue;
-		snprintf(rel, sizeof(rel), "__commits/%s", cdir->v[i]);
+		snprintf(rel, sizeof(rel), "__commits/%s", name_at(cdir, i));
 		if ((rc = tf_array_read_generic(s->a, rel, &payload, err)) == TF_OK)
 			rc = add_delete(s, rel, tf_span_of(payload.p, payload.len), err);
 	}
 	tf_buf_free(&payload);
-	if (rc == TF_OK && (c->committed.failed || c->vacuumed.failed || c->del_seen.failed))
+	if (rc == TF_OK && (c->con.failed || c->vacuumed.failed || c->del_seen.failed || c->ignored.failed))
 		rc = tf_err(err, TF_E_NOMEM, "out of memory");
+	names_sort(&c->con);
+	names_sort(&c->vacuumed);
 	return rc;
 }
 
@@ -344,43 +460,44 @@ static bool is_internal(const char *name)
 	return false;
 }
 
-static tf_status add_frag(tf_snapshot *s, const char *dir, const char *name, tf_error *err)
+static tf_status add_frag(tf_snapshot *s, size_t *cap, const char *name, bool in_root, tf_error *err)
 {
-	tf_snap_frag *v, *f;
+	tf_snap_frag *f;
 	uint64_t t1, t2;
 	uint32_t version;
 
 	if (!parse_name(name, &t1, &t2, &version) || strchr(name, '.'))
 		return TF_OK;	/* not a fragment */
-	if (!(v = realloc(s->frags, (s->nfrags + 1) * sizeof(*v))))
+	if (!grow((void **)&s->frags, cap, s->nfrags + 1, sizeof(*s->frags)))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
-	s->frags = v;
-	f = &v[s->nfrags];
+	f = &s->frags[s->nfrags++];
 	memset(f, 0, sizeof(*f));
-	if (!(f->name = strdup(name)) || asprintf(&f->rel, "%s%s", dir, name) < 0) {
-		free(f->name);
-		return tf_err(err, TF_E_NOMEM, "out of memory");
-	}
+	f->name = name;
+	f->in_root = in_root;
 	f->t1 = t1, f->t2 = t2, f->version = version;
-	s->nfrags++;
 	return TF_OK;
 }
 
-/* Whether a fragment is committed (fragment_uris_v1_v11, _v12_or_higher). */
-static bool committed(tf_snapshot *s, const tf_snap_frag *f, const commits *c, const names *root,
-		      const names *fdir)
+/* The fragment's directory, relative to the array. */
+static bool frag_rel(const tf_snap_frag *f, char *buf, size_t n)
 {
-	char ok[600];
+	return snprintf(buf, n, "%s%s", f->in_root ? "" : "__fragments/", f->name) < (int)n;
+}
+
+/* Whether a fragment is committed (fragment_uris_v1_v11, _v12_or_higher). */
+static bool committed(tf_snapshot *s, const tf_snap_frag *f, const commits *c, const names *cdir)
+{
+	char rel[600];
 	names inside = { 0 };
 	bool found;
 
-	snprintf(ok, sizeof(ok), "%s.ok", f->name);
-	if (contains(&c->committed, f->name) || contains(root, ok) || contains(fdir, ok))
+	if (contains_with(cdir, f->name, ".wrt") || contains(&c->con, f->name) ||
+	    contains_with(&s->root, f->name, ".ok") || contains_with(&s->fdir, f->name, ".ok"))
 		return true;
-	if (f->version >= 5 || strncmp(f->rel, f->name, strlen(f->name)))
+	if (f->version >= 5 || !f->in_root || !frag_rel(f, rel, sizeof(rel)))
 		return false;
 	/* Formats before 5 commit nothing: a fragment directory with metadata is one. */
-	found = tf_array_list(s->a, f->rel, collect, &inside, NULL) == TF_OK &&
+	found = tf_array_list(s->a, rel, collect, &inside, NULL) == TF_OK &&
 		contains(&inside, "__fragment_metadata.tdb");
 	names_free(&inside);
 	return found;
@@ -403,6 +520,41 @@ static int cmp_frag_name(const void *pa, const void *pb)
 	return strcmp(((const tf_snap_frag *)pa)->name, ((const tf_snap_frag *)pb)->name);
 }
 
+static tf_status list_fragments(tf_snapshot *s, tf_error *err)
+{
+	size_t cap = 0;
+	tf_status rc = TF_OK;
+
+	for (size_t i = 0; i < s->fdir.n && rc == TF_OK; i++)
+		if (dir_at(&s->fdir, i))
+			rc = add_frag(s, &cap, name_at(&s->fdir, i), false, err);
+	for (size_t i = 0; i < s->root.n && rc == TF_OK; i++)	/* formats before 12 */
+		if (dir_at(&s->root, i) && !is_internal(name_at(&s->root, i)))
+			rc = add_frag(s, &cap, name_at(&s->root, i), true, err);
+	if (rc == TF_OK && s->nfrags)
+		qsort(s->frags, s->nfrags, sizeof(*s->frags), cmp_frag_name);
+	return rc;
+}
+
+static tf_status choose_visible(tf_snapshot *s, const commits *c, const names *cdir, tf_error *err)
+{
+	if (!(s->visible = malloc((s->nfrags ? s->nfrags : 1) * sizeof(size_t))))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	for (size_t i = 0; i < s->nfrags; i++) {
+		tf_snap_frag *f = &s->frags[i];
+		bool in_time = f->version >= PARTIAL_OVERLAP_VERSION ? f->t1 <= s->now : f->t2 <= s->now;
+
+		f->visible = in_time && !contains(&c->vacuumed, f->name) && committed(s, f, c, cdir);
+		if (f->visible)
+			s->visible[s->nvisible++] = i;
+	}
+	if (s->nvisible)
+		qsort_r(s->visible, s->nvisible, sizeof(size_t), cmp_visible, s);
+	return TF_OK;
+}
+
+/* ---- metadata, on demand ------------------------------------------------------------------- */
+
 /* A domain value (integer or date/time type t) minus the domain's lower
  * bound, as the unsigned distance. */
 static uint64_t dim_offset(tf_datatype t, const uint8_t *v, const uint8_t *lo)
@@ -423,14 +575,14 @@ static uint64_t extent_of(const tf_field *d)
 }
 
 /* Dense fragments: the non-empty domain and its tiles, per dimension. */
-static tf_status dense_box(tf_snap_frag *f, tf_error *err)
+static tf_status dense_box(tf_snap_frag *f, const tf_fragment *fr, tf_error *err)
 {
 	const tf_schema *sc = f->schema;
 	size_t n = sc->ndims;
 	tf_span lo, hi;
 	tf_status rc;
 
-	if (!(f->lo = calloc(4 * n, sizeof(uint64_t))))
+	if (!(f->lo = calloc(4 * n + 1, sizeof(uint64_t))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	f->hi = f->lo + n, f->tlo = f->hi + n, f->tn = f->tlo + n;
 	f->ntiles = 1;
@@ -439,7 +591,7 @@ static tf_status dense_box(tf_snap_frag *f, tf_error *err)
 		unsigned size = tf_datatype_size(dim->type);
 		uint64_t ext = extent_of(dim);
 
-		if ((rc = tf_fragment_ned(f->fr, d, &lo, &hi, err)) != TF_OK)
+		if ((rc = tf_fragment_ned(fr, d, &lo, &hi, err)) != TF_OK)
 			return rc;
 		if (!dim->has_extent || ext == 0 || tf_datatype_is_real(dim->type) || lo.n != size || hi.n != size)
 			return tf_err(err, TF_E_UNSUPPORTED, "fragment %s: dimension %s is not an integer "
@@ -458,103 +610,192 @@ static tf_status dense_box(tf_snap_frag *f, tf_error *err)
 	return TF_OK;
 }
 
-static void load_metadata(tf_snapshot *s, tf_snap_frag *f)
+/* Sparse fragments: the lower corner of the non-empty domain, packed (see
+ * tf_snap_frag.corner); none when the metadata has no usable domain (formats
+ * 1-2, a null domain, or formats 1-4 storing every dimension in the first
+ * one's type when the types differ). */
+static void sparse_corner(tf_snap_frag *f, const tf_fragment *fr)
 {
-	tf_status rc = tf_array_fragment(s->a, f->rel, &f->fr, &f->error);
+	const tf_schema *sc = f->schema;
+	size_t total = 0, at = 0;
+	tf_span lo, hi;
 
-	if (rc != TF_OK) {
-		f->fr = NULL;
-		return;
+	for (size_t d = 0; d < sc->ndims; d++) {
+		const tf_field *dim = &sc->dims[d];
+
+		if (tf_fragment_ned(fr, d, &lo, &hi, NULL) != TF_OK || lo.n > UINT32_MAX ||
+		    (dim->cell_val_num != TF_CELL_VAR && lo.n != tf_datatype_size(dim->type)))
+			return;
+		total += 4 + ((lo.n + 3) & ~(size_t)3);
 	}
-	f->schema = tf_fragment_schema(f->fr);
-	f->dense = tf_fragment_dense(f->fr);
-	f->has_ts = tf_fragment_has_timestamps(f->fr);
-	f->has_dm = tf_fragment_has_delete_meta(f->fr);
-	if (!f->dense)
-		f->ntiles = tf_fragment_sparse_tiles(f->fr);
-	else if (dense_box(f, &f->error) != TF_OK) {
-		tf_array_fragment_put(s->a, f->fr);
-		f->fr = NULL;
+	if (!sc->ndims || !(f->corner = calloc(1, total)))
+		return;
+	for (size_t d = 0; d < sc->ndims; d++) {
+		tf_fragment_ned(fr, d, &lo, &hi, NULL);
+		tf_put_le32(f->corner + at, (uint32_t)lo.n);
+		memcpy(f->corner + at + 4, lo.p, lo.n);
+		at += 4 + ((lo.n + 3) & ~(size_t)3);
 	}
 }
 
-static tf_status list_fragments(tf_snapshot *s, const names *root, const names *fdir, tf_error *err)
+static tf_status read_facts(tf_snapshot *s, tf_snap_frag *f, tf_error *err)
 {
-	tf_status rc = TF_OK;
+	char rel[600];
+	tf_fragment *fr;
+	tf_status rc;
 
-	for (size_t i = 0; i < fdir->n && rc == TF_OK; i++)
-		if (fdir->dir[i])
-			rc = add_frag(s, "__fragments/", fdir->v[i], err);
-	for (size_t i = 0; i < root->n && rc == TF_OK; i++)	/* formats before 12 */
-		if (root->dir[i] && !is_internal(root->v[i]))
-			rc = add_frag(s, "", root->v[i], err);
-	if (rc == TF_OK && s->nfrags)
-		qsort(s->frags, s->nfrags, sizeof(*s->frags), cmp_frag_name);
+	if (!frag_rel(f, rel, sizeof(rel)))
+		return tf_err(err, TF_E_INVAL, "fragment %s: name too long", f->name);
+	if ((rc = tf_array_fragment(s->a, rel, &fr, err)) != TF_OK)
+		return rc;
+	f->schema = tf_fragment_schema(fr);
+	f->dense = tf_fragment_dense(fr);
+	f->has_ts = tf_fragment_has_timestamps(fr);
+	f->has_dm = tf_fragment_has_delete_meta(fr);
+	if (f->dense) {
+		rc = dense_box(f, fr, err);
+	} else {
+		f->ntiles = tf_fragment_sparse_tiles(fr);
+		f->last_cells = f->ntiles ? tf_fragment_tile_cells(fr, f->ntiles - 1, f->ntiles) : 0;
+		sparse_corner(f, fr);
+	}
+	tf_array_fragment_put(s->a, fr);
 	return rc;
 }
 
-static tf_status choose_visible(tf_snapshot *s, const commits *c, const names *root, const names *fdir,
-				tf_error *err)
+static tf_status failure_of(tf_snapshot *s, size_t frag, tf_error *err)
 {
-	if (!(s->visible = malloc((s->nfrags ? s->nfrags : 1) * sizeof(size_t))))
-		return tf_err(err, TF_E_NOMEM, "out of memory");
-	for (size_t i = 0; i < s->nfrags; i++) {
-		tf_snap_frag *f = &s->frags[i];
-		bool in_time = f->version >= PARTIAL_OVERLAP_VERSION ? f->t1 <= s->now : f->t2 <= s->now;
+	tf_status rc = TF_E_CORRUPT;
 
-		f->visible = in_time && !contains(&c->vacuumed, f->name) && committed(s, f, c, root, fdir);
-		load_metadata(s, f);
-		if (f->visible)
-			s->visible[s->nvisible++] = i;
+	pthread_mutex_lock(&s->load_lock);
+	for (failure *f = s->failures; f; f = f->next)
+		if (f->frag == frag) {
+			rc = f->error.code ? f->error.code : TF_E_CORRUPT;
+			if (err)
+				*err = f->error;
+			break;
+		}
+	pthread_mutex_unlock(&s->load_lock);
+	return rc;
+}
+
+/* Read fragment frag's facts (load_lock held). */
+static void load_locked(tf_snapshot *s, size_t frag)
+{
+	tf_snap_frag *f = &s->frags[frag];
+	failure *fl;
+	tf_error e;
+
+	if (atomic_load_explicit(&s->meta[frag], memory_order_relaxed) != META_UNREAD)
+		return;
+	if (read_facts(s, f, &e) == TF_OK) {
+		atomic_store_explicit(&s->meta[frag], META_READ, memory_order_release);
+		return;
 	}
-	if (s->nvisible)
-		qsort_r(s->visible, s->nvisible, sizeof(size_t), cmp_visible, s);
-	return TF_OK;
+	free(f->lo);
+	free(f->corner);
+	f->lo = f->hi = f->tlo = f->tn = NULL;
+	f->corner = NULL;
+	if ((fl = calloc(1, sizeof(*fl)))) {
+		fl->frag = frag;
+		fl->error = e;
+		fl->next = s->failures;
+		s->failures = fl;
+	}
+	atomic_store_explicit(&s->meta[frag], META_FAILED, memory_order_release);
+}
+
+tf_status tf_snapshot_load(tf_snapshot *s, size_t frag, tf_error *err)
+{
+	uint8_t st = atomic_load_explicit(&s->meta[frag], memory_order_acquire);
+
+	if (st == META_UNREAD) {
+		pthread_mutex_lock(&s->load_lock);
+		load_locked(s, frag);
+		pthread_mutex_unlock(&s->load_lock);
+		st = atomic_load_explicit(&s->meta[frag], memory_order_acquire);
+	}
+	return st == META_READ ? TF_OK : failure_of(s, frag, err);
+}
+
+tf_status tf_snapshot_load_visible(tf_snapshot *s, const tf_cancel *cancel, tf_error *err)
+{
+	tf_status rc = TF_OK;
+
+	for (size_t k = 0; k < s->nvisible && rc == TF_OK; k++) {
+		if (k % 256 == 0 && tf_cancelled(cancel))
+			return tf_err(err, TF_E_INTR, "interrupted reading fragment metadata");
+		rc = tf_snapshot_load(s, s->visible[k], err);
+	}
+	return rc;
 }
 
 /* ---- the state fingerprint ----------------------------------------------------------------- */
 
-static uint64_t hash_names(uint64_t h, const names *l)
+/* Order-independent: listings come in directory order. */
+static uint64_t name_hash(const char *name)
 {
-	/* Order-independent: listings come in directory order. */
-	uint64_t sum = 0;
+	uint64_t x = 1469598103934665603ull;
 
-	for (size_t i = 0; i < l->n; i++) {
-		uint64_t x = 1469598103934665603ull;
-		for (const char *c = l->v[i]; *c; c++)
-			x = (x ^ (uint8_t)*c) * 1099511628211ull;
-		sum += x * 0x9e3779b97f4a7c15ull ^ (x >> 29);
-	}
-	return (h ^ sum ^ l->n) * 1099511628211ull;
+	for (const char *c = name; *c; c++)
+		x = (x ^ (uint8_t)*c) * 1099511628211ull;
+	return x * 0x9e3779b97f4a7c15ull ^ (x >> 29);
 }
 
+typedef struct dir_hash {
+	uint64_t sum, n;
+} dir_hash;
+
+static int hash_one(void *ctx, const char *name, bool is_dir)
+{
+	dir_hash *h = ctx;
+
+	(void)is_dir;
+	h->sum += name_hash(name);
+	h->n++;
+	return 0;
+}
+
+static uint64_t mix(uint64_t h, const dir_hash *d)
+{
+	return (h ^ d->sum ^ d->n) * 1099511628211ull;
+}
+
+static void hash_names(dir_hash *d, const names *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		hash_one(d, name_at(l, i), false);
+}
+
+/* The hash of the array's directories, listing them as they are now;
+ * root, fdir and cdir (when given) keep their listings. */
 static tf_status fingerprint(tf_array *a, uint64_t *out, names *root, names *fdir, names *cdir,
 			     tf_error *err)
 {
-	names schemas = { 0 }, enums = { 0 };
-	tf_status rc;
+	static const char *const dirs[] = { ".", "__fragments", "__commits", "__schema",
+					    "__schema/__enumerations" };
+	names *keep[] = { root, fdir, cdir, NULL, NULL };
+	uint64_t h = 0;
+	tf_status rc = TF_OK;
 
-	if ((rc = list_dir(a, ".", root, err)) == TF_OK && (rc = list_dir(a, "__fragments", fdir, err)) == TF_OK &&
-	    (rc = list_dir(a, "__commits", cdir, err)) == TF_OK &&
-	    (rc = list_dir(a, "__schema", &schemas, err)) == TF_OK)
-		rc = list_dir(a, "__schema/__enumerations", &enums, err);
-	*out = hash_names(hash_names(hash_names(hash_names(hash_names(0, root), fdir), cdir), &schemas),
-			  &enums);
-	names_free(&schemas);
-	names_free(&enums);
+	for (size_t i = 0; i < 5 && rc == TF_OK; i++) {
+		dir_hash d = { 0, 0 };
+
+		if (keep[i] && (rc = list_dir(a, dirs[i], keep[i], err)) == TF_OK)
+			hash_names(&d, keep[i]);
+		else if (!keep[i])
+			rc = tf_array_list(a, dirs[i], hash_one, &d, err);
+		h = mix(h, &d);
+	}
+	*out = h;
 	return rc;
 }
 
 bool tf_snapshot_current(tf_snapshot *s)
 {
-	names root = { 0 }, fdir = { 0 }, cdir = { 0 };
 	uint64_t now;
-	bool same = fingerprint(s->a, &now, &root, &fdir, &cdir, NULL) == TF_OK && now == s->fingerprint;
 
-	names_free(&root);
-	names_free(&fdir);
-	names_free(&cdir);
-	return same;
+	return fingerprint(s->a, &now, NULL, NULL, NULL, NULL) == TF_OK && now == s->fingerprint;
 }
 
 /* ---- life cycle ------------------------------------------------------------------------------ */
@@ -576,20 +817,21 @@ static int cmp_delete(const void *pa, const void *pb)
 
 static tf_status snapshot_fill(tf_snapshot *s, tf_error *err)
 {
-	names root = { 0 }, fdir = { 0 }, cdir = { 0 };
+	names cdir = { 0 };
 	commits c = { 0 };
 	tf_status rc;
 
-	if ((rc = fingerprint(s->a, &s->fingerprint, &root, &fdir, &cdir, err)) == TF_OK &&
+	if ((rc = fingerprint(s->a, &s->fingerprint, &s->root, &s->fdir, &cdir, err)) == TF_OK &&
 	    (rc = tf_array_latest_schema(s->a, &s->schema, NULL, err)) == TF_OK &&
-	    (rc = read_commits(s, &cdir, &root, &c, err)) == TF_OK &&
-	    (rc = list_fragments(s, &root, &fdir, err)) == TF_OK)
-		rc = choose_visible(s, &c, &root, &fdir, err);
+	    (rc = read_commits(s, &cdir, &s->root, &c, err)) == TF_OK &&
+	    (rc = list_fragments(s, err)) == TF_OK)
+		rc = choose_visible(s, &c, &cdir, err);
 	if (rc == TF_OK && s->ndels)
 		qsort(s->dels, s->ndels, sizeof(*s->dels), cmp_delete);
+	if (rc == TF_OK && (!(s->meta = calloc(s->nfrags + 1, sizeof(*s->meta))) ||
+			    !(s->cols = calloc(s->nfrags + 1, sizeof(*s->cols)))))
+		rc = tf_err(err, TF_E_NOMEM, "out of memory");
 	commits_free(&c);
-	names_free(&root);
-	names_free(&fdir);
 	names_free(&cdir);
 	return rc;
 }
@@ -605,7 +847,12 @@ tf_status tf_snapshot_open(tf_array *a, tf_cache *cache, tf_snapshot **out, tf_e
 	s->a = a;
 	s->cache = cache;
 	s->now = now_ms();
+	/* Idle columns' indexes: a sixteenth of the budget, 1 MiB at least. */
+	s->kept_limit = tf_cache_budget(cache) / 16 > ((size_t)1 << 20) ? tf_cache_budget(cache) / 16
+									  : (size_t)1 << 20;
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->reopened, NULL);
+	pthread_mutex_init(&s->load_lock, NULL);
 	if ((rc = snapshot_fill(s, err)) != TF_OK) {
 		tf_snapshot_unref(s);
 		return rc;
@@ -620,13 +867,22 @@ tf_snapshot *tf_snapshot_ref(tf_snapshot *s)
 	return s;
 }
 
+static void col_close(tf_col *c)
+{
+	tf_handle_close(c->data);
+	tf_handle_close(c->vfile);
+	tf_handle_close(c->validity);
+	c->data = c->vfile = c->validity = NULL;
+}
+
 static void col_free(tf_col *c)
 {
 	if (!c)
 		return;
-	tf_handle_close(c->data);
-	tf_handle_close(c->vfile);
-	tf_handle_close(c->validity);
+	col_close(c);
+	tf_file_unref(c->fdata);
+	tf_file_unref(c->fvar);
+	tf_file_unref(c->fvalid);
 	free(c);
 }
 
@@ -634,8 +890,8 @@ void tf_snapshot_unref(tf_snapshot *s)
 {
 	if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
 		return;
-	for (size_t b = 0; b < NBUCKETS; b++)
-		for (col_slot *c = s->cols[b], *next; c; c = next) {
+	for (size_t i = 0; s->cols && i < s->nfrags; i++)
+		for (col_slot *c = s->cols[i], *next; c; c = next) {
 			next = c->next;
 			col_free(c->col);
 			free(c->name);
@@ -647,20 +903,28 @@ void tf_snapshot_unref(tf_snapshot *s)
 		free(e->path);
 		free(e);
 	}
+	for (failure *f = s->failures, *next; f; f = next) {
+		next = f->next;
+		free(f);
+	}
 	for (size_t i = 0; i < s->nfrags; i++) {
-		tf_array_fragment_put(s->a, s->frags[i].fr);
-		free(s->frags[i].name);
-		free(s->frags[i].rel);
 		free(s->frags[i].lo);
+		free(s->frags[i].corner);
 	}
 	for (size_t i = 0; i < s->ndels; i++) {
 		tf_cond_free(s->dels[i].cond);
 		free(s->dels[i].marker);
 	}
+	names_free(&s->root);
+	names_free(&s->fdir);
+	free(s->cols);
+	free((void *)s->meta);
 	free(s->frags);
 	free(s->visible);
 	free(s->dels);
 	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->load_lock);
+	pthread_cond_destroy(&s->reopened);
 	free(s);
 }
 
@@ -677,9 +941,16 @@ const tf_snap_delete *tf_snapshot_delete(const tf_snapshot *s, size_t i) { retur
 
 size_t tf_snapshot_find(const tf_snapshot *s, const char *name)
 {
-	for (size_t i = 0; i < s->nfrags; i++)
-		if (!strcmp(s->frags[i].name, name))
-			return i;
+	size_t lo = 0, hi = s->nfrags;
+
+	while (lo < hi) {	/* frags are sorted by name */
+		size_t mid = lo + (hi - lo) / 2;
+		int r = strcmp(s->frags[mid].name, name);
+
+		if (!r)
+			return mid;
+		*(r < 0 ? &lo : &hi) = mid + (r < 0);
+	}
 	return SIZE_MAX;
 }
 
@@ -727,20 +998,42 @@ tf_status tf_snapshot_enum(tf_snapshot *s, const tf_schema *schema, const tf_fie
 
 /* ---- columns ------------------------------------------------------------------------------------ */
 
-static tf_status open_role(tf_snapshot *s, const tf_snap_frag *f, const char *field, tf_role role,
-			   tf_handle **out, tf_error *err)
+/* Open the file once indexed as f: a handle on that version. */
+static tf_status open_handle(tf_file *f, bool dense, tf_handle **out, tf_error *err)
 {
-	char file[1100], rel[2048];
-	tf_file *tf;
 	tf_status rc;
 
-	if (!tf_fragment_field_file(f->fr, field, role, file, sizeof(file)) ||
-	    snprintf(rel, sizeof(rel), "%s/%s", f->rel, file) >= (int)sizeof(rel))
+	*out = NULL;
+	if (!f)
+		return TF_OK;
+	rc = tf_handle_open(f, out, err);
+	/* Sparse fragments are read a window at a time, many at once (tf_merge). */
+	if (rc == TF_OK && !dense)
+		tf_handle_set_ahead(*out, false);
+	return rc;
+}
+
+static tf_status open_role(tf_snapshot *s, const tf_snap_frag *f, const tf_fragment *fr, const char *field,
+			   tf_role role, tf_file **out, tf_error *err)
+{
+	char file[1100], dir[600], rel[2048];
+
+	if (!tf_fragment_field_file(fr, field, role, file, sizeof(file)) || !frag_rel(f, dir, sizeof(dir)) ||
+	    snprintf(rel, sizeof(rel), "%s/%s", dir, file) >= (int)sizeof(rel))
 		return tf_err(err, TF_E_CORRUPT, "fragment %s has no file for %s", f->name, field);
-	if ((rc = tf_array_open_file(s->a, rel, &tf, err)) != TF_OK)
-		return rc;
-	rc = tf_handle_open(tf, out, err);
-	tf_file_unref(tf);
+	return tf_array_open_file(s->a, rel, out, err);
+}
+
+/* The column's files opened (again), at the versions first indexed. */
+static tf_status col_open(tf_col *c, bool dense, tf_error *err)
+{
+	tf_status rc;
+
+	if ((rc = open_handle(c->fdata, dense, &c->data, err)) == TF_OK &&
+	    (rc = open_handle(c->fvar, dense, &c->vfile, err)) == TF_OK)
+		rc = open_handle(c->fvalid, dense, &c->validity, err);
+	if (rc != TF_OK)
+		col_close(c);
 	return rc;
 }
 
@@ -758,8 +1051,8 @@ static bool compressed(const tf_pipeline *p)
 }
 
 /* Which field of the fragment's own schema the column reads. */
-static tf_status resolve_col(tf_snapshot *s, const tf_snap_frag *f, tf_col_kind kind, const char *name,
-			     tf_col *c, const char **file_field, tf_error *err)
+static tf_status resolve_col(tf_snapshot *s, const tf_snap_frag *f, const tf_fragment *fr, tf_col_kind kind,
+			     const char *name, tf_col *c, const char **file_field, tf_error *err)
 {
 	const tf_schema *fs = f->schema;
 	const tf_field *want = NULL, *have = NULL;
@@ -789,9 +1082,9 @@ static tf_status resolve_col(tf_snapshot *s, const tf_snap_frag *f, tf_col_kind 
 	c->value_size = tf_datatype_size(want->type);
 	c->missing = !have || have->type != want->type || have->cell_val_num != want->cell_val_num ||
 		     have->nullable != want->nullable;
-	if (kind == TF_COL_DIM && tf_fragment_version(f->fr) < 5) {	/* legacy __coords (§8.3) */
-		c->layout = tf_fragment_version(f->fr) == 1 && !compressed(fs->coords) ? LAYOUT_ZIPPED
-										       : LAYOUT_UNZIPPED;
+	if (kind == TF_COL_DIM && tf_fragment_version(fr) < 5) {	/* legacy __coords (§8.3) */
+		c->layout = tf_fragment_version(fr) == 1 && !compressed(fs->coords) ? LAYOUT_ZIPPED
+										     : LAYOUT_UNZIPPED;
 		c->ndims = (unsigned)fs->ndims;
 		c->value_size = tf_datatype_size(fs->dims[0].type);
 		*file_field = "__coords";
@@ -803,31 +1096,37 @@ static tf_status open_col(tf_snapshot *s, size_t frag, tf_col_kind kind, const c
 			  tf_error *err)
 {
 	const tf_snap_frag *f = &s->frags[frag];
-	tf_col *c = calloc(1, sizeof(*c));
+	tf_col *c;
+	tf_fragment *fr = NULL;
 	const char *field;
+	char rel[600];
 	tf_status rc;
 
-	if (!c)
+	if ((rc = tf_snapshot_load(s, frag, err)) != TF_OK)
+		return rc;
+	if (!(c = calloc(1, sizeof(*c))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	c->cache = s->cache;
-	if (!f->fr) {
-		free(c);
-		if (err)
-			*err = f->error;
-		return f->error.code ? f->error.code : TF_E_CORRUPT;
-	}
-	rc = resolve_col(s, f, kind, name, c, &field, err);
+	/* The metadata again, from the array (which keeps the recent ones):
+	 * it says how each file is laid out. */
+	rc = frag_rel(f, rel, sizeof(rel)) ? tf_array_fragment(s->a, rel, &fr, err)
+					   : tf_err(err, TF_E_INVAL, "name too long");
+	if (rc == TF_OK)
+		rc = resolve_col(s, f, fr, kind, name, c, &field, err);
 	c->cell_size = c->var ? 8 : c->value_size;
 	if (rc == TF_OK && !c->var && kind == TF_COL_ATTR && !c->missing)
 		c->cell_size = (unsigned)tf_schema_attr(f->schema, name)->cell_val_num * c->value_size;
 	c->stored = c->layout != LAYOUT_PLAIN ? c->value_size * c->ndims : c->cell_size;
 	if (rc == TF_OK && !c->missing) {
-		rc = open_role(s, f, field, c->var ? TF_ROLE_OFFSETS : TF_ROLE_DATA, &c->data, err);
+		rc = open_role(s, f, fr, field, c->var ? TF_ROLE_OFFSETS : TF_ROLE_DATA, &c->fdata, err);
 		if (rc == TF_OK && c->var)
-			rc = open_role(s, f, field, TF_ROLE_VAR, &c->vfile, err);
+			rc = open_role(s, f, fr, field, TF_ROLE_VAR, &c->fvar, err);
 		if (rc == TF_OK && c->nullable)
-			rc = open_role(s, f, field, TF_ROLE_VALIDITY, &c->validity, err);
+			rc = open_role(s, f, fr, field, TF_ROLE_VALIDITY, &c->fvalid, err);
+		if (rc == TF_OK)
+			rc = col_open(c, f->dense, err);
 	}
+	tf_array_fragment_put(s->a, fr);
 	if (rc != TF_OK) {
 		col_free(c);
 		return tf_err_prefix(err, "fragment %s, field %s", f->name, name);
@@ -836,37 +1135,203 @@ static tf_status open_col(tf_snapshot *s, size_t frag, tf_col_kind kind, const c
 	return TF_OK;
 }
 
+static size_t col_bytes(const tf_col *c)
+{
+	tf_file *f[3] = { c->fdata, c->fvar, c->fvalid };
+	size_t n = sizeof(*c);
+
+	for (int i = 0; i < 3; i++)
+		n += f[i] ? tf_file_index_bytes(f[i]) : 0;
+	return n;
+}
+
+static col_slot *find_col(tf_snapshot *s, size_t frag, tf_col_kind kind, const char *name)
+{
+	col_slot *c = s->cols[frag];
+
+	while (c && (c->kind != kind || strcmp(c->name, name)))
+		c = c->next;
+	return c;
+}
+
+/* ---- the idle and dormant lists (lock held) ---- */
+
+static col_list *list_of(tf_snapshot *s, col_slot *c)
+{
+	return c->state == COL_IDLE ? &s->idle : c->state == COL_DORMANT ? &s->dormant : NULL;
+}
+
+static void list_unlink(tf_snapshot *s, col_slot *c)
+{
+	col_list *l = list_of(s, c);
+
+	if (!l)
+		return;
+	*(c->older ? &c->older->newer : &l->old) = c->newer;
+	*(c->newer ? &c->newer->older : &l->new) = c->older;
+	c->older = c->newer = NULL;
+	l->n--;
+	l->bytes -= c->bytes;
+	c->state = COL_HELD;
+}
+
+static void list_push(tf_snapshot *s, col_slot *c, col_state state)
+{
+	col_list *l;
+
+	c->state = state;
+	l = list_of(s, c);
+	c->older = l->new;
+	c->newer = NULL;
+	*(l->new ? &l->new->newer : &l->old) = c;
+	l->new = c;
+	l->n++;
+	l->bytes += c->bytes;
+}
+
+/*
+ * Beyond TF_SNAPSHOT_IDLE_COLS idle columns, the oldest become dormant
+ * (their handles, returned in *shut, are closed by the caller after the
+ * lock); beyond kept_limit bytes of idle and dormant indexes, the oldest
+ * dormant ones (then idle) leave the table, returned in *gone.
+ */
+static void trim_cols(tf_snapshot *s, col_slot **shut, size_t *nshut, col_slot **gone)
+{
+	while (s->idle.n > TF_SNAPSHOT_IDLE_COLS && *nshut < 4) {
+		col_slot *c = s->idle.old;
+
+		list_unlink(s, c);
+		list_push(s, c, COL_DORMANT);
+		c->opening = true;	/* being closed: a reader waits */
+		shut[(*nshut)++] = c;
+	}
+	while (s->idle.n + s->dormant.n && s->idle.bytes + s->dormant.bytes > s->kept_limit) {
+		col_slot *c = s->dormant.old ? s->dormant.old : s->idle.old, **p = &s->cols[c->frag];
+
+		if (c->opening)
+			break;	/* being closed just now: next time */
+		list_unlink(s, c);
+		while (*p != c)
+			p = &(*p)->next;
+		*p = c->next;
+		s->nopen--;
+		c->next = *gone;
+		*gone = c;
+	}
+}
+
+static void close_slots(col_slot *c)
+{
+	for (col_slot *next; c; c = next) {
+		next = c->next;
+		col_free(c->col);
+		free(c->name);
+		free(c);
+	}
+}
+
+/* Hold slot (lock held, released on return): a dormant one has its files
+ * opened again by this reader, others wait for that. */
+static tf_status hold_slot(tf_snapshot *s, col_slot *slot, const tf_col **out, tf_error *err)
+{
+	bool reopen;
+	tf_status rc = TF_OK;
+
+	while (slot->opening)
+		pthread_cond_wait(&s->reopened, &s->lock);
+	reopen = slot->state == COL_DORMANT;
+	list_unlink(s, slot);
+	slot->refs++;
+	slot->opening = reopen;
+	pthread_mutex_unlock(&s->lock);
+	if (reopen) {
+		rc = col_open(slot->col, s->frags[slot->frag].dense, err);
+		pthread_mutex_lock(&s->lock);
+		slot->opening = false;
+		pthread_cond_broadcast(&s->reopened);
+		pthread_mutex_unlock(&s->lock);
+		if (rc != TF_OK) {
+			tf_snapshot_col_put(s, slot->col);
+			return rc;
+		}
+	}
+	*out = slot->col;
+	return TF_OK;
+}
+
 tf_status tf_snapshot_col(tf_snapshot *s, size_t frag, tf_col_kind kind, const char *name,
 			  const tf_col **out, tf_error *err)
 {
-	size_t h = frag * 31 + (size_t)kind;
-	col_slot *slot;
-	tf_status rc = TF_OK;
+	col_slot *slot, *mine;
+	tf_col *c = NULL;
+	tf_status rc;
 
-	for (const char *c = name; *c; c++)
-		h = h * 33 + (unsigned char)*c;
+	*out = NULL;
 	pthread_mutex_lock(&s->lock);
-	for (slot = s->cols[h % NBUCKETS]; slot; slot = slot->next)
-		if (slot->frag == frag && slot->kind == kind && !strcmp(slot->name, name))
-			break;
-	if (!slot) {
-		if (!(slot = calloc(1, sizeof(*slot))) || !(slot->name = strdup(name))) {
-			free(slot);
-			slot = NULL;
-			rc = tf_err(err, TF_E_NOMEM, "out of memory");
-		} else if ((rc = open_col(s, frag, kind, name, &slot->col, err)) != TF_OK) {
-			free(slot->name);
-			free(slot);
-			slot = NULL;
-		} else {
-			slot->frag = frag, slot->kind = kind;
-			slot->next = s->cols[h % NBUCKETS];
-			s->cols[h % NBUCKETS] = slot;
-		}
+	if ((slot = find_col(s, frag, kind, name)))
+		return hold_slot(s, slot, out, err);
+	pthread_mutex_unlock(&s->lock);
+	/* Opened with no lock held: reading metadata and opening files. */
+	if ((rc = open_col(s, frag, kind, name, &c, err)) != TF_OK)
+		return rc;
+	if (!(mine = calloc(1, sizeof(*mine))) || !(mine->name = strdup(name))) {
+		free(mine);
+		col_free(c);
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	mine->frag = frag, mine->kind = kind, mine->col = c;
+	mine->bytes = col_bytes(c);
+	c->slot = mine;
+	pthread_mutex_lock(&s->lock);
+	if ((slot = find_col(s, frag, kind, name))) {	/* a racing reader opened it first */
+		rc = hold_slot(s, slot, out, err);
+		close_slots(mine);
+		return rc;
+	}
+	mine->refs = 1;
+	mine->next = s->cols[frag];
+	s->cols[frag] = mine;
+	s->nopen++;
+	pthread_mutex_unlock(&s->lock);
+	*out = mine->col;
+	return TF_OK;
+}
+
+void tf_snapshot_col_put(tf_snapshot *s, const tf_col *c)
+{
+	col_slot *slot, *gone = NULL, *shut[4];
+	size_t nshut = 0;
+
+	if (!c)
+		return;
+	slot = c->slot;
+	pthread_mutex_lock(&s->lock);
+	if (--slot->refs == 0) {
+		/* Idle, the most recent; a failed reopen leaves it closed. */
+		list_push(s, slot, slot->col->data || slot->col->missing ? COL_IDLE : COL_DORMANT);
+		trim_cols(s, shut, &nshut, &gone);
 	}
 	pthread_mutex_unlock(&s->lock);
-	*out = slot ? slot->col : NULL;
-	return rc;
+	for (size_t i = 0; i < nshut; i++)
+		col_close(shut[i]->col);
+	if (nshut) {
+		pthread_mutex_lock(&s->lock);
+		for (size_t i = 0; i < nshut; i++)
+			shut[i]->opening = false;
+		pthread_cond_broadcast(&s->reopened);
+		pthread_mutex_unlock(&s->lock);
+	}
+	close_slots(gone);
+}
+
+size_t tf_snapshot_open_cols(tf_snapshot *s)
+{
+	size_t n;
+
+	pthread_mutex_lock(&s->lock);
+	n = s->nopen;
+	pthread_mutex_unlock(&s->lock);
+	return n;
 }
 
 bool tf_col_missing(const tf_col *c) { return c->missing; }
@@ -964,6 +1429,7 @@ void tf_pinset_init(tf_pinset *ps, tf_cache *cache)
 static void unpin_slot(tf_pinset *ps, size_t i)
 {
 	tf_cache_release(ps->cache, ps->p[i].unit.e, ps->p[i].taken >= ps->p[i].unit.n);
+	tf_handle_close(ps->p[i].h);	/* its column may be closed meanwhile */
 }
 
 void tf_pinset_release(tf_pinset *ps)
@@ -994,7 +1460,7 @@ static tf_status pin_unit_at(tf_pinset *ps, size_t i, tf_handle *h, tf_workspace
 			      (unsigned long long)off);
 	}
 	sl = &ps->scratch.v[0];
-	ps->p[i].h = h;
+	ps->p[i].h = tf_handle_ref(h);
 	ps->p[i].unit = (tf_slice){ tf_cache_data(sl->e), tf_cache_len(sl->e), sl->e, true };
 	ps->p[i].off = off - (uint64_t)(sl->p - ps->p[i].unit.p);
 	ps->p[i].taken = 0;
@@ -1058,11 +1524,10 @@ tf_status tf_col_fixed_pinned(const tf_col *c, tf_workspace *ws, uint64_t tile, 
 	return rc;
 }
 
-tf_status tf_col_var_cells(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell,
-			   uint64_t n, uint64_t *starts, tf_buf *data, tf_error *err)
+tf_status tf_col_var_starts(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell, uint64_t n,
+			    uint64_t *starts, uint64_t *vbase, tf_error *err)
 {
-	uint64_t off, size, voff, vsize, end, base = data->len;
-	uint8_t *at;
+	uint64_t off, size, voff, vsize, end;
 	tf_status rc;
 
 	if (c->missing || !c->var)
@@ -1085,12 +1550,49 @@ tf_status tf_col_var_cells(const tf_col *c, tf_workspace *ws, uint64_t tile, uin
 		if (starts[i] > starts[i + 1] || starts[i + 1] > vsize)
 			return tf_err(err, TF_E_CORRUPT, "%s: tile %llu: cell offsets out of order",
 				      tf_file_name(tf_handle_file(c->data)), (unsigned long long)tile);
-	if ((rc = tf_buf_grow(data, (size_t)(starts[n] - starts[0]), &at, err)) != TF_OK ||
-	    (rc = read_exact(c, c->vfile, ws, voff + starts[0], starts[n] - starts[0], at, err)) != TF_OK)
+	if (n == 0 && starts[0] > vsize)
+		return tf_err(err, TF_E_CORRUPT, "%s: tile %llu: cell offset past the tile",
+			      tf_file_name(tf_handle_file(c->data)), (unsigned long long)tile);
+	*vbase = starts[0];
+	for (uint64_t i = 0; i <= n; i++)
+		starts[i] -= *vbase;
+	return TF_OK;
+}
+
+tf_status tf_col_var_bytes(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t vbase, uint64_t len,
+			   uint8_t *dst, tf_error *err)
+{
+	uint64_t voff, vsize;
+	tf_status rc;
+
+	if (c->missing || !c->var)
+		return tf_err(err, TF_E_INVAL, "not a var-sized column");
+	if ((rc = tile_range(c->vfile, tile, &voff, &vsize, err)) != TF_OK)
 		return rc;
-	data->len += (size_t)(starts[n] - starts[0]);
-	for (uint64_t i = 0, first = starts[0]; i <= n; i++)
-		starts[i] = starts[i] - first + base;
+	if (vbase > vsize || len > vsize - vbase)
+		return tf_err(err, TF_E_CORRUPT, "%s: tile %llu: %llu var bytes at %llu of %llu",
+			      tf_file_name(tf_handle_file(c->vfile)), (unsigned long long)tile,
+			      (unsigned long long)len, (unsigned long long)vbase, (unsigned long long)vsize);
+	return read_exact(c, c->vfile, ws, voff + vbase, len, dst, err);
+}
+
+tf_status tf_col_var_cells(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell,
+			   uint64_t n, uint64_t *starts, tf_buf *data, tf_error *err)
+{
+	uint64_t vbase, base = data->len;
+	uint8_t *at;
+	tf_status rc;
+
+	if ((rc = tf_col_var_starts(c, ws, tile, cell, n, starts, &vbase, err)) != TF_OK)
+		return rc;
+	if (starts[n] > SIZE_MAX)
+		return tf_err(err, TF_E_NOMEM, "cells too large");
+	if ((rc = tf_buf_grow(data, (size_t)starts[n], &at, err)) != TF_OK ||
+	    (rc = tf_col_var_bytes(c, ws, tile, vbase, starts[n], at, err)) != TF_OK)
+		return rc;
+	data->len += (size_t)starts[n];
+	for (uint64_t i = 0; i <= n; i++)
+		starts[i] += base;
 	return TF_OK;
 }
 

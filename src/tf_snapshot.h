@@ -8,15 +8,23 @@
  * sees: committed (a .wrt commit, a .con list, or a .ok marker), not named
  * by a vacuum list (.vac), and old enough (end timestamp <= now; start
  * timestamp from format 15 on, whose cells carry their own timestamps),
- * ordered by start timestamp (then name).  It reads each fragment's
- * metadata footer and every delete condition (.del, and those inside .con
- * lists); it decodes no tile.
+ * ordered by start timestamp (then name).  It reads every delete condition
+ * (.del, and those inside .con lists).  Fragment metadata is read when a
+ * reader first needs it (tf_snapshot_load): listing an array of 200,000
+ * fragments, or opening one fragment's view, reads no other fragment's.
+ *
+ * Memory.  What a snapshot keeps per fragment is small and fixed (its name,
+ * timestamps, and from its metadata the facts below: about 150 bytes); the
+ * metadata itself stays with the array (tf_array keeps 1,024 idle
+ * fragments at most) and is read again when a column is opened.  Columns
+ * (open files) are kept while in use, and bounded when idle (see
+ * tf_snapshot_col).  Work at that scale is linear:
+ * names are sorted and searched, never scanned per fragment.
  *
  * Cells are then read field by field (tf_col): ranges of cells of one tile
  * of one fragment, decoded through the shared cache.  A field the fragment
  * does not have (added by schema evolution) is "missing": callers use the
- * fill value.  Everything is thread-safe; a snapshot is immutable apart
- * from columns and enumerations opened on first use.
+ * fill value.  Everything is thread-safe.
  */
 #ifndef TF_SNAPSHOT_H
 #define TF_SNAPSHOT_H
@@ -33,22 +41,24 @@
 typedef struct tf_snapshot tf_snapshot;
 
 typedef struct tf_snap_frag {
-	char *name;			/* directory name */
-	char *rel;			/* "__fragments/NAME", or "NAME" before format 12 */
-	uint64_t t1, t2;		/* timestamps from the name */
-	uint32_t version;		/* format version from the name */
+	const char *name;		/* directory name */
+	bool in_root;			/* before format 12: NAME, not __fragments/NAME */
 	bool visible;			/* a read at the snapshot's time sees it */
-	tf_fragment *fr;		/* its metadata (the array's, held while the
-					 * snapshot lives); NULL: failed */
-	tf_error error;			/* why fr is NULL */
-	/* from the metadata: */
+	uint32_t version;		/* format version from the name */
+	uint64_t t1, t2;		/* timestamps from the name */
+	/* From its metadata, valid once tf_snapshot_load(s, i) gave TF_OK: */
 	const tf_schema *schema;	/* the schema it was written with */
 	bool dense, has_ts, has_dm;
 	uint64_t ntiles;
+	uint64_t last_cells;		/* sparse: cells of the last tile (0: full) */
 	/* dense fragments: per dimension, the non-empty domain [lo, hi] as
 	 * offsets from the domain's lower bound, and the space tiles covering
 	 * it: first tile tlo, tn of them */
 	uint64_t *lo, *hi, *tlo, *tn;
+	/* sparse fragments: the lower corner of the non-empty domain, a lower
+	 * bound of every cell in global order (tf_merge), or NULL if unknown:
+	 * per dimension a u32 length, then the value, padded to 4 bytes */
+	uint8_t *corner;
 } tf_snap_frag;
 
 /* A delete condition and its timestamp (from its name). */
@@ -77,8 +87,23 @@ size_t tf_snapshot_nfrags(const tf_snapshot *s);
 const tf_snap_frag *tf_snapshot_frag(const tf_snapshot *s, size_t i);
 size_t tf_snapshot_nvisible(const tf_snapshot *s);
 size_t tf_snapshot_visible(const tf_snapshot *s, size_t k);	/* index into frags */
-/* A fragment by directory name; SIZE_MAX if none. */
+/* A fragment by directory name (a binary search); SIZE_MAX if none. */
 size_t tf_snapshot_find(const tf_snapshot *s, const char *name);
+
+/* Give up long work when it returns true (the reader went away): a
+ * cancelled call returns TF_E_INTR.  NULL: never. */
+typedef struct tf_cancel {
+	bool (*fn)(void *ctx);
+	void *ctx;
+} tf_cancel;
+bool tf_cancelled(const tf_cancel *c);
+
+/* Read fragment frag's metadata facts (once; later calls return at once,
+ * with the same answer): its tf_snap_frag fields past t2.  An error names
+ * the fragment and stays the answer for this snapshot. */
+tf_status tf_snapshot_load(tf_snapshot *s, size_t frag, tf_error *err);
+/* The same for every visible fragment (cancellable between fragments). */
+tf_status tf_snapshot_load_visible(tf_snapshot *s, const tf_cancel *cancel, tf_error *err);
 
 size_t tf_snapshot_ndeletes(const tf_snapshot *s);
 const tf_snap_delete *tf_snapshot_delete(const tf_snapshot *s, size_t i);
@@ -97,10 +122,17 @@ typedef struct tf_col tf_col;
 /*
  * The column of field `name` (an attribute of the snapshot's newest schema
  * with that type and cell_val_num, a dimension, or a special field) in
- * fragment `frag`, opened once and kept by the snapshot.
+ * fragment `frag` (loaded), held until tf_snapshot_col_put.  Columns are
+ * shared: one open of each file while any reader holds it, kept open when
+ * idle (TF_SNAPSHOT_IDLE_COLS at most, for descriptors), then closed but
+ * indexed (a sixteenth of the budget of indexes), then forgotten.
  */
+#define TF_SNAPSHOT_IDLE_COLS 256
 tf_status tf_snapshot_col(tf_snapshot *s, size_t frag, tf_col_kind kind, const char *name,
 			  const tf_col **out, tf_error *err);
+void tf_snapshot_col_put(tf_snapshot *s, const tf_col *c);
+/* Columns open now (held or idle), for tests. */
+size_t tf_snapshot_open_cols(tf_snapshot *s);
 
 bool tf_col_missing(const tf_col *c);	/* the fragment has no such field */
 bool tf_col_var(const tf_col *c);
@@ -124,7 +156,7 @@ typedef struct tf_pinset {
 	size_t n;
 	uint64_t clock;
 	struct {
-		tf_handle *h;
+		tf_handle *h;		/* referenced while held */
 		tf_slice unit;		/* the whole unit: its bytes and entry */
 		uint64_t off;		/* where it starts in h's decoded file */
 		uint64_t used;
@@ -142,6 +174,14 @@ tf_status tf_col_fixed_pinned(const tf_col *c, tf_workspace *ws, uint64_t tile, 
  * boundaries within what was appended. */
 tf_status tf_col_var_cells(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell,
 			   uint64_t n, uint64_t *starts, tf_buf *data, tf_error *err);
+/* The same in two steps, for a caller that sizes its buffer first: the
+ * boundaries starts[0..n] of n cells relative to the first one's bytes
+ * (starts[0] = 0) and where those bytes start in the tile's var data
+ * (*vbase); then len bytes of that var data from vbase into dst. */
+tf_status tf_col_var_starts(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell, uint64_t n,
+			    uint64_t *starts, uint64_t *vbase, tf_error *err);
+tf_status tf_col_var_bytes(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t vbase, uint64_t len,
+			   uint8_t *dst, tf_error *err);
 /* Validity bytes (1 valid, 0 null) of n cells; all 1 if not nullable. */
 tf_status tf_col_validity(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell,
 			  uint64_t n, uint8_t *dst, tf_error *err);

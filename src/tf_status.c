@@ -56,6 +56,7 @@ const char *tf_status_str(tf_status st)
 	case TF_E_STALE: return "source changed";
 	case TF_E_NOTFOUND: return "not found";
 	case TF_E_ACCESS: return "access refused";
+	case TF_E_INTR: return "interrupted";
 	}
 	return "unknown error";
 }
@@ -69,6 +70,7 @@ int tf_status_errno(tf_status st)
 	case TF_E_UNSUPPORTED: return EOPNOTSUPP;
 	case TF_E_NOTFOUND: return ENOENT;
 	case TF_E_ACCESS: return EACCES;
+	case TF_E_INTR: return EINTR;
 	default: return EIO;	/* every data problem is EIO for the range */
 	}
 }

@@ -25,6 +25,7 @@ typedef enum tf_status {
 	TF_E_STALE = -9,	/* the source file changed under us */
 	TF_E_NOTFOUND = -10,	/* no such file or directory in the source */
 	TF_E_ACCESS = -11,	/* the source refuses: permissions, a symlink on the way */
+	TF_E_INTR = -12,	/* given up: whoever asked went away (tf_cancel) */
 } tf_status;
 
 #define TF_ERRMSG_MAX 480

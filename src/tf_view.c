@@ -18,6 +18,9 @@
 
 #define BLOCK_TARGET ((size_t)128 << 10)	/* CSV text per indexed block, at most */
 #define DENSE_BATCH 1024			/* dense cells gathered at once */
+#define CANCEL_ROWS 1024			/* rows formatted between cancel checks */
+#define INDEX_MIN ((size_t)64 << 10)		/* a CSV's index may hold budget / 64, this at least */
+#define WINDOW_PART 8				/* a fragment's window: budget / 8 */
 #define CSV_NAME "cells.csv"
 #define FRAGMENTS "fragments"
 
@@ -36,7 +39,9 @@ typedef struct gathered {
 	size_t cap;		/* cells starts/valid hold */
 } gathered;
 
-/* What formatting needs between calls: iterators and scratch. */
+/* What formatting needs between calls: iterators and scratch.  Between
+ * requests (prod_end) it holds no scratch and no pinned window: the
+ * iterators' windows are cache entries the cache may take back. */
 typedef struct producer {
 	tf_sparse *it;		/* sparse array */
 	uint64_t *it_state;	/* where `it` stands (valid if it_valid) */
@@ -46,9 +51,28 @@ typedef struct producer {
 	gathered *g;		/* dense array: one per attribute */
 	tf_run *runs;
 	size_t nruns, runcap;
+	const tf_cancel *cancel;	/* this request's */
+	size_t rows;		/* formatted: the cancel is asked every CANCEL_ROWS */
 	bool ready;
 } producer;
 
+/*
+ * A CSV's index: entries (text offset, merge state) from which formatting
+ * can start, the first at 0 and the last at the frontier (all the text
+ * formatted so far ends there).  The text between two entries, a segment,
+ * is served in pieces of up to 2 x target bytes, each a cache entry keyed
+ * by the index's level and where it starts; a piece missing is formatted
+ * again from its segment's entry.  States are stored as varints.
+ *
+ * Bounded: when the index holds more than `limit` bytes (a 64th of the
+ * budget, 64 KiB at least), every other entry goes (the first and the
+ * frontier stay) and the level goes up: the pieces of the old segments are
+ * left to drift out of the cache.  A dense CSV's entry costs ~21 bytes, so
+ * a 64 MiB cache indexes 6 GB of text before thinning once; a read deep in
+ * a thinned stretch formats at most the segment before it, 2^level blocks.
+ * An endless CSV (a dense box of 2^62 cells) grew its index by 0.4 MB per
+ * GB read before, without bound.
+ */
 typedef struct csv {
 	tf_views *v;		/* owner (not a reference) */
 	csv_kind kind;
@@ -61,11 +85,15 @@ typedef struct csv {
 	tf_buf header;
 	size_t S;		/* u64s in a state */
 	size_t target;		/* text per block: BLOCK_TARGET, less in a small cache */
-	uint64_t owner;		/* cache owner of the formatted blocks */
+	size_t piece;		/* text per cache entry: 2 x target */
+	uint64_t owner;		/* cache owner of the formatted pieces */
 	pthread_mutex_t lock;	/* guards the index */
-	uint64_t *off;		/* nblocks + 1 text offsets (after the header) */
-	uint64_t *states;	/* nblocks + 1 states, S each */
-	size_t nblocks, cap;
+	uint64_t *off;		/* nent entries' text offsets (after the header) */
+	size_t *sat;		/* nent + 1: where each entry's state starts in st */
+	uint8_t *st;		/* the states, varints back to back */
+	size_t nent, ecap, stcap;
+	unsigned level;		/* times thinned */
+	size_t limit;		/* bytes the index may hold */
 	bool complete;
 	pthread_mutex_t ext;	/* one thread extends the index at a time */
 	producer prod;		/* the extender's (under ext) */
@@ -84,6 +112,11 @@ typedef struct matrix {
 struct tf_views {
 	atomic_int refs;
 	tf_snapshot *s;
+	/* Dense arrays: resolved on first need (it reads every fragment's
+	 * metadata; looking the views folder up, or a sparse array's, must
+	 * not), under dense_lock, then fixed. */
+	pthread_mutex_t dense_lock;
+	atomic_bool dense_tried;
 	tf_dense *dense;	/* dense arrays whose fragments are all dense */
 	tf_error dense_err;
 	matrix *mats;
@@ -101,6 +134,8 @@ struct tf_view {
 	csv *c;
 	const matrix *m;
 };
+
+static tf_dense *views_dense(tf_views *v);
 
 /* ---- formatting rows ------------------------------------------------------------------------ */
 
@@ -206,7 +241,7 @@ static tf_status gather(tf_snapshot *s, const tf_field *f, tf_workspace *ws, con
 
 /* ---- producers: one block of CSV text from a state ------------------------------------------- */
 
-static tf_status prod_init(csv *c, producer *p, tf_error *err)
+static tf_status prod_init(csv *c, producer *p, const tf_cancel *cancel, tf_error *err)
 {
 	size_t nattrs = c->ncols - c->ndims;
 	tf_status rc = TF_OK;
@@ -220,14 +255,14 @@ static tf_status prod_init(csv *c, producer *p, tf_error *err)
 			tf_buf_init(&p->g[i].data, (size_t)4 << 30);
 		break;
 	case CSV_ARRAY_SPARSE:
-		if ((rc = tf_sparse_open(c->v->s, c->specs, c->nspecs, &p->it, err)) != TF_OK ||
+		if ((rc = tf_sparse_open(c->v->s, c->specs, c->nspecs, cancel, &p->it, err)) != TF_OK ||
 		    (rc = tf_row_init(&p->row, c->nspecs, err)) != TF_OK)
 			break;
 		if (!(p->it_state = calloc(c->S + 1, sizeof(uint64_t))))
 			rc = tf_err(err, TF_E_NOMEM, "out of memory");
 		break;
 	default:
-		rc = tf_cellbuf_init(&p->buf, c->specs, c->nspecs, err);
+		rc = tf_cellbuf_init(&p->buf, tf_snapshot_cache(c->v->s), c->specs, c->nspecs, 0, err);
 		break;
 	}
 	p->ready = rc == TF_OK;
@@ -250,6 +285,48 @@ static void prod_free(csv *c, producer *p)
 	memset(p, 0, sizeof(*p));
 }
 
+/* Before a request's formatting: its windows pinned again (read anew if
+ * the cache took them back). */
+static tf_status prod_begin(csv *c, producer *p, tf_workspace *ws, const tf_cancel *cancel, tf_error *err)
+{
+	bool reread;
+
+	p->cancel = cancel;
+	if (p->it)
+		return tf_sparse_resume(p->it, ws, cancel, err);
+	if (c->kind == CSV_FRAG_DENSE || c->kind == CSV_FRAG_SPARSE)
+		return tf_cellbuf_resume(&p->buf, c->v->s, ws, &reread, err);
+	return TF_OK;
+}
+
+/* After it: windows unpinned, scratch freed (an idle CSV keeps nothing
+ * but its index and its iterators' positions). */
+static void prod_end(csv *c, producer *p)
+{
+	if (p->it)
+		tf_sparse_park(p->it);
+	if (c->kind == CSV_FRAG_DENSE || c->kind == CSV_FRAG_SPARSE)
+		tf_cellbuf_park(&p->buf);
+	for (size_t i = 0; p->g && i < c->ncols - c->ndims; i++) {
+		tf_buf_free(&p->g[i].data);
+		free(p->g[i].starts);
+		free(p->g[i].valid);
+		p->g[i].starts = NULL, p->g[i].valid = NULL, p->g[i].cap = 0;
+	}
+	free(p->runs);
+	p->runs = NULL, p->nruns = p->runcap = 0;
+	tf_buf_free(&p->row.bytes);
+	p->cancel = NULL;
+}
+
+/* Asked every CANCEL_ROWS rows: whether the reader went away. */
+static tf_status row_done(producer *p, tf_error *err)
+{
+	if (++p->rows % CANCEL_ROWS == 0 && tf_cancelled(p->cancel))
+		return tf_err(err, TF_E_INTR, "interrupted");
+	return TF_OK;
+}
+
 /* Dense array: output cells from state[0], DENSE_BATCH at a time. */
 static tf_status produce_dense(csv *c, producer *p, tf_workspace *ws, const uint64_t *in, tf_buf *text,
 			       uint64_t *out, bool *end, tf_error *err)
@@ -260,7 +337,7 @@ static tf_status produce_dense(csv *c, producer *p, tf_workspace *ws, const uint
 	uint8_t coord[8];
 	tf_status rc = c->ndims <= 64 ? TF_OK : tf_err(err, TF_E_UNSUPPORTED, "%zu dimensions", c->ndims);
 
-	while (rc == TF_OK && text->len < c->target && cell < total) {
+	while (rc == TF_OK && text->len < c->target && cell < total && (rc = row_done(p, err)) == TF_OK) {
 		uint64_t n = total - cell < DENSE_BATCH ? total - cell : DENSE_BATCH;
 
 		rc = tf_dense_runs(d, cell, n, &p->runs, &p->nruns, &p->runcap, err);
@@ -306,7 +383,7 @@ static tf_status produce_sparse(csv *c, producer *p, tf_workspace *ws, const uin
 	if (!p->it_valid || memcmp(p->it_state, in, c->S * sizeof(uint64_t)))
 		rc = tf_sparse_seek(p->it, ws, in, err);
 	p->it_valid = false;
-	while (rc == TF_OK && text->len < c->target) {
+	while (rc == TF_OK && text->len < c->target && (rc = row_done(p, err)) == TF_OK) {
 		if ((rc = tf_sparse_next(p->it, ws, &p->row, &done, err)) != TF_OK || done)
 			break;
 		for (size_t j = 0; j < c->ncols && rc == TF_OK; j++)
@@ -329,13 +406,20 @@ static const tf_snap_frag *csv_frag(const csv *c)
 	return tf_snapshot_frag(c->v->s, c->frag);
 }
 
-static tf_status load_tile(csv *c, producer *p, uint64_t tile, tf_workspace *ws, tf_error *err)
+/* The window holding cell `cell` of tile `tile` of the CSV's fragment: the
+ * cells from there on, as many as a WINDOW_PART of the budget holds. */
+static tf_status load_window(csv *c, producer *p, uint64_t tile, uint64_t cell, tf_workspace *ws, tf_error *err)
 {
 	const tf_snap_frag *f = csv_frag(c);
+	uint64_t tc = tf_frag_tile_cells(f, tile);
+	size_t bytes = tf_cache_budget(tf_snapshot_cache(c->v->s)) / WINDOW_PART;
 
-	if (p->buf.loaded && p->buf.tile == tile)
+	if (tf_cellbuf_has(&p->buf, c->frag, tile, cell))
 		return TF_OK;
-	return tf_cellbuf_load(&p->buf, c->v->s, ws, c->frag, tile, tf_frag_tile_cells(f, tile), err);
+	if (cell >= tc)
+		return tf_err(err, TF_E_CORRUPT, "fragment %s: cell %llu of a tile of %llu", f->name,
+			      (unsigned long long)cell, (unsigned long long)tc);
+	return tf_cellbuf_load(&p->buf, c->v->s, ws, c->frag, tile, cell, tc - cell, bytes, err);
 }
 
 /* One sparse fragment: its cells in storage order from position in[0]. */
@@ -346,10 +430,10 @@ static tf_status produce_frag_sparse(csv *c, producer *p, tf_workspace *ws, cons
 	uint64_t pos = in[0], total, cap = f->schema->capacity;
 	tf_status rc = tf_frag_sparse_cells(f, &total, err);
 
-	while (rc == TF_OK && text->len < c->target && pos < total) {
+	while (rc == TF_OK && text->len < c->target && pos < total && (rc = row_done(p, err)) == TF_OK) {
 		uint64_t tile = pos / cap, cell = pos % cap;
 
-		if ((rc = load_tile(c, p, tile, ws, err)) != TF_OK)
+		if ((rc = load_window(c, p, tile, cell, ws, err)) != TF_OK)
 			break;
 		for (size_t j = 0; j < c->ncols && rc == TF_OK; j++) {
 			const uint8_t *v;
@@ -450,7 +534,7 @@ static tf_status produce_frag_dense(csv *c, producer *p, tf_workspace *ws, const
 	tf_status rc = c->ndims <= 64 && total ? TF_OK : tf_err(err, TF_E_UNSUPPORTED, "fragment %s: tiles",
 								   f->name);
 
-	while (rc == TF_OK && text->len < c->target && pos < total) {
+	while (rc == TF_OK && text->len < c->target && pos < total && (rc = row_done(p, err)) == TF_OK) {
 		uint64_t tile = pos / tc, cell;
 
 		tile_box(c, f, tile, base, a, b);
@@ -459,7 +543,7 @@ static tf_status produce_frag_dense(csv *c, producer *p, tf_workspace *ws, const
 			continue;
 		}
 		pos = tile * tc + cell;
-		if ((rc = load_tile(c, p, tile, ws, err)) != TF_OK)
+		if ((rc = load_window(c, p, tile, cell, ws, err)) != TF_OK)
 			break;
 		for (size_t j = 0; j < c->ndims && rc == TF_OK; j++) {
 			const tf_field *d = &c->schema->dims[j];
@@ -486,6 +570,7 @@ static tf_status produce_frag_dense(csv *c, producer *p, tf_workspace *ws, const
 	return rc;
 }
 
+
 static tf_status produce(csv *c, producer *p, tf_workspace *ws, const uint64_t *in, tf_buf *text,
 			 uint64_t *out, bool *end, tf_error *err)
 {
@@ -501,124 +586,267 @@ static tf_status produce(csv *c, producer *p, tf_workspace *ws, const uint64_t *
 	}
 }
 
-/* ---- the block index ------------------------------------------------------------------------ */
+/* ---- the index ------------------------------------------------------------------------------- */
 
-typedef struct block_src {
-	csv *c;
-	const uint8_t *text;	/* a block just made: copied as it is */
-	uint64_t *state;	/* else formatted again from here */
-	uint64_t len;
-} block_src;
-
-/* Cache loader: a block's text, formatted again from where it starts.
- * Formatting reserves more than a value may take (a float's longest form,
- * a string's quoting), so it writes to a buffer of its own, then to dst. */
-static tf_status load_block(void *ctx, uint64_t index, uint8_t *dst, tf_workspace *ws, tf_error *err)
+static size_t put_varint(uint8_t *p, uint64_t v)
 {
-	block_src *b = ctx;
-	uint64_t *out = malloc((b->c->S + 1) * sizeof(uint64_t));
-	tf_buf text = TF_BUF_INIT((size_t)4 << 30);	/* as when it was first made */
-	producer p = { 0 };
-	bool end;
-	tf_status rc;
+	size_t n = 0;
 
-	if (b->text) {
-		memcpy(dst, b->text, (size_t)b->len);
-		free(out);
-		return TF_OK;
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
 	}
-	if (!out)
-		return tf_err(err, TF_E_NOMEM, "out of memory");
-	if ((rc = tf_buf_reserve(&text, (size_t)b->len, err)) == TF_OK && (rc = prod_init(b->c, &p, err)) == TF_OK)
-		rc = produce(b->c, &p, ws, b->state, &text, out, &end, err);
-	prod_free(b->c, &p);
-	free(out);
-	if (rc == TF_OK && text.len != b->len)
-		rc = tf_err(err, TF_E_STALE, "block %llu formats to other bytes than before (the array "
-			    "changed under the view?)", (unsigned long long)index);
-	else if (rc == TF_OK)
-		memcpy(dst, text.p, (size_t)b->len);
-	tf_buf_free(&text);
-	return rc;
+	p[n++] = (uint8_t)v;
+	return n;
 }
 
-static tf_status index_grow(csv *c, tf_error *err)
+/* Entry i's state into state[S] (lock held). */
+static void entry_state(const csv *c, size_t i, uint64_t *state)
 {
-	size_t cap = c->cap ? 2 * c->cap : 64;
-	uint64_t *off, *st;
+	const uint8_t *p = c->st + c->sat[i];
 
-	if (c->nblocks + 2 <= c->cap)
-		return TF_OK;
-	if (!(off = realloc(c->off, cap * sizeof(*off))))
-		return tf_err(err, TF_E_NOMEM, "out of memory");
-	c->off = off;
-	if (!(st = realloc(c->states, cap * c->S * sizeof(*st))))
-		return tf_err(err, TF_E_NOMEM, "out of memory");
-	c->states = st;
-	c->cap = cap;
+	for (size_t k = 0; k < c->S; k++) {
+		uint64_t v = 0;
+		for (unsigned shift = 0;; shift += 7) {
+			uint8_t b = *p++;
+			v |= (uint64_t)(b & 0x7f) << shift;
+			if (!(b & 0x80) || shift >= 63)
+				break;
+		}
+		state[k] = v;
+	}
+}
+
+static size_t index_bytes(const csv *c)
+{
+	return c->nent * (sizeof(uint64_t) + sizeof(size_t)) + c->sat[c->nent];
+}
+
+/* Every other entry goes, the first and the last stay (lock held). */
+static void thin(csv *c)
+{
+	size_t k = 0, at = 0;
+
+	for (size_t i = 0; i < c->nent; i++) {
+		size_t from = c->sat[i], len = c->sat[i + 1] - from;
+
+		if (i % 2 && i + 1 < c->nent)
+			continue;
+		memmove(c->st + at, c->st + from, len);
+		c->off[k] = c->off[i];
+		c->sat[k] = at;
+		at += len;
+		k++;
+	}
+	c->nent = k;
+	c->sat[k] = at;
+	c->level++;
+}
+
+/* Append an entry at text offset `at` with state `state` (lock held). */
+static tf_status append_entry(csv *c, uint64_t at, const uint64_t *state, tf_error *err)
+{
+	size_t need;
+
+	if (c->nent + 2 > c->ecap) {
+		size_t cap = c->ecap ? 2 * c->ecap : 64;
+		uint64_t *off = realloc(c->off, cap * sizeof(*off));
+		size_t *sat = off ? realloc(c->sat, cap * sizeof(*sat)) : NULL;
+
+		if (off)
+			c->off = off;
+		if (!sat)
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		c->sat = sat;
+		c->ecap = cap;
+	}
+	if (c->nent == 0)
+		c->sat[0] = 0;
+	need = c->sat[c->nent] + 10 * c->S;
+	if (need > c->stcap) {
+		size_t cap = c->stcap ? 2 * c->stcap : 256;
+		uint8_t *st;
+
+		while (cap < need)
+			cap *= 2;
+		if (!(st = realloc(c->st, cap)))
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		c->st = st;
+		c->stcap = cap;
+	}
+	c->off[c->nent] = at;
+	c->sat[c->nent + 1] = c->sat[c->nent];
+	for (size_t k = 0; k < c->S; k++)
+		c->sat[c->nent + 1] += put_varint(c->st + c->sat[c->nent + 1], state[k]);
+	c->nent++;
+	while (index_bytes(c) > c->limit && c->nent > 2)
+		thin(c);
 	return TF_OK;
 }
 
-/* Format the next block at the frontier and index it (ext held). */
-static tf_status extend_one(csv *c, tf_workspace *ws, tf_error *err)
+/* The text formatted so far ends here (lock held). */
+static uint64_t frontier(const csv *c)
+{
+	return c->off[c->nent - 1];
+}
+
+/* A piece: text [at, at + len) of the segment starting at entry `from`. */
+typedef struct piece_src {
+	csv *c;
+	unsigned level;
+	uint64_t seg, seg_end;	/* the segment's text */
+	uint64_t *state;	/* its entry's */
+	uint64_t at;
+	uint32_t len;
+	const tf_cancel *cancel;
+} piece_src;
+
+static uint64_t piece_key(unsigned level, uint64_t at)
+{
+	return (uint64_t)level << 56 | at;
+}
+
+/* Offer a piece met on the way (not waited for: a claim another thread
+ * holds may wait on ours). */
+static void offer_piece(csv *c, unsigned level, uint64_t at, const uint8_t *p, uint32_t len)
 {
 	tf_cache *cache = tf_snapshot_cache(c->v->s);
-	uint64_t *in = malloc(2 * c->S * sizeof(uint64_t)), *out = in ? in + c->S : NULL;
-	tf_buf text = TF_BUF_INIT((size_t)4 << 30);
 	tf_cache_entry *e;
-	size_t b;
+	tf_cache_state st;
+	uint8_t *dst;
+
+	if (tf_cache_acquire(cache, c->owner, piece_key(level, at), len, &e, &st, NULL) != TF_OK)
+		return;
+	if (st == TF_CACHE_CLAIMED) {
+		if ((dst = tf_cache_fill_buffer(cache, e)))
+			memcpy(dst, p, len);
+		tf_cache_publish(cache, e, dst ? TF_OK : TF_E_NOMEM, NULL);
+	}
+	tf_cache_release(cache, e, false);
+}
+
+/* Cache loader: format the segment again from its entry, block by block,
+ * up to the piece wanted; the pieces before it are offered to the cache on
+ * the way (a thinned segment read in order formats once). */
+static tf_status load_piece(void *ctx, uint64_t index, uint8_t *dst, tf_workspace *ws, tf_error *err)
+{
+	piece_src *b = ctx;
+	csv *c = b->c;
+	uint64_t *in = malloc(2 * (c->S + 1) * sizeof(uint64_t)), *out = in ? in + c->S + 1 : NULL;
+	uint64_t pos = b->seg, want_end = b->at + b->len;
+	tf_buf text = TF_BUF_INIT((size_t)4 << 30), part = TF_BUF_INIT((size_t)4 << 30);
+	producer p = { 0 };
+	bool end = false, filled = false;
+	tf_status rc = in ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
+
+	(void)index;
+	if (rc == TF_OK) {
+		memcpy(in, b->state, c->S * sizeof(uint64_t));
+		rc = prod_init(c, &p, b->cancel, err);
+	}
+	if (rc == TF_OK)
+		rc = prod_begin(c, &p, ws, b->cancel, err);
+	while (rc == TF_OK && pos < want_end && !end) {
+		text.len = 0;
+		if ((rc = produce(c, &p, ws, in, &text, out, &end, err)) != TF_OK)
+			break;
+		/* Text of this block inside pieces: cut and placed. */
+		for (size_t k = 0; k < text.len && rc == TF_OK;) {
+			uint64_t at = pos + k, pstart = b->seg + (at - b->seg) / c->piece * c->piece;
+			uint64_t pend = pstart + c->piece < b->seg_end ? pstart + c->piece : b->seg_end;
+			size_t take = (size_t)(pend - at) < text.len - k ? (size_t)(pend - at) : text.len - k;
+
+			if (at >= b->seg_end)
+				break;
+			rc = tf_buf_append(&part, text.p + k, take, err);
+			k += take;
+			if (rc == TF_OK && at + take == pend) {	/* a piece complete */
+				if (pstart == b->at && part.len == b->len)
+					memcpy(dst, part.p, b->len), filled = true;
+				else if (pstart != b->at)
+					offer_piece(c, b->level, pstart, part.p, (uint32_t)part.len);
+				part.len = 0;
+			}
+		}
+		pos += text.len;
+		memcpy(in, out, c->S * sizeof(uint64_t));
+	}
+	if (rc == TF_OK && !filled)
+		rc = tf_err(err, TF_E_STALE, "text at %llu formats to other bytes than before (the array "
+			    "changed under the view?)", (unsigned long long)b->at);
+	prod_end(c, &p);
+	prod_free(c, &p);
+	tf_buf_free(&text);
+	tf_buf_free(&part);
+	free(in);
+	return rc;
+}
+
+/* Format the next block at the frontier and index it (ext held).  Its
+ * text goes to the cache as the pieces of the new segment. */
+static tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, tf_error *err)
+{
+	uint64_t *in = malloc(2 * (c->S + 1) * sizeof(uint64_t)), *out = in ? in + c->S + 1 : NULL, start;
+	tf_buf text = TF_BUF_INIT((size_t)4 << 30);
+	unsigned level;
 	bool end = false;
 	tf_status rc = in ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
 
 	pthread_mutex_lock(&c->lock);
-	b = c->nblocks;
+	start = frontier(c);
+	level = c->level;
 	if (in)
-		memcpy(in, c->states + b * c->S, c->S * sizeof(uint64_t));
+		entry_state(c, c->nent - 1, in);
 	pthread_mutex_unlock(&c->lock);
 	if (rc == TF_OK && !c->prod.ready)
-		rc = prod_init(c, &c->prod, err);
-	if (rc == TF_OK)
+		rc = prod_init(c, &c->prod, cancel, err);
+	if (rc == TF_OK && (rc = prod_begin(c, &c->prod, ws, cancel, err)) == TF_OK)
 		rc = produce(c, &c->prod, ws, in, &text, out, &end, err);
-	if (rc == TF_OK && text.len > UINT32_MAX)
-		rc = tf_err(err, TF_E_UNSUPPORTED, "a CSV block of %zu bytes", text.len);
-	if (rc == TF_OK && text.len) {	/* publish the text, then the index */
-		block_src src = { c, text.p, NULL, text.len };
-		tf_cache_source cs = { &src, load_block };
-		if ((rc = tf_cache_get(cache, c->owner, b, (uint32_t)text.len, &cs, ws, &e, err)) == TF_OK)
-			tf_cache_release(cache, e, false);
-	}
+	if (c->prod.ready)
+		prod_end(c, &c->prod);
 	pthread_mutex_lock(&c->lock);
-	if (rc == TF_OK && text.len && (rc = index_grow(c, err)) == TF_OK) {
-		c->off[b + 1] = c->off[b] + text.len;
-		memcpy(c->states + (b + 1) * c->S, out, c->S * sizeof(uint64_t));
-		c->nblocks = b + 1;
+	if (rc == TF_OK && text.len) {	/* the index first: the pieces' keys depend on its level */
+		rc = append_entry(c, start + text.len, out, err);
+		level = c->level;
 	}
 	if (rc == TF_OK && (end || !text.len))
 		c->complete = true;
 	pthread_mutex_unlock(&c->lock);
+	for (size_t k = 0; rc == TF_OK && k < text.len; k += c->piece) {
+		size_t n = text.len - k < c->piece ? text.len - k : c->piece;
+		offer_piece(c, level, start + k, text.p + k, (uint32_t)n);
+	}
 	if (rc == TF_OK && (end || !text.len))
-		prod_free(c, &c->prod);	/* its tiles are needed no more */
+		prod_free(c, &c->prod);	/* its windows are needed no more */
 	tf_buf_free(&text);
 	free(in);
 	return rc;
 }
 
-/* The block holding text offset pos, extending the index as needed;
+/* The piece holding text offset pos, extending the index as needed;
  * *eof if pos is past the end. */
-static tf_status find_block(csv *c, tf_workspace *ws, uint64_t pos, size_t *b, bool *eof, tf_error *err)
+static tf_status find_piece(csv *c, tf_workspace *ws, uint64_t pos, const tf_cancel *cancel, piece_src *ps,
+			    bool *eof, tf_error *err)
 {
 	tf_status rc = TF_OK;
 
 	*eof = false;
 	for (;;) {
 		pthread_mutex_lock(&c->lock);
-		if (pos < c->off[c->nblocks]) {
-			size_t lo = 0, hi = c->nblocks;
+		if (pos < frontier(c)) {
+			size_t lo = 0, hi = c->nent - 1;
 			while (hi - lo > 1) {
 				size_t mid = lo + (hi - lo) / 2;
 				*(c->off[mid] <= pos ? &lo : &hi) = mid;
 			}
-			*b = lo;
+			ps->c = c;
+			ps->level = c->level;
+			ps->seg = c->off[lo];
+			ps->seg_end = c->off[lo + 1];
+			ps->at = ps->seg + (pos - ps->seg) / c->piece * c->piece;
+			ps->len = (uint32_t)(ps->seg_end - ps->at < c->piece ? ps->seg_end - ps->at : c->piece);
+			entry_state(c, lo, ps->state);
+			ps->cancel = cancel;
 			pthread_mutex_unlock(&c->lock);
 			return TF_OK;
 		}
@@ -626,12 +854,14 @@ static tf_status find_block(csv *c, tf_workspace *ws, uint64_t pos, size_t *b, b
 		pthread_mutex_unlock(&c->lock);
 		if (*eof || rc != TF_OK)
 			return rc;
+		if (tf_cancelled(cancel))
+			return tf_err(err, TF_E_INTR, "interrupted");
 		pthread_mutex_lock(&c->ext);
 		pthread_mutex_lock(&c->lock);
-		bool more = pos >= c->off[c->nblocks] && !c->complete;
+		bool more = pos >= frontier(c) && !c->complete;
 		pthread_mutex_unlock(&c->lock);
 		if (more)
-			rc = extend_one(c, ws, err);
+			rc = extend_one(c, ws, cancel, err);
 		pthread_mutex_unlock(&c->ext);
 		if (rc != TF_OK)
 			return rc;
@@ -639,9 +869,10 @@ static tf_status find_block(csv *c, tf_workspace *ws, uint64_t pos, size_t *b, b
 }
 
 static tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst, size_t *got,
-			  tf_error *err)
+			  const tf_cancel *cancel, tf_error *err)
 {
 	tf_cache *cache = tf_snapshot_cache(c->v->s);
+	piece_src ps = { 0 };
 	size_t done = 0;
 	tf_status rc = TF_OK;
 
@@ -649,37 +880,28 @@ static tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, ui
 		done = c->header.len - off < len ? (size_t)(c->header.len - off) : len;
 		memcpy(dst, c->header.p + off, done);
 	}
+	if (done < len && !(ps.state = malloc((c->S + 1) * sizeof(uint64_t))))
+		rc = tf_err(err, TF_E_NOMEM, "out of memory");
 	while (rc == TF_OK && done < len) {
-		uint64_t pos = off + done - c->header.len, start, blen, *state;
-		block_src src = { c, NULL, NULL, 0 };
-		tf_cache_source cs = { &src, load_block };
+		uint64_t pos = off + done - c->header.len;
+		tf_cache_source cs = { &ps, load_piece };
 		tf_cache_entry *e;
-		size_t b, n;
+		size_t n;
 		bool eof;
 
-		if ((rc = find_block(c, ws, pos, &b, &eof, err)) != TF_OK || eof)
+		if ((rc = find_piece(c, ws, pos, cancel, &ps, &eof, err)) != TF_OK || eof)
 			break;
-		if (!(state = malloc(c->S * sizeof(uint64_t)))) {
-			rc = tf_err(err, TF_E_NOMEM, "out of memory");
+		if ((rc = tf_cache_get(cache, c->owner, piece_key(ps.level, ps.at), ps.len, &cs, ws, &e, err)) != TF_OK)
 			break;
-		}
-		pthread_mutex_lock(&c->lock);
-		start = c->off[b], blen = c->off[b + 1] - start;
-		memcpy(state, c->states + b * c->S, c->S * sizeof(uint64_t));
-		pthread_mutex_unlock(&c->lock);
-		src.state = state, src.len = blen;
-		rc = tf_cache_get(cache, c->owner, b, (uint32_t)blen, &cs, ws, &e, err);
-		free(state);
-		if (rc != TF_OK)
-			break;
-		n = blen - (pos - start) < len - done ? (size_t)(blen - (pos - start)) : len - done;
-		memcpy(dst + done, tf_cache_data(e) + (pos - start), n);
+		n = ps.at + ps.len - pos < len - done ? (size_t)(ps.at + ps.len - pos) : len - done;
+		memcpy(dst + done, tf_cache_data(e) + (pos - ps.at), n);
 		done += n;
-		/* Not "done" even when read to its end: a block costs a merge to
+		/* Not "done" even when read to its end: a piece costs a merge to
 		 * make again, and nothing tells us a page cache holds it (the
 		 * driver serves a CSV of unknown size with direct I/O). */
 		tf_cache_release(cache, e, false);
 	}
+	free(ps.state);
 	*got = done;
 	return rc;
 }
@@ -690,14 +912,15 @@ static void csv_free(csv *c)
 {
 	if (!c)
 		return;
-	/* Its blocks stay in the cache under an owner no one asks for again:
+	/* Its pieces stay in the cache under an owner no one asks for again:
 	 * they drift to the cold end of the LRU and go first. */
 	prod_free(c, &c->prod);
 	tf_buf_free(&c->header);
 	free(c->cols);
 	free(c->specs);
 	free(c->off);
-	free(c->states);
+	free(c->sat);
+	free(c->st);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->ext);
 	free(c);
@@ -751,16 +974,18 @@ static tf_status csv_new(tf_views *v, csv_kind kind, size_t frag, csv **out, tf_
 	c->schema = kind == CSV_FRAG_DENSE || kind == CSV_FRAG_SPARSE ? tf_snapshot_frag(v->s, frag)->schema
 								      : tf_snapshot_schema(v->s);
 	c->S = kind == CSV_ARRAY_SPARSE && tf_snapshot_nvisible(v->s) ? tf_snapshot_nvisible(v->s) : 1;
-	{	/* blocks live in the cache: a few must fit beside decoded chunks */
-		tf_cache_stats st;
-		tf_cache_get_stats(tf_snapshot_cache(v->s), &st);
-		c->target = st.budget / 8 < BLOCK_TARGET ? st.budget / 8 : BLOCK_TARGET;
+	{	/* pieces live in the cache: a few must fit beside decoded chunks */
+		size_t budget = tf_cache_budget(tf_snapshot_cache(v->s));
+		c->target = budget / 8 < BLOCK_TARGET ? budget / 8 : BLOCK_TARGET;
 		if (c->target < 1024)
 			c->target = 1024;
+		c->piece = 2 * c->target;
+		c->limit = budget / 64 > INDEX_MIN ? budget / 64 : INDEX_MIN;
 	}
-	if ((rc = csv_columns(c, err)) == TF_OK && (rc = index_grow(c, err)) == TF_OK) {
-		c->off[0] = 0;
-		memset(c->states, 0, c->S * sizeof(uint64_t));
+	if ((rc = csv_columns(c, err)) == TF_OK) {
+		uint64_t *zero = calloc(c->S + 1, sizeof(uint64_t));
+		rc = zero ? append_entry(c, 0, zero, err) : tf_err(err, TF_E_NOMEM, "out of memory");
+		free(zero);
 		c->owner = tf_cache_owner(tf_snapshot_cache(v->s));
 	}
 	if (rc != TF_OK) {
@@ -780,12 +1005,9 @@ static tf_status get_csv(tf_views *v, size_t frag, csv **out, tf_error *err)
 	csv_kind kind;
 	tf_status rc = TF_OK;
 
-	if (f && !f->fr) {
-		if (err)
-			*err = f->error;
-		return f->error.code ? f->error.code : TF_E_CORRUPT;
-	}
-	if (!f && tf_snapshot_schema(v->s)->dense && !v->dense) {
+	if (f && (rc = tf_snapshot_load(v->s, frag, err)) != TF_OK)
+		return rc;
+	if (!f && tf_snapshot_schema(v->s)->dense && !views_dense(v)) {
 		if (err)
 			*err = v->dense_err;
 		return v->dense_err.code ? v->dense_err.code : TF_E_UNSUPPORTED;
@@ -806,7 +1028,7 @@ static bool csv_size(csv *c, uint64_t *size)
 
 	pthread_mutex_lock(&c->lock);
 	known = c->complete;
-	*size = c->header.len + c->off[c->nblocks];
+	*size = c->header.len + frontier(c);
 	pthread_mutex_unlock(&c->lock);
 	return known;
 }
@@ -934,7 +1156,9 @@ tf_status tf_views_open(tf_array *a, tf_cache *cache, tf_views **out, tf_error *
 	if (!v)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	atomic_init(&v->refs, 1);
+	atomic_init(&v->dense_tried, false);
 	pthread_mutex_init(&v->lock, NULL);
+	pthread_mutex_init(&v->dense_lock, NULL);
 	if ((rc = tf_snapshot_open(a, cache, &v->s, err)) != TF_OK) {
 		tf_views_unref(v);
 		return rc;
@@ -943,16 +1167,32 @@ tf_status tf_views_open(tf_array *a, tf_cache *cache, tf_views **out, tf_error *
 		tf_views_unref(v);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
-	/* A dense array that cannot be resolved still lists its CSV views;
-	 * opening the array's CSV reports why. */
-	if (tf_snapshot_schema(v->s)->dense && tf_dense_open(v->s, &v->dense, &v->dense_err) != TF_OK)
-		v->dense = NULL;
-	if ((rc = add_matrices(v, err)) != TF_OK) {
-		tf_views_unref(v);
-		return rc;
-	}
 	*out = v;
 	return TF_OK;
+}
+
+/* A dense array's resolution and matrices, made on first need (every
+ * fragment's metadata is read).  A dense array that cannot be resolved
+ * still lists its CSV views; opening the array's CSV reports why. */
+static tf_dense *views_dense(tf_views *v)
+{
+	if (atomic_load(&v->dense_tried))
+		return v->dense;
+	pthread_mutex_lock(&v->dense_lock);
+	if (!atomic_load(&v->dense_tried)) {
+		if (tf_snapshot_schema(v->s)->dense && tf_dense_open(v->s, &v->dense, &v->dense_err) != TF_OK)
+			v->dense = NULL;
+		tf_error e;
+		if (add_matrices(v, &e) != TF_OK) {
+			for (size_t i = 0; i < v->nmats; i++)
+				tf_buf_free(&v->mats[i].npy);
+			free(v->mats);
+			v->mats = NULL, v->nmats = 0;
+		}
+		atomic_store(&v->dense_tried, true);
+	}
+	pthread_mutex_unlock(&v->dense_lock);
+	return v->dense;
 }
 
 tf_views *tf_views_ref(tf_views *v)
@@ -975,6 +1215,7 @@ void tf_views_unref(tf_views *v)
 	tf_dense_free(v->dense);
 	tf_snapshot_unref(v->s);
 	pthread_mutex_destroy(&v->lock);
+	pthread_mutex_destroy(&v->dense_lock);
 	free(v);
 }
 
@@ -1008,7 +1249,7 @@ static bool ends_with(const char *s, const char *suffix, size_t *stem)
 	return n > m && !strcmp(s + n - m, suffix);
 }
 
-static tf_status parse_path(const tf_views *v, const char *rel, vpath *p, tf_error *err)
+static tf_status parse_path(tf_views *v, const char *rel, vpath *p, tf_error *err)
 {
 	const char *slash;
 	size_t stem;
@@ -1031,6 +1272,7 @@ static tf_status parse_path(const tf_views *v, const char *rel, vpath *p, tf_err
 		if (p->frag != SIZE_MAX && !strcmp(slash + 1, CSV_NAME))
 			return p->kind = P_FRAGCSV, TF_OK;
 	} else if (ends_with(rel, ".raw", &stem) || ends_with(rel, ".npy", &stem)) {
+		views_dense(v);
 		for (size_t i = 0; i < v->nmats; i++)
 			if (strlen(v->mats[i].name) == stem && !strncmp(v->mats[i].name, rel, stem)) {
 				p->m = &v->mats[i];
@@ -1094,6 +1336,7 @@ tf_status tf_views_list(tf_views *v, const char *rel, tf_views_list_fn fn, void 
 		return rc;
 	memset(&e, 0, sizeof(e));
 	if (p.kind == P_ROOT) {
+		views_dense(v);	/* its matrices are listed */
 		e.kind = P_CSV;
 		if (list_one(v, &e, CSV_NAME, fn, ctx))
 			return TF_OK;
@@ -1219,8 +1462,8 @@ bool tf_view_size(tf_view *w, uint64_t *size)
 	}
 }
 
-tf_status tf_view_read(tf_view *w, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst,
-		       size_t *got, tf_error *err)
+tf_status tf_view_read_cancellable(tf_view *w, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst,
+				   size_t *got, const tf_cancel *cancel, tf_error *err)
 {
 	size_t head = 0, n = 0;
 	tf_status rc;
@@ -1228,7 +1471,7 @@ tf_status tf_view_read(tf_view *w, tf_workspace *ws, uint64_t off, size_t len, u
 	*got = 0;
 	switch (w->kind) {
 	case V_CSV:
-		return csv_read(w->c, ws, off, len, dst, got, err);
+		return csv_read(w->c, ws, off, len, dst, got, cancel, err);
 	case V_RAW:
 		return raw_read(w->v, w->m, ws, off, len, dst, got, err);
 	default:
@@ -1240,4 +1483,22 @@ tf_status tf_view_read(tf_view *w, tf_workspace *ws, uint64_t off, size_t len, u
 		*got = head + n;
 		return rc;
 	}
+}
+
+tf_status tf_view_read(tf_view *w, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst,
+		       size_t *got, tf_error *err)
+{
+	return tf_view_read_cancellable(w, ws, off, len, dst, got, NULL, err);
+}
+
+size_t tf_view_index_bytes(tf_view *w)
+{
+	size_t n = 0;
+
+	if (w->kind == V_CSV) {
+		pthread_mutex_lock(&w->c->lock);
+		n = index_bytes(w->c);
+		pthread_mutex_unlock(&w->c->lock);
+	}
+	return n;
 }

@@ -31,10 +31,15 @@
  * later read anywhere formats one block; once a full pass has been made the
  * size is known (tf_views_stat reports it) and stays so for that state.
  *
- * Memory: formatted blocks and decoded chunks live in the shared cache
- * (its budget); besides, each open CSV keeps one decoded tile per merged
- * fragment while it formats, and the index (8 bytes per block, plus 8 per
- * sparse fragment per block).
+ * Memory: everything a view holds beyond a few bytes per fragment is
+ * charged to the shared cache's budget or bounded by it: formatted text,
+ * decoded chunks, and the windows of cells the merge and the per-fragment
+ * CSVs read (tf_merge.h), which stay in the cache, unpinned, between
+ * requests.  A CSV's index is bounded too (a 64th of the budget: beyond,
+ * it keeps every other entry, and a read formats from the entry before it).
+ * Metadata of fragments is read when a view needs it: looking up the views
+ * folder reads none, a fragment's CSV reads its own, and the array's CSV
+ * or matrices read every visible fragment's.
  *
  * Every function is thread-safe; a tf_view may be read by many threads.
  */
@@ -47,6 +52,7 @@
 
 #include "tf_array.h"
 #include "tf_cache.h"
+#include "tf_snapshot.h"
 #include "tf_status.h"
 
 #define TF_VIEWS_DIR "@views"
@@ -114,5 +120,11 @@ bool tf_view_size(tf_view *w, uint64_t *size);
  * calling thread's workspace. */
 tf_status tf_view_read(tf_view *w, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst,
 		       size_t *got, tf_error *err);
+/* The same, given up (TF_E_INTR) soon after cancel says the reader went
+ * away: a read far into a CSV may format gigabytes first. */
+tf_status tf_view_read_cancellable(tf_view *w, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst,
+				   size_t *got, const tf_cancel *cancel, tf_error *err);
+/* Bytes a CSV's index holds now (0 for other views), for tests. */
+size_t tf_view_index_bytes(tf_view *w);
 
 #endif
