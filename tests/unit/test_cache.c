@@ -30,7 +30,7 @@
 #define HANG_GUARD_S 60		/* a rendezvous that never completes is a failure, not a hang */
 /* What an entry costs beside its buffer (ENTRY_COST in tf_cache.c): the
  * budget is charged for both. */
-#define ENTRY_COST ((size_t)128)
+#define ENTRY_COST ((size_t)160)
 #define COST(len) ((size_t)(len) + ENTRY_COST)
 
 typedef struct fake {
