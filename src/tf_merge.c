@@ -486,11 +486,12 @@ static tf_status dense_box(tf_dense *d, tf_error *err)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	for (size_t k = 0; k < d->nfrags; k++) {
 		const tf_snap_frag *f = tf_snapshot_frag(d->s, d->frags[k]);
+		const uint64_t *flo = tf_frag_lo(f), *fhi = tf_frag_hi(f);
 		for (size_t i = 0; i < d->ndims; i++) {
-			if (k == 0 || f->lo[i] < d->lo[i])
-				d->lo[i] = f->lo[i];
-			if (k == 0 || f->hi[i] > hi[i])
-				hi[i] = f->hi[i];
+			if (k == 0 || flo[i] < d->lo[i])
+				d->lo[i] = flo[i];
+			if (k == 0 || fhi[i] > hi[i])
+				hi[i] = fhi[i];
 		}
 	}
 	d->ncells = d->nfrags ? 1 : 0;
@@ -605,7 +606,7 @@ static void locate(const tf_dense *d, const tf_snap_frag *f, const uint64_t *x, 
 	for (size_t k = 0; k < n; k++) {
 		size_t i = trow ? k : n - 1 - k;
 		uint64_t tc = x[i] / d->ext[i];
-		t = t * f->tn[i] + (tc - f->tlo[i]);
+		t = t * tf_frag_tn(f)[i] + (tc - tf_frag_tlo(f)[i]);
 	}
 	for (size_t k = 0; k < n; k++) {
 		size_t i = crow ? k : n - 1 - k;
@@ -650,17 +651,18 @@ static void paint_row(const tf_dense *d, const uint64_t *x, uint64_t a, uint64_t
 	seg[0] = a, seg[1] = b, seg[2] = SIZE_MAX;
 	for (size_t k = d->nfrags; k-- > 0;) {
 		const tf_snap_frag *f = tf_snapshot_frag(d->s, d->frags[k]);
+		const uint64_t *flo = tf_frag_lo(f), *fhi = tf_frag_hi(f);
 		bool in = true;
 
 		for (size_t i = 0; i < L && in; i++)
-			in = x[i] >= f->lo[i] && x[i] <= f->hi[i];
+			in = x[i] >= flo[i] && x[i] <= fhi[i];
 		for (size_t j = 0; in && j < n; j++) {
 			uint64_t *sg = &seg[3 * j], lo, hi;
 
-			if (sg[2] != SIZE_MAX || f->hi[L] < sg[0] || f->lo[L] > sg[1])
+			if (sg[2] != SIZE_MAX || fhi[L] < sg[0] || flo[L] > sg[1])
 				continue;
-			lo = f->lo[L] > sg[0] ? f->lo[L] : sg[0];
-			hi = f->hi[L] < sg[1] ? f->hi[L] : sg[1];
+			lo = flo[L] > sg[0] ? flo[L] : sg[0];
+			hi = fhi[L] < sg[1] ? fhi[L] : sg[1];
 			if (hi < sg[1]) {	/* [hi + 1, end] stays fill */
 				memmove(sg + 3, sg, 3 * (n - j) * sizeof(uint64_t));
 				n++;
@@ -735,10 +737,10 @@ tf_status tf_dense_runs(const tf_dense *d, uint64_t c0, uint64_t n, tf_run **run
 /* A fragment of the merge.  Its order is its index in the slots (read
  * order: later is newer). */
 typedef struct slot {
-	size_t frag;		/* snapshot index */
 	uint64_t total, pos;	/* its cells, and the next one to merge */
-	uint64_t cap;		/* cells per tile (but the last) */
-	tf_cellbuf *buf;	/* its window, while in the merge (active) */
+	tf_cellbuf *buf;	/* its window, while in the merge (active); its
+				 * base: the position of its tile's first cell */
+	uint32_t frag;		/* snapshot index */
 	bool done, active, time_filter;
 } slot;
 
@@ -755,9 +757,10 @@ struct tf_sparse {
 	tf_cond_value *cvals;	/* scratch for one condition */
 	slot *slots;
 	size_t nslots;
-	size_t *heap, nheap;	/* active slots, by their next cell */
-	size_t *pend, npend;	/* waiting slots, by the corner of their domain */
-	size_t *batch;		/* slots joining at once */
+	uint32_t *heap;		/* active slots, by their next cell */
+	uint32_t *pend;		/* waiting slots, by the corner of their domain */
+	uint32_t *batch;	/* slots joining at once */
+	size_t nheap, npend;
 	size_t nactive;		/* slots with a window */
 	size_t share, held;	/* the windows' share of the budget; bytes held */
 	size_t extra;		/* per window cell: its Hilbert value or space tiles */
@@ -828,8 +831,10 @@ static tf_status add_slots(tf_sparse *it, tf_error *err)
 	size_t nv = tf_snapshot_nvisible(it->s);
 	tf_status rc = TF_OK;
 
-	if (!(it->slots = calloc(nv + 1, sizeof(*it->slots))) || !(it->heap = calloc(nv + 1, sizeof(size_t))) ||
-	    !(it->pend = calloc(nv + 1, sizeof(size_t))) || !(it->batch = calloc(nv + 1, sizeof(size_t))))
+	if (nv >= UINT32_MAX || tf_snapshot_nfrags(it->s) >= UINT32_MAX)
+		return tf_err(err, TF_E_UNSUPPORTED, "%zu fragments", tf_snapshot_nfrags(it->s));
+	if (!(it->slots = calloc(nv + 1, sizeof(*it->slots))) || !(it->heap = calloc(nv + 1, sizeof(uint32_t))) ||
+	    !(it->pend = calloc(nv + 1, sizeof(uint32_t))) || !(it->batch = calloc(nv + 1, sizeof(uint32_t))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	for (size_t k = 0; k < nv && rc == TF_OK; k++) {
 		slot *sl = &it->slots[it->nslots];
@@ -840,8 +845,7 @@ static tf_status add_slots(tf_sparse *it, tf_error *err)
 			return rc;
 		if (f->dense)
 			return tf_err(err, TF_E_UNSUPPORTED, "fragment %s of a sparse array is dense", f->name);
-		sl->frag = frag;
-		sl->cap = f->schema->capacity;
+		sl->frag = (uint32_t)frag;
 		if ((rc = tf_frag_sparse_cells(f, &sl->total, err)) != TF_OK)
 			return rc;
 		sl->time_filter = f->has_ts && f->t2 > tf_snapshot_time(it->s);
@@ -1027,7 +1031,7 @@ static void dim_value(const slot *sl, size_t d, uint64_t c, const uint8_t **p, s
 /* The slot's next cell: its number in its tile. */
 static uint64_t cell_of(const slot *sl)
 {
-	return sl->pos - sl->buf->tile * sl->cap;
+	return sl->pos - sl->buf->base;
 }
 
 /* The sort keys of cell c of the slot's window: its Hilbert value, or its
@@ -1288,24 +1292,26 @@ static bool heap_less(tf_sparse *it, size_t a, size_t b)
 
 typedef bool (*less_fn)(tf_sparse *it, size_t a, size_t b);
 
-static void push(tf_sparse *it, size_t *h, size_t *n, size_t s, less_fn less)
+static void push(tf_sparse *it, uint32_t *h, size_t *n, size_t s, less_fn less)
 {
 	size_t i = (*n)++;
 
-	h[i] = s;
+	h[i] = (uint32_t)s;
 	while (i > 0 && less(it, h[i], h[(i - 1) / 2])) {
-		size_t p = (i - 1) / 2, t = h[p];
+		size_t p = (i - 1) / 2;
+		uint32_t t = h[p];
 		h[p] = h[i], h[i] = t, i = p;
 	}
 }
 
-static size_t pop(tf_sparse *it, size_t *h, size_t *n, less_fn less)
+static size_t pop(tf_sparse *it, uint32_t *h, size_t *n, less_fn less)
 {
 	size_t top = h[0], i = 0;
 
 	h[0] = h[--*n];
 	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, m = i, t;
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		uint32_t t;
 		if (l < *n && less(it, h[l], h[m]))
 			m = l;
 		if (r < *n && less(it, h[r], h[m]))
@@ -1342,7 +1348,8 @@ static size_t allowance(const tf_sparse *it, const slot *sl)
 /* A window from the slot's position, of `bytes` at most. */
 static tf_status slot_fetch(tf_sparse *it, slot *sl, size_t bytes, tf_workspace *ws, tf_error *err)
 {
-	uint64_t tile = sl->pos / sl->cap, cell = sl->pos % sl->cap, tc = tf_frag_tile_cells(frag_of(it, sl), tile);
+	uint64_t cap = frag_of(it, sl)->schema->capacity, tile = sl->pos / cap, cell = sl->pos % cap;
+	uint64_t tc = tf_frag_tile_cells(frag_of(it, sl), tile);
 	size_t had = sl->buf->loaded ? sl->buf->len : 0;
 	tf_status rc;
 
@@ -1353,6 +1360,7 @@ static tf_status slot_fetch(tf_sparse *it, slot *sl, size_t bytes, tf_workspace 
 	it->held -= had;
 	if (rc != TF_OK)
 		return rc;
+	sl->buf->base = tile * cap;
 	it->held += sl->buf->len;
 	return compute_keys(it, sl, err);
 }
@@ -1360,7 +1368,9 @@ static tf_status slot_fetch(tf_sparse *it, slot *sl, size_t bytes, tf_workspace 
 /* Load the window holding the slot's position (if not held). */
 static tf_status slot_load(tf_sparse *it, slot *sl, tf_workspace *ws, tf_error *err)
 {
-	if (tf_cellbuf_has(sl->buf, sl->frag, sl->pos / sl->cap, sl->pos % sl->cap))
+	uint64_t cap = frag_of(it, sl)->schema->capacity;
+
+	if (tf_cellbuf_has(sl->buf, sl->frag, sl->pos / cap, sl->pos % cap))
 		return TF_OK;
 	return slot_fetch(it, sl, allowance(it, sl), ws, err);
 }
@@ -1448,7 +1458,7 @@ static tf_status admit(tf_sparse *it, tf_workspace *ws, tf_error *err)
 	}
 	while (rc == TF_OK && it->npend && it->nheap && corner_reached(it, it->pend[0], &it->slots[it->heap[0]])) {
 		size_t s = pop(it, it->pend, &it->npend, pend_less);
-		it->batch[n++] = s;
+		it->batch[n++] = (uint32_t)s;
 		rc = join(it, s, err);
 	}
 	if (rc == TF_OK && n)

@@ -68,6 +68,7 @@ typedef struct tf_cellbuf {
 	uint32_t len;			/* bytes of the window */
 	size_t frag;			/* snapshot fragment index */
 	uint64_t tile, first, ncells;	/* cells [first, first + ncells) of the tile */
+	uint64_t base;			/* the holder's, as it likes */
 	bool loaded;
 	size_t nfields, extra_size;	/* extra: bytes per cell left to the holder */
 	uint8_t *extra;			/* while pinned: ncells * extra_size, 8-aligned */

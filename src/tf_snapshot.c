@@ -18,7 +18,7 @@
  *    of the idle ones TF_SNAPSHOT_IDLE_COLS keep their files open, older
  *    ones close them but keep their indexes (so their decoded units stay
  *    theirs in the cache: 300 fragments of 4 fields are 1,200 columns, read
- *    in turn), and beyond a sixteenth of the budget of indexes they go,
+ *    in turn), and beyond a 32nd of the budget of indexes they go,
  *    least recently used first.  One open column per (fragment, field) for
  *    the snapshot's life was 800,000 open files and their indexes.
  *  - whether the array changed (tf_snapshot_current, asked each second a
@@ -44,7 +44,7 @@
  * this format or later are seen once their start is past. */
 #define PARTIAL_OVERLAP_VERSION 15
 
-enum { META_UNREAD, META_READ, META_FAILED };
+enum { META_UNREAD, META_LOADING, META_READ, META_FAILED };
 
 /* A column is held (refs > 0: its files open), idle (open, on the idle
  * list), or dormant (its files' indexes kept, their descriptors closed, on
@@ -60,7 +60,7 @@ typedef struct col_slot {
 	size_t bytes;			/* its files' indexes */
 	col_state state;
 	bool opening;			/* a reader opens its files again */
-	struct col_slot *next;		/* the fragment's other columns */
+	struct col_slot *next;		/* its hash chain */
 	struct col_slot *older, *newer;	/* its list, least recently used first */
 } col_slot;
 
@@ -122,12 +122,17 @@ struct tf_snapshot {
 	size_t nfrags;
 	_Atomic uint8_t *meta;	/* per fragment: META_* */
 	failure *failures;	/* fragments whose metadata failed (under load_lock) */
-	pthread_mutex_t load_lock;	/* one reader of metadata at a time */
-	size_t *visible, nvisible;
+	pthread_mutex_t load_lock;	/* guards failures, facts; waiting for a LOADING one */
+	pthread_cond_t loaded;
+	uint8_t *facts;		/* boxes and corners: chunks of FACTS_CHUNK, linked */
+	size_t facts_used;
+	uint32_t *visible;	/* fragment indexes, in read order */
+	size_t nvisible;
 	tf_snap_delete *dels;
 	size_t ndels;
 	pthread_mutex_t lock;	/* guards columns and enumerations */
-	col_slot **cols;	/* per fragment */
+	col_slot **cols;	/* hash of (fragment, field): ncols_b buckets */
+	size_t ncols_b;
 	col_list idle, dormant;
 	size_t nopen, kept_limit;	/* columns in the table; bytes of idle and dormant ones */
 	pthread_cond_t reopened;	/* a dormant column's files are open again */
@@ -239,6 +244,17 @@ static bool contains_with(const names *l, const char *name, const char *suffix)
 	char buf[600];
 
 	return snprintf(buf, sizeof(buf), "%s%s", name, suffix) < (int)sizeof(buf) && contains(l, buf);
+}
+
+/* A listing kept (fragment names point into it): no slack. */
+static void names_fit(names *l)
+{
+	void *p;
+
+	if (l->len && l->len < l->cap && (p = realloc(l->buf, l->len)))
+		l->buf = p, l->cap = l->len;
+	if (l->n && l->n < l->ncap && (p = realloc(l->off, l->n * sizeof(size_t))))
+		l->off = p, l->ncap = l->n;
 }
 
 static tf_status list_dir(tf_array *a, const char *rel, names *out, tf_error *err)
@@ -506,7 +522,7 @@ static bool committed(tf_snapshot *s, const tf_snap_frag *f, const commits *c, c
 static int cmp_visible(const void *pa, const void *pb, void *ctx)
 {
 	const tf_snapshot *s = ctx;
-	const tf_snap_frag *a = &s->frags[*(const size_t *)pa], *b = &s->frags[*(const size_t *)pb];
+	const tf_snap_frag *a = &s->frags[*(const uint32_t *)pa], *b = &s->frags[*(const uint32_t *)pb];
 
 	if (a->t1 != b->t1)	/* TimestampedURI::operator< : start timestamps */
 		return a->t1 < b->t1 ? -1 : 1;
@@ -522,8 +538,11 @@ static int cmp_frag_name(const void *pa, const void *pb)
 
 static tf_status list_fragments(tf_snapshot *s, tf_error *err)
 {
-	size_t cap = 0;
+	size_t cap = s->fdir.n + s->root.n + 1;	/* at most: no slack to double */
 	tf_status rc = TF_OK;
+
+	if (!(s->frags = malloc(cap * sizeof(*s->frags))))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
 
 	for (size_t i = 0; i < s->fdir.n && rc == TF_OK; i++)
 		if (dir_at(&s->fdir, i))
@@ -538,7 +557,9 @@ static tf_status list_fragments(tf_snapshot *s, tf_error *err)
 
 static tf_status choose_visible(tf_snapshot *s, const commits *c, const names *cdir, tf_error *err)
 {
-	if (!(s->visible = malloc((s->nfrags ? s->nfrags : 1) * sizeof(size_t))))
+	if (s->nfrags >= UINT32_MAX)
+		return tf_err(err, TF_E_UNSUPPORTED, "%zu fragments", s->nfrags);
+	if (!(s->visible = malloc((s->nfrags ? s->nfrags : 1) * sizeof(*s->visible))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	for (size_t i = 0; i < s->nfrags; i++) {
 		tf_snap_frag *f = &s->frags[i];
@@ -546,10 +567,10 @@ static tf_status choose_visible(tf_snapshot *s, const commits *c, const names *c
 
 		f->visible = in_time && !contains(&c->vacuumed, f->name) && committed(s, f, c, cdir);
 		if (f->visible)
-			s->visible[s->nvisible++] = i;
+			s->visible[s->nvisible++] = (uint32_t)i;
 	}
 	if (s->nvisible)
-		qsort_r(s->visible, s->nvisible, sizeof(size_t), cmp_visible, s);
+		qsort_r(s->visible, s->nvisible, sizeof(*s->visible), cmp_visible, s);
 	return TF_OK;
 }
 
@@ -574,38 +595,85 @@ static uint64_t extent_of(const tf_field *d)
 	return tf_le_n(d->extent, tf_datatype_size(d->type));
 }
 
+/*
+ * Boxes and corners live in chunks of the snapshot's (a malloc of 12 bytes
+ * per fragment costs 32, and 200,000 of them count): 8-aligned pieces, the
+ * chunks linked through their first 8 bytes, freed with the snapshot.
+ */
+#define FACTS_CHUNK ((size_t)64 << 10)
+
+static void *facts_alloc(tf_snapshot *s, size_t n)
+{
+	uint8_t *chunk, *p = NULL;
+
+	n = (n + 7) & ~(size_t)7;
+	pthread_mutex_lock(&s->load_lock);
+	if (n + 8 > FACTS_CHUNK) {	/* a huge one: a chunk of its own, linked second */
+		if ((chunk = malloc(n + 8))) {
+			uint8_t *after = NULL;
+
+			if (s->facts) {
+				memcpy(&after, s->facts, sizeof(after));
+				memcpy(s->facts, &chunk, sizeof(chunk));
+			} else {
+				s->facts = chunk;
+				s->facts_used = FACTS_CHUNK;	/* full: the next gets a chunk */
+			}
+			memcpy(chunk, &after, sizeof(after));
+			p = chunk + 8;
+		}
+	} else {
+		if (!s->facts || s->facts_used + n > FACTS_CHUNK) {
+			if ((chunk = malloc(FACTS_CHUNK))) {
+				memcpy(chunk, &s->facts, sizeof(s->facts));
+				s->facts = chunk;
+				s->facts_used = 8;
+			}
+		}
+		if (s->facts && s->facts_used + n <= FACTS_CHUNK) {
+			p = s->facts + s->facts_used;
+			s->facts_used += n;
+		}
+	}
+	pthread_mutex_unlock(&s->load_lock);
+	if (p)
+		memset(p, 0, n);
+	return p;
+}
+
 /* Dense fragments: the non-empty domain and its tiles, per dimension. */
-static tf_status dense_box(tf_snap_frag *f, const tf_fragment *fr, tf_error *err)
+static tf_status dense_box(tf_snapshot *s, tf_snap_frag *f, const tf_fragment *fr, tf_error *err)
 {
 	const tf_schema *sc = f->schema;
 	size_t n = sc->ndims;
-	tf_span lo, hi;
+	uint64_t *lo, *hi, *tlo, *tn;
+	tf_span l, h;
 	tf_status rc;
 
-	if (!(f->lo = calloc(4 * n + 1, sizeof(uint64_t))))
+	if (!(f->box = facts_alloc(s, (4 * n + 1) * sizeof(uint64_t))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
-	f->hi = f->lo + n, f->tlo = f->hi + n, f->tn = f->tlo + n;
+	lo = f->box, hi = lo + n, tlo = hi + n, tn = tlo + n;
 	f->ntiles = 1;
 	for (size_t d = 0; d < n; d++) {
 		const tf_field *dim = &sc->dims[d];
 		unsigned size = tf_datatype_size(dim->type);
 		uint64_t ext = extent_of(dim);
 
-		if ((rc = tf_fragment_ned(fr, d, &lo, &hi, err)) != TF_OK)
+		if ((rc = tf_fragment_ned(fr, d, &l, &h, err)) != TF_OK)
 			return rc;
-		if (!dim->has_extent || ext == 0 || tf_datatype_is_real(dim->type) || lo.n != size || hi.n != size)
+		if (!dim->has_extent || ext == 0 || tf_datatype_is_real(dim->type) || l.n != size || h.n != size)
 			return tf_err(err, TF_E_UNSUPPORTED, "fragment %s: dimension %s is not an integer "
 				      "dimension with a tile extent", f->name, dim->name);
-		f->lo[d] = dim_offset(dim->type, lo.p, dim->domain);
-		f->hi[d] = dim_offset(dim->type, hi.p, dim->domain);
-		if (f->lo[d] > f->hi[d] || f->hi[d] > dim_offset(dim->type, dim->domain + size, dim->domain))
+		lo[d] = dim_offset(dim->type, l.p, dim->domain);
+		hi[d] = dim_offset(dim->type, h.p, dim->domain);
+		if (lo[d] > hi[d] || hi[d] > dim_offset(dim->type, dim->domain + size, dim->domain))
 			return tf_err(err, TF_E_CORRUPT, "fragment %s: non-empty domain of %s outside the "
 				      "domain", f->name, dim->name);
-		f->tlo[d] = f->lo[d] / ext;
-		f->tn[d] = f->hi[d] / ext - f->tlo[d] + 1;
-		if (f->ntiles > UINT64_MAX / f->tn[d])
+		tlo[d] = lo[d] / ext;
+		tn[d] = hi[d] / ext - tlo[d] + 1;
+		if (f->ntiles > UINT64_MAX / tn[d])
 			return tf_err(err, TF_E_CORRUPT, "fragment %s: too many tiles", f->name);
-		f->ntiles *= f->tn[d];
+		f->ntiles *= tn[d];
 	}
 	return TF_OK;
 }
@@ -614,7 +682,7 @@ static tf_status dense_box(tf_snap_frag *f, const tf_fragment *fr, tf_error *err
  * tf_snap_frag.corner); none when the metadata has no usable domain (formats
  * 1-2, a null domain, or formats 1-4 storing every dimension in the first
  * one's type when the types differ). */
-static void sparse_corner(tf_snap_frag *f, const tf_fragment *fr)
+static void sparse_corner(tf_snapshot *s, tf_snap_frag *f, const tf_fragment *fr)
 {
 	const tf_schema *sc = f->schema;
 	size_t total = 0, at = 0;
@@ -628,7 +696,7 @@ static void sparse_corner(tf_snap_frag *f, const tf_fragment *fr)
 			return;
 		total += 4 + ((lo.n + 3) & ~(size_t)3);
 	}
-	if (!sc->ndims || !(f->corner = calloc(1, total)))
+	if (!sc->ndims || !(f->corner = facts_alloc(s, total)))
 		return;
 	for (size_t d = 0; d < sc->ndims; d++) {
 		tf_fragment_ned(fr, d, &lo, &hi, NULL);
@@ -653,11 +721,11 @@ static tf_status read_facts(tf_snapshot *s, tf_snap_frag *f, tf_error *err)
 	f->has_ts = tf_fragment_has_timestamps(fr);
 	f->has_dm = tf_fragment_has_delete_meta(fr);
 	if (f->dense) {
-		rc = dense_box(f, fr, err);
+		rc = dense_box(s, f, fr, err);
 	} else {
 		f->ntiles = tf_fragment_sparse_tiles(fr);
 		f->last_cells = f->ntiles ? tf_fragment_tile_cells(fr, f->ntiles - 1, f->ntiles) : 0;
-		sparse_corner(f, fr);
+		sparse_corner(s, f, fr);
 	}
 	tf_array_fragment_put(s->a, fr);
 	return rc;
@@ -679,54 +747,149 @@ static tf_status failure_of(tf_snapshot *s, size_t frag, tf_error *err)
 	return rc;
 }
 
-/* Read fragment frag's facts (load_lock held). */
-static void load_locked(tf_snapshot *s, size_t frag)
+/* Read fragment frag's facts: the reader that moved it from UNREAD to
+ * LOADING does, with no lock held; others wanting it wait. */
+static void load_one(tf_snapshot *s, size_t frag)
 {
 	tf_snap_frag *f = &s->frags[frag];
-	failure *fl;
+	failure *fl = NULL;
 	tf_error e;
+	bool ok = read_facts(s, f, &e) == TF_OK;
 
-	if (atomic_load_explicit(&s->meta[frag], memory_order_relaxed) != META_UNREAD)
-		return;
-	if (read_facts(s, f, &e) == TF_OK) {
-		atomic_store_explicit(&s->meta[frag], META_READ, memory_order_release);
-		return;
+	if (!ok) {
+		f->box = NULL;	/* its piece of the chunks stays unused */
+		if ((fl = calloc(1, sizeof(*fl)))) {
+			fl->frag = frag;
+			fl->error = e;
+		}
 	}
-	free(f->lo);
-	free(f->corner);
-	f->lo = f->hi = f->tlo = f->tn = NULL;
-	f->corner = NULL;
-	if ((fl = calloc(1, sizeof(*fl)))) {
-		fl->frag = frag;
-		fl->error = e;
+	pthread_mutex_lock(&s->load_lock);
+	if (fl) {
 		fl->next = s->failures;
 		s->failures = fl;
 	}
-	atomic_store_explicit(&s->meta[frag], META_FAILED, memory_order_release);
+	atomic_store_explicit(&s->meta[frag], ok ? META_READ : META_FAILED, memory_order_release);
+	pthread_cond_broadcast(&s->loaded);
+	pthread_mutex_unlock(&s->load_lock);
 }
 
 tf_status tf_snapshot_load(tf_snapshot *s, size_t frag, tf_error *err)
 {
-	uint8_t st = atomic_load_explicit(&s->meta[frag], memory_order_acquire);
+	uint8_t st = atomic_load_explicit(&s->meta[frag], memory_order_acquire), unread = META_UNREAD;
 
-	if (st == META_UNREAD) {
+	if (st == META_UNREAD && atomic_compare_exchange_strong(&s->meta[frag], &unread, META_LOADING))
+		load_one(s, frag);
+	if ((st = atomic_load_explicit(&s->meta[frag], memory_order_acquire)) == META_LOADING) {
 		pthread_mutex_lock(&s->load_lock);
-		load_locked(s, frag);
+		while ((st = atomic_load_explicit(&s->meta[frag], memory_order_acquire)) == META_LOADING)
+			pthread_cond_wait(&s->loaded, &s->load_lock);
 		pthread_mutex_unlock(&s->load_lock);
-		st = atomic_load_explicit(&s->meta[frag], memory_order_acquire);
 	}
 	return st == META_READ ? TF_OK : failure_of(s, frag, err);
 }
 
+/*
+ * Reading every visible fragment's metadata is a few opens and reads per
+ * fragment (200,000 fragments: 600,000 system calls), so the cache's idle
+ * workers share it with the caller: each takes the next LOAD_STEP
+ * fragments until none is left.  The caller's thread always works too, so
+ * it finishes even when every worker is busy decoding.
+ */
+#define LOAD_STEP 64
+
+typedef struct bulk_load {
+	tf_snapshot *s;		/* used only while next < n: the caller waits for that */
+	size_t n;		/* visible fragments */
+	atomic_size_t next;	/* the next visible fragment to take */
+	atomic_bool stop;	/* cancelled */
+	atomic_int refs;	/* the caller and each queued job */
+	pthread_mutex_t lock;
+	pthread_cond_t idle;
+	int running;		/* jobs taken but not finished (under lock) */
+} bulk_load;
+
+static void bulk_put(bulk_load *b)
+{
+	if (atomic_fetch_sub(&b->refs, 1) != 1)
+		return;
+	pthread_mutex_destroy(&b->lock);
+	pthread_cond_destroy(&b->idle);
+	free(b);
+}
+
+/* Take steps of fragments until none is left (or stop). */
+static void bulk_work(bulk_load *b)
+{
+	size_t k;
+
+	while (!atomic_load(&b->stop) && (k = atomic_fetch_add(&b->next, LOAD_STEP)) < b->n)
+		for (size_t i = k; i < k + LOAD_STEP && i < b->n; i++)
+			tf_snapshot_load(b->s, b->s->visible[i], NULL);
+}
+
+static void bulk_run(void *ctx, tf_cache *c, tf_workspace *ws)
+{
+	bulk_load *b = ctx;
+
+	(void)c, (void)ws;
+	pthread_mutex_lock(&b->lock);
+	b->running++;
+	pthread_mutex_unlock(&b->lock);
+	bulk_work(b);
+	pthread_mutex_lock(&b->lock);
+	b->running--;
+	pthread_cond_broadcast(&b->idle);
+	pthread_mutex_unlock(&b->lock);
+	bulk_put(b);
+}
+
+static void bulk_drop(void *ctx)
+{
+	bulk_put(ctx);
+}
+
 tf_status tf_snapshot_load_visible(tf_snapshot *s, const tf_cancel *cancel, tf_error *err)
 {
+	bulk_load *b = calloc(1, sizeof(*b));
+	unsigned workers = tf_cache_workers(s->cache);
 	tf_status rc = TF_OK;
+	size_t k;
 
-	for (size_t k = 0; k < s->nvisible && rc == TF_OK; k++) {
-		if (k % 256 == 0 && tf_cancelled(cancel))
-			return tf_err(err, TF_E_INTR, "interrupted reading fragment metadata");
-		rc = tf_snapshot_load(s, s->visible[k], err);
+	if (b) {
+		b->s = s;
+		b->n = s->nvisible;
+		atomic_init(&b->next, 0);
+		atomic_init(&b->stop, false);
+		atomic_init(&b->refs, 1);
+		pthread_mutex_init(&b->lock, NULL);
+		pthread_cond_init(&b->idle, NULL);
+		for (unsigned i = 0; s->nvisible > 4 * LOAD_STEP && i < workers; i++) {
+			tf_cache_job job = { bulk_run, bulk_drop, b };
+			atomic_fetch_add(&b->refs, 1);
+			if (!tf_cache_submit(s->cache, &job)) {
+				atomic_fetch_sub(&b->refs, 1);
+				break;
+			}
+		}
+		/* This thread too, a step at a time, asking whether to stop. */
+		while (!atomic_load(&b->stop) && (k = atomic_fetch_add(&b->next, LOAD_STEP)) < s->nvisible) {
+			for (size_t i = k; i < k + LOAD_STEP && i < s->nvisible; i++)
+				tf_snapshot_load(s, s->visible[i], NULL);
+			if (tf_cancelled(cancel))
+				atomic_store(&b->stop, true);
+		}
+		/* Jobs still queued find nothing left; wait for those running. */
+		atomic_store(&b->next, s->nvisible);
+		pthread_mutex_lock(&b->lock);
+		while (b->running)
+			pthread_cond_wait(&b->idle, &b->lock);
+		pthread_mutex_unlock(&b->lock);
+		if (atomic_load(&b->stop))
+			rc = tf_err(err, TF_E_INTR, "interrupted reading fragment metadata");
+		bulk_put(b);
 	}
+	for (size_t i = 0; i < s->nvisible && rc == TF_OK; i++)
+		rc = tf_snapshot_load(s, s->visible[i], err);	/* every answer, in order */
 	return rc;
 }
 
@@ -821,15 +984,21 @@ static tf_status snapshot_fill(tf_snapshot *s, tf_error *err)
 	commits c = { 0 };
 	tf_status rc;
 
-	if ((rc = fingerprint(s->a, &s->fingerprint, &s->root, &s->fdir, &cdir, err)) == TF_OK &&
-	    (rc = tf_array_latest_schema(s->a, &s->schema, NULL, err)) == TF_OK &&
+	if ((rc = fingerprint(s->a, &s->fingerprint, &s->root, &s->fdir, &cdir, err)) == TF_OK)
+		names_fit(&s->root), names_fit(&s->fdir);
+	if (rc == TF_OK && (rc = tf_array_latest_schema(s->a, &s->schema, NULL, err)) == TF_OK &&
 	    (rc = read_commits(s, &cdir, &s->root, &c, err)) == TF_OK &&
 	    (rc = list_fragments(s, err)) == TF_OK)
 		rc = choose_visible(s, &c, &cdir, err);
 	if (rc == TF_OK && s->ndels)
 		qsort(s->dels, s->ndels, sizeof(*s->dels), cmp_delete);
+	/* The listings' names stay (fragments point into them), their index
+	 * goes: 8 bytes a fragment. */
+	free(s->root.off), free(s->fdir.off);
+	s->root.off = s->fdir.off = NULL;
+	s->root.n = s->fdir.n = s->root.ncap = s->fdir.ncap = 0;
 	if (rc == TF_OK && (!(s->meta = calloc(s->nfrags + 1, sizeof(*s->meta))) ||
-			    !(s->cols = calloc(s->nfrags + 1, sizeof(*s->cols)))))
+			    !(s->cols = calloc(s->ncols_b = 64, sizeof(*s->cols)))))
 		rc = tf_err(err, TF_E_NOMEM, "out of memory");
 	commits_free(&c);
 	names_free(&cdir);
@@ -847,12 +1016,13 @@ tf_status tf_snapshot_open(tf_array *a, tf_cache *cache, tf_snapshot **out, tf_e
 	s->a = a;
 	s->cache = cache;
 	s->now = now_ms();
-	/* Idle columns' indexes: a sixteenth of the budget, 1 MiB at least. */
-	s->kept_limit = tf_cache_budget(cache) / 16 > ((size_t)1 << 20) ? tf_cache_budget(cache) / 16
+	/* Idle columns' indexes: a 32nd of the budget, 1 MiB at least. */
+	s->kept_limit = tf_cache_budget(cache) / 32 > ((size_t)1 << 20) ? tf_cache_budget(cache) / 32
 									  : (size_t)1 << 20;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->reopened, NULL);
 	pthread_mutex_init(&s->load_lock, NULL);
+	pthread_cond_init(&s->loaded, NULL);
 	if ((rc = snapshot_fill(s, err)) != TF_OK) {
 		tf_snapshot_unref(s);
 		return rc;
@@ -890,7 +1060,7 @@ void tf_snapshot_unref(tf_snapshot *s)
 {
 	if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
 		return;
-	for (size_t i = 0; s->cols && i < s->nfrags; i++)
+	for (size_t i = 0; s->cols && i < s->ncols_b; i++)
 		for (col_slot *c = s->cols[i], *next; c; c = next) {
 			next = c->next;
 			col_free(c->col);
@@ -907,9 +1077,9 @@ void tf_snapshot_unref(tf_snapshot *s)
 		next = f->next;
 		free(f);
 	}
-	for (size_t i = 0; i < s->nfrags; i++) {
-		free(s->frags[i].lo);
-		free(s->frags[i].corner);
+	for (uint8_t *c = s->facts, *next; c; c = next) {
+		memcpy(&next, c, sizeof(next));
+		free(c);
 	}
 	for (size_t i = 0; i < s->ndels; i++) {
 		tf_cond_free(s->dels[i].cond);
@@ -924,6 +1094,7 @@ void tf_snapshot_unref(tf_snapshot *s)
 	free(s->dels);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->load_lock);
+	pthread_cond_destroy(&s->loaded);
 	pthread_cond_destroy(&s->reopened);
 	free(s);
 }
@@ -1135,23 +1306,58 @@ static tf_status open_col(tf_snapshot *s, size_t frag, tf_col_kind kind, const c
 	return TF_OK;
 }
 
+/* What a column keeps: its files' indexes, and what tf_file_index_bytes
+ * does not count (the file's names, spec and pipeline copies: ~1.5 KiB
+ * each under massif). */
+#define FILE_COST ((size_t)2 << 10)
+
 static size_t col_bytes(const tf_col *c)
 {
 	tf_file *f[3] = { c->fdata, c->fvar, c->fvalid };
-	size_t n = sizeof(*c);
+	size_t n = sizeof(*c) + sizeof(col_slot) + 64;
 
 	for (int i = 0; i < 3; i++)
-		n += f[i] ? tf_file_index_bytes(f[i]) : 0;
+		n += f[i] ? FILE_COST + tf_file_index_bytes(f[i]) : 0;
 	return n;
+}
+
+static size_t col_hash(const tf_snapshot *s, size_t frag, tf_col_kind kind, const char *name)
+{
+	uint64_t h = (uint64_t)frag * 0x9e3779b97f4a7c15ull ^ (uint64_t)kind;
+
+	for (const char *c = name; *c; c++)
+		h = (h ^ (uint8_t)*c) * 1099511628211ull;
+	return (size_t)(h ^ h >> 29) & (s->ncols_b - 1);
 }
 
 static col_slot *find_col(tf_snapshot *s, size_t frag, tf_col_kind kind, const char *name)
 {
-	col_slot *c = s->cols[frag];
+	col_slot *c = s->cols[col_hash(s, frag, kind, name)];
 
-	while (c && (c->kind != kind || strcmp(c->name, name)))
+	while (c && (c->frag != frag || c->kind != kind || strcmp(c->name, name)))
 		c = c->next;
 	return c;
+}
+
+/* Two columns per bucket at most: double the table (lock held; a failed
+ * growth leaves longer chains). */
+static void cols_grow(tf_snapshot *s)
+{
+	size_t n = s->ncols_b * 2;
+	col_slot **b, **old = s->cols;
+
+	if (s->nopen < 2 * s->ncols_b || !(b = calloc(n, sizeof(*b))))
+		return;
+	s->cols = b;
+	s->ncols_b = n;
+	for (size_t i = 0; i < n / 2; i++)
+		for (col_slot *c = old[i], *next; c; c = next) {
+			size_t h = col_hash(s, c->frag, c->kind, c->name);
+			next = c->next;
+			c->next = b[h];
+			b[h] = c;
+		}
+	free(old);
 }
 
 /* ---- the idle and dormant lists (lock held) ---- */
@@ -1206,7 +1412,8 @@ static void trim_cols(tf_snapshot *s, col_slot **shut, size_t *nshut, col_slot *
 		shut[(*nshut)++] = c;
 	}
 	while (s->idle.n + s->dormant.n && s->idle.bytes + s->dormant.bytes > s->kept_limit) {
-		col_slot *c = s->dormant.old ? s->dormant.old : s->idle.old, **p = &s->cols[c->frag];
+		col_slot *c = s->dormant.old ? s->dormant.old : s->idle.old;
+		col_slot **p = &s->cols[col_hash(s, c->frag, c->kind, c->name)];
 
 		if (c->opening)
 			break;	/* being closed just now: next time */
@@ -1289,8 +1496,9 @@ tf_status tf_snapshot_col(tf_snapshot *s, size_t frag, tf_col_kind kind, const c
 		return rc;
 	}
 	mine->refs = 1;
-	mine->next = s->cols[frag];
-	s->cols[frag] = mine;
+	cols_grow(s);
+	mine->next = s->cols[col_hash(s, frag, kind, name)];
+	s->cols[col_hash(s, frag, kind, name)] = mine;
 	s->nopen++;
 	pthread_mutex_unlock(&s->lock);
 	*out = mine->col;

@@ -14,7 +14,7 @@
  * fragments, or opening one fragment's view, reads no other fragment's.
  *
  * Memory.  What a snapshot keeps per fragment is small and fixed (its name,
- * timestamps, and from its metadata the facts below: about 150 bytes); the
+ * timestamps, and from its metadata the facts below: about 170 bytes); the
  * metadata itself stays with the array (tf_array keeps 1,024 idle
  * fragments at most) and is read again when a column is opened.  Columns
  * (open files) are kept while in use, and bounded when idle (see
@@ -42,24 +42,33 @@ typedef struct tf_snapshot tf_snapshot;
 
 typedef struct tf_snap_frag {
 	const char *name;		/* directory name */
+	uint64_t t1, t2;		/* timestamps from the name */
+	uint32_t version;		/* format version from the name */
 	bool in_root;			/* before format 12: NAME, not __fragments/NAME */
 	bool visible;			/* a read at the snapshot's time sees it */
-	uint32_t version;		/* format version from the name */
-	uint64_t t1, t2;		/* timestamps from the name */
 	/* From its metadata, valid once tf_snapshot_load(s, i) gave TF_OK: */
-	const tf_schema *schema;	/* the schema it was written with */
 	bool dense, has_ts, has_dm;
+	const tf_schema *schema;	/* the schema it was written with */
 	uint64_t ntiles;
 	uint64_t last_cells;		/* sparse: cells of the last tile (0: full) */
-	/* dense fragments: per dimension, the non-empty domain [lo, hi] as
-	 * offsets from the domain's lower bound, and the space tiles covering
-	 * it: first tile tlo, tn of them */
-	uint64_t *lo, *hi, *tlo, *tn;
-	/* sparse fragments: the lower corner of the non-empty domain, a lower
-	 * bound of every cell in global order (tf_merge), or NULL if unknown:
-	 * per dimension a u32 length, then the value, padded to 4 bytes */
-	uint8_t *corner;
+	union {
+		/* dense fragments: per dimension, the non-empty domain [lo, hi]
+		 * as offsets from the domain's lower bound, and the space tiles
+		 * covering it: first tile tlo, tn of them (tf_frag_lo...) */
+		uint64_t *box;
+		/* sparse fragments: the lower corner of the non-empty domain, a
+		 * lower bound of every cell in global order (tf_merge), or NULL
+		 * if unknown: per dimension a u32 length, then the value, padded
+		 * to 4 bytes */
+		uint8_t *corner;
+	};
 } tf_snap_frag;
+
+/* A dense fragment's box: lo, hi, tlo, tn of each dimension. */
+static inline const uint64_t *tf_frag_lo(const tf_snap_frag *f) { return f->box; }
+static inline const uint64_t *tf_frag_hi(const tf_snap_frag *f) { return f->box + f->schema->ndims; }
+static inline const uint64_t *tf_frag_tlo(const tf_snap_frag *f) { return f->box + 2 * f->schema->ndims; }
+static inline const uint64_t *tf_frag_tn(const tf_snap_frag *f) { return f->box + 3 * f->schema->ndims; }
 
 /* A delete condition and its timestamp (from its name). */
 typedef struct tf_snap_delete {
@@ -125,7 +134,7 @@ typedef struct tf_col tf_col;
  * fragment `frag` (loaded), held until tf_snapshot_col_put.  Columns are
  * shared: one open of each file while any reader holds it, kept open when
  * idle (TF_SNAPSHOT_IDLE_COLS at most, for descriptors), then closed but
- * indexed (a sixteenth of the budget of indexes), then forgotten.
+ * indexed (a 32nd of the budget of indexes), then forgotten.
  */
 #define TF_SNAPSHOT_IDLE_COLS 256
 tf_status tf_snapshot_col(tf_snapshot *s, size_t frag, tf_col_kind kind, const char *name,

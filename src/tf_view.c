@@ -44,8 +44,8 @@ typedef struct gathered {
  * iterators' windows are cache entries the cache may take back. */
 typedef struct producer {
 	tf_sparse *it;		/* sparse array */
-	uint64_t *it_state;	/* where `it` stands (valid if it_valid) */
-	bool it_valid;
+	uint64_t at;		/* the extender's: the text offset it stands at */
+	bool warm;		/* ...if this is set (then it needs no state) */
 	tf_row row;
 	tf_cellbuf buf;		/* per fragment */
 	gathered *g;		/* dense array: one per attribute */
@@ -123,7 +123,7 @@ struct tf_views {
 	size_t nmats;
 	pthread_mutex_t lock;	/* guards the CSV states below */
 	csv *array_csv;
-	csv **frag_csv;		/* per snapshot fragment */
+	csv **frag_csv;		/* per snapshot fragment; made on first need */
 };
 
 typedef enum { V_CSV, V_RAW, V_NPY } view_kind;
@@ -255,11 +255,8 @@ static tf_status prod_init(csv *c, producer *p, const tf_cancel *cancel, tf_erro
 			tf_buf_init(&p->g[i].data, (size_t)4 << 30);
 		break;
 	case CSV_ARRAY_SPARSE:
-		if ((rc = tf_sparse_open(c->v->s, c->specs, c->nspecs, cancel, &p->it, err)) != TF_OK ||
-		    (rc = tf_row_init(&p->row, c->nspecs, err)) != TF_OK)
-			break;
-		if (!(p->it_state = calloc(c->S + 1, sizeof(uint64_t))))
-			rc = tf_err(err, TF_E_NOMEM, "out of memory");
+		if ((rc = tf_sparse_open(c->v->s, c->specs, c->nspecs, cancel, &p->it, err)) == TF_OK)
+			rc = tf_row_init(&p->row, c->nspecs, err);
 		break;
 	default:
 		rc = tf_cellbuf_init(&p->buf, tf_snapshot_cache(c->v->s), c->specs, c->nspecs, 0, err);
@@ -279,7 +276,6 @@ static void prod_free(csv *c, producer *p)
 	free(p->g);
 	free(p->runs);
 	tf_sparse_free(p->it);
-	free(p->it_state);
 	tf_row_free(&p->row);
 	tf_cellbuf_free(&p->buf);
 	memset(p, 0, sizeof(*p));
@@ -373,16 +369,14 @@ static tf_status produce_dense(csv *c, producer *p, tf_workspace *ws, const uint
 	return rc;
 }
 
-/* Sparse array: the merge from the cursors in `in`. */
+/* Sparse array: the merge from the cursors in `in`, or (in NULL) from
+ * where it stands. */
 static tf_status produce_sparse(csv *c, producer *p, tf_workspace *ws, const uint64_t *in, tf_buf *text,
 				uint64_t *out, bool *end, tf_error *err)
 {
 	bool done = false;
-	tf_status rc = TF_OK;
+	tf_status rc = in ? tf_sparse_seek(p->it, ws, in, err) : TF_OK;
 
-	if (!p->it_valid || memcmp(p->it_state, in, c->S * sizeof(uint64_t)))
-		rc = tf_sparse_seek(p->it, ws, in, err);
-	p->it_valid = false;
 	while (rc == TF_OK && text->len < c->target && (rc = row_done(p, err)) == TF_OK) {
 		if ((rc = tf_sparse_next(p->it, ws, &p->row, &done, err)) != TF_OK || done)
 			break;
@@ -395,8 +389,6 @@ static tf_status produce_sparse(csv *c, producer *p, tf_workspace *ws, const uin
 	if (rc != TF_OK)
 		return rc;
 	tf_sparse_get_state(p->it, out);
-	memcpy(p->it_state, out, c->S * sizeof(uint64_t));
-	p->it_valid = true;
 	*end = done;
 	return TF_OK;
 }
@@ -469,11 +461,12 @@ static void tile_box(const csv *c, const tf_snap_frag *f, uint64_t tile, uint64_
 	for (size_t k = 0; k < n; k++) {
 		size_t i = trow ? n - 1 - k : k;
 		uint64_t ext = dim_extent(&c->schema->dims[i]);
+		uint64_t lo = tf_frag_lo(f)[i], hi = tf_frag_hi(f)[i], tn = tf_frag_tn(f)[i];
 
-		base[i] = (f->tlo[i] + tile % f->tn[i]) * ext;
-		tile /= f->tn[i];
-		a[i] = (f->lo[i] > base[i] ? f->lo[i] : base[i]) - base[i];
-		b[i] = (f->hi[i] < base[i] + ext - 1 ? f->hi[i] : base[i] + ext - 1) - base[i];
+		base[i] = (tf_frag_tlo(f)[i] + tile % tn) * ext;
+		tile /= tn;
+		a[i] = (lo > base[i] ? lo : base[i]) - base[i];
+		b[i] = (hi < base[i] + ext - 1 ? hi : base[i] + ext - 1) - base[i];
 	}
 }
 
@@ -664,11 +657,9 @@ static tf_status append_entry(csv *c, uint64_t at, const uint64_t *state, tf_err
 		c->sat[0] = 0;
 	need = c->sat[c->nent] + 10 * c->S;
 	if (need > c->stcap) {
-		size_t cap = c->stcap ? 2 * c->stcap : 256;
+		size_t cap = need + need / 4;	/* not doubled: one state can be 2 MB */
 		uint8_t *st;
 
-		while (cap < need)
-			cap *= 2;
 		if (!(st = realloc(c->st, cap)))
 			return tf_err(err, TF_E_NOMEM, "out of memory");
 		c->st = st;
@@ -695,7 +686,6 @@ typedef struct piece_src {
 	csv *c;
 	unsigned level;
 	uint64_t seg, seg_end;	/* the segment's text */
-	uint64_t *state;	/* its entry's */
 	uint64_t at;
 	uint32_t len;
 	const tf_cancel *cancel;
@@ -725,15 +715,28 @@ static void offer_piece(csv *c, unsigned level, uint64_t at, const uint8_t *p, u
 	tf_cache_release(cache, e, false);
 }
 
-/* Cache loader: format the segment again from its entry, block by block,
- * up to the piece wanted; the pieces before it are offered to the cache on
- * the way (a thinned segment read in order formats once). */
+/* The last entry at or before text offset pos (lock held). */
+static size_t entry_before(const csv *c, uint64_t pos)
+{
+	size_t lo = 0, hi = c->nent;
+
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		*(c->off[mid] <= pos ? &lo : &hi) = mid;
+	}
+	return lo;
+}
+
+/* Cache loader: format the segment again, block by block, from the entry
+ * before it (its own, unless the index was thinned since), up to the piece
+ * wanted; the segment's pieces before it are offered to the cache on the
+ * way (a thinned segment read in order formats once). */
 static tf_status load_piece(void *ctx, uint64_t index, uint8_t *dst, tf_workspace *ws, tf_error *err)
 {
 	piece_src *b = ctx;
 	csv *c = b->c;
 	uint64_t *in = malloc(2 * (c->S + 1) * sizeof(uint64_t)), *out = in ? in + c->S + 1 : NULL;
-	uint64_t pos = b->seg, want_end = b->at + b->len;
+	uint64_t pos = 0, want_end = b->at + b->len;
 	tf_buf text = TF_BUF_INIT((size_t)4 << 30), part = TF_BUF_INIT((size_t)4 << 30);
 	producer p = { 0 };
 	bool end = false, filled = false;
@@ -741,7 +744,11 @@ static tf_status load_piece(void *ctx, uint64_t index, uint8_t *dst, tf_workspac
 
 	(void)index;
 	if (rc == TF_OK) {
-		memcpy(in, b->state, c->S * sizeof(uint64_t));
+		pthread_mutex_lock(&c->lock);
+		size_t j = entry_before(c, b->seg);
+		pos = c->off[j];
+		entry_state(c, j, in);
+		pthread_mutex_unlock(&c->lock);
 		rc = prod_init(c, &p, b->cancel, err);
 	}
 	if (rc == TF_OK)
@@ -751,7 +758,8 @@ static tf_status load_piece(void *ctx, uint64_t index, uint8_t *dst, tf_workspac
 		if ((rc = produce(c, &p, ws, in, &text, out, &end, err)) != TF_OK)
 			break;
 		/* Text of this block inside pieces: cut and placed. */
-		for (size_t k = 0; k < text.len && rc == TF_OK;) {
+		for (size_t k = pos < b->seg ? (size_t)(b->seg - pos < text.len ? b->seg - pos : text.len) : 0;
+		     k < text.len && rc == TF_OK;) {
 			uint64_t at = pos + k, pstart = b->seg + (at - b->seg) / c->piece * c->piece;
 			uint64_t pend = pstart + c->piece < b->seg_end ? pstart + c->piece : b->seg_end;
 			size_t take = (size_t)(pend - at) < text.len - k ? (size_t)(pend - at) : text.len - k;
@@ -786,15 +794,20 @@ static tf_status load_piece(void *ctx, uint64_t index, uint8_t *dst, tf_workspac
  * text goes to the cache as the pieces of the new segment. */
 static tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, tf_error *err)
 {
-	uint64_t *in = malloc(2 * (c->S + 1) * sizeof(uint64_t)), *out = in ? in + c->S + 1 : NULL, start;
+	uint64_t *in = NULL, *out = malloc((c->S + 1) * sizeof(uint64_t)), start;
 	tf_buf text = TF_BUF_INIT((size_t)4 << 30);
 	unsigned level;
-	bool end = false;
-	tf_status rc = in ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
+	bool end = false, warm;
+	tf_status rc = out ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
 
 	pthread_mutex_lock(&c->lock);
 	start = frontier(c);
 	level = c->level;
+	/* A merge standing at the frontier goes on from there: no state to
+	 * decode (200,000 cursors for 200,000 fragments). */
+	warm = c->kind == CSV_ARRAY_SPARSE && c->prod.ready && c->prod.warm && c->prod.at == start;
+	if (rc == TF_OK && !warm && !(in = malloc((c->S + 1) * sizeof(uint64_t))))
+		rc = tf_err(err, TF_E_NOMEM, "out of memory");
 	if (in)
 		entry_state(c, c->nent - 1, in);
 	pthread_mutex_unlock(&c->lock);
@@ -802,8 +815,11 @@ static tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, t
 		rc = prod_init(c, &c->prod, cancel, err);
 	if (rc == TF_OK && (rc = prod_begin(c, &c->prod, ws, cancel, err)) == TF_OK)
 		rc = produce(c, &c->prod, ws, in, &text, out, &end, err);
-	if (c->prod.ready)
+	if (c->prod.ready) {
+		c->prod.warm = rc == TF_OK;
+		c->prod.at = start + text.len;
 		prod_end(c, &c->prod);
+	}
 	pthread_mutex_lock(&c->lock);
 	if (rc == TF_OK && text.len) {	/* the index first: the pieces' keys depend on its level */
 		rc = append_entry(c, start + text.len, out, err);
@@ -820,6 +836,7 @@ static tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, t
 		prod_free(c, &c->prod);	/* its windows are needed no more */
 	tf_buf_free(&text);
 	free(in);
+	free(out);
 	return rc;
 }
 
@@ -845,7 +862,6 @@ static tf_status find_piece(csv *c, tf_workspace *ws, uint64_t pos, const tf_can
 			ps->seg_end = c->off[lo + 1];
 			ps->at = ps->seg + (pos - ps->seg) / c->piece * c->piece;
 			ps->len = (uint32_t)(ps->seg_end - ps->at < c->piece ? ps->seg_end - ps->at : c->piece);
-			entry_state(c, lo, ps->state);
 			ps->cancel = cancel;
 			pthread_mutex_unlock(&c->lock);
 			return TF_OK;
@@ -880,8 +896,6 @@ static tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, ui
 		done = c->header.len - off < len ? (size_t)(c->header.len - off) : len;
 		memcpy(dst, c->header.p + off, done);
 	}
-	if (done < len && !(ps.state = malloc((c->S + 1) * sizeof(uint64_t))))
-		rc = tf_err(err, TF_E_NOMEM, "out of memory");
 	while (rc == TF_OK && done < len) {
 		uint64_t pos = off + done - c->header.len;
 		tf_cache_source cs = { &ps, load_piece };
@@ -901,7 +915,6 @@ static tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, ui
 		 * driver serves a CSV of unknown size with direct I/O). */
 		tf_cache_release(cache, e, false);
 	}
-	free(ps.state);
 	*got = done;
 	return rc;
 }
@@ -1000,8 +1013,8 @@ static tf_status csv_new(tf_views *v, csv_kind kind, size_t frag, csv **out, tf_
  * made once per tf_views. */
 static tf_status get_csv(tf_views *v, size_t frag, csv **out, tf_error *err)
 {
-	csv **slot = frag == SIZE_MAX ? &v->array_csv : &v->frag_csv[frag];
 	const tf_snap_frag *f = frag == SIZE_MAX ? NULL : tf_snapshot_frag(v->s, frag);
+	csv **slot;
 	csv_kind kind;
 	tf_status rc = TF_OK;
 
@@ -1015,6 +1028,11 @@ static tf_status get_csv(tf_views *v, size_t frag, csv **out, tf_error *err)
 	kind = f ? (f->dense ? CSV_FRAG_DENSE : CSV_FRAG_SPARSE)
 		 : (tf_snapshot_schema(v->s)->dense ? CSV_ARRAY_DENSE : CSV_ARRAY_SPARSE);
 	pthread_mutex_lock(&v->lock);
+	if (f && !v->frag_csv && !(v->frag_csv = calloc(tf_snapshot_nfrags(v->s) + 1, sizeof(csv *)))) {
+		pthread_mutex_unlock(&v->lock);
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	slot = f ? &v->frag_csv[frag] : &v->array_csv;
 	if (!*slot)
 		rc = csv_new(v, kind, frag, slot, err);
 	*out = *slot;
@@ -1163,10 +1181,6 @@ tf_status tf_views_open(tf_array *a, tf_cache *cache, tf_views **out, tf_error *
 		tf_views_unref(v);
 		return rc;
 	}
-	if (!(v->frag_csv = calloc(tf_snapshot_nfrags(v->s) + 1, sizeof(csv *)))) {
-		tf_views_unref(v);
-		return tf_err(err, TF_E_NOMEM, "out of memory");
-	}
 	*out = v;
 	return TF_OK;
 }
@@ -1299,7 +1313,7 @@ static void stat_of(tf_views *v, const vpath *p, tf_view_stat *st)
 	default: {	/* a CSV: known once formatted to its end */
 		csv *c;
 		pthread_mutex_lock(&v->lock);
-		c = p->kind == P_CSV ? v->array_csv : v->frag_csv[p->frag];
+		c = p->kind == P_CSV ? v->array_csv : v->frag_csv ? v->frag_csv[p->frag] : NULL;
 		pthread_mutex_unlock(&v->lock);
 		st->size_known = c && csv_size(c, &st->size);
 		if (!st->size_known)
