@@ -361,6 +361,8 @@ static void teardown(tilefs *fs)
 		fs_ll_free_handles(fs);
 		fs_nodes_destroy(&fs->nodes);
 	}
+	if (fs->catalog)
+		tf_catalog_drop_views(fs->catalog);	/* they charge the cache */
 	tf_cache_free(fs->cache);
 	tf_catalog_free(fs->catalog);
 	fs_index_close(fs);		/* after every file restored from it */

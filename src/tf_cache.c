@@ -75,6 +75,7 @@ struct tf_cache {
 	size_t mask, entries;
 	tf_cache_entry lru, done;	/* sentinels */
 	size_t budget, used, done_bytes, done_keep, pinned;
+	size_t charged;			/* of used: memory of other holders (tf_cache_charge) */
 	uint64_t next_owner, hits, misses, evictions, prefetches, recycled;
 	tf_cache_entry *spare;		/* recycled entry structs */
 	size_t nspare;
@@ -631,10 +632,20 @@ uint64_t tf_cache_owner(tf_cache *c)
 	return id;
 }
 
+void tf_cache_charge(tf_cache *c, ptrdiff_t bytes)
+{
+	pthread_mutex_lock(&c->lock);
+	c->used += (size_t)bytes;	/* wraps back on uncharging */
+	c->charged += (size_t)bytes;
+	if (bytes > 0)
+		make_room(c, 0, NULL, NULL);
+	pthread_mutex_unlock(&c->lock);
+}
+
 void tf_cache_get_stats(tf_cache *c, tf_cache_stats *s)
 {
 	pthread_mutex_lock(&c->lock);
 	*s = (tf_cache_stats){ c->budget, c->used, c->entries, c->pinned, c->hits, c->misses,
-			       c->evictions, c->prefetches, c->recycled };
+			       c->evictions, c->prefetches, c->recycled, c->charged };
 	pthread_mutex_unlock(&c->lock);
 }

@@ -36,6 +36,7 @@ typedef struct tf_cache_entry tf_cache_entry;
 typedef struct tf_cache_stats {
 	size_t budget, used, entries, pinned;
 	uint64_t hits, misses, evictions, prefetches, recycled;
+	size_t charged;		/* of used: tf_cache_charge's */
 } tf_cache_stats;
 
 tf_status tf_cache_new(size_t budget, unsigned workers, tf_cache **out, tf_error *err);
@@ -112,5 +113,12 @@ size_t tf_cache_budget(const tf_cache *c);
 unsigned tf_cache_backlog(tf_cache *c);
 
 void tf_cache_get_stats(tf_cache *c, tf_cache_stats *s);
+
+/* Charge (bytes > 0) or give back (< 0) memory held outside the cache by
+ * one of its readers (a snapshot's fragments, a merge's cursors, a CSV's
+ * index): counted in `used`, so the cache evicts to keep the whole within
+ * the budget.  What is charged is given back exactly, before the cache is
+ * freed. */
+void tf_cache_charge(tf_cache *c, ptrdiff_t bytes);
 
 #endif

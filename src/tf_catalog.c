@@ -95,6 +95,17 @@ void tf_catalog_free(tf_catalog *c)
 	free(c);
 }
 
+void tf_catalog_drop_views(tf_catalog *c)
+{
+	pthread_mutex_lock(&c->lock);
+	for (size_t b = 0; b < NBUCKETS; b++)
+		for (dir_slot *d = c->buckets[b]; d; d = d->hnext) {
+			tf_views_unref(d->views);
+			d->views = NULL;
+		}
+	pthread_mutex_unlock(&c->lock);
+}
+
 size_t tf_catalog_arrays(tf_catalog *c)
 {
 	size_t n;

@@ -71,6 +71,9 @@ typedef struct tf_catalog_hold tf_catalog_hold;
 tf_status tf_catalog_views(tf_catalog *c, const char *dir, tf_cache *cache, tf_views **out,
 			   tf_catalog_hold **hold, tf_error *err);
 void tf_catalog_views_put(tf_catalog *c, tf_views *v, tf_catalog_hold *hold);
+/* Let every array's views go (at teardown: they charge the cache they read
+ * through, which is freed before the catalog). */
+void tf_catalog_drop_views(tf_catalog *c);
 
 /*
  * Persisted indexes (tf_index.h): walked files are looked up in store and

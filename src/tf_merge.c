@@ -763,6 +763,7 @@ struct tf_sparse {
 	size_t nheap, npend;
 	size_t nactive;		/* slots with a window */
 	size_t share, held;	/* the windows' share of the budget; bytes held */
+	size_t charged;		/* the slots and heaps, charged to the budget */
 	size_t extra;		/* per window cell: its Hilbert value or space tiles */
 	bool dups, hilbert;
 	int hbits;
@@ -851,6 +852,9 @@ static tf_status add_slots(tf_sparse *it, tf_error *err)
 		sl->time_filter = f->has_ts && f->t2 > tf_snapshot_time(it->s);
 		it->nslots++;
 	}
+	/* Its cursors are the merge's cost beside the windows: charged. */
+	it->charged = (nv + 1) * (sizeof(slot) + 3 * sizeof(uint32_t));
+	tf_cache_charge(it->cache, (ptrdiff_t)it->charged);
 	return rc;
 }
 
@@ -928,6 +932,8 @@ void tf_sparse_free(tf_sparse *it)
 		return;
 	for (size_t i = 0; i < it->nslots; i++)
 		deactivate(it, &it->slots[i]);
+	if (it->charged)
+		tf_cache_charge(it->cache, -(ptrdiff_t)it->charged);
 	for (size_t k = 0; it->cond_idx && k < tf_snapshot_ndeletes(it->s); k++)
 		free(it->cond_idx[k]);
 	free(it->cond_idx);

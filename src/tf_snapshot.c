@@ -126,6 +126,7 @@ struct tf_snapshot {
 	pthread_cond_t loaded;
 	uint8_t *facts;		/* boxes and corners: chunks of FACTS_CHUNK, linked */
 	size_t facts_used;
+	_Atomic size_t charged;	/* bytes charged to the cache's budget */
 	uint32_t *visible;	/* fragment indexes, in read order */
 	size_t nvisible;
 	tf_snap_delete *dels;
@@ -602,9 +603,19 @@ static uint64_t extent_of(const tf_field *d)
  */
 #define FACTS_CHUNK ((size_t)64 << 10)
 
+/* Memory the snapshot holds, charged to the cache's budget (given back
+ * when it goes): 200,000 fragments are 30 MB a snapshot keeps as long as
+ * the views live, which the cache makes room for. */
+static void charge(tf_snapshot *s, size_t n)
+{
+	atomic_fetch_add(&s->charged, n);
+	tf_cache_charge(s->cache, (ptrdiff_t)n);
+}
+
 static void *facts_alloc(tf_snapshot *s, size_t n)
 {
 	uint8_t *chunk, *p = NULL;
+	size_t got = 0;
 
 	n = (n + 7) & ~(size_t)7;
 	pthread_mutex_lock(&s->load_lock);
@@ -621,6 +632,7 @@ static void *facts_alloc(tf_snapshot *s, size_t n)
 			}
 			memcpy(chunk, &after, sizeof(after));
 			p = chunk + 8;
+			got = n + 8;
 		}
 	} else {
 		if (!s->facts || s->facts_used + n > FACTS_CHUNK) {
@@ -628,6 +640,7 @@ static void *facts_alloc(tf_snapshot *s, size_t n)
 				memcpy(chunk, &s->facts, sizeof(s->facts));
 				s->facts = chunk;
 				s->facts_used = 8;
+				got = FACTS_CHUNK;
 			}
 		}
 		if (s->facts && s->facts_used + n <= FACTS_CHUNK) {
@@ -638,6 +651,8 @@ static void *facts_alloc(tf_snapshot *s, size_t n)
 	pthread_mutex_unlock(&s->load_lock);
 	if (p)
 		memset(p, 0, n);
+	if (got)
+		charge(s, got);
 	return p;
 }
 
@@ -997,6 +1012,8 @@ static tf_status snapshot_fill(tf_snapshot *s, tf_error *err)
 	free(s->root.off), free(s->fdir.off);
 	s->root.off = s->fdir.off = NULL;
 	s->root.n = s->fdir.n = s->root.ncap = s->fdir.ncap = 0;
+	if (rc == TF_OK)
+		charge(s, s->root.cap + s->fdir.cap + s->nfrags * (sizeof(*s->frags) + sizeof(*s->visible) + 1));
 	if (rc == TF_OK && (!(s->meta = calloc(s->nfrags + 1, sizeof(*s->meta))) ||
 			    !(s->cols = calloc(s->ncols_b = 64, sizeof(*s->cols)))))
 		rc = tf_err(err, TF_E_NOMEM, "out of memory");
@@ -1013,6 +1030,7 @@ tf_status tf_snapshot_open(tf_array *a, tf_cache *cache, tf_snapshot **out, tf_e
 	if (!s)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	atomic_init(&s->refs, 1);
+	atomic_init(&s->charged, 0);
 	s->a = a;
 	s->cache = cache;
 	s->now = now_ms();
@@ -1092,6 +1110,7 @@ void tf_snapshot_unref(tf_snapshot *s)
 	free(s->frags);
 	free(s->visible);
 	free(s->dels);
+	tf_cache_charge(s->cache, -(ptrdiff_t)atomic_load(&s->charged));
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->load_lock);
 	pthread_cond_destroy(&s->loaded);

@@ -94,6 +94,7 @@ typedef struct csv {
 	size_t nent, ecap, stcap;
 	unsigned level;		/* times thinned */
 	size_t limit;		/* bytes the index may hold */
+	size_t charged;		/* its memory, charged to the cache's budget */
 	bool complete;
 	pthread_mutex_t ext;	/* one thread extends the index at a time */
 	producer prod;		/* the extender's (under ext) */
@@ -636,6 +637,16 @@ static void thin(csv *c)
 	c->level++;
 }
 
+/* The index's memory charged to the cache (lock held). */
+static void index_charge(csv *c)
+{
+	size_t now = c->ecap * (sizeof(uint64_t) + sizeof(size_t)) + c->stcap;
+
+	if (now != c->charged)
+		tf_cache_charge(tf_snapshot_cache(c->v->s), (ptrdiff_t)now - (ptrdiff_t)c->charged);
+	c->charged = now;
+}
+
 /* Append an entry at text offset `at` with state `state` (lock held). */
 static tf_status append_entry(csv *c, uint64_t at, const uint64_t *state, tf_error *err)
 {
@@ -672,6 +683,7 @@ static tf_status append_entry(csv *c, uint64_t at, const uint64_t *state, tf_err
 	c->nent++;
 	while (index_bytes(c) > c->limit && c->nent > 2)
 		thin(c);
+	index_charge(c);
 	return TF_OK;
 }
 
@@ -928,6 +940,8 @@ static void csv_free(csv *c)
 	/* Its pieces stay in the cache under an owner no one asks for again:
 	 * they drift to the cold end of the LRU and go first. */
 	prod_free(c, &c->prod);
+	if (c->charged)
+		tf_cache_charge(tf_snapshot_cache(c->v->s), -(ptrdiff_t)c->charged);
 	tf_buf_free(&c->header);
 	free(c->cols);
 	free(c->specs);
