@@ -14,16 +14,19 @@
  *                                                  [R0, R1] x [C0, C1] at timestamp T
  *                                                  (its tiles padded with zeros)
  *
- *   genarray DIR --sparse NCELLS NFRAGS CAP [dups] [FILTER]
+ *   genarray DIR --sparse NCELLS NFRAGS CAP [dups] [disjoint] [FILTER]
  *            a sparse array: int64 dimension "d" (domain [0, 2^40), extent
  *            1000000), attributes "a" (int32) and "s" (string_ascii, var),
  *            capacity CAP.  Fragment f (timestamp 1000 + f) holds d = i *
  *            NFRAGS + f for i < NCELLS / NFRAGS, and, for f > 0, every
  *            fifth coordinate of fragment 0 again (d = 5k * NFRAGS): later
  *            fragments overwrite those without duplicates; with "dups",
- *            each fragment also holds d = 7k * NFRAGS + f twice.  Cell
- *            values: a = d * 3 + f, s = "v<d>.<f>" (".<f>b" for the second
- *            of a pair).
+ *            each fragment also holds d = 7k * NFRAGS + f twice.  With
+ *            "disjoint", fragments are appended one after another as a
+ *            time series is: fragment f holds d = f * K + i (K = NCELLS /
+ *            NFRAGS, i < K) and nothing of another's (NCELLS = NFRAGS:
+ *            one-cell fragments).  Cell values: a = d * 3 + f, s =
+ *            "v<d>.<f>" (".<f>b" for the second of a pair).
  *
  * The layout follows FORMAT-NOTES §6-§8 and the corpus: __schema/ holds the
  * schema's generic tile, each fragment its a0.tdb tiles, a
@@ -452,22 +455,22 @@ static void write_sparse_metadata(const char *fdir, const scell *c, size_t n, ui
 		free(fl[k].offs), free(fl[k].vsizes);
 }
 
-static size_t sparse_cells(int64_t n, int nf, int f, bool dups, scell *c)
+static size_t sparse_cells(int64_t n, int nf, int f, bool dups, bool disjoint, scell *c)
 {
 	size_t m = 0;
 
 	for (int64_t i = 0; i < n / nf; i++) {
-		int64_t d = i * nf + f;
+		int64_t d = disjoint ? (int64_t)f * (n / nf) + i : i * nf + f;
 		c[m].d = d, c[m].a = (int32_t)(d * 3 + f);
 		snprintf(c[m].s, sizeof(c[m].s), "v%lld.%d", (long long)d, f);
 		m++;
-		if (f > 0 && i % 5 == 0) {	/* fragment 0's coordinate again */
+		if (!disjoint && f > 0 && i % 5 == 0) {	/* fragment 0's coordinate again */
 			c[m].d = i * nf, c[m].a = (int32_t)(i * nf * 3 + f);
 			snprintf(c[m].s, sizeof(c[m].s), "v%lld.%d", (long long)(i * nf), f);
 			m++;
 		}
 		if (dups && i % 7 == 0) {
-			c[m] = c[m - 1 - (f > 0 && i % 5 == 0)];
+			c[m] = c[m - 1 - (!disjoint && f > 0 && i % 5 == 0)];
 			snprintf(c[m].s, sizeof(c[m].s), "v%lld.%db", (long long)d, f);
 			m++;
 		}
@@ -487,15 +490,23 @@ static int main_sparse(int argc, char **argv)
 	int64_t n = argc > 3 ? arg(argv[3]) : 0;
 	int nf = argc > 4 ? arg(argv[4]) : 0;
 	uint64_t cap = argc > 5 ? (uint64_t)arg(argv[5]) : 0;
-	bool dups = argc > 6 && !strcmp(argv[6], "dups");
-	const char *filter = argc > 6 + dups ? argv[6 + dups] : "none";
+	bool dups = false, disjoint = false;
+	const char *filter = "none";
 	char path[4200], fdir[4100], name[128];
 	scell *c;
 
+	for (int i = 6; i < argc; i++) {
+		if (!strcmp(argv[i], "dups"))
+			dups = true;
+		else if (!strcmp(argv[i], "disjoint"))
+			disjoint = true;
+		else
+			filter = argv[i];
+	}
 	filter = !strcmp(filter, "zstd") ? "zstd(level=-1)" : !strcmp(filter, "lz4") ? "lz4" : "";
 	errno = 0;
 	if (!n || !nf || !cap || n / nf < 1 || !(c = malloc(((size_t)n / nf * 3 + 3) * sizeof(*c))))
-		die("usage: genarray DIR --sparse NCELLS NFRAGS CAP [dups] [FILTER]");
+		die("usage: genarray DIR --sparse NCELLS NFRAGS CAP [dups] [disjoint] [FILTER]");
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
 		snprintf(path, sizeof(path), "%s%s", argv[1], dirs[i]);
 		if (mkdir(path, 0755) != 0 && errno != EEXIST)
@@ -503,7 +514,7 @@ static int main_sparse(int argc, char **argv)
 	}
 	write_sparse_schema(argv[1], cap, dups, filter);
 	for (int f = 0; f < nf; f++) {
-		size_t m = sparse_cells(n, nf, f, dups, c);
+		size_t m = sparse_cells(n, nf, f, dups, disjoint, c);
 		sfile fl[4];
 
 		snprintf(name, sizeof(name), "__%d_%d_%032x_%d", 1000 + f, 1000 + f, 0xabc00 + f, FORMAT);
@@ -530,7 +541,7 @@ int main(int argc, char **argv)
 		return main_sparse(argc, argv);
 	if (argc < 7) {
 		fprintf(stderr, "usage: genarray DIR ROWS COLS TR TC NFRAGS [none|zstd|lz4] [--append R0 R1 C0 C1 T]\n"
-			"       genarray DIR --sparse NCELLS NFRAGS CAP [dups] [none|zstd|lz4]\n");
+			"       genarray DIR --sparse NCELLS NFRAGS CAP [dups] [disjoint] [none|zstd|lz4]\n");
 		return 2;
 	}
 	s = (spec){ argv[1], arg(argv[2]), arg(argv[3]), arg(argv[4]), arg(argv[5]), argc > 7 ? argv[7] : "none",

@@ -19,7 +19,7 @@
 #define BLOCK_TARGET ((size_t)128 << 10)	/* CSV text per indexed block, at most */
 #define DENSE_BATCH 1024			/* dense cells gathered at once */
 #define CANCEL_ROWS 1024			/* rows formatted between cancel checks */
-#define INDEX_MIN ((size_t)64 << 10)		/* a CSV's index may hold budget / 64, this at least */
+#define INDEX_MIN ((size_t)4 << 10)		/* a CSV's index may hold budget / 64, this at least */
 #define WINDOW_PART 8				/* a fragment's window: budget / 8 */
 #define CSV_NAME "cells.csv"
 #define FRAGMENTS "fragments"
@@ -65,7 +65,7 @@ typedef struct producer {
  * again from its segment's entry.  States are stored as varints.
  *
  * Bounded: when the index holds more than `limit` bytes (a 64th of the
- * budget, 64 KiB at least), every other entry goes (the first and the
+ * budget, 4 KiB at least), every other entry goes (the first and the
  * frontier stay) and the level goes up: the pieces of the old segments are
  * left to drift out of the cache.  A dense CSV's entry costs ~21 bytes, so
  * a 64 MiB cache indexes 6 GB of text before thinning once; a read deep in

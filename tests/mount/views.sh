@@ -196,3 +196,39 @@ dd if="$MNT/big/@views/a.raw" of="$WORK/row" iflag=direct bs=4096 skip=300 count
 dd if="$WORK/big.raw" bs=4096 skip=300 count=1 status=none | cmp -s - "$WORK/row" || fail "row 300 of a.raw"
 [ "$(cache misses)" = 1 ] || fail "a 4 KiB read of a.raw decoded $(cache misses) tiles, not 1"
 ok "a 4 KiB read in the middle of a 64-tile a.raw decoded 1 tile"
+
+# A reader killed in the middle of a long read frees the daemon (issue 19):
+# a read 10 GB into an endless CSV (two cells at opposite corners of a
+# 2^62-cell box) must format those 10 GB first.  The killed reader waits in
+# D state for the answer; the kernel sends FUSE_INTERRUPT, and the driver
+# gives up at the next block (EINTR).  Before, the reader stayed in D state
+# until the daemon had formatted everything before its offset (minutes).
+umount_fs
+mkdir -p "$WORK/c" "$WORK/m5"
+e=2147483646	# rows and columns: the int32 domain's, 2 x 2 tiles
+for box in "" "0 0 0 0 10" "$((e - 1)) $((e - 1)) $((e - 1)) $((e - 1)) 20"; do
+	# shellcheck disable=SC2086
+	"$GENARRAY" "$WORK/c/corners" $e $e 2 2 0 none ${box:+--append $box} > /dev/null || fail "genarray corners"
+done
+MNT=$WORK/m5
+mount_fs "$WORK/t.ini" "$WORK/c"
+[ "$(head -n 2 "$MNT/corners/@views/cells.csv")" = "$(printf 'r,c,a\n0,0,10')" ] || fail "the corners' first cell"
+before=$(cache misses)
+dd if="$MNT/corners/@views/cells.csv" of=/dev/null bs=4096 skip=2500000 count=1 iflag=direct 2>/dev/null &
+reader=$!
+n=0	# bounded polling: until the daemon formats for it (each block is a new cache entry)
+until [ "$(cache misses)" -ge $((before + 20)) ]; do
+	n=$((n + 1))
+	[ "$n" -le 200 ] || { kill -9 "$reader"; fail "the far read never reached the daemon"; }
+	sleep 0.05
+done
+kill -9 "$reader"
+n=0	# the killed reader is gone (a zombie of ours) once the daemon answers
+while [ "$(awk '{ print $3 }' "/proc/$reader/stat" 2>/dev/null)" != Z ] && [ -e "/proc/$reader" ]; do
+	n=$((n + 1))
+	[ "$n" -le 100 ] || fail "a reader killed during a 10 GB CSV read still waits after 5 s (no FUSE interrupt)"
+	sleep 0.05
+done
+{ wait "$reader"; } 2> /dev/null
+[ "$(head -n 2 "$MNT/corners/@views/cells.csv")" = "$(printf 'r,c,a\n0,0,10')" ] || fail "the corners CSV after the kill"
+ok "a reader killed 10 GB into an endless CSV is answered within $((n * 50)) ms; the view still reads"

@@ -16,6 +16,16 @@
 #include "tf_merge.h"
 #include "tf_view.h"
 
+/* The directory part of path (a static copy). */
+static const char *dirname_of(const char *path)
+{
+	static char d[4096];
+	const char *slash = strrchr(path, '/');
+
+	snprintf(d, sizeof(d), "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+	return d;
+}
+
 /* ---- text of values ---------------------------------------------------------------------- */
 
 static char *text_of(tf_datatype t, uint32_t cvn, const void *p, size_t n, bool valid)
@@ -654,6 +664,88 @@ START_TEST(test_views_change)
 }
 END_TEST
 
+/* ---- an endless CSV --------------------------------------------------------------------- */
+
+/* genarray, beside tiletool unless GENARRAY says where. */
+static void genarray(const char *args)
+{
+	const char *g = getenv("GENARRAY"), *tt = getenv("TILETOOL");
+	char cmd[8192];
+
+	if (g)
+		snprintf(cmd, sizeof(cmd), "'%s' %s > /dev/null", g, args);
+	else
+		snprintf(cmd, sizeof(cmd), "'%s/../contrib/genarray' %s > /dev/null", tt ? dirname_of(tt) : ".", args);
+	ck_assert_msg(system(cmd) == 0, "%s", cmd);
+}
+
+/*
+ * Issue 19: a dense array with two cells at opposite corners of a box of
+ * 2^62 cells has a CSV that never ends (the fill value everywhere else).
+ * Its index (a state per ~20 KiB block under a 64 KiB cache) grew by 16 bytes
+ * a block, forever; now it stays within its bound (4 KiB here), thinning,
+ * and reads anywhere in the thinned stretch give the bytes the first pass
+ * gave.
+ */
+START_TEST(test_views_index_bounded)
+{
+	char dir[] = "/tmp/tf_corners.XXXXXX", args[4200], rm[4200];
+	const uint64_t want = (uint64_t)12 << 20;
+	uint8_t *all = malloc(want);
+	tf_workspace *ws = tf_workspace_new();
+	tf_source *src;
+	tf_array *a;
+	tf_cache *cache;
+	tf_views *v;
+	tf_view *w;
+	char *rel;
+	size_t got;
+	uint64_t n = 0;
+	tf_error err;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(args, sizeof(args), "%s/c 2147483646 2147483646 2 2 0", dir);
+	genarray(args);
+	snprintf(args, sizeof(args), "%s/c 2147483646 2147483646 2 2 0 none --append 0 0 0 0 10", dir);
+	genarray(args);
+	snprintf(args, sizeof(args), "%s/c 2147483646 2147483646 2 2 0 none --append 2147483645 2147483645 "
+		 "2147483645 2147483645 20", dir);
+	genarray(args);
+	snprintf(args, sizeof(args), "%s/c", dir);
+	ck_assert_msg(tf_source_locate(args, NULL, &src, &rel, &err) == TF_OK, "%s", err.msg);
+	ck_assert_int_eq(tf_array_open(src, rel, NULL, &a, &err), TF_OK);
+	ck_assert_int_eq(tf_cache_new(64 << 10, 1, &cache, &err), TF_OK);
+	ck_assert_msg(tf_views_open(a, cache, &v, &err) == TF_OK, "%s", err.msg);
+	ck_assert_msg(tf_view_open(v, "cells.csv", &w, &err) == TF_OK, "%s", err.msg);
+	while (n < want) {
+		ck_assert_msg(tf_view_read(w, ws, n, 65536, all + n, &got, &err) == TF_OK, "%s", err.msg);
+		ck_assert_uint_eq(got, 65536);
+		n += got;
+		ck_assert_uint_le(tf_view_index_bytes(w), 4 << 10);
+	}
+	ck_assert(!memcmp(all, "r,c,a\n0,0,10\n0,1,-2147483648\n", 29));
+	for (uint64_t i = 0, seed = 7; i < 60; i++) {	/* anywhere in the thinned stretch */
+		uint8_t buf[5000];
+		uint64_t off;
+
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		off = (seed >> 17) % (n - sizeof(buf));
+		ck_assert_msg(tf_view_read(w, ws, off, sizeof(buf), buf, &got, &err) == TF_OK, "%s", err.msg);
+		ck_assert(got == sizeof(buf) && !memcmp(buf, all + off, sizeof(buf)));
+	}
+	tf_view_close(w);
+	tf_views_unref(v);
+	tf_cache_free(cache);
+	tf_array_free(a);
+	free(rel);
+	tf_source_free(src);
+	tf_workspace_free(ws);
+	free(all);
+	snprintf(rm, sizeof(rm), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(rm), 0);
+}
+END_TEST
+
 static Suite *view_suite(void)
 {
 	Suite *s = suite_create("view");
@@ -668,6 +760,7 @@ static Suite *view_suite(void)
 	tcase_add_test(tc, test_npy_header);
 	tcase_add_test(tc, test_conditions);
 	tcase_add_test(tc, test_hilbert);
+	tcase_add_test(tc, test_views_index_bounded);
 	suite_add_tcase(s, tc);
 	if (tf_test_corpus()) {
 		corpus = tcase_create("corpus");
