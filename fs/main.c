@@ -285,11 +285,14 @@ static int start(tilefs *fs)
 	 * handling thread; with an arena per thread each keeps its own copy.
 	 * Two arenas share them, keeping RSS near the cache budget. */
 	mallopt(M_ARENA_MAX, 2);
-	/* Files being read hold a descriptor each: allow as many as we may. */
+	/* Allow as many descriptors as we may, as most servers do; the
+	 * source's pool takes its share of them (half, less a reserve), and
+	 * the rest stays for listings and everything else. */
 	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
 		nofile.rlim_cur = nofile.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &nofile);
 	}
+	tf_source_set_max_fds(fs->src, 0);
 	if (!workers)
 		/* One per CPU and one more: a worker waits a little on each
 		 * run's stored bytes, and the spare keeps every core decoding
