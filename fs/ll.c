@@ -222,16 +222,20 @@ typedef struct dir_entry {
 
 typedef struct dir_handle {
 	fuse_ino_t ino;
+	uid_t uid;		/* who opened it (fs_user_open) */
 	bool listed, plus, stats;
 	dir_entry *v;
 	size_t n, cap;
+	size_t bytes;		/* the listing's memory, counted as uid's */
 } dir_handle;
 
 static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	tilefs *fs = fs_of(req);
 	fs_node *n = fs_node_get(fs, ino);
+	uid_t uid = fuse_req_ctx(req)->uid;
 	dir_handle *d;
+	int rc;
 
 	if (!n || !fs_node_is_dir(n)) {
 		if (n)
@@ -240,14 +244,23 @@ static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	}
 	fs_node_put(fs, n);
+	if ((rc = fs_user_open(fs, uid)) != 0) {
+		fuse_reply_err(req, rc);
+		return;
+	}
 	if (!(d = calloc(1, sizeof(*d)))) {
+		fs_user_close(fs, uid);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	d->ino = ino;
+	d->uid = uid;
 	fi->fh = (uintptr_t)d;
 	fi->cache_readdir = 0;
-	fuse_reply_open(req, fi);
+	if (fuse_reply_open(req, fi) != 0) {	/* interrupted: nobody will release it */
+		free(d);
+		fs_user_close(fs, uid);
+	}
 }
 
 typedef struct list_ctx {
@@ -317,14 +330,27 @@ static void prefetch_indexes(tilefs *fs, const char *dir, const dir_handle *d)
 			tf_catalog_prefetch(fs->catalog, rel, &d->v[i].st.v);
 }
 
+/* What d's listing holds in memory (the user's share, users.c). */
+static size_t listing_bytes(const dir_handle *d)
+{
+	size_t b = d->cap * sizeof(*d->v);
+
+	for (size_t i = 0; i < d->n; i++)
+		b += strlen(d->v[i].name) + 1;
+	return b;
+}
+
 static int list_dir(tilefs *fs, dir_handle *d, bool plus)
 {
-	fs_node *n = fs_node_get(fs, d->ino);
+	fs_node *n;
 	list_ctx l = { fs, d, NULL, fs->settings->hide_unmatched };
 	tf_stat dot = { .kind = TF_ENT_DIR };
 	tf_status rc;
+	int e;
 
-	if (!n)
+	if ((e = fs_user_may_list(fs, d->uid, d->bytes)) != 0)
+		return e;
+	if (!(n = fs_node_get(fs, d->ino)))
 		return ESTALE;
 	for (size_t i = 0; i < d->n; i++)
 		free(d->v[i].name);
@@ -343,6 +369,8 @@ static int list_dir(tilefs *fs, dir_handle *d, bool plus)
 	fs_node_put(fs, n);
 	d->listed = true;
 	d->plus = plus;
+	fs_user_listed(fs, d->uid, d->bytes, listing_bytes(d));
+	d->bytes = listing_bytes(d);
 	return rc == TF_OK ? 0 : status_errno(rc);
 }
 
@@ -435,8 +463,11 @@ static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	dir_handle *d = (dir_handle *)(uintptr_t)fi->fh;
+	tilefs *fs = fs_of(req);
 
 	(void)ino;
+	fs_user_listed(fs, d->uid, d->bytes, 0);
+	fs_user_close(fs, d->uid);
 	for (size_t i = 0; i < d->n; i++)
 		free(d->v[i].name);
 	free(d->v);
@@ -451,6 +482,7 @@ static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
  * released (files still open at unmount). */
 typedef struct handle {
 	fs_node *node;		/* held open (fs_node_closed) */
+	uid_t uid;		/* who opened it (fs_user_open) */
 	tf_handle *h;
 	tf_object *raw;
 	tf_view *view;
@@ -482,6 +514,7 @@ static void handle_free(tilefs *fs, handle *h)
 	if (h->h)
 		fs_node_closed(fs, h->node);
 	fs_node_put(fs, h->node);
+	fs_user_close(fs, h->uid);
 	free(h);
 }
 
@@ -539,6 +572,7 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	tilefs *fs = fs_of(req);
 	fs_node *n = fs_node_get(fs, ino);
+	uid_t uid = fuse_req_ctx(req)->uid;
 	handle *h = NULL;
 	int rc = 0;
 
@@ -548,9 +582,12 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = EISDIR;
 	else if ((fi->flags & O_ACCMODE) != O_RDONLY)
 		rc = EROFS;
-	else if (!(h = calloc(1, sizeof(*h))))
+	else if ((rc = fs_user_open(fs, uid)) != 0)
+		;	/* EMFILE: this user holds its share already */
+	else if (!(h = calloc(1, sizeof(*h)))) {
+		fs_user_close(fs, uid);
 		rc = ENOMEM;
-	else if (fs_node_views(n))
+	} else if (fs_node_views(n))
 		rc = open_view(fs, n, h);
 	else if (fs_node_is_decoded(n))
 		rc = open_decoded(fs, n, h);
@@ -559,6 +596,8 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* ESTALE: the source changed since the kernel looked it up; the
 	 * kernel looks again and opens the new node. */
 	if (rc) {
+		if (h)	/* counted by fs_user_open */
+			fs_user_close(fs, uid);
 		free(h);
 		if (n)
 			fs_node_put(fs, n);
@@ -566,6 +605,7 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	h->node = n;	/* our pin passes to the handle */
+	h->uid = uid;
 	/* A node is one version: its cached pages are always good.  One that
 	 * has shown a bad chunk is read without the page cache, so every
 	 * intact byte stays readable at any offset beside the bad range. */
@@ -795,6 +835,23 @@ static char *file_attr(tilefs *fs, fs_node *n, const tf_file *f, const char *nam
 	return NULL;
 }
 
+/* user.tilefs.opens: the source's descriptor pool and the users' shares. */
+static char *opens_attr(tilefs *fs)
+{
+	tf_source_fds d;
+	uint64_t refused;
+	size_t users;
+	char *v;
+
+	tf_source_fd_stats(fs->src, &d);
+	fs_users_stats(fs, &users, &refused);
+	if (asprintf(&v, "fds=%u fd_max=%u reopens=%" PRIu64 " fd_evictions=%" PRIu64 " users=%zu"
+		     " refused=%" PRIu64 " max_user_opens=%u", d.held, d.max, d.reopens, d.evictions, users,
+		     refused, fs->users.max_opens) < 0)
+		return NULL;
+	return v;
+}
+
 static char *root_attr(tilefs *fs, const char *name)
 {
 	size_t nodes, indexes, index_bytes, handles;
@@ -803,6 +860,8 @@ static char *root_attr(tilefs *fs, const char *name)
 
 	if (!strcmp(name, "index"))
 		return fs_index_attr(fs);
+	if (!strcmp(name, "opens"))
+		return opens_attr(fs);
 	if (strcmp(name, "cache") || !fs->cache)
 		return NULL;
 	tf_cache_get_stats(fs->cache, &s);
@@ -911,7 +970,8 @@ static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	tf_file *f;
 
 	if (ino == FUSE_ROOT_ID) {
-		len = (size_t)snprintf(names, sizeof(names), XATTR_PREFIX "cache%c" XATTR_PREFIX "index", '\0') + 1;
+		len = (size_t)snprintf(names, sizeof(names), XATTR_PREFIX "cache%c" XATTR_PREFIX "index%c"
+				       XATTR_PREFIX "opens", '\0', '\0') + 1;
 	} else if ((n = fs_node_get(fs, ino))) {
 		if (fs_node_views(n) &&
 		    tf_views_listxattr(fs_node_views(n), fs_node_vrel(n), names, sizeof(names), &len, NULL) != TF_OK)

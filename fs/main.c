@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 typedef struct cli {
-	char *config, *cache_size, *source, *index_dir;
+	char *config, *cache_size, *source, *index_dir, *max_user_opens;
 	int help, version, views, direct_io, index_at_mount;
 } cli;
 
@@ -33,6 +33,7 @@ static const struct fuse_opt cli_spec[] = {
 	CLI_OPT("views", views),
 	CLI_OPT("direct_io", direct_io),
 	CLI_OPT("index_at_mount", index_at_mount),
+	CLI_OPT("max_user_opens=%s", max_user_opens),
 	FUSE_OPT_KEY("index_dir=", KEY_INDEX_DIR),
 	CLI_OPT("--help", help), CLI_OPT("-h", help),
 	CLI_OPT("--version", version), CLI_OPT("-V", version),
@@ -72,6 +73,8 @@ static void usage(const char *prog)
 	       "    -o index_dir=DIR|none  where indexes are kept across mounts (default\n"
 	       "                           $XDG_CACHE_HOME/tilefs, /var/cache/tilefs for root)\n"
 	       "    -o index_at_mount      index every file in the background after mounting\n"
+	       "    -o max_user_opens=N    files and directories one user may hold open (default\n"
+	       "                           16384; 0: no bound); more get EMFILE\n"
 	       "    -o allow_other         let other users read the mount\n"
 	       "    -f                     stay in the foreground, log to stderr\n"
 	       "    -s                     one thread\n"
@@ -108,6 +111,16 @@ static int load_config(tilefs *fs, const cli *c)
 		return TFS_EXIT_CONFIG;
 	if (c->index_at_mount)
 		tf_config_set_index_at_mount(fs->config, true);
+	if (c->max_user_opens) {
+		char *end;
+		unsigned long n = strtoul(c->max_user_opens, &end, 10);
+		if (!*c->max_user_opens || *end || c->max_user_opens[0] == '-' || n > UINT_MAX) {
+			fprintf(stderr, "tilefs: max_user_opens: bad number '%s'\n", c->max_user_opens);
+			return TFS_EXIT_USAGE;
+		}
+		fs->users.max_opens = (unsigned)n;
+	}
+	fs->users.max_listing = (size_t)fs->users.max_opens * FS_USER_LISTING;
 	fs->settings = tf_config_settings(fs->config);
 	return 0;
 }
@@ -369,13 +382,15 @@ static void teardown(tilefs *fs)
 	fs_index_close(fs);		/* after every file restored from it */
 	tf_config_free(fs->config);	/* wipes the keys */
 	tf_source_free(fs->src);
+	fs_users_destroy(&fs->users);
 }
 
 int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts o = { 0 };
-	tilefs fs = { .handles_lock = PTHREAD_MUTEX_INITIALIZER };
+	tilefs fs = { .handles_lock = PTHREAD_MUTEX_INITIALIZER,
+		      .users = { .lock = PTHREAD_MUTEX_INITIALIZER, .max_opens = FS_USER_OPENS } };
 	cli c = { 0 };
 	int rc;
 
@@ -412,7 +427,7 @@ int main(int argc, char **argv)
 	}
 	teardown(&fs);
 	free(o.mountpoint);
-	free(c.config), free(c.cache_size), free(c.source), free(c.index_dir);
+	free(c.config), free(c.cache_size), free(c.source), free(c.index_dir), free(c.max_user_opens);
 	fuse_opt_free_args(&args);
 	return rc;
 }

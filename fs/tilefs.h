@@ -51,6 +51,17 @@ typedef struct fs_nodes {
 typedef struct fs_indexer fs_indexer;
 struct tf_index;
 
+/* What each user holds open (users.c). */
+#define FS_USER_BUCKETS 64
+typedef struct fs_user fs_user;
+typedef struct fs_users {
+	pthread_mutex_t lock;
+	fs_user *bucket[FS_USER_BUCKETS];
+	unsigned max_opens;		/* files and directories per uid (0: no bound) */
+	size_t max_listing;		/* bytes of open listings per uid, then ENOMEM */
+	uint64_t refused;		/* opens and listings refused */
+} fs_users;
+
 /* The one state object of the driver (the session's userdata). */
 typedef struct tilefs {
 	tf_source *src;
@@ -70,6 +81,7 @@ typedef struct tilefs {
 	fs_indexer *indexer;		/* index_at_mount, or NULL */
 	pthread_mutex_t handles_lock;
 	struct handle *handles;		/* open files (ll.c) */
+	fs_users users;
 } tilefs;
 
 /* ll.c: the operations, and the key of their per-thread scratch. */
@@ -149,6 +161,25 @@ void fs_index_close(tilefs *fs);
 /* user.tilefs.index: the store's counters and the progress of indexing
  * ahead (malloc'd). */
 char *fs_index_attr(tilefs *fs);
+
+/* ---- users.c: each user's share of the daemon ------------------------------------------- */
+
+#define FS_USER_OPENS 16384	/* -o max_user_opens, by default */
+#define FS_USER_LISTING 4096	/* bytes of open listings per user, per open allowed */
+
+/* Count an open file or directory of uid: 0, or EMFILE when uid holds
+ * max_opens already (ENOMEM: no memory); fs_user_close when it closes. */
+int fs_user_open(tilefs *fs, uid_t uid);
+void fs_user_close(tilefs *fs, uid_t uid);
+/* Whether uid may list a directory now: 0, or ENOMEM while its other open
+ * listings (all of its listings less `mine`, the one to be replaced) hold
+ * max_listing bytes.  fs_user_listed: a listing of uid went from was to now
+ * bytes (now 0 when its directory is closed). */
+int fs_user_may_list(tilefs *fs, uid_t uid, size_t mine);
+void fs_user_listed(tilefs *fs, uid_t uid, size_t was, size_t now);
+/* Users holding something open, and opens and listings refused so far. */
+void fs_users_stats(tilefs *fs, size_t *users, uint64_t *refused);
+void fs_users_destroy(fs_users *u);
 
 /* ---- log.c ---------------------------------------------------------------------------------- */
 

@@ -64,29 +64,39 @@ ok "(a) cells.csv of 300 fragments under 256 descriptors: whole, equal to tileto
 
 # ---- (b) one user holding many opens ----------------------------------------------------------
 as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; }
+# hold.py PATH N READY RELEASE [dir]: open PATH up to N times (a directory:
+# each listed, and kept open with its listing), say "HELD WHY" into READY,
+# hold them until RELEASE is written.
 cat > "$WORK/hold.py" <<'EOF'
 import errno, os, resource, sys
 path, want, ready, release = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+is_dir = len(sys.argv) > 5
 hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 fds, why = [], "ok"
 for _ in range(want):
     try:
-        fds.append(os.open(path, os.O_RDONLY))
+        fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if is_dir else 0))
+        fds.append(fd)
+        if is_dir:
+            with os.scandir(fd) as it:   # the listing, on this open's handle
+                sum(1 for _ in it)
+        else:
+            os.pread(fd, 4096, 0)
     except OSError as e:
         why = errno.errorcode.get(e.errno, str(e.errno))
         break
-os.pread(fds[-1], 4096, 0) if fds else None
 with open(ready, "w") as f:              # a FIFO: the test waits on it
     f.write(f"{len(fds)} {why}\n")
 open(release).read()                     # a FIFO: until the test is done
 EOF
 mkfifo -m 666 "$WORK/ready" "$WORK/release"
-# hold N FILE: nobody opens FILE N times (in the background) and says how
-# many it holds ("N ok", or "M EMFILE"); release lets go.
+# hold N PATH [dir]: nobody holds PATH open N times, in the background;
+# $held and $why say how far it got.  release: let go.
 hold() {
-	as_nobody /usr/bin/python3 "$WORK/hold.py" "$2" "$1" "$WORK/ready" "$WORK/release" &
+	as_nobody /usr/bin/python3 "$WORK/hold.py" "$2" "$1" "$WORK/ready" "$WORK/release" ${3:+"$3"} &
 	holder=$!
+	# shellcheck disable=SC2046
 	set -- $(timeout 60 cat "$WORK/ready")
 	held=${1:-0} why=${2:-"no answer"}
 }
@@ -94,6 +104,7 @@ release() {
 	timeout 60 sh -c ': > "$1"' _ "$WORK/release" || fail "the holder is gone"
 	wait $holder || fail "the holder failed"
 }
+attr() { getfattr --absolute-names --only-values -n user.tilefs.opens "$MNT" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 
 (ulimit -n 1024 && mount_fs "$WORK/t.ini" "$src" -o views -o allow_other) || fail "mount under ulimit -n 1024"
 pid=$(daemon_pid)
@@ -103,6 +114,39 @@ others_work "with nobody holding 1,014 opens"
 cmp "$MNT/sp/@views/cells.csv" "$WORK/sp.csv" || fail "cells.csv with nobody holding 1,014 opens"
 n=$(nfds "$pid")
 [ "$n" -le 512 ] || fail "the daemon holds $n descriptors, beyond half its limit of 1024"
+[ "$(attr fds)" -le "$(attr fd_max)" ] || fail "the pool holds more than its bound: $(attr fds) > $(attr fd_max)"
+[ "$(attr fd_evictions)" -gt 0 ] || fail "no descriptor was lent to another object"
 release
 umount_fs
 ok "(b) nobody holds 1,014 opens of a file: others read and list; the daemon held $n descriptors"
+
+# ---- (c) a user's share: -o max_user_opens -----------------------------------------------------
+# A directory of 3,000 entries lists into ~0.5 MiB; 100 opens allowed
+# give 400 KiB of listings.
+mkdir -p "$src/big"
+(cd "$src/big" && seq -f "entry-%04g" 3000 | xargs touch) || fail "making big/"
+chmod -R a+rX "$src"
+timeout 60 "$TILEFS" -f -o config="$WORK/t.ini",index_dir="$WORK/index",allow_other,max_user_opens=100 \
+	"$src" "$MNT" 2> "$WORK/fg.log" &
+daemon=$!
+for i in $(seq 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
+mountpoint -q "$MNT" || fail "no mount with max_user_opens: $(cat "$WORK/fg.log")"
+hold 1000 "$MNT/d/a.tdb"
+[ "$held $why" = "100 EMFILE" ] || fail "nobody held $held opens ($why), not 100 then EMFILE"
+as_nobody cat "$MNT/d/raw.txt" > /dev/null 2>&1 && fail "nobody opened beyond its share"
+as_nobody ls "$MNT/d" > /dev/null 2>&1 && fail "nobody listed beyond its share"
+others_work "with nobody at its share"
+[ "$(grep -c "uid 65534 .*EMFILE" "$WORK/fg.log")" = 1 ] || fail "not one log line: $(cat "$WORK/fg.log")"
+[ "$(attr refused)" -ge 3 ] || fail "refusals not counted: $(attr refused)"
+release
+as_nobody cat "$MNT/d/raw.txt" > /dev/null || fail "nobody cannot open again once it let go"
+# Listings: the first one beyond 400 KiB is allowed, the next gets ENOMEM.
+hold 10 "$MNT/big" dir
+[ "$held $why" = "2 ENOMEM" ] || fail "nobody listed $held copies of big/ ($why), not 2 then ENOMEM"
+others_work "with nobody holding its listings"
+[ "$(ls "$MNT/big" | wc -l)" = 3000 ] || fail "root cannot list big/ while nobody holds its listings"
+release
+as_nobody ls "$MNT/big" > /dev/null || fail "nobody cannot list again once it let go"
+umount_fs
+wait $daemon
+ok "(c) -o max_user_opens=100: nobody's 101st open gets EMFILE and its second big listing ENOMEM, one log line; root unaffected"
