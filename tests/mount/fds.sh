@@ -4,12 +4,13 @@
 #  (a) A sparse array of 300 fragments (views hold ~4 files of each) read as
 #      cells.csv by a daemon allowed 256 descriptors: the CSV is whole and
 #      equals tiletool's export, while listings and other files keep working
-#      (before the pool: EMFILE, then EIO for every file and listing).
+#      (before the pool: EMFILE, then EIO for every file and listing); and
+#      tiletool export under the same limit.
 #  (b) Under allow_other, nobody holds 1,014 opens of one file of a daemon
-#      allowed 1,024 descriptors, while root reads and lists; with
-#      -o max_user_opens, nobody's opens beyond it get EMFILE (one log line)
-#      and root's still open.
-# The daemon's descriptors are counted in /proc during both.
+#      allowed 1,024 descriptors, while root reads and lists.
+#  (c) -o max_user_opens=100: nobody's 101st open gets EMFILE and its
+#      listings beyond 400 KiB ENOMEM (one log line); root's still work.
+# The daemon's descriptors are counted in /proc during (a) and (b).
 . "$(dirname "$0")/lib.sh"
 
 command -v setpriv >/dev/null 2>&1 || skip "no setpriv (package util-linux)"
@@ -24,6 +25,9 @@ echo "a raw file" > "$src/d/raw.txt"
 chmod -R a+rX "$src"
 printf '[match d/*.tdb]\nfilters = zstd\ndatatype = uint8\n' > "$WORK/t.ini"
 "$TILETOOL" export --csv "$src/sp" > "$WORK/sp.csv" || fail "tiletool export"
+# tiletool too: its source's pool is half the soft limit less 64.
+(ulimit -n 256 && "$TILETOOL" export --csv "$src/sp") | cmp -s - "$WORK/sp.csv" ||
+	fail "tiletool export of 300 fragments under ulimit -n 256"
 
 daemon_pid() { pgrep -f -n "tilefs -o config=$WORK/t.ini" || fail "no tilefs process"; }
 nfds() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 | wc -l; }
