@@ -345,7 +345,9 @@ static int ensure_index(tilefs *fs, fs_node *n, unsigned flags)
 	tf_perm_clear(&dp);
 	tf_facts_clear(&n->facts);
 	n->facts = fx;
-	n->keyed = fx.keyed;
+	/* Plaintext is known from the catalog before any index; the index
+	 * can only add to that (never take it back). */
+	n->keyed |= fx.keyed;
 	n->file = f;
 	n->size = tf_file_size(f);
 	n->bytes = tf_file_index_bytes(f);
@@ -524,7 +526,7 @@ int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *kn
 		   struct stat *attr)
 {
 	char rel[PATH_MAX];
-	bool decoded = false, moved;
+	bool decoded = false, keyed = false, moved;
 	fs_node *n;
 	tf_stat st;
 	int rc;
@@ -549,6 +551,9 @@ int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *kn
 			if (show == TF_SHOW_HIDDEN)
 				return -ENOENT;
 			decoded = show == TF_SHOW_DECODED;
+			/* Plaintext is the mounter's whether or not its index can
+			 * be built now: decided from the catalog alone. */
+			keyed = decoded && tf_catalog_keyed(fs->catalog, rel);
 		}
 		moved = decoded && dep_changed(fs, rel);
 		pthread_mutex_lock(&fs->nodes.lock);
@@ -556,6 +561,7 @@ int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *kn
 			pthread_mutex_unlock(&fs->nodes.lock);
 			return -ENOMEM;
 		}
+		n->keyed |= keyed;
 		n->pins++;
 		/* A file that cannot be indexed is listed empty; opening it says EIO.
 		 * One that changed since our stat is looked at again, once. */
@@ -646,7 +652,7 @@ static void fill_stat(const fs_node *n, const tf_stat *s, struct stat *st)
 	/* Plaintext of an encrypted array is the key holder's, whatever the
 	 * ciphertext's modes: the user who mounted, and no one else. */
 	if (n->keyed) {
-		st->st_mode &= ~(mode_t)07077;
+		st->st_mode = fs_mode_type(s->kind) | (s->kind == TF_ENT_DIR ? 0500 : 0400);
 		st->st_uid = geteuid();
 		st->st_gid = getegid();
 	}

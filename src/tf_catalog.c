@@ -36,6 +36,7 @@ typedef struct dir_slot {
 	const tf_views *whole_of;	/* views whole was taken for (NULL: none) */
 	int64_t base_ns, base_cost;	/* when examined, and how long that took */
 	int64_t whole_ns, whole_cost;
+	bool enc_known, encrypted;	/* its newest schema is encrypted */
 	struct dir_slot *hnext, *prev, *next;	/* hash chain; LRU of arrays */
 } dir_slot;
 
@@ -472,6 +473,43 @@ tf_status tf_catalog_views_perm(tf_catalog *c, tf_catalog_hold *hold, tf_views *
 	if (what == TF_VIEW_READS_ONE)
 		add_fragment(c, d->rel, frag, out);
 	return TF_OK;
+}
+
+/* Whether the array of slot d is encrypted, by its newest schema's
+ * header; not known (it cannot be read now) counts as encrypted. */
+static bool array_encrypted(tf_catalog *c, dir_slot *d)
+{
+	const tf_schema *sc;
+	bool known, enc;
+
+	pthread_mutex_lock(&c->lock);
+	known = d->enc_known, enc = d->encrypted;
+	pthread_mutex_unlock(&c->lock);
+	if (known)
+		return enc;
+	if (tf_array_latest_schema(d->array, &sc, NULL, NULL) != TF_OK)
+		return true;
+	enc = tf_array_schema_encrypted(d->array, sc);
+	pthread_mutex_lock(&c->lock);
+	d->enc_known = true, d->encrypted = enc;
+	pthread_mutex_unlock(&c->lock);
+	return enc;
+}
+
+bool tf_catalog_keyed(tf_catalog *c, const char *rel)
+{
+	const tf_rule *r = tf_config_match(c->cfg, rel);
+	const char *inner;
+	dir_slot *d;
+	bool keyed;
+
+	if (r)
+		return r->key != NULL;
+	if (!(d = array_of(c, rel, &inner)))
+		return false;
+	keyed = tf_array_key(d->array) && array_encrypted(c, d);
+	array_release(c, d);
+	return keyed;
 }
 
 tf_show tf_catalog_show(tf_catalog *c, const char *rel)

@@ -87,6 +87,14 @@ tf_status tf_catalog_views_perm(tf_catalog *c, tf_catalog_hold *hold, tf_views *
 				struct tf_perm *out, tf_error *err);
 
 /*
+ * Whether decoded file rel is plaintext of an encrypted array (or a file a
+ * [match] rule decrypts), decided without indexing it: its rule has a key;
+ * or its array has a key and its newest schema is encrypted, or cannot be
+ * read now.  tf_facts.keyed says it again, per file, once indexed.
+ */
+bool tf_catalog_keyed(tf_catalog *c, const char *rel);
+
+/*
  * Persisted indexes (tf_index.h): walked files are looked up in store and
  * stored to it, and every walk is counted there (borrowed; NULL: none).
  * Set before the catalog is used.
