@@ -72,7 +72,9 @@ def special(rnd, width, old):
 
 
 def float_special(rnd, width):
-    v = rnd.choice((0.0, -0.0, float("nan"), float("inf"), -float("inf"), 1e-300, 1e300, 0.5, 3e38))
+    big = 3e38 if width == 4 else 1e300
+    tiny = 1e-45 if width == 4 else 1e-300
+    v = rnd.choice((0.0, -0.0, float("nan"), float("inf"), -float("inf"), tiny, big, -big, 0.5))
     return struct.pack("<f" if width == 4 else "<d", v)
 
 
@@ -294,7 +296,7 @@ def mutate(rnd, a, big):
         fn = rnd.choices([m for m, _ in MUTATIONS], [w for _, w in MUTATIONS])[0]
         try:
             descs.append(fn(rnd, a, big) if fn is m_clone else fn(rnd, a))
-        except (ValueError, IndexError, KeyError, FileNotFoundError, struct.error) as e:
+        except (ValueError, IndexError, KeyError, OSError, OverflowError, struct.error) as e:
             descs.append("(%s: %s)" % (fn.__name__, e))    # an earlier lie broke the parse
     return "; ".join(descs)
 
