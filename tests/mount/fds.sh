@@ -152,5 +152,5 @@ others_work "with nobody holding its listings"
 release
 as_nobody ls "$MNT/big" > /dev/null || fail "nobody cannot list again once it let go"
 umount_fs
-wait $daemon
+wait $daemon || fail "the daemon exited with status $?: $(cat "$WORK/fg.log")"
 ok "(c) -o max_user_opens=100: nobody's 101st open gets EMFILE and its second big listing ENOMEM, one log line; root unaffected"
