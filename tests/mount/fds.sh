@@ -98,7 +98,10 @@ mkfifo -m 666 "$WORK/ready" "$WORK/release"
 # hold N PATH [dir]: nobody holds PATH open N times, in the background;
 # $held and $why say how far it got.  release: let go.
 hold() {
-	as_nobody /usr/bin/python3 "$WORK/hold.py" "$2" "$1" "$WORK/ready" "$WORK/release" ${3:+"$3"} &
+	# setpriv itself in the background (not as_nobody, a function: a
+	# subshell) so that $holder is the holder's own pid.
+	setpriv --reuid=65534 --regid=65534 --clear-groups -- \
+		/usr/bin/python3 "$WORK/hold.py" "$2" "$1" "$WORK/ready" "$WORK/release" ${3:+"$3"} &
 	holder=$!
 	# shellcheck disable=SC2046
 	set -- $(timeout 60 cat "$WORK/ready")
@@ -107,7 +110,12 @@ hold() {
 release() {
 	timeout 60 sh -c ': > "$1"' _ "$WORK/release" || fail "the holder is gone"
 	wait $holder || fail "the holder failed"
+	holder=
 }
+# A test failing while nobody holds files open: end the holder first, or
+# the mount stays busy (and the daemon alive) after the test.
+holder=
+trap '[ -z "$holder" ] || kill "$holder" 2>/dev/null; cleanup' EXIT INT TERM
 attr() { getfattr --absolute-names --only-values -n user.tilefs.opens "$MNT" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 
 (ulimit -n 1024 && mount_fs "$WORK/t.ini" "$src" -o views -o allow_other) || fail "mount under ulimit -n 1024"
