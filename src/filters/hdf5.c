@@ -4,6 +4,7 @@
  */
 #include "hdf5.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,7 @@ static tf_status run(tf_hdf5_filter *h, const tf_filter_opts *o, unsigned flags,
 		     tf_span src, void **out, size_t *got, tf_error *err)
 {
 	void *buf = malloc(src.n);	/* the plugin's to free or keep */
-	size_t buf_size = src.n;
+	size_t buf_size = src.n, room;
 
 	if (!buf)
 		return tf_err(err, TF_E_NOMEM, "cannot allocate %zu bytes", src.n);
@@ -39,6 +40,16 @@ static tf_status run(tf_hdf5_filter *h, const tf_filter_opts *o, unsigned flags,
 		free(buf);	/* on failure *buf is still ours, whatever it points to */
 		return tf_err(err, TF_E_CORRUPT, "the HDF5 plugin's filter failed (%s %zu bytes)",
 			      flags ? "decoding" : "encoding", src.n);
+	}
+	/* What it says it wrote must lie inside the buffer it hands back.
+	 * Its *buf_size cannot tell (Debian's libh5lz4.so leaves it stale, and
+	 * HDF5 never reads it back); malloc can, since the buffer is malloc's
+	 * either way: we free() it. */
+	room = malloc_usable_size(buf);
+	if (*got > room) {
+		free(buf);
+		return tf_err(err, TF_E_CORRUPT, "the HDF5 plugin returned %zu bytes in a buffer of %zu "
+			      "(%s %zu bytes)", *got, room, flags ? "decoding" : "encoding", src.n);
 	}
 	*out = buf;
 	return TF_OK;

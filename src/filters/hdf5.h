@@ -21,8 +21,9 @@
  * own (malloc, or H5allocate_memory, which is malloc in release builds of
  * libhdf5 such as Debian's).  We always free exactly the pointer *buf holds
  * when it returns, success or failure.  Its output size is checked against
- * the stage's limit and, for the first stage, the chunk header's original
- * length before a byte is copied out.  Calls into one plugin are serialized
+ * the buffer it hands back (malloc_usable_size: plugins leave *buf_size
+ * stale), the stage's limit and, for the first stage, the chunk header's
+ * original length before a byte is copied out.  Calls into one plugin are serialized
  * (HDF5 itself never calls a filter from two threads at once).
  */
 #ifndef TF_HDF5_H

@@ -3,7 +3,8 @@
 # plugins (libh5bz2.so 307, libh5lz4.so 32004) and the sample tilefs plugin,
 # matched by [match] rules naming them, read back byte-exact; a corrupt
 # plugin in plugin_path is one warning at mount; a rule naming a filter no
-# plugin provides refuses the mount (FILE:LINE).  user.tilefs.filter and
+# plugin provides refuses the mount (FILE:LINE); a plugin returning more
+# than its buffer is EIO for the chunk.  user.tilefs.filter and
 # user.tilefs.codecs on these files (tests/mount/codecs.sh checks them on
 # the corpus).
 . "$(dirname "$0")/lib.sh"
@@ -85,6 +86,34 @@ wait $pid
 grep -q "d.bz.*tile 0, chunk 0: filter 0 (hdf5:307): the HDF5 plugin's filter failed" "$WORK/log" ||
 	fail "log does not name the failing chunk: $(cat "$WORK/log")"
 ok "damaged data through a plugin: EIO, logged with tile, chunk and filter"
+
+# A plugin saying it wrote more than the buffer it hands back holds
+# (tests/plugins/fake.c, mode 3): EIO for that chunk and a log line, before
+# a byte is copied (the copy read past the buffer); the daemon serves on.
+G=$TF_TEST_PLUGINS/good
+"$TILETOOL" encode --plugin-path "$G" -F 'hdf5:40000' "$WORK/text" "$src/e.over" &&
+	cp "$src/e.over" "$src/f.shift" || fail "writing tile files through the test plugin"
+cat > "$WORK/over.ini" <<EOF
+[tilefs]
+plugin_path = $G
+[match *.over]
+filters = hdf5:40000,3
+[match *.shift]
+filters = hdf5:40000
+EOF
+timeout 60 "$TILEFS" -f -o config="$WORK/over.ini" "$src" "$MNT" 2> "$WORK/log" &
+pid=$!
+i=0
+until mountpoint -q "$MNT" || [ $i -ge 200 ]; do i=$((i + 1)); sleep 0.05; done
+mountpoint -q "$MNT" || fail "no foreground mount"
+cat "$MNT/e.over" > /dev/null 2> "$WORK/cat" && fail "an over-long plugin output read without error"
+grep -q "Input/output error" "$WORK/cat" || fail "not EIO: $(cat "$WORK/cat")"
+cmp "$MNT/f.shift" "$WORK/text" || fail "the daemon does not serve on after an over-long plugin output"
+umount_fs
+wait $pid || fail "the daemon exited $?"
+grep -q "e.over.*tile 0, chunk 0: filter 0 (hdf5:40000): the HDF5 plugin returned 65536 bytes in a buffer of " "$WORK/log" ||
+	fail "log does not name the over-long chunk: $(cat "$WORK/log")"
+ok "a plugin returning more than its buffer: EIO and a log line for the chunk, the daemon serves on"
 
 # A rule naming a filter no plugin provides: the mount is refused at its line.
 cat > "$WORK/missing.ini" <<EOF

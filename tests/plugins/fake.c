@@ -7,8 +7,10 @@
  *                    u64 LE length, reverse checks and drops it.  It
  *                    realloc()s the buffer it is given (cd_values[0] = 0),
  *                    or replaces it with a new one (2), or claims 100 bytes
- *                    more than the chunk has (1): the buffer-ownership and
- *                    size-check paths of filters/hdf5.c.
+ *                    more than the chunk has (1), or returns the right size
+ *                    in a 16-byte buffer, saying so in *buf_size (3) or not
+ *                    (4): the buffer-ownership and size-check paths of
+ *                    filters/hdf5.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +60,16 @@ static size_t shift(unsigned flags, size_t cd_nelmts, const unsigned cd_values[]
 			return 0;
 		memset(p + nbytes - 8, 0, 108);
 		*buf = p;
+		*buf_size = nbytes + 100;
 		return nbytes - 8 + 100;
+	}
+	if (mode == 3 || mode == 4) {	/* more bytes than the buffer it hands back */
+		if (!(p = realloc(p, 16)))
+			return 0;
+		*buf = p;
+		if (mode == 3)
+			*buf_size = 16;
+		return nbytes - 8;
 	}
 	*buf = realloc(p, nbytes - 8 + 1);	/* (a shrink cannot fail in glibc) */
 	*buf_size = nbytes - 8 + 1;

@@ -237,6 +237,22 @@ START_TEST(test_hdf5_buffers)
 	ck_assert_int_eq(decode_tile(lie, TF_DT_INT16, tf_span_of(stored.p, stored.len), &out, &err), TF_E_CORRUPT);
 	ck_assert_msg(strstr(err.msg, "chunk 0: filter 0 (hdf5:40000): output of 65636 bytes exceeds its "
 			     "expected size 65536"), "%s", err.msg);
+	/* A plugin saying it wrote more than the buffer it hands back holds, in
+	 * *buf_size (3) or only by what malloc gave it (4): refused before a
+	 * byte is copied (the copy read past its buffer: garbage, or a crash). */
+	for (unsigned mode = 3; mode <= 4; mode++) {
+		char spec[32];
+		tf_pipeline *over;
+
+		snprintf(spec, sizeof(spec), "hdf5:40000,%u", mode);
+		over = parse(pl, spec);
+		out.len = 0;
+		ck_assert_int_eq(decode_tile(over, TF_DT_INT16, tf_span_of(stored.p, stored.len), &out, &err),
+				 TF_E_CORRUPT);
+		ck_assert_msg(strstr(err.msg, "chunk 0: filter 0 (hdf5:40000): the HDF5 plugin returned 65536 "
+				     "bytes in a buffer of "), "%s", err.msg);
+		tf_pipeline_free(over);
+	}
 	/* A stream the plugin refuses: its failure, named. */
 	stored.p[TF_TILE_HEADER_SIZE + TF_CHUNK_HEADER_SIZE + 3] ^= 1;
 	out.len = 0;
