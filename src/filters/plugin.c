@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "hdf5.h"
 
@@ -30,6 +32,8 @@ struct tf_plugins {
 	char *path;
 	plugin *v;
 	size_t n, cap;
+	int *fds;		/* of every file dlopen'ed, open until the end (below) */
+	size_t nfds, fdcap;
 	tf_plugin_warn_fn warn;
 	void *ctx;
 };
@@ -133,29 +137,218 @@ static tf_status adopt(tf_plugins *pl, void *h, plugin *p, tf_error *err)
 	return rc;
 }
 
+/* ---- trust: who could have put there what we would run ---------------------------- */
+
+#define MAX_HOPS 40	/* symlinks followed in one directory's path (as the kernel) */
+
+/* NULL if st is owned by root or by us and writable by no one else, else
+ * why not (in why, after `what`).  sticky_ok: others may write it if its
+ * sticky bit keeps them from renaming or removing what is not theirs (/tmp
+ * above a plugin directory; never the plugin directory itself). */
+static const char *distrust(const struct stat *st, bool sticky_ok, const char *what, char *why, size_t n)
+{
+	uid_t me = geteuid();
+
+	if (st->st_uid != 0 && st->st_uid != me)
+		snprintf(why, n, "%s is owned by uid %u (not root or uid %u)", what, (unsigned)st->st_uid,
+			 (unsigned)me);
+	else if ((st->st_mode & (S_IWGRP | S_IWOTH)) && !(sticky_ok && (st->st_mode & S_ISVTX)))
+		snprintf(why, n, "%s is writable by %s (mode %04o)", what,
+			 st->st_mode & S_IWOTH ? "others" : "its group", (unsigned)(st->st_mode & 07777));
+	else
+		return NULL;
+	return why;
+}
+
+/* The next component of *p (a '/'-separated path), NUL-terminated in
+ * place; *p moves past it.  *last: nothing but slashes follows. */
+static char *next_component(char **p, bool *last)
+{
+	char *c = *p + strspn(*p, "/"), *end = c + strcspn(c, "/");
+
+	*p = *end ? end + 1 : end;
+	*end = '\0';
+	*last = (*p)[strspn(*p, "/")] == '\0';
+	return c;
+}
+
+/*
+ * Open the directory `dir` for reading if only root and we could have
+ * chosen what is in it: every directory on the way there owned by root or
+ * us and writable by no one else (one above it may be sticky), every
+ * symlink followed owned by root or us.  Each step is opened O_NOFOLLOW
+ * beneath the one before and checked with fstat, so what is checked is
+ * what is used.  -1 otherwise, with why set; *refused tells distrust from
+ * a directory that could not be opened at all.
+ */
+static int open_trusted_dir(const char *dir, bool *refused, char *why, size_t n)
+{
+	char todo[2 * PATH_MAX + 2], at[PATH_MAX], cwd[PATH_MAX];
+	char *p = todo;
+	int fd = -1, next, hops = 0, e = 0;
+	struct stat st;
+	bool last;
+
+	*refused = false;
+	if (dir[0] != '/' && !getcwd(cwd, sizeof(cwd)))
+		goto sys;
+	if (snprintf(todo, sizeof(todo), "%s/%s", dir[0] == '/' ? "" : cwd, dir) >= (int)sizeof(todo)) {
+		errno = ENAMETOOLONG;
+		goto sys;
+	}
+	strcpy(at, "/");	/* where fd is, for messages */
+	if ((fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 || fstat(fd, &st) != 0)
+		goto sys;
+	last = p[strspn(p, "/")] == '\0';
+	/* fd: a directory, st its stat, checked before going further. */
+	while (!distrust(&st, !last, at, why, n)) {
+		char *c;
+
+		if (last) {
+			if ((next = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+				goto sys;
+			close(fd);
+			return next;
+		}
+		c = next_component(&p, &last);
+		if (!strcmp(c, "."))
+			continue;
+		if ((next = openat(fd, c, O_PATH | O_NOFOLLOW | O_CLOEXEC)) < 0)
+			goto sys;
+		e = fstat(next, &st) != 0 ? errno : !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode) ? ENOTDIR : 0;
+		if (e) {
+			close(next);
+			goto sys;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			close(fd);
+			fd = next;
+			if (!strcmp(c, "..")) {
+				char *slash = strrchr(at, '/');
+				slash[slash == at] = '\0';	/* "/a/b" -> "/a", "/a" -> "/" */
+			} else if (strlen(at) + 1 + strlen(c) < sizeof(at)) {
+				if (at[1])
+					strcat(at, "/");
+				strcat(at, c);
+			}
+			continue;
+		}
+		/* A symlink: whoever made it chose where we go. */
+		if (st.st_uid != 0 && st.st_uid != geteuid()) {
+			snprintf(why, n, "symlink %s%s%s is owned by uid %u (not root or uid %u)", at,
+				 at[1] ? "/" : "", c, (unsigned)st.st_uid, (unsigned)geteuid());
+			close(next);
+			break;
+		}
+		{
+			char link[PATH_MAX], rest[sizeof(todo)];
+			ssize_t len = readlinkat(next, "", link, sizeof(link) - 1);
+
+			e = errno;
+			close(next);
+			if (len < 0)
+				goto sys;
+			link[len] = '\0';
+			snprintf(rest, sizeof(rest), "%s", p);
+			e = ++hops > MAX_HOPS ? ELOOP : ENAMETOOLONG;
+			if (hops > MAX_HOPS || snprintf(todo, sizeof(todo), "%s/%s", link, rest) >= (int)sizeof(todo))
+				goto sys;
+			e = 0;
+		}
+		p = todo;
+		last = p[strspn(p, "/")] == '\0';
+		if (todo[0] == '/') {	/* on from /, else from the link's directory */
+			close(fd);
+			strcpy(at, "/");
+			if ((fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+				goto sys;
+		}
+		if (fstat(fd, &st) != 0)
+			goto sys;
+	}
+	*refused = true;
+	close(fd);
+	return -1;
+sys:
+	snprintf(why, n, "%s", strerror(e ? e : errno));
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
 /* ---- loading ---------------------------------------------------------------------- */
 
-static tf_status load_file(tf_plugins *pl, const char *file, tf_error *err)
+static bool grow(void **v, size_t *cap, size_t n, size_t size)
 {
-	plugin p = { 0 };
-	tf_error why;
-	void *h;
+	size_t c = *cap ? 2 * *cap : 8;
+	void *nv;
 
-	if (pl->n == pl->cap) {
-		size_t cap = pl->cap ? 2 * pl->cap : 8;
-		plugin *v = realloc(pl->v, cap * sizeof(*v));
-		if (!v)
-			return tf_err(err, TF_E_NOMEM, "out of memory");
-		pl->v = v;
-		pl->cap = cap;
-	}
-	/* RTLD_NOW: a missing symbol is found here, not in the middle of a read. */
-	if (!(h = dlopen(file, RTLD_NOW | RTLD_LOCAL))) {
-		warn(pl, "plugin %s skipped: %s", file, dlerror());
+	if (n < *cap)
+		return true;
+	if (!(nv = realloc(*v, c * size)))
+		return false;
+	*v = nv;
+	*cap = c;
+	return true;
+}
+
+/* dlerror() names the file it was given: /proc/self/fd/N, which means
+ * nothing to the reader of a warning that names the file already. */
+static const char *dl_why(const char *opened)
+{
+	const char *msg = dlerror();
+	size_t n = strlen(opened);
+
+	if (!msg)
+		return "unknown dlopen error";
+	return !strncmp(msg, opened, n) && msg[n] == ':' ? msg + n + 1 + (msg[n + 1] == ' ') : msg;
+}
+
+/*
+ * Load `name` of the directory open at dirfd (written `dir` in the path):
+ * opened O_NOFOLLOW and checked with fstat (a regular file only root or
+ * we could have written), then dlopen'ed through /proc/self/fd, so the
+ * file checked is the file loaded.  Its descriptor stays open as long as
+ * pl: glibc knows a loaded object by the name it was opened with, and a
+ * later /proc/self/fd/N must not name an object still loaded.
+ */
+static tf_status load_file(tf_plugins *pl, int dirfd, const char *dir, const char *name, tf_error *err)
+{
+	char file[PATH_MAX], why[TF_ERRMSG_MAX + PATH_MAX], proc[32];
+	plugin p = { 0 };
+	tf_error bad;
+	struct stat st;
+	void *h;
+	int fd;
+
+	if (!grow((void **)&pl->v, &pl->cap, pl->n, sizeof(*pl->v)) ||
+	    !grow((void **)&pl->fds, &pl->fdcap, pl->nfds, sizeof(*pl->fds)))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	snprintf(file, sizeof(file), "%s/%s", dir, name);
+	if ((fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0) {
+		warn(pl, "plugin %s refused: %s", file, errno == ELOOP ? "it is a symbolic link" : strerror(errno));
 		return TF_OK;
 	}
-	if (adopt(pl, h, &p, &why) != TF_OK) {
-		warn(pl, "plugin %s skipped: %s", file, why.msg);
+	if (fstat(fd, &st) != 0)
+		snprintf(why, sizeof(why), "%s", strerror(errno));
+	else if (!S_ISREG(st.st_mode))
+		snprintf(why, sizeof(why), "not a regular file");
+	else if (!distrust(&st, false, "it", why, sizeof(why)))
+		why[0] = '\0';
+	if (why[0]) {
+		warn(pl, "plugin %s refused: %s", file, why);
+		close(fd);
+		return TF_OK;
+	}
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	pl->fds[pl->nfds++] = fd;
+	/* RTLD_NOW: a missing symbol is found here, not in the middle of a read. */
+	if (!(h = dlopen(proc, RTLD_NOW | RTLD_LOCAL))) {
+		warn(pl, "plugin %s skipped: %s", file, dl_why(proc));
+		return TF_OK;
+	}
+	if (adopt(pl, h, &p, &bad) != TF_OK) {
+		warn(pl, "plugin %s skipped: %s", file, bad.msg);
 		dlclose(h);
 		return TF_OK;
 	}
@@ -169,34 +362,77 @@ static tf_status load_file(tf_plugins *pl, const char *file, tf_error *err)
 	return TF_OK;
 }
 
-static int so_file(const struct dirent *d)
+static bool so_name(const char *name)
 {
-	size_t n = strlen(d->d_name);
+	size_t n = strlen(name);
 
-	return n > 3 && !strcmp(d->d_name + n - 3, ".so");
+	return n > 3 && !strcmp(name + n - 3, ".so");
 }
 
-/* Every *.so regular file in dir, in name order. */
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names of dirfd's entries named *.so, sorted (bytewise). */
+static tf_status list_so(int dirfd, char ***names, size_t *n, tf_error *err)
+{
+	int dup_fd = dup(dirfd);
+	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	size_t cap = 0;
+	struct dirent *e;
+
+	*names = NULL;
+	*n = 0;
+	if (!d) {
+		if (dup_fd >= 0)
+			close(dup_fd);
+		return tf_err(err, TF_E_IO, "%s", strerror(errno));
+	}
+	while ((e = readdir(d)))
+		if (so_name(e->d_name) && (!grow((void **)names, &cap, *n, sizeof(**names)) ||
+					   !((*names)[(*n)++] = strdup(e->d_name)))) {
+			closedir(d);
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		}
+	closedir(d);
+	if (*n)
+		qsort(*names, *n, sizeof(**names), by_name);
+	return TF_OK;
+}
+
+/* Every *.so of dir that is a regular file, in name order. */
 static tf_status load_dir(tf_plugins *pl, const char *dir, tf_error *err)
 {
-	struct dirent **names;
-	int n = scandir(dir, &names, so_file, alphasort);
+	char why[TF_ERRMSG_MAX + PATH_MAX];
+	char **names = NULL;
+	size_t n = 0;
+	tf_error bad;
 	tf_status rc = TF_OK;
+	bool refused;
+	int fd = open_trusted_dir(dir, &refused, why, sizeof(why));
 
-	if (n < 0) {
-		warn(pl, "plugin directory %s skipped: %s", dir, strerror(errno));
+	if (fd < 0) {
+		warn(pl, "plugin directory %s %s: %s", dir, refused ? "refused" : "skipped", why);
 		return TF_OK;
 	}
-	for (int i = 0; i < n; i++) {
-		char file[PATH_MAX];
+	if (list_so(fd, &names, &n, &bad) != TF_OK) {
+		if (bad.code == TF_E_NOMEM)
+			rc = tf_err(err, TF_E_NOMEM, "out of memory");
+		else
+			warn(pl, "plugin directory %s skipped: %s", dir, bad.msg);
+	}
+	for (size_t i = 0; i < n; i++) {
 		struct stat st;
 
-		if (rc == TF_OK && snprintf(file, sizeof(file), "%s/%s", dir, names[i]->d_name) <
-		    (int)sizeof(file) && stat(file, &st) == 0 && S_ISREG(st.st_mode))
-			rc = load_file(pl, file, err);
+		/* Other files named *.so (directories...) are not plugins: no word. */
+		if (rc == TF_OK && fstatat(fd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
+			rc = load_file(pl, fd, dir, names[i], err);
 		free(names[i]);
 	}
 	free(names);
+	close(fd);
 	return rc;
 }
 
@@ -235,6 +471,9 @@ void tf_plugins_free(tf_plugins *pl)
 		dlclose(pl->v[i].handle);
 		free(pl->v[i].file);
 	}
+	for (size_t i = 0; i < pl->nfds; i++)	/* after every dlclose */
+		close(pl->fds[i]);
+	free(pl->fds);
 	free(pl->v);
 	free(pl->path);
 	free(pl);

@@ -4,6 +4,11 @@
  * A tf_plugins object is what a configuration's plugin_path (or
  * TILEFS_PLUGIN_PATH, then HDF5_PLUGIN_PATH) loads: every regular file
  * named *.so in each directory, in name order, is dlopen'ed and is one of
+ * the kinds below.  Only trusted places are used: directories (and every
+ * directory above them, and every symlink on the way) owned by root or
+ * the effective user and writable by no one else (a sticky directory
+ * above excepted), regular files (never a symlink) likewise; anything
+ * else is refused with a warning and nothing of it runs (doc/plugins.md).
  *
  *   1. a tilefs filter plugin: it exports TF_PLUGIN_ENTRY, which returns a
  *      tf_plugin_info whose abi must equal TF_PLUGIN_ABI and whose class is

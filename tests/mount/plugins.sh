@@ -115,6 +115,50 @@ grep -q "e.over.*tile 0, chunk 0: filter 0 (hdf5:40000): the HDF5 plugin returne
 	fail "log does not name the over-long chunk: $(cat "$WORK/log")"
 ok "a plugin returning more than its buffer: EIO and a log line for the chunk, the daemon serves on"
 
+# Trust: no code from a plugin directory or file that anyone but root and
+# us could have written (doc/plugins.md).  Each refused place holds the
+# marker plugin (HDF5 filter 40001), whose constructor appends to
+# $TF_PLUGIN_MARKER: not at mount, not on a read, not when a rule names it.
+export TF_PLUGIN_MARKER="$WORK/marker"
+M=$TF_TEST_PLUGINS/marker/marker.so
+place() {	# place DIR MODE: DIR (made with MODE) holding a copy of the marker plugin
+	mkdir -p "$(dirname "$1")" && mkdir -m "$2" "$1" && cp "$M" "$1/" && chmod 644 "$1/marker.so" ||
+		fail "cannot make $1"
+}
+place "$WORK/okm" 755
+place "$WORK/ww" 777
+place "$WORK/fw" 755 && chmod 646 "$WORK/fw/marker.so"
+place "$WORK/nob" 755 && chown nobody "$WORK/nob/marker.so"
+mkdir -m 755 "$WORK/sym" && ln -s "$WORK/okm/marker.so" "$WORK/sym/marker.so"
+bad=$WORK/ww:$WORK/fw:$WORK/nob:$WORK/sym
+cat > "$WORK/trust.ini" <<EOF
+[tilefs]
+plugin_path = $bad:$D
+[match *.bz]
+filters = hdf5:307,9
+EOF
+mount_fs "$WORK/trust.ini" "$src" 2> "$WORK/err"
+[ ! -e "$WORK/marker" ] || fail "code of a refused plugin ran at mount"
+[ "$(grep -c "^tilefs: warning: $WORK/trust.ini:2: plugin .* refused: " "$WORK/err")" = 4 ] ||
+	fail "want a warning for each refused place: $(cat "$WORK/err")"
+cmp "$MNT/a.bz" "$WORK/text" || fail "a.bz through the plugin beside refused ones"
+[ ! -e "$WORK/marker" ] || fail "code of a refused plugin ran on a read"
+umount_fs
+sed -i 's/hdf5:307,9/hdf5:40001/' "$WORK/trust.ini"
+timeout 60 "$TILEFS" -o config="$WORK/trust.ini" "$src" "$MNT" 2> "$WORK/err"
+rc=$?
+[ $rc = 3 ] || fail "a rule naming only a refused plugin: exit $rc, want 3: $(cat "$WORK/err")"
+grep -q "no HDF5 plugin provides filter 40001" "$WORK/err" || fail "message: $(cat "$WORK/err")"
+[ ! -e "$WORK/marker" ] || fail "code of a refused plugin ran for a rule naming it"
+sed -i "s|^plugin_path = .*|plugin_path = $WORK/okm|" "$WORK/trust.ini"
+"$TILETOOL" encode --plugin-path "$WORK/okm" -F 'hdf5:40001' "$WORK/text" "$src/g.bz" || fail "encode through 40001"
+rm -f "$WORK/marker"
+mount_fs "$WORK/trust.ini" "$src"
+cmp "$MNT/g.bz" "$WORK/text" || fail "g.bz through the marker plugin from a trusted directory"
+[ -s "$WORK/marker" ] || fail "the marker plugin ran from a trusted directory and left no marker"
+umount_fs
+ok "a directory writable by others, a plugin writable by others, owned by nobody, a symlinked plugin: refused with a warning each, none of their code run"
+
 # A rule naming a filter no plugin provides: the mount is refused at its line.
 cat > "$WORK/missing.ini" <<EOF
 [tilefs]

@@ -11,6 +11,9 @@
  *                    in a 16-byte buffer, saying so in *buf_size (3) or not
  *                    (4): the buffer-ownership and size-check paths of
  *                    filters/hdf5.c.
+ *   KIND_MARKER      KIND_REALLOC's filter as id 40001, in a plugin whose
+ *                    constructor appends a line to the file named by
+ *                    TF_PLUGIN_MARKER: proof that tilefs ran its code.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +21,7 @@
 #include "filters/hdf5.h"
 #include "filters/plugin.h"
 
-#if defined(KIND_H5_TYPE) || defined(KIND_REALLOC)
+#if defined(KIND_H5_TYPE) || defined(KIND_REALLOC) || defined(KIND_MARKER)
 int H5PLget_plugin_type(void);
 const void *H5PLget_plugin_info(void);
 
@@ -76,7 +79,27 @@ static size_t shift(unsigned flags, size_t cd_nelmts, const unsigned cd_values[]
 	return nbytes - 8;
 }
 
-static const tf_h5z_class2 cls = { TF_H5Z_CLASS_T_VERS, 40000, 1, 1, "fake shift filter", NULL, NULL,
+#ifdef KIND_MARKER
+#include <fcntl.h>
+#include <unistd.h>
+
+#define FAKE_ID 40001
+__attribute__((constructor)) static void mark(void)
+{
+	const char *m = getenv("TF_PLUGIN_MARKER");
+	int fd = m ? open(m, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
+
+	if (fd >= 0) {
+		if (write(fd, "loaded\n", 7) != 7)
+			abort();
+		close(fd);
+	}
+}
+#else
+#define FAKE_ID 40000
+#endif
+
+static const tf_h5z_class2 cls = { TF_H5Z_CLASS_T_VERS, FAKE_ID, 1, 1, "fake shift filter", NULL, NULL,
 				   shift };
 
 #ifdef KIND_H5_TYPE

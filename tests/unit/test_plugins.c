@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -192,6 +193,72 @@ START_TEST(test_refused_plugins)
 	expect_parse_error(pl, "newer", "unknown filter 'newer' (not built in; plugin path '");
 	tf_plugins_free(pl);
 	unlink(corrupt);
+	rmdir(tmp);
+}
+END_TEST
+
+/* Which plugin directories are trusted: every directory on the way and
+ * every symlink followed (filters/plugin.c open_trusted_dir). */
+static size_t count_in(const char *path, warns *w)
+{
+	tf_plugins *pl;
+	size_t n;
+
+	memset(w, 0, sizeof(*w));
+	pl = load(path, w);
+	n = tf_plugins_by_name(pl, "bytexor", 7) ? 1 : 0;
+	tf_plugins_free(pl);
+	return n;
+}
+
+START_TEST(test_plugin_dir_trust)
+{
+	char tmp[] = "/tmp/tf_plugtrust.XXXXXX", sample[PATH_MAX], p[3][PATH_MAX + 64], want[3 * PATH_MAX];
+	struct passwd *nobody = getpwnam("nobody");
+	warns w;
+
+	ck_assert_ptr_nonnull(nobody);
+	dir_of("TF_SAMPLE_PLUGINS", "", sample, sizeof(sample));
+	ck_assert_ptr_nonnull(mkdtemp(tmp));
+	/* A symlink of ours to a trusted directory is followed, "." and ".." too. */
+	snprintf(p[0], sizeof(p[0]), "%s/mine", tmp);
+	ck_assert_int_eq(symlink(sample, p[0]), 0);
+	ck_assert_uint_eq(count_in(p[0], &w), 1);
+	snprintf(p[1], sizeof(p[1]), "%s/./../%s/mine/", tmp, strrchr(tmp, '/') + 1);
+	ck_assert_uint_eq(count_in(p[1], &w), 1);
+	ck_assert_msg(w.n == 0, "%s", w.all);
+	/* Someone else's symlink chooses where we would go: refused. */
+	snprintf(p[1], sizeof(p[1]), "%s/theirs", tmp);
+	ck_assert_int_eq(symlink(sample, p[1]), 0);
+	ck_assert_int_eq(lchown(p[1], nobody->pw_uid, (gid_t)-1), 0);
+	ck_assert_uint_eq(count_in(p[1], &w), 0);
+	snprintf(want, sizeof(want), "plugin directory %s refused: symlink %s is owned by uid %u (not root or uid %u)\n",
+		 p[1], p[1], (unsigned)nobody->pw_uid, (unsigned)geteuid());
+	ck_assert_str_eq(w.all, want);
+	/* A sticky directory others may write: fine above a plugin directory,
+	 * not as one (anyone could add a file to it). */
+	snprintf(p[2], sizeof(p[2]), "%s/sticky", tmp);
+	ck_assert_int_eq(mkdir(p[2], 0755), 0);
+	ck_assert_int_eq(chmod(p[2], 01777), 0);
+	strcat(p[2], "/mine");
+	ck_assert_int_eq(symlink(sample, p[2]), 0);
+	ck_assert_uint_eq(count_in(p[2], &w), 1);
+	ck_assert_msg(w.n == 0, "%s", w.all);
+	*strrchr(p[2], '/') = '\0';
+	ck_assert_uint_eq(count_in(p[2], &w), 0);
+	ck_assert_msg(strstr(w.all, "/sticky is writable by others (mode 1777)"), "%s", w.all);
+	/* A symlink loop is an error, not a hang. */
+	snprintf(want, sizeof(want), "%s/loop", tmp);
+	ck_assert_int_eq(symlink(want, want), 0);
+	ck_assert_uint_eq(count_in(want, &w), 0);
+	ck_assert_msg(strstr(w.all, "skipped: Too many levels of symbolic links"), "%s", w.all);
+	unlink(want);
+	strcat(p[2], "/mine");
+	unlink(p[2]);
+	*strrchr(p[2], '/') = '\0';
+	rmdir(p[2]);
+	unlink(p[1]);
+	unlink(p[0]);
 	rmdir(tmp);
 }
 END_TEST
@@ -508,6 +575,7 @@ static Suite *plugins_suite(void)
 
 	tcase_add_test(own, test_sample_plugin);
 	tcase_add_test(own, test_refused_plugins);
+	tcase_add_test(own, test_plugin_dir_trust);
 	tcase_add_test(own, test_duplicate_plugins);
 	tcase_add_test(own, test_hdf5_buffers);
 	tcase_add_test(own, test_netcdf_constants);
