@@ -166,3 +166,23 @@ refused "$W/nobdir" "plugin directory $W/nobdir refused: $W/nobdir is owned by u
 refused "$W/open/plugins" "plugin directory $W/open/plugins refused: $W/open is writable by others (mode 0777)"
 refused "$W/sym" "plugin $W/sym/marker.so refused: it is a symbolic link"
 ok "refused, with a warning naming why, and nothing of them run: a directory writable by others, its file writable by others or its group, owned by nobody, a directory owned by nobody, one below a directory writable by others, a symlinked plugin"
+
+# Loaded only when needed: a plugin runs only once a pipeline names a filter
+# no plugin before it in the path provides (doc/plugins.md).
+rm -f "$W/marker"
+"$TILETOOL" encode -F zstd "$W/text" "$W/z.tdb" || fail "encode zstd"
+"$TILETOOL" info --plugin-path "$W/okm:$D" -F zstd "$W/z.tdb" > /dev/null || fail "info of a zstd file"
+[ ! -e "$W/marker" ] || fail "tiletool info loaded a plugin no pipeline names"
+"$TILETOOL" decode --plugin-path "$W/okm:$D" -F zstd "$W/z.tdb" | cmp -s - "$W/text" || fail "decode zstd"
+[ ! -e "$W/marker" ] || fail "tiletool decode loaded a plugin no pipeline names"
+"$TILETOOL" decode --plugin-path "$D:$W/okm" -F 'hdf5:307,9' "$W/bz.tdb" | cmp -s - "$W/text" ||
+	fail "307 before the marker"
+"$TILETOOL" decode --plugin-path "$TF_SAMPLE_PLUGINS:$W/okm" -F 'bytexor(90) | lz4' "$W/x.tdb" |
+	cmp -s - "$W/text" || fail "bytexor before the marker"
+[ ! -e "$W/marker" ] || fail "a plugin after the one a pipeline names was loaded"
+# A file before the provider is tried, as HDF5 does: an HDF5 plugin says
+# its id only once loaded.
+"$TILETOOL" decode --plugin-path "$W/okm:$D" -F 'hdf5:307,9' "$W/bz.tdb" | cmp -s - "$W/text" ||
+	fail "307 after the marker"
+[ -s "$W/marker" ] || fail "the marker plugin before the provider was not tried"
+ok "plugins load only when a pipeline names a filter, up to the first that provides it in path order"

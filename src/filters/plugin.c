@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,12 +29,29 @@ typedef struct plugin {
 	char *file;
 } plugin;
 
+typedef struct plugin_dir {
+	int fd;			/* open for reading, trusted (open_trusted_dir) */
+	char *name;		/* as the path spells it, for messages */
+} plugin_dir;
+
+typedef struct candidate {	/* a file that may be loaded when a pipeline needs it */
+	size_t dir;
+	char *name;
+} candidate;
+
 struct tf_plugins {
 	char *path;
-	plugin *v;
+	pthread_mutex_t lock;	/* over everything below: lookups load on demand */
+	plugin_dir *dirs;
+	size_t ndirs, dircap;
+	candidate *cand;	/* in path order; cand[next...] not loaded yet */
+	size_t ncand, candcap, next;
+	plugin *v;		/* loaded, in load order */
 	size_t n, cap;
-	int *fds;		/* of every file dlopen'ed, open until the end (below) */
+	int *fds;		/* of every file dlopen'ed, open until the end (load_file) */
 	size_t nfds, fdcap;
+	char refused[TF_ERRMSG_MAX];	/* the first refusal, for messages */
+	size_t nrefused;
 	tf_plugin_warn_fn warn;
 	void *ctx;
 };
@@ -48,18 +66,39 @@ static const tf_plugin_host host = {
 	.parts_add = tf_parts_add,
 };
 
-static void warn(const tf_plugins *pl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void warn(const tf_plugins *pl, const char *fmt, ...)
+static void vwarn(tf_plugins *pl, bool refusal, const char *fmt, va_list ap)
 {
 	char msg[TF_ERRMSG_MAX + PATH_MAX];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (refusal && pl->nrefused++ == 0) {	/* (a long one cut: messages are bounded anyway) */
+		memcpy(pl->refused, msg, sizeof(pl->refused) - 1);
+		pl->refused[sizeof(pl->refused) - 1] = '\0';
+	}
+	if (pl->warn)
+		pl->warn(pl->ctx, msg);
+}
+
+/* A file that could not be used. */
+static void warn(tf_plugins *pl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(tf_plugins *pl, const char *fmt, ...)
+{
 	va_list ap;
 
-	if (!pl->warn)
-		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vwarn(pl, false, fmt, ap);
 	va_end(ap);
-	pl->warn(pl->ctx, msg);
+}
+
+/* A place that is not trusted: also remembered for "no plugin provides". */
+static void refuse(tf_plugins *pl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void refuse(tf_plugins *pl, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vwarn(pl, true, fmt, ap);
+	va_end(ap);
 }
 
 const char *tf_plugins_env_path(void)
@@ -326,7 +365,7 @@ static tf_status load_file(tf_plugins *pl, int dirfd, const char *dir, const cha
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	snprintf(file, sizeof(file), "%s/%s", dir, name);
 	if ((fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0) {
-		warn(pl, "plugin %s refused: %s", file, errno == ELOOP ? "it is a symbolic link" : strerror(errno));
+		refuse(pl, "plugin %s refused: %s", file, errno == ELOOP ? "it is a symbolic link" : strerror(errno));
 		return TF_OK;
 	}
 	if (fstat(fd, &st) != 0)
@@ -336,7 +375,7 @@ static tf_status load_file(tf_plugins *pl, int dirfd, const char *dir, const cha
 	else if (!distrust(&st, false, "it", why, sizeof(why)))
 		why[0] = '\0';
 	if (why[0]) {
-		warn(pl, "plugin %s refused: %s", file, why);
+		refuse(pl, "plugin %s refused: %s", file, why);
 		close(fd);
 		return TF_OK;
 	}
@@ -401,8 +440,9 @@ static tf_status list_so(int dirfd, char ***names, size_t *n, tf_error *err)
 	return TF_OK;
 }
 
-/* Every *.so of dir that is a regular file, in name order. */
-static tf_status load_dir(tf_plugins *pl, const char *dir, tf_error *err)
+/* Trust dir and note its candidates: *.so regular files we could load,
+ * in name order.  Nothing is loaded. */
+static tf_status add_dir(tf_plugins *pl, const char *dir, tf_error *err)
 {
 	char why[TF_ERRMSG_MAX + PATH_MAX];
 	char **names = NULL;
@@ -411,11 +451,26 @@ static tf_status load_dir(tf_plugins *pl, const char *dir, tf_error *err)
 	tf_status rc = TF_OK;
 	bool refused;
 	int fd = open_trusted_dir(dir, &refused, why, sizeof(why));
+	plugin_dir *d;
 
 	if (fd < 0) {
-		warn(pl, "plugin directory %s %s: %s", dir, refused ? "refused" : "skipped", why);
+		if (refused)
+			refuse(pl, "plugin directory %s refused: %s", dir, why);
+		else
+			warn(pl, "plugin directory %s skipped: %s", dir, why);
 		return TF_OK;
 	}
+	if (!grow((void **)&pl->dirs, &pl->dircap, pl->ndirs, sizeof(*pl->dirs))) {
+		close(fd);
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	d = &pl->dirs[pl->ndirs];
+	if (!(d->name = strdup(dir))) {
+		close(fd);
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	d->fd = fd;
+	pl->ndirs++;
 	if (list_so(fd, &names, &n, &bad) != TF_OK) {
 		if (bad.code == TF_E_NOMEM)
 			rc = tf_err(err, TF_E_NOMEM, "out of memory");
@@ -425,14 +480,26 @@ static tf_status load_dir(tf_plugins *pl, const char *dir, tf_error *err)
 	for (size_t i = 0; i < n; i++) {
 		struct stat st;
 
-		/* Other files named *.so (directories...) are not plugins: no word. */
-		if (rc == TF_OK && fstatat(fd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
-			rc = load_file(pl, fd, dir, names[i], err);
+		/* What is no file (a directory named x.so...) is no plugin: no word.
+		 * load_file checks again what it opens. */
+		if (rc != TF_OK || fstatat(fd, names[i], &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) {
+			free(names[i]);
+			continue;
+		}
+		if (S_ISLNK(st.st_mode))
+			refuse(pl, "plugin %s/%s refused: it is a symbolic link", dir, names[i]);
+		else if (distrust(&st, false, "it", why, sizeof(why)))
+			refuse(pl, "plugin %s/%s refused: %s", dir, names[i], why);
+		else if (!grow((void **)&pl->cand, &pl->candcap, pl->ncand, sizeof(*pl->cand)))
+			rc = tf_err(err, TF_E_NOMEM, "out of memory");
+		else {
+			pl->cand[pl->ncand++] = (candidate){ pl->ndirs - 1, names[i] };
+			continue;
+		}
 		free(names[i]);
 	}
 	free(names);
-	close(fd);
 	return rc;
 }
 
@@ -443,21 +510,24 @@ tf_status tf_plugins_load(const char *path, tf_plugin_warn_fn warn_fn, void *ctx
 	char *dirs = strdup(path ? path : ""), *save = NULL;
 	tf_status rc = TF_OK;
 
-	if (!pl || !dirs || !(pl->path = strdup(dirs))) {
+	if (!pl || !dirs || !(pl->path = strdup(dirs)) || pthread_mutex_init(&pl->lock, NULL) != 0) {
+		if (pl && pl->path) {
+			free(pl->path);
+			pl->path = NULL;
+		}
 		free(dirs);
-		tf_plugins_free(pl);
+		free(pl);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
 	pl->warn = warn_fn;
 	pl->ctx = ctx;
 	for (char *d = strtok_r(dirs, ":", &save); d && rc == TF_OK; d = strtok_r(NULL, ":", &save))
-		rc = load_dir(pl, d, err);
+		rc = add_dir(pl, d, err);
 	free(dirs);
 	if (rc != TF_OK) {
 		tf_plugins_free(pl);
 		return rc;
 	}
-	pl->warn = NULL;	/* the callback's context need not outlive loading */
 	*out = pl;
 	return TF_OK;
 }
@@ -473,56 +543,144 @@ void tf_plugins_free(tf_plugins *pl)
 	}
 	for (size_t i = 0; i < pl->nfds; i++)	/* after every dlclose */
 		close(pl->fds[i]);
-	free(pl->fds);
-	free(pl->v);
+	for (size_t i = 0; i < pl->ncand; i++)
+		free(pl->cand[i].name);
+	for (size_t i = 0; i < pl->ndirs; i++) {
+		close(pl->dirs[i].fd);
+		free(pl->dirs[i].name);
+	}
+	pthread_mutex_destroy(&pl->lock);
+	free(pl->fds), free(pl->cand), free(pl->dirs), free(pl->v);
 	free(pl->path);
 	free(pl);
 }
 
-/* ---- lookups ------------------------------------------------------------------------- */
+/* ---- lookups: loading on demand ------------------------------------------------------- */
+
+typedef struct wanted {
+	enum { BY_NAME, BY_ID, BY_HDF5_ID } by;
+	const char *name;
+	size_t len;
+	unsigned id;
+} wanted;
+
+static bool provides(const tf_filter_class *c, const wanted *w)
+{
+	switch (w->by) {
+	case BY_NAME:
+		return !c->hdf5_id && strlen(c->name) == w->len && !strncasecmp(c->name, w->name, w->len);
+	case BY_ID:
+		return !c->hdf5_id && c->id == w->id;
+	default:
+		return c->hdf5_id && c->hdf5_id == w->id;
+	}
+}
+
+/*
+ * The class providing w: a loaded plugin's, else the first of the files not
+ * loaded yet, in path order, that provides it (what a plugin provides is
+ * only known once it is loaded: an HDF5 plugin says its id when called).
+ * Each file is loaded once at most, and only when a pipeline names a filter
+ * no file before it provides: so the answer is always the first provider in
+ * path order, and a plugin no pipeline needs never runs.  Loading changes
+ * no answer, hence the const.
+ */
+static const tf_filter_class *find(const tf_plugins *cpl, const wanted *w)
+{
+	tf_plugins *pl = (tf_plugins *)cpl;
+	const tf_filter_class *c = NULL;
+	tf_error err;
+
+	if (!pl)
+		return NULL;
+	pthread_mutex_lock(&pl->lock);
+	for (size_t i = 0; i < pl->n && !c; i++)
+		if (provides(pl->v[i].cls, w))
+			c = pl->v[i].cls;
+	while (!c && pl->next < pl->ncand) {
+		const candidate *k = &pl->cand[pl->next];
+		size_t before = pl->n;
+
+		if (load_file(pl, pl->dirs[k->dir].fd, pl->dirs[k->dir].name, k->name, &err) != TF_OK) {
+			warn(pl, "plugin %s/%s not loaded: %s", pl->dirs[k->dir].name, k->name, err.msg);
+			break;	/* out of memory: tried again by the next lookup */
+		}
+		pl->next++;
+		if (pl->n > before && provides(pl->v[before].cls, w))
+			c = pl->v[before].cls;
+	}
+	pthread_mutex_unlock(&pl->lock);
+	return c;
+}
 
 const char *tf_plugins_path(const tf_plugins *pl)
 {
 	return pl ? pl->path : "";
 }
 
+const char *tf_plugins_refused(const tf_plugins *pl)
+{
+	return pl && pl->nrefused ? pl->refused : NULL;
+}
+
 const tf_filter_class *tf_plugins_by_name(const tf_plugins *pl, const char *name, size_t len)
 {
-	for (size_t i = 0; pl && i < pl->n; i++) {
-		const tf_filter_class *c = pl->v[i].cls;
-		if (!c->hdf5_id && strlen(c->name) == len && !strncasecmp(c->name, name, len))
-			return c;
-	}
-	return NULL;
+	wanted w = { .by = BY_NAME, .name = name, .len = len };
+
+	return find(pl, &w);
 }
 
 const tf_filter_class *tf_plugins_by_id(const tf_plugins *pl, unsigned id)
 {
-	for (size_t i = 0; pl && i < pl->n; i++)
-		if (!pl->v[i].cls->hdf5_id && pl->v[i].cls->id == id)
-			return pl->v[i].cls;
-	return NULL;
+	wanted w = { .by = BY_ID, .id = id };
+
+	return find(pl, &w);
 }
 
 const tf_filter_class *tf_plugins_by_hdf5_id(const tf_plugins *pl, unsigned id)
 {
-	for (size_t i = 0; pl && i < pl->n; i++)
-		if (pl->v[i].cls->hdf5_id && pl->v[i].cls->hdf5_id == id)
-			return pl->v[i].cls;
-	return NULL;
+	wanted w = { .by = BY_HDF5_ID, .id = id };
+
+	return find(pl, &w);
 }
 
-size_t tf_plugins_count(const tf_plugins *pl)
+size_t tf_plugins_count(const tf_plugins *cpl)
 {
-	return pl ? pl->n : 0;
+	tf_plugins *pl = (tf_plugins *)cpl;
+	size_t n;
+
+	if (!pl)
+		return 0;
+	pthread_mutex_lock(&pl->lock);
+	n = pl->n;
+	pthread_mutex_unlock(&pl->lock);
+	return n;
 }
 
-const tf_filter_class *tf_plugins_class(const tf_plugins *pl, size_t i)
+const tf_filter_class *tf_plugins_class(const tf_plugins *cpl, size_t i)
 {
-	return pl && i < pl->n ? pl->v[i].cls : NULL;
+	tf_plugins *pl = (tf_plugins *)cpl;
+	const tf_filter_class *c = NULL;
+
+	if (!pl)
+		return NULL;
+	pthread_mutex_lock(&pl->lock);
+	if (i < pl->n)
+		c = pl->v[i].cls;
+	pthread_mutex_unlock(&pl->lock);
+	return c;
 }
 
-const char *tf_plugins_file(const tf_plugins *pl, size_t i)
+const char *tf_plugins_file(const tf_plugins *cpl, size_t i)
 {
-	return pl && i < pl->n ? pl->v[i].file : NULL;
+	tf_plugins *pl = (tf_plugins *)cpl;
+	const char *f = NULL;
+
+	if (!pl)
+		return NULL;
+	pthread_mutex_lock(&pl->lock);
+	if (i < pl->n)
+		f = pl->v[i].file;
+	pthread_mutex_unlock(&pl->lock);
+	return f;
 }

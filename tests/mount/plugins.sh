@@ -34,7 +34,7 @@ head -c 400000 /dev/urandom > "$WORK/rand"
 printf '\177ELF no plugin' > "$WORK/bad/corrupt.so"
 cat > "$WORK/ok.ini" <<EOF
 [tilefs]
-plugin_path = $D:$TF_SAMPLE_PLUGINS:bad
+plugin_path = bad:$D:$TF_SAMPLE_PLUGINS
 log_level = error
 [match *.bz]
 filters = hdf5:307,9
@@ -148,7 +148,8 @@ sed -i 's/hdf5:307,9/hdf5:40001/' "$WORK/trust.ini"
 timeout 60 "$TILEFS" -o config="$WORK/trust.ini" "$src" "$MNT" 2> "$WORK/err"
 rc=$?
 [ $rc = 3 ] || fail "a rule naming only a refused plugin: exit $rc, want 3: $(cat "$WORK/err")"
-grep -q "no HDF5 plugin provides filter 40001" "$WORK/err" || fail "message: $(cat "$WORK/err")"
+grep -q "no HDF5 plugin provides filter 40001 (plugin path '$bad:$D'; plugin directory $WORK/ww refused: $WORK/ww is writable by others (mode 0777))" "$WORK/err" ||
+	fail "message: $(cat "$WORK/err")"
 [ ! -e "$WORK/marker" ] || fail "code of a refused plugin ran for a rule naming it"
 sed -i "s|^plugin_path = .*|plugin_path = $WORK/okm|" "$WORK/trust.ini"
 "$TILETOOL" encode --plugin-path "$WORK/okm" -F 'hdf5:40001' "$WORK/text" "$src/g.bz" || fail "encode through 40001"
@@ -158,6 +159,32 @@ cmp "$MNT/g.bz" "$WORK/text" || fail "g.bz through the marker plugin from a trus
 [ -s "$WORK/marker" ] || fail "the marker plugin ran from a trusted directory and left no marker"
 umount_fs
 ok "a directory writable by others, a plugin writable by others, owned by nobody, a symlinked plugin: refused with a warning each, none of their code run"
+
+# Loaded only when needed: not at mount, not on a read, while no rule names
+# a filter of the plugin or of one after it in the path.
+rm -f "$WORK/marker"
+"$TILETOOL" encode -F 'zstd' "$WORK/text" "$src/h.z" || fail "encode zstd"
+cat > "$WORK/lazy.ini" <<EOF
+[tilefs]
+plugin_path = $WORK/okm:$D
+[match *.z]
+filters = zstd
+EOF
+mount_fs "$WORK/lazy.ini" "$src"
+cmp "$MNT/h.z" "$WORK/text" || fail "h.z through the mount"
+[ ! -e "$WORK/marker" ] || fail "a plugin no rule names was loaded"
+umount_fs
+cat > "$WORK/lazy.ini" <<EOF
+[tilefs]
+plugin_path = $D:$WORK/okm
+[match *.bz]
+filters = hdf5:307,9
+EOF
+mount_fs "$WORK/lazy.ini" "$src"
+cmp "$MNT/a.bz" "$WORK/text" || fail "a.bz through the mount"
+[ ! -e "$WORK/marker" ] || fail "a plugin after the one a rule names was loaded"
+umount_fs
+ok "a plugin no rule needs is never loaded: not at mount, not on a read"
 
 # A rule naming a filter no plugin provides: the mount is refused at its line.
 cat > "$WORK/missing.ini" <<EOF

@@ -141,8 +141,8 @@ START_TEST(test_sample_plugin)
 	char *text;
 
 	ck_assert_int_eq(w.n, 0);
-	ck_assert_uint_eq(tf_plugins_count(pl), 1);
 	ck_assert_ptr_eq(tf_plugins_by_name(pl, "BYTEXOR", 7), tf_plugins_by_id(pl, 200));
+	ck_assert_uint_eq(tf_plugins_count(pl), 1);
 	ck_assert_ptr_null(tf_plugins_by_hdf5_id(pl, 200));
 	p = parse(pl, "bytexor(90) | zstd");
 	q = parse(pl, "200,90 | 2");
@@ -182,15 +182,18 @@ START_TEST(test_refused_plugins)
 	fclose(f);
 	snprintf(path, sizeof(path), "%s:%s:/nonexistent/plugins", dir_of("TF_TEST_PLUGINS", "/bad", bad, sizeof(bad)), tmp);
 	pl = load(path, &w);
+	ck_assert_msg(w.n == 1 && strstr(w.all, "plugin directory /nonexistent/plugins skipped: No such file"),
+		      "%s", w.all);
+	/* Each file is tried when a pipeline names a filter no plugin before it provides. */
+	expect_parse_error(pl, "hdf5:40000", "no HDF5 plugin provides filter 40000 (plugin path '");
 	ck_assert_uint_eq(tf_plugins_count(pl), 0);
 	ck_assert_msg(w.n == 5, "%d warnings:\n%s", w.n, w.all);
 	ck_assert_msg(strstr(w.all, "/abi.so skipped: built for plugin ABI 99, this tilefs has 1"), "%s", w.all);
 	ck_assert_msg(strstr(w.all, "/builtin.so skipped: filter id 2 is TileDB's zstd: a plugin cannot replace it"), "%s", w.all);
 	ck_assert_msg(strstr(w.all, "/h5type.so skipped: H5PLget_plugin_type() is 1, not a filter (0)"), "%s", w.all);
 	ck_assert_msg(strstr(w.all, "/corrupt.so skipped: "), "%s", w.all);
-	ck_assert_msg(strstr(w.all, "plugin directory /nonexistent/plugins skipped: No such file"), "%s", w.all);
-	expect_parse_error(pl, "hdf5:40000", "no HDF5 plugin provides filter 40000 (plugin path '");
 	expect_parse_error(pl, "newer", "unknown filter 'newer' (not built in; plugin path '");
+	ck_assert_int_eq(w.n, 5);	/* once each */
 	tf_plugins_free(pl);
 	unlink(corrupt);
 	rmdir(tmp);
@@ -263,6 +266,58 @@ START_TEST(test_plugin_dir_trust)
 }
 END_TEST
 
+/* Nothing is loaded until a pipeline names a filter no loaded plugin
+ * provides, and then only the files up to the first that does, in path
+ * order (tests/plugins/fake.c: the marker plugin's constructor appends to
+ * $TF_PLUGIN_MARKER). */
+static bool marked(const char *marker)
+{
+	struct stat st;
+
+	return stat(marker, &st) == 0;
+}
+
+START_TEST(test_lazy_loading)
+{
+	char good[PATH_MAX], marker_dir[PATH_MAX], path[2 * PATH_MAX + 2], tmp[] = "/tmp/tf_pluglazy.XXXXXX";
+	char marker[sizeof(tmp) + 8];
+	tf_pipeline *p;
+	tf_plugins *pl;
+	warns w = { 0 };
+
+	dir_of("TF_TEST_PLUGINS", "/good", good, sizeof(good));
+	dir_of("TF_TEST_PLUGINS", "/marker", marker_dir, sizeof(marker_dir));
+	ck_assert_ptr_nonnull(mkdtemp(tmp));
+	snprintf(marker, sizeof(marker), "%s/marker", tmp);
+	setenv("TF_PLUGIN_MARKER", marker, 1);
+	/* Listed, even first: not loaded while nothing names a plugin filter. */
+	snprintf(path, sizeof(path), "%s:%s", marker_dir, good);
+	pl = load(path, &w);
+	p = parse(pl, "tiledb:19,-1,1 | zstd | 2");
+	tf_pipeline_free(p);
+	ck_assert_uint_eq(tf_plugins_count(pl), 0);
+	tf_plugins_free(pl);
+	ck_assert(!marked(marker));
+	/* Named: the files up to the first provider, in path order. */
+	snprintf(path, sizeof(path), "%s:%s", good, marker_dir);
+	pl = load(path, &w);
+	p = parse(pl, "hdf5:40000");
+	ck_assert_uint_eq(tf_plugins_count(pl), 1);
+	ck_assert(!marked(marker));
+	tf_pipeline_free(p);
+	p = parse(pl, "hdf5:40001 | 40000");	/* now the marker, the one that provides it */
+	ck_assert(marked(marker));
+	ck_assert_uint_eq(tf_plugins_count(pl), 2);
+	ck_assert_str_eq(tf_plugins_file(pl, 1), strcat(marker_dir, "/marker.so"));
+	tf_pipeline_free(p);
+	tf_plugins_free(pl);
+	ck_assert_msg(w.n == 0, "%s", w.all);
+	unsetenv("TF_PLUGIN_MARKER");
+	unlink(marker);
+	rmdir(tmp);
+}
+END_TEST
+
 START_TEST(test_duplicate_plugins)
 {
 	char good[PATH_MAX], path[4 * PATH_MAX + 4], sample[PATH_MAX];
@@ -273,6 +328,7 @@ START_TEST(test_duplicate_plugins)
 	dir_of("TF_SAMPLE_PLUGINS", "", sample, sizeof(sample));
 	snprintf(path, sizeof(path), "%s:%s:%s:%s", good, sample, good, sample);
 	pl = load(path, &w);
+	ck_assert_ptr_null(tf_plugins_by_hdf5_id(pl, 40009));	/* every file tried */
 	ck_assert_uint_eq(tf_plugins_count(pl), 2);
 	ck_assert_msg(w.n == 2 && strstr(w.all, "HDF5 filter 40000 is provided by ") &&
 		      strstr(w.all, "filter 200 'bytexor' clashes with 200 'bytexor' of "), "%s", w.all);
@@ -531,9 +587,10 @@ START_TEST(test_config_plugin_path)
 	snprintf(bad, sizeof(bad), "%s/bad/x.so", tmp);
 	ck_assert_ptr_nonnull(f = fopen(bad, "w"));
 	fclose(f);
-	/* Relative directories are relative to the file; a bad plugin warns. */
+	/* Relative directories are relative to the file; a bad plugin tried
+	 * before the one a rule names warns. */
 	ck_assert_msg(tf_config_load(write_config(tmp, "[match *.x]\nfilters = bytexor(7) | zstd\n"
-						  "[tilefs]\nplugin_path = plugins:bad\n"), &c, &err) == TF_OK, "%s", err.msg);
+						  "[tilefs]\nplugin_path = bad:plugins\n"), &c, &err) == TF_OK, "%s", err.msg);
 	r = tf_config_match(c, "a.x");
 	s = tf_pipeline_text(r->pipeline);
 	ck_assert_str_eq(s, "bytexor(7) | zstd(level=-1)");
@@ -549,12 +606,13 @@ START_TEST(test_config_plugin_path)
 	snprintf(text, sizeof(text), "%s/t.ini:4: filters: filter 2 'hdf5:32001': no HDF5 plugin provides "
 		 "filter 32001 (plugin path '%s/plugins')", tmp, tmp);
 	ck_assert_str_eq(err.msg, text);
-	/* No plugin_path: the environment's. */
+	/* No plugin_path: the environment's, loaded when a rule names one. */
 	setenv("TILEFS_PLUGIN_PATH", sample, 1);
 	ck_assert(tf_config_default(&c, &err) == TF_OK);
-	ck_assert_uint_eq(tf_plugins_count(tf_config_plugins(c)), 1);
+	ck_assert_uint_eq(tf_plugins_count(tf_config_plugins(c)), 0);
 	tf_config_free(c);
 	ck_assert(tf_config_load(write_config(tmp, "[match *.x]\nfilters = 200\n"), &c, &err) == TF_OK);
+	ck_assert_uint_eq(tf_plugins_count(tf_config_plugins(c)), 1);
 	tf_config_free(c);
 	unsetenv("TILEFS_PLUGIN_PATH");
 	ck_assert_int_eq(tf_config_load(write_config(tmp, "[match *.x]\nfilters = 200\n"), &c, &err), TF_E_INVAL);
@@ -576,6 +634,7 @@ static Suite *plugins_suite(void)
 	tcase_add_test(own, test_sample_plugin);
 	tcase_add_test(own, test_refused_plugins);
 	tcase_add_test(own, test_plugin_dir_trust);
+	tcase_add_test(own, test_lazy_loading);
 	tcase_add_test(own, test_duplicate_plugins);
 	tcase_add_test(own, test_hdf5_buffers);
 	tcase_add_test(own, test_netcdf_constants);
