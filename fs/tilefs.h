@@ -70,6 +70,8 @@ typedef struct tilefs {
 	fs_indexer *indexer;		/* index_at_mount, or NULL */
 	pthread_mutex_t handles_lock;
 	struct handle *handles;		/* open files (ll.c) */
+	pthread_t watcher;		/* stops plugin calls when the connection goes (main.c) */
+	int watch_wake;			/* eventfd: the watcher's end */
 } tilefs;
 
 /* ll.c: the operations, and the key of their per-thread scratch. */

@@ -972,6 +972,11 @@ const tf_plugins *tf_config_plugins(const tf_config *c)
 	return c->plugins;
 }
 
+void tf_config_stop_plugins(tf_config *c)
+{
+	tf_plugins_stop(c->plugins);
+}
+
 size_t tf_config_nwarnings(const tf_config *c)
 {
 	return c->nwarnings;

@@ -74,6 +74,9 @@ void tf_config_free(tf_config *c);
 const tf_settings *tf_config_settings(const tf_config *c);
 /* The loaded filter plugins (valid while c is). */
 const tf_plugins *tf_config_plugins(const tf_config *c);
+/* From now on no call into a plugin waits (tf_plugins_stop): for a daemon
+ * on its way out.  Safe from any thread. */
+void tf_config_stop_plugins(tf_config *c);
 /* What loading skipped ("FILE:LINE: plugin P skipped: why"), to be shown
  * once by the program. */
 size_t tf_config_nwarnings(const tf_config *c);

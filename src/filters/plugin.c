@@ -5,10 +5,11 @@
 
 #include "plugin.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <dlfcn.h>
-#include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -16,15 +17,27 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "callout.h"
 #include "hdf5.h"
+
+/* A tilefs plugin's class as pipelines see it: the plugin's own, but for
+ * decode, which runs on the plugin's callout threads, on copies: a plugin
+ * that never returns then holds no caller for ever (callout.h). */
+typedef struct native {
+	tf_filter_class cls;		/* cls.impl points here */
+	const tf_filter_class *own;	/* the plugin's */
+	tf_callout *callout;
+} native;
+
+#define NATIVE_THREADS 64	/* decodes in one tilefs plugin at once, at most */
 
 typedef struct plugin {
 	const tf_filter_class *cls;
 	tf_hdf5_filter *hdf5;	/* the adapter of an HDF5 plugin, else NULL */
+	native *native;		/* that of a tilefs plugin, else NULL */
 	void *handle;		/* dlopen handle */
 	char *file;
 } plugin;
@@ -52,6 +65,7 @@ struct tf_plugins {
 	size_t nfds, fdcap;
 	char refused[TF_ERRMSG_MAX];	/* the first refusal, for messages */
 	size_t nrefused;
+	bool stopped;		/* tf_plugins_stop: no call into a plugin waits */
 	tf_plugin_warn_fn warn;
 	void *ctx;
 };
@@ -72,8 +86,10 @@ static void vwarn(tf_plugins *pl, bool refusal, const char *fmt, va_list ap)
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	if (refusal && pl->nrefused++ == 0) {	/* (a long one cut: messages are bounded anyway) */
-		memcpy(pl->refused, msg, sizeof(pl->refused) - 1);
-		pl->refused[sizeof(pl->refused) - 1] = '\0';
+		size_t n = strnlen(msg, sizeof(pl->refused) - 1);
+
+		memcpy(pl->refused, msg, n);
+		pl->refused[n] = '\0';
 	}
 	if (pl->warn)
 		pl->warn(pl->ctx, msg);
@@ -147,6 +163,168 @@ static tf_status check_native(const tf_plugins *pl, const tf_plugin_info *info, 
 	return TF_OK;
 }
 
+/* ---- a tilefs plugin's decode, on its callout ------------------------------------------- */
+
+/* One decode: copies of the caller's input, outputs of its own, and a
+ * stage without the caller's key, scratch or offsets (none is a plugin's). */
+typedef struct native_call {
+	const tf_filter_class *own;
+	tf_filter_opts o;
+	tf_stage st;
+	tf_stream s;
+	tf_buf md_out, data_out;
+	uint8_t *in;			/* md, then data */
+	uint8_t *fixed[2];		/* md_out's, data_out's memory when fixed */
+	size_t md_n, data_n;
+	tf_status rc;
+	tf_error err;
+} native_call;
+
+static void native_run(void *job)
+{
+	native_call *k = job;
+
+	k->rc = k->own->decode(&k->o, &k->st, &k->s, &k->err);
+}
+
+static void native_drop(void *job)
+{
+	native_call *k = job;
+
+	tf_buf_free(&k->md_out);
+	tf_buf_free(&k->data_out);
+	free(k->fixed[0]), free(k->fixed[1]);
+	free(k->in);
+	free(k);
+}
+
+/* An output buffer like the caller's: its limit, or its fixed capacity. */
+static bool like(const tf_buf *theirs, tf_buf *mine, uint8_t **fixed)
+{
+	if (!theirs->fixed) {
+		tf_buf_init(mine, theirs->limit);
+		return true;
+	}
+	if (!(*fixed = malloc(theirs->cap + 1)))
+		return false;
+	tf_buf_wrap(mine, *fixed, theirs->cap);
+	return true;
+}
+
+static tf_status copy_out(const tf_buf *mine, tf_buf *theirs, tf_error *err)
+{
+	tf_status rc;
+
+	theirs->len = 0;
+	if ((rc = tf_buf_reserve(theirs, mine->len, err)) != TF_OK)
+		return rc;
+	memcpy(theirs->p, mine->p, mine->len);
+	theirs->len = mine->len;
+	return TF_OK;
+}
+
+/* Span v of the plugin's in the caller's memory: at the same place of its
+ * input, or of its output (copied there already).  false: elsewhere. */
+static bool back(const native_call *k, tf_span v, const tf_stream *s, tf_span *out)
+{
+	const struct { const uint8_t *mine, *theirs; size_t n; } map[] = {
+		{ k->in, s->md.p, k->md_n }, { k->in + k->md_n, s->data.p, k->data_n },
+		{ k->md_out.p, s->md_out->p, k->md_out.len }, { k->data_out.p, s->data_out->p, k->data_out.len },
+	};
+
+	*out = tf_span_of(NULL, 0);
+	for (size_t i = 0; v.n && i < sizeof(map) / sizeof(map[0]); i++) {
+		uintptr_t at = (uintptr_t)v.p, base = (uintptr_t)map[i].mine;
+
+		if (map[i].mine && at >= base && v.n <= map[i].n && at - base <= map[i].n - v.n) {
+			*out = tf_span_of(map[i].theirs + (at - base), v.n);
+			return true;
+		}
+	}
+	return !v.n;
+}
+
+static tf_status native_decode(const tf_filter_opts *o, const tf_stage *st, tf_stream *s, tf_error *err)
+{
+	const native *n = st->cls->impl;
+	native_call *k = calloc(1, sizeof(*k));
+	tf_span md, data;
+	tf_status rc;
+
+	if (!k)
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	k->md_n = s->md.n;
+	k->data_n = s->data.n;
+	if (!(k->in = malloc(k->md_n + k->data_n + 1)) || !like(s->md_out, &k->md_out, &k->fixed[0]) ||
+	    !like(s->data_out, &k->data_out, &k->fixed[1])) {
+		native_drop(k);
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	if (k->md_n)
+		memcpy(k->in, s->md.p, k->md_n);
+	if (k->data_n)
+		memcpy(k->in + k->md_n, s->data.p, k->data_n);
+	k->own = n->own;
+	k->o = *o;
+	k->st = *st;
+	k->st.cls = n->own;
+	k->st.key = NULL;
+	k->st.scratch = NULL;
+	k->st.offsets = NULL;
+	k->s = (tf_stream){ tf_span_of(k->in, k->md_n), tf_span_of(k->in + k->md_n, k->data_n),
+			    &k->md_out, &k->data_out };
+	if ((rc = tf_callout_run(n->callout, native_run, native_drop, k, err)) != TF_OK)
+		return rc;	/* (k is the callout's now) */
+	if ((rc = k->rc) != TF_OK) {
+		if (err)
+			*err = k->err;
+	} else if ((k->md_out.len && (rc = copy_out(&k->md_out, s->md_out, err)) != TF_OK) ||
+		   (k->data_out.len && (rc = copy_out(&k->data_out, s->data_out, err)) != TF_OK)) {
+		/* (rc says why) */
+	} else if (!back(k, k->s.md, s, &md) || !back(k, k->s.data, s, &data)) {
+		rc = tf_err(err, TF_E_CORRUPT, "the plugin left its output outside the buffers it was given");
+	} else {
+		s->md = md;
+		s->data = data;
+	}
+	native_drop(k);
+	return rc;
+}
+
+static tf_status native_new(const tf_filter_class *own, native **out, tf_error *err)
+{
+	native *n = calloc(1, sizeof(*n));
+	tf_status rc;
+
+	if (!n)
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	if ((rc = tf_callout_new(NATIVE_THREADS, &n->callout, err)) != TF_OK) {
+		free(n);
+		return rc;
+	}
+	n->own = own;
+	n->cls = *own;
+	n->cls.decode = native_decode;
+	n->cls.impl = n;
+	*out = n;
+	return TF_OK;
+}
+
+/* false: a decode is still inside the plugin (abandoned, with its own
+ * copies): its code must stay loaded. */
+static bool native_free(native *n)
+{
+	bool idle;
+
+	if (!n)
+		return true;
+	idle = tf_callout_free(n->callout);
+	free(n);
+	return idle;
+}
+
+/* ---- adopting a loaded file ------------------------------------------------------------- */
+
 /* Which kind of plugin `h` is, and its class; err says why it is refused. */
 static tf_status adopt(tf_plugins *pl, void *h, plugin *p, tf_error *err)
 {
@@ -157,8 +335,8 @@ static tf_status adopt(tf_plugins *pl, void *h, plugin *p, tf_error *err)
 
 	if (entry) {
 		const tf_plugin_info *pi = entry(&host);
-		if ((rc = check_native(pl, pi, err)) == TF_OK)
-			p->cls = pi->cls;
+		if ((rc = check_native(pl, pi, err)) == TF_OK && (rc = native_new(pi->cls, &p->native, err)) == TF_OK)
+			p->cls = &p->native->cls;
 		return rc;
 	}
 	if (!type || !info)
@@ -331,6 +509,14 @@ static bool grow(void **v, size_t *cap, size_t n, size_t size)
 	return true;
 }
 
+static void stop_plugin(const plugin *p)
+{
+	if (p->hdf5)
+		tf_hdf5_filter_stop(p->hdf5);
+	else
+		tf_callout_stop(p->native->callout);
+}
+
 /* dlerror() names the file it was given: /proc/self/fd/N, which means
  * nothing to the reader of a warning that names the file already. */
 static const char *dl_why(const char *opened)
@@ -392,12 +578,15 @@ static tf_status load_file(tf_plugins *pl, int dirfd, const char *dir, const cha
 		return TF_OK;
 	}
 	if (!(p.file = strdup(file))) {
-		tf_hdf5_filter_free(p.hdf5);
+		tf_hdf5_filter_free(p.hdf5);	/* (nothing ran on their threads) */
+		native_free(p.native);
 		dlclose(h);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
 	p.handle = h;
 	pl->v[pl->n++] = p;
+	if (pl->stopped)
+		stop_plugin(&p);
 	return TF_OK;
 }
 
@@ -537,9 +726,15 @@ void tf_plugins_free(tf_plugins *pl)
 	if (!pl)
 		return;
 	for (size_t i = 0; i < pl->n; i++) {
-		tf_hdf5_filter_free(pl->v[i].hdf5);
-		dlclose(pl->v[i].handle);
-		free(pl->v[i].file);
+		plugin *p = &pl->v[i];
+
+		/* A call abandoned inside the plugin (tf_plugins_stop) may
+		 * still return into its code: keep that loaded. */
+		bool idle = p->hdf5 ? tf_hdf5_filter_free(p->hdf5) : native_free(p->native);
+
+		if (idle)
+			dlclose(p->handle);
+		free(p->file);
 	}
 	for (size_t i = 0; i < pl->nfds; i++)	/* after every dlclose */
 		close(pl->fds[i]);
@@ -611,6 +806,17 @@ static const tf_filter_class *find(const tf_plugins *cpl, const wanted *w)
 	}
 	pthread_mutex_unlock(&pl->lock);
 	return c;
+}
+
+void tf_plugins_stop(tf_plugins *pl)
+{
+	if (!pl)
+		return;
+	pthread_mutex_lock(&pl->lock);
+	pl->stopped = true;
+	for (size_t i = 0; i < pl->n; i++)
+		stop_plugin(&pl->v[i]);
+	pthread_mutex_unlock(&pl->lock);
 }
 
 const char *tf_plugins_path(const tf_plugins *pl)

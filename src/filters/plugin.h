@@ -96,6 +96,18 @@ typedef void (*tf_plugin_warn_fn)(void *ctx, const char *msg);
  */
 tf_status tf_plugins_load(const char *path, tf_plugin_warn_fn warn, void *ctx, tf_plugins **out,
 			  tf_error *err);
+/*
+ * Every decode through a plugin (and an HDF5 plugin's encode) runs on
+ * threads of the plugin's own (filters/callout.h), on copies of what it
+ * reads and writes; a tilefs plugin's decode gets no key, scratch or
+ * offsets in its tf_stage.  From
+ * tf_plugins_stop on, every call waiting for one fails at once with
+ * TF_E_IO, and so does every later call: a plugin that never returns
+ * keeps no thread of the caller's, so a daemon can exit (doc/plugins.md).
+ * Safe from any thread, at any time; tf_plugins_free stops too, and
+ * leaves loaded (and leaks) a plugin whose code a stopped call is still in.
+ */
+void tf_plugins_stop(tf_plugins *pl);
 void tf_plugins_free(tf_plugins *pl);
 
 /* The plugin path a program uses when nothing configures one:

@@ -4,7 +4,9 @@
 # matched by [match] rules naming them, read back byte-exact; a corrupt
 # plugin in plugin_path is one warning at mount; a rule naming a filter no
 # plugin provides refuses the mount (FILE:LINE); a plugin returning more
-# than its buffer is EIO for the chunk.  user.tilefs.filter and
+# than its buffer is EIO for the chunk; plugins only from trusted places,
+# only when a rule needs them; a plugin that never returns does not keep
+# the daemon from exiting after unmount.  user.tilefs.filter and
 # user.tilefs.codecs on these files (tests/mount/codecs.sh checks them on
 # the corpus).
 . "$(dirname "$0")/lib.sh"
@@ -185,6 +187,60 @@ cmp "$MNT/a.bz" "$WORK/text" || fail "a.bz through the mount"
 [ ! -e "$WORK/marker" ] || fail "a plugin after the one a rule names was loaded"
 umount_fs
 ok "a plugin no rule needs is never loaded: not at mount, not on a read"
+
+# A plugin that never returns (fake.c KIND_HANG, filter 40002): other files
+# read on while it hangs; unmount completes, and the daemon exits at once,
+# the call abandoned (doc/plugins.md), with a log line for the chunk.
+"$TILETOOL" encode --plugin-path "$TF_TEST_PLUGINS/hang" -F 'hdf5:40002' "$WORK/text" "$src/i.hang" ||
+	fail "encode through the hanging plugin"
+cat > "$WORK/hang.ini" <<EOF
+[tilefs]
+plugin_path = $TF_TEST_PLUGINS/hang
+[match *.hang]
+filters = hdf5:40002
+[match *.z]
+filters = zstd
+EOF
+export TF_PLUGIN_HUNG="$WORK/hung"
+hang() {	# hang unmount|signal: a read stuck in the plugin, then the daemon asked to go
+	rm -f "$WORK/hung"
+	"$TILEFS" -f -o config="$WORK/hang.ini" "$src" "$MNT" 2> "$WORK/log" &
+	pid=$!
+	i=0
+	until mountpoint -q "$MNT" || [ $i -ge 200 ]; do i=$((i + 1)); sleep 0.05; done
+	mountpoint -q "$MNT" || { kill $pid; fail "no foreground mount"; }
+	cat "$MNT/i.hang" > /dev/null 2>&1 &
+	reader=$!
+	i=0
+	until [ -e "$WORK/hung" ] || [ $i -ge 400 ]; do i=$((i + 1)); sleep 0.05; done
+	[ -e "$WORK/hung" ] || fail "the hanging plugin was never called"
+	cmp "$MNT/h.z" "$WORK/text" || fail "another file while a plugin hangs"
+	if [ "$1" = unmount ]; then
+		kill -9 $reader	# (its read waits killably: unmount needs it gone)
+		wait $reader
+		timeout 20 fusermount3 -u "$MNT" || fail "unmount while a plugin hangs"
+		want=0
+	else
+		kill -TERM $pid
+		want=1		# (libfuse's loop says it was interrupted)
+	fi
+	i=0
+	while kill -0 $pid 2>/dev/null && [ $i -lt 200 ]; do i=$((i + 1)); sleep 0.05; done
+	if kill -0 $pid 2>/dev/null; then
+		kill -9 $pid
+		fail "$1: the daemon still runs 10 s later, waiting on the hung plugin"
+	fi
+	wait $pid
+	rc=$?
+	[ $rc = $want ] || fail "$1: the daemon exited $rc, want $want: $(cat "$WORK/log")"
+	wait $reader 2>/dev/null
+	mountpoint -q "$MNT" && fail "$1: still mounted"
+	grep -q "i.hang: tile 0, chunk 0: filter 0 (hdf5:40002): the plugin call was abandoned: tilefs is stopping" "$WORK/log" ||
+		fail "$1: log: $(cat "$WORK/log")"
+}
+hang unmount
+hang signal
+ok "a plugin that never returns: other files read on; unmount completes, and the daemon exits at once after it or after SIGTERM"
 
 # A rule naming a filter no plugin provides: the mount is refused at its line.
 cat > "$WORK/missing.ini" <<EOF

@@ -14,6 +14,9 @@
  *   KIND_MARKER      KIND_REALLOC's filter as id 40001, in a plugin whose
  *                    constructor appends a line to the file named by
  *                    TF_PLUGIN_MARKER: proof that tilefs ran its code.
+ *   KIND_HANG        KIND_REALLOC's filter as id 40002, except that decoding
+ *                    never returns: it creates the file named by
+ *                    TF_PLUGIN_HUNG, then waits for ever.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +24,10 @@
 #include "filters/hdf5.h"
 #include "filters/plugin.h"
 
-#if defined(KIND_H5_TYPE) || defined(KIND_REALLOC) || defined(KIND_MARKER)
+#if defined(KIND_H5_TYPE) || defined(KIND_REALLOC) || defined(KIND_MARKER) || defined(KIND_HANG)
+#include <fcntl.h>
+#include <unistd.h>
+
 int H5PLget_plugin_type(void);
 const void *H5PLget_plugin_info(void);
 
@@ -42,6 +48,17 @@ static size_t shift(unsigned flags, size_t cd_nelmts, const unsigned cd_values[]
 		return nbytes + 8;
 	}
 	p = *buf;
+#ifdef KIND_HANG
+	{
+		const char *hung = getenv("TF_PLUGIN_HUNG");
+		int fd = hung ? open(hung, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) : -1;
+
+		if (fd >= 0)
+			close(fd);
+		for (;;)
+			pause();
+	}
+#endif
 	if (nbytes < 8)
 		return 0;
 	for (int i = 0; i < 8; i++)
@@ -80,9 +97,6 @@ static size_t shift(unsigned flags, size_t cd_nelmts, const unsigned cd_values[]
 }
 
 #ifdef KIND_MARKER
-#include <fcntl.h>
-#include <unistd.h>
-
 #define FAKE_ID 40001
 __attribute__((constructor)) static void mark(void)
 {
@@ -95,6 +109,8 @@ __attribute__((constructor)) static void mark(void)
 		close(fd);
 	}
 }
+#elif defined(KIND_HANG)
+#define FAKE_ID 40002
 #else
 #define FAKE_ID 40000
 #endif

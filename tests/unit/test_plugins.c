@@ -13,12 +13,15 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <poll.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "filters/callout.h"
 #include "filters/plugin.h"
 #include "tf_config.h"
 
@@ -155,6 +158,11 @@ START_TEST(test_sample_plugin)
 	tf_pipeline_free(q);
 	q = parse(pl, "bytexor");	/* default key */
 	roundtrip(q, TF_DT_UINT8, in, 1000, NULL);
+	tf_pipeline_free(q);
+	/* Metadata of the filters before it passes through it (decoded on its
+	 * own thread, on copies: filters/plugin.c native_decode). */
+	q = parse(pl, "checksum_md5 | bytexor(3) | byteshuffle | checksum_sha256");
+	roundtrip(q, TF_DT_INT32, in, 200000, NULL);
 	expect_parse_error(pl, "bytexor(300)", "key byte");
 	expect_parse_error(pl, "bytexor(1, 2)", "key byte");
 	expect_parse_error(NULL, "bytexor", "unknown filter 'bytexor' (not built in; no plugin path is set)");
@@ -393,6 +401,101 @@ START_TEST(test_hdf5_buffers)
 	tf_pipeline_free(inner);
 	tf_plugins_free(pl);
 	free(in);
+}
+END_TEST
+
+/* ---- calls into plugin code that never return (filters/callout.c) ------------------------- */
+
+/* A job that tells it started, then waits for its gate; drop tells it ran. */
+typedef struct blocker {
+	int started[2], gate[2], dropped[2];	/* pipes */
+	tf_callout *c;
+	tf_status rc;
+} blocker;
+
+static void block_job(void *job)
+{
+	blocker *b = job;
+	char x = 1;
+
+	ck_assert_int_eq(write(b->started[1], &x, 1), 1);
+	ck_assert_int_eq(read(b->gate[0], &x, 1), 1);
+}
+
+static void drop_job(void *job)
+{
+	blocker *b = job;
+	char x = 1;
+
+	ck_assert_int_eq(write(b->dropped[1], &x, 1), 1);
+}
+
+static void *call_blocker(void *arg)
+{
+	blocker *b = arg;
+	tf_error err;
+
+	b->rc = tf_callout_run(b->c, block_job, drop_job, b, &err);
+	return NULL;
+}
+
+static bool readable(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, 0) == 1;
+}
+
+static void blocker_init(blocker *b, tf_callout *c)
+{
+	memset(b, 0, sizeof(*b));
+	ck_assert(pipe(b->started) == 0 && pipe(b->gate) == 0 && pipe(b->dropped) == 0);
+	b->c = c;
+}
+
+static void blocker_close(blocker *b)
+{
+	for (int i = 0; i < 2; i++)
+		close(b->started[i]), close(b->gate[i]), close(b->dropped[i]);
+}
+
+START_TEST(test_callout_stop)
+{
+	blocker hung, queued, late;
+	pthread_t t1, t2;
+	tf_callout *c;
+	tf_error err;
+	char x = 1;
+
+	ck_assert(tf_callout_new(1, &c, &err) == TF_OK);
+	blocker_init(&hung, c), blocker_init(&queued, c), blocker_init(&late, c);
+	/* A call that returns: TF_OK, the job is the caller's (not dropped). */
+	ck_assert_int_eq(write(late.gate[1], &x, 1), 1);
+	ck_assert_int_eq(tf_callout_run(c, block_job, drop_job, &late, &err), TF_OK);
+	ck_assert(!readable(late.dropped[0]));
+	/* One stuck in the plugin, one queued behind it (one thread). */
+	ck_assert_int_eq(pthread_create(&t1, NULL, call_blocker, &hung), 0);
+	ck_assert_int_eq(read(hung.started[0], &x, 1), 1);
+	ck_assert_int_eq(pthread_create(&t2, NULL, call_blocker, &queued), 0);
+	/* Stopped: both callers come back with EIO at once. */
+	tf_callout_stop(c);
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+	ck_assert_int_eq(hung.rc, TF_E_IO);
+	ck_assert_int_eq(queued.rc, TF_E_IO);
+	ck_assert(readable(queued.dropped[0]) && !readable(queued.started[0]));	/* never ran */
+	ck_assert(!readable(hung.dropped[0]));		/* still running */
+	ck_assert_int_eq(tf_callout_run(c, block_job, drop_job, &late, &err), TF_E_IO);
+	ck_assert_msg(strstr(err.msg, "abandoned"), "%s", err.msg);
+	ck_assert(readable(late.dropped[0]));
+	/* Freed with a thread still inside: it is left to finish alone. */
+	ck_assert(!tf_callout_free(c));
+	ck_assert_int_eq(write(hung.gate[1], &x, 1), 1);
+	ck_assert_int_eq(read(hung.dropped[0], &x, 1), 1);	/* dropped when it returned */
+	blocker_close(&hung), blocker_close(&queued), blocker_close(&late);
+	/* Freed idle: joined. */
+	ck_assert(tf_callout_new(2, &c, &err) == TF_OK);
+	ck_assert(tf_callout_free(c));
 }
 END_TEST
 
@@ -635,6 +738,7 @@ static Suite *plugins_suite(void)
 	tcase_add_test(own, test_refused_plugins);
 	tcase_add_test(own, test_plugin_dir_trust);
 	tcase_add_test(own, test_lazy_loading);
+	tcase_add_test(own, test_callout_stop);
 	tcase_add_test(own, test_duplicate_plugins);
 	tcase_add_test(own, test_hdf5_buffers);
 	tcase_add_test(own, test_netcdf_constants);
