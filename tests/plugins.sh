@@ -4,7 +4,9 @@
 # id 32004) read back byte-exact with -F 'hdf5:307,9'; the plugin path from
 # --plugin-path, TILEFS_PLUGIN_PATH or HDF5_PLUGIN_PATH; the sample tilefs
 # plugin; _Filter and _Codecs in tiletool info; a corrupt plugin file, a
-# plugin of the wrong type, a missing plugin, corrupt data.
+# plugin of the wrong type, a missing plugin, corrupt data; places refused
+# as untrusted (none of their code runs), and plugins loaded only when a
+# pipeline needs them.  Needs root (it makes files of user nobody's).
 set -u
 : "${TILETOOL:?}" "${TF_SAMPLE_PLUGINS:?}" "${TF_TEST_PLUGINS:?}"
 fail() { echo "FAIL: $*"; exit 1; }
