@@ -17,6 +17,9 @@
  *   KIND_HANG        KIND_REALLOC's filter as id 40002, except that decoding
  *                    never returns: it creates the file named by
  *                    TF_PLUGIN_HUNG, then waits for ever.
+ *   KIND_WILD        a tilefs plugin "wild" (id 202) whose decode leaves its
+ *                    output in memory of its own, not in the buffers it is
+ *                    given.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -126,9 +129,14 @@ int H5PLget_plugin_type(void) { return TF_H5PL_TYPE_FILTER; }
 const void *H5PLget_plugin_info(void) { return &cls; }
 #endif
 
-#if defined(KIND_ABI) || defined(KIND_BUILTIN)
+#if defined(KIND_ABI) || defined(KIND_BUILTIN) || defined(KIND_WILD)
 static tf_status decode(const tf_filter_opts *o, const tf_stage *st, tf_stream *s, tf_error *err)
 {
+#ifdef KIND_WILD
+	static uint8_t elsewhere[16] = "not the data....";
+
+	s->data = tf_span_of(elsewhere, sizeof(elsewhere));
+#endif
 	(void)o, (void)st, (void)s, (void)err;
 	return TF_OK;
 }
@@ -136,6 +144,8 @@ static tf_status decode(const tf_filter_opts *o, const tf_stage *st, tf_stream *
 static const tf_filter_class fake = {
 #ifdef KIND_BUILTIN
 	.id = 2, .name = "myzstd",
+#elif defined(KIND_WILD)
+	.id = 202, .name = "wild",
 #else
 	.id = 201, .name = "newer",
 #endif

@@ -404,6 +404,29 @@ START_TEST(test_hdf5_buffers)
 }
 END_TEST
 
+/* A tilefs plugin's output must lie in the buffers it was given (its input,
+ * its outputs): one elsewhere is refused, not copied from (fake.c KIND_WILD). */
+START_TEST(test_native_output_bounds)
+{
+	char wild[PATH_MAX];
+	warns w = { 0 };
+	tf_plugins *pl = load(dir_of("TF_TEST_PLUGINS", "/wild", wild, sizeof(wild)), &w);
+	tf_pipeline *none = parse(pl, ""), *p = parse(pl, "wild");
+	static const uint8_t in[16] = "the data, 16 B.";
+	tf_buf stored, out = TF_BUF_INIT(SIZE_MAX);
+	tf_error err;
+
+	roundtrip(none, TF_DT_UINT8, in, sizeof(in), &stored);
+	ck_assert_int_eq(decode_tile(p, TF_DT_UINT8, tf_span_of(stored.p, stored.len), &out, &err), TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "filter 0 (wild): the plugin left its output outside the buffers it was given"),
+		      "%s", err.msg);
+	tf_buf_free(&stored);
+	tf_buf_free(&out);
+	tf_pipeline_free(none), tf_pipeline_free(p);
+	tf_plugins_free(pl);
+}
+END_TEST
+
 /* ---- calls into plugin code that never return (filters/callout.c) ------------------------- */
 
 /* A job that tells it started, then waits for its gate; drop tells it ran. */
@@ -739,6 +762,7 @@ static Suite *plugins_suite(void)
 	tcase_add_test(own, test_plugin_dir_trust);
 	tcase_add_test(own, test_lazy_loading);
 	tcase_add_test(own, test_callout_stop);
+	tcase_add_test(own, test_native_output_bounds);
 	tcase_add_test(own, test_duplicate_plugins);
 	tcase_add_test(own, test_hdf5_buffers);
 	tcase_add_test(own, test_netcdf_constants);
