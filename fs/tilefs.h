@@ -83,6 +83,8 @@ typedef struct tilefs {
 	pthread_mutex_t handles_lock;
 	struct handle *handles;		/* open files (ll.c) */
 	fs_users users;
+	pthread_t watcher;		/* stops plugin calls when the connection goes (main.c) */
+	int watch_wake;			/* eventfd: the watcher's end */
 } tilefs;
 
 /* ll.c: the operations, and the key of their per-thread scratch. */
