@@ -8,8 +8,12 @@
  *     ignored (warned where corrupt); the bound holds and the least
  *     recently used entries go first; two processes writing the same
  *     entries at once leave only whole entries; a directory that cannot be
- *     made persists nothing without failing; the directory is made 0700,
- *     and one owned by another user is not used;
+ *     made persists nothing without failing; the directory is made 0700
+ *     when made and never changed otherwise; one writable by others (1777,
+ *     a group's), another user's, or reached through a symlink (in any
+ *     component) is refused and left as it was, files and all; entries
+ *     not ours alone are never trusted, replaced or removed, and only our
+ *     own old temporary files are reaped;
  *   - files: a walk is stored and the next open restores it (no walk,
  *     counted), reading the same bytes; a header walk and a window walk
  *     store the same index; a file rewritten in place with its mtime put
@@ -101,6 +105,8 @@ static void hear(void *ctx, const char *msg)
 {
 	heard *h = ctx;
 
+	if (!h)
+		return;
 	h->n++;
 	snprintf(h->last, sizeof(h->last), "%s", msg);
 }
@@ -564,27 +570,173 @@ START_TEST(test_unusable_dir)
 }
 END_TEST
 
+/* mode and owner of path (lstat), and what a file holds, to see nothing changed. */
+typedef struct snap {
+	struct stat sb;
+	uint8_t *bytes;
+	size_t n;
+} snap;
+
+static snap take_snap(const char *path)
+{
+	snap s = { 0 };
+
+	ck_assert_int_eq(lstat(path, &s.sb), 0);
+	if (S_ISREG(s.sb.st_mode))
+		s.bytes = tf_test_read_file(path, &s.n);
+	return s;
+}
+
+static void same_snap(const char *path, snap *was)
+{
+	snap now = take_snap(path);
+
+	ck_assert_msg(now.sb.st_mode == was->sb.st_mode, "%s: mode %o, was %o", path, now.sb.st_mode,
+		      was->sb.st_mode);
+	ck_assert_uint_eq(now.sb.st_uid, was->sb.st_uid);
+	ck_assert_uint_eq(now.sb.st_gid, was->sb.st_gid);
+	ck_assert_uint_eq(now.sb.st_ino, was->sb.st_ino);
+	ck_assert_uint_eq(now.n, was->n);
+	ck_assert(!now.n || !memcmp(now.bytes, was->bytes, now.n));
+	free(now.bytes);
+	free(was->bytes);
+}
+
+static void make_old(const char *path, uid_t uid)
+{
+	struct timespec ts[2] = { { .tv_sec = 1000000000 }, { .tv_sec = 1000000000 } };
+
+	write_bytes(path, "someone's", 9);
+	ck_assert_int_eq(utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW), 0);
+	if (uid != geteuid())
+		ck_assert_int_eq(chown(path, uid, uid), 0);
+}
+
+/* A directory the store must refuse: tf_index_open fails TF_E_ACCESS with
+ * `why` in its message, and dir and the files in it are left as they were
+ * (an old temporary-looking file of someone's included). */
+static void refused(const char *dir, const char *victim, const char *why)
+{
+	char tmp[PATH_MAX], entry[PATH_MAX];
+	tf_error err;
+	tf_index *s = (tf_index *)1;
+	snap d, t, e;
+
+	path_printf(tmp, "%s/.session.tmp", victim);
+	path_printf(entry, "%s/%032d.idx", victim, 0);
+	make_old(tmp, geteuid() == 0 ? 65534 : geteuid());
+	make_old(entry, geteuid());
+	d = take_snap(victim), t = take_snap(tmp), e = take_snap(entry);
+	ck_assert_int_eq(tf_index_open(dir, 0, hear, NULL, &s, &err), TF_E_ACCESS);
+	ck_assert_ptr_null(s);
+	ck_assert_msg(strstr(err.msg, why) && strstr(err.msg, "refused") && strstr(err.msg, dir), "%s", err.msg);
+	same_snap(victim, &d);
+	same_snap(tmp, &t);
+	same_snap(entry, &e);
+}
+
+/* Issue 20, item 4: a directory writable by others (/tmp's 1777, or a
+ * group's), another user's, or reached through a symlink (in any
+ * component) is refused, never chmod'ed, cleaned or written into; ours is
+ * used as it is (0755 stays 0755), and made 0700 only when made. */
 START_TEST(test_dir_ownership)
 {
 	heard h = { 0 };
 	tf_index *s;
 	tf_index_stats st;
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], path[PATH_MAX], victim[PATH_MAX];
 	struct stat sb;
 
 	store_dir(dir);
 	ck_assert_int_eq(mkdir(dir, 0755), 0);
-	s = open_store(0, &h);	/* ours: made 0700 */
-	ck_assert_int_eq(stat(dir, &sb), 0);
-	ck_assert_uint_eq(sb.st_mode & 07777, 0700);
-	tf_index_free(s);
-	if (geteuid() != 0)
-		return;	/* only root can give it away */
-	ck_assert_int_eq(chown(dir, 65534, 65534), 0);
-	s = open_store(0, &h);
-	ck_assert_msg(strstr(h.last, "not owned"), "%s", h.last);
+	s = open_store(0, &h);	/* ours, not writable by others: used, left as it is */
 	tf_index_get_stats(s, &st);
-	ck_assert(!st.persist);
+	ck_assert(st.persist && st.writable);
+	ck_assert_int_eq(stat(dir, &sb), 0);
+	ck_assert_uint_eq(sb.st_mode & 07777, 0755);
+	tf_index_free(s);
+
+	ck_assert_int_eq(chmod(dir, 01777), 0);	/* /tmp's mode */
+	refused(dir, dir, "writable by every user (mode 1777)");
+	ck_assert_int_eq(chmod(dir, 0770), 0);
+	refused(dir, dir, "writable by its group (mode 0770)");
+	if (geteuid() == 0) {
+		ck_assert_int_eq(chmod(dir, 0700), 0);
+		ck_assert_int_eq(chown(dir, 65534, 65534), 0);
+		refused(dir, dir, "owned by uid 65534");
+	}
+	/* A symlink in the middle (/tmp/link -> victim, index_dir = /tmp/link/data)
+	 * and at the end: nothing is made or changed through it. */
+	path_printf(victim, "%s/victim", tmpdir);
+	ck_assert_int_eq(mkdir(victim, 0755), 0);
+	path_printf(path, "%s/victim/data", tmpdir);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	path_printf(path, "%s/link", tmpdir);
+	ck_assert_int_eq(symlink(victim, path), 0);
+	path_printf(path, "%s/link/data", tmpdir);
+	path_printf(dir, "%s/victim/data", tmpdir);
+	refused(path, dir, "'link' is a symbolic link");
+	path_printf(path, "%s/link/new/deeper", tmpdir);
+	refused(path, victim, "'link' is a symbolic link");
+	path_printf(path, "%s/victim/new", tmpdir);
+	ck_assert_int_eq(access(path, F_OK), -1);
+	path_printf(path, "%s/link", tmpdir);
+	refused(path, victim, "'link' is a symbolic link");
+}
+END_TEST
+
+/* Our store keeps its hands off files that are not ours alone: another
+ * user's entry (or one others can write) is never trusted, replaced or
+ * removed, and only our own temporary files (our names, old) are reaped. */
+START_TEST(test_foreign_files)
+{
+	heard h = { 0 };
+	tf_index *s = open_store(0, &h);
+	tf_index_key k = key_of(1, 100);
+	tf_buf p = TF_BUF_INIT(1 << 20);
+	char dir[PATH_MAX], entry[PATH_MAX], mine[PATH_MAX], other[PATH_MAX], theirs[PATH_MAX];
+	tf_index_stats st;
+	snap e, o, t;
+
+	put_pattern(s, &k, 100, 1);
+	entry_path(&k, entry);
+	store_dir(dir);
+	/* Ours, old, our temporary name: a crash's, reaped.  Others: kept. */
+	path_printf(mine, "%s/.%032d.idx.0123456789abcdef.tmp", dir, 5);
+	path_printf(other, "%s/.session.tmp", dir);
+	path_printf(theirs, "%s/.%032d.idx.0123456789abcdef.tmp", dir, 6);
+	make_old(mine, geteuid());
+	make_old(other, geteuid());
+	make_old(theirs, geteuid() == 0 ? 65534 : geteuid());
+	o = take_snap(other);
+	if (geteuid() == 0)
+		t = take_snap(theirs);
+	tf_index_rescan(s);
+	ck_assert_int_eq(access(mine, F_OK), -1);
+	same_snap(other, &o);
+	if (geteuid() == 0)
+		same_snap(theirs, &t);
+
+	/* Our entry made writable by others: not trusted. */
+	ck_assert_int_eq(chmod(entry, 0666), 0);
+	ck_assert_int_eq(tf_index_get(s, &k, &p, NULL), TF_E_CORRUPT);
+	ck_assert_msg(strstr(h.last, "not this user's alone"), "%s", h.last);
+	ck_assert_int_eq(chmod(entry, 0600), 0);
+	ck_assert_int_eq(tf_index_get(s, &k, &p, NULL), TF_OK);
+	if (geteuid() == 0) {
+		/* Another user's: not trusted, not replaced, not removed. */
+		ck_assert_int_eq(chown(entry, 65534, 65534), 0);
+		e = take_snap(entry);
+		ck_assert_int_eq(tf_index_get(s, &k, &p, NULL), TF_E_CORRUPT);
+		put_pattern(s, &k, 200, 2);
+		tf_index_reject(s, &k, "test");
+		tf_index_rescan(s);
+		same_snap(entry, &e);
+		tf_index_get_stats(s, &st);
+		ck_assert_uint_eq(st.write_errors, 1);
+		ck_assert_uint_eq(st.entries, 0);	/* not counted as ours either */
+	}
+	tf_buf_free(&p);
 	tf_index_free(s);
 }
 END_TEST
@@ -1056,6 +1208,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_concurrent_writers);
 	tcase_add_test(tc, test_unusable_dir);
 	tcase_add_test(tc, test_dir_ownership);
+	tcase_add_test(tc, test_foreign_files);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("files");
 	tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
