@@ -40,7 +40,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define TF_INDEX_FORMAT 1u
+#define TF_INDEX_FORMAT 2u	/* 2: object stores keyed by endpoint (1's are ignored) */
 #define MAGIC "TFIDX\0\r\n"
 #define FIXED 26u			/* magic .. identity length */
 #define VERSION_BYTES 112u		/* 5 x 8 + 72 */
@@ -73,13 +73,13 @@ bool tf_index_key_make(tf_index_key *k, const tf_source *src, const char *rel, c
 
 	memset(k, 0, sizeof(*k));
 	k->v = *v;
-	/* An object store has no inode: its files are known by where they are
-	 * (the ETag in the version proves the bytes). */
-	if (!strcmp(tf_source_kind(src), "local"))
-		n = snprintf(k->id, sizeof(k->id), "local:%llu:%llu", (unsigned long long)v->dev,
-			     (unsigned long long)v->ino);
-	else
-		n = snprintf(k->id, sizeof(k->id), "%s:%s/%s", tf_source_kind(src), tf_source_name(src), rel);
+	/* An object store has no inode: its files are known by where they are,
+	 * endpoint included (an ETag proves the bytes at one endpoint only:
+	 * another may serve anything under any ETag). */
+	if (strcmp(tf_source_kind(src), "local"))
+		return tf_source_object_id(src, rel, k->id, sizeof(k->id));
+	n = snprintf(k->id, sizeof(k->id), "local:%llu:%llu", (unsigned long long)v->dev,
+		     (unsigned long long)v->ino);
 	return n > 0 && (size_t)n < sizeof(k->id);
 }
 

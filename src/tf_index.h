@@ -58,15 +58,17 @@ typedef struct tf_index tf_index;
 
 /* What an entry belongs to. */
 typedef struct tf_index_key {
-	char id[600];		/* identity: "local:DEV:INO" or "KIND:SOURCE/REL" */
+	char id[600];		/* identity: "local:DEV:INO" or "s3:SCHEME://HOST:PORT/BUCKET/KEY" */
 	tf_version v;		/* the version indexed */
 } tf_index_key;
 
 /*
  * The key of file rel of src as version v.  A local file is known by its
  * device and inode (so a rename keeps its entry, and every mount and
- * tiletool agree whatever path they reach it by); other kinds by the
- * source's name and the path in it.  False if the name is too long.
+ * tiletool agree whatever path they reach it by); an object by its
+ * endpoint (scheme, host, port), bucket and key (tf_source_object_id), so
+ * that the same names at another endpoint never share an entry.  False if
+ * the name is too long.
  */
 bool tf_index_key_make(tf_index_key *k, const tf_source *src, const char *rel, const tf_version *v);
 

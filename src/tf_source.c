@@ -88,6 +88,11 @@ const char *tf_source_kind(const tf_source *s) { return s->ops->kind; }
 const char *tf_source_name(const tf_source *s) { return s->name; }
 int tf_source_local_fd(const tf_source *s) { return s->local_fd; }
 
+bool tf_source_object_id(const tf_source *s, const char *rel, char *buf, size_t n)
+{
+	return s->ops->object_id && check_rel(rel, NULL) == TF_OK && s->ops->object_id(s, rel, buf, n);
+}
+
 tf_status tf_source_stat(tf_source *s, const char *rel, tf_stat *st, tf_error *err)
 {
 	tf_status rc = check_rel(rel, err);

@@ -24,6 +24,8 @@ typedef struct tf_source_ops {
 	tf_status (*statfs)(tf_source *s, tf_source_fsstat *out, tf_error *err);
 	tf_status (*open)(tf_source *s, const char *rel, const tf_version *expect, tf_object **out,
 			  tf_error *err);
+	/* tf_source_object_id; may be NULL (false) */
+	bool (*object_id)(const tf_source *s, const char *rel, char *buf, size_t n);
 } tf_source_ops;
 
 typedef struct tf_object_ops {

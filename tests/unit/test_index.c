@@ -13,7 +13,9 @@
  *     a group's), another user's, or reached through a symlink (in any
  *     component) is refused and left as it was, files and all; entries
  *     not ours alone are never trusted, replaced or removed, and only our
- *     own old temporary files are reaped;
+ *     own old temporary files are reaped; an object's entry names its
+ *     endpoint, bucket and key: another endpoint's object of the same name,
+ *     ETag and size finds none;
  *   - files: a walk is stored and the next open restores it (no walk,
  *     counted), reading the same bytes; a header walk and a window walk
  *     store the same index; a file rewritten in place with its mtime put
@@ -27,13 +29,19 @@
 
 #include "tf_test.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -42,6 +50,7 @@
 #include "tf_cache.h"
 #include "tf_file.h"
 #include "tf_index.h"
+#include "tf_s3.h"
 
 /* ---- a temporary directory per test ---------------------------------------------------- */
 
@@ -325,7 +334,7 @@ static void extended(const char *path, uint8_t *b, size_t n)
 
 static void other_format(const char *path, uint8_t *b, size_t n)
 {
-	b[8] = 2;	/* format version 2 */
+	b[8] = 1;	/* format version 1: objects not keyed by endpoint */
 	write_bytes(path, b, n);
 }
 
@@ -738,6 +747,124 @@ START_TEST(test_foreign_files)
 	}
 	tf_buf_free(&p);
 	tf_index_free(s);
+}
+END_TEST
+
+/* ---- object stores: keyed by endpoint ---------------------------------------------------------- */
+
+/* A one-thread S3 endpoint on 127.0.0.1 answering every request with a
+ * listing of one object (what opening a source asks). */
+typedef struct fake_s3 {
+	int lfd;
+	pthread_t th;
+	atomic_bool stop;
+	char url[64];
+} fake_s3;
+
+static void *fake_s3_run(void *arg)
+{
+	static const char body[] = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult><Name>b</Name>"
+		"<IsTruncated>false</IsTruncated><Contents><Key>f.tdb</Key><Size>5</Size><ETag>\"e1\"</ETag>"
+		"<LastModified>2020-01-01T00:00:00.000Z</LastModified></Contents></ListBucketResult>";
+	fake_s3 *f = arg;
+	struct pollfd p = { .fd = f->lfd, .events = POLLIN };
+	char req[8192], head[256];
+	int fd;
+
+	while (!atomic_load(&f->stop)) {
+		if (poll(&p, 1, 20) <= 0 || (fd = accept(f->lfd, NULL, NULL)) < 0)
+			continue;
+		for (size_t n = 0; n < sizeof(req) - 1;) {
+			ssize_t r = recv(fd, req + n, sizeof(req) - 1 - n, 0);
+			if (r <= 0)
+				break;
+			req[n += (size_t)r] = '\0';
+			if (strstr(req, "\r\n\r\n"))
+				break;
+		}
+		snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\n"
+			 "Content-Length: %zu\r\nConnection: close\r\n\r\n", sizeof(body) - 1);
+		if (send(fd, head, strlen(head), MSG_NOSIGNAL) > 0)
+			send(fd, body, sizeof(body) - 1, MSG_NOSIGNAL);
+		close(fd);
+	}
+	return NULL;
+}
+
+static void fake_s3_start(fake_s3 *f)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+
+	memset(f, 0, sizeof(*f));
+	ck_assert_int_ge(f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), 0);
+	ck_assert_int_eq(bind(f->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(f->lfd, 8), 0);
+	ck_assert_int_eq(getsockname(f->lfd, (struct sockaddr *)&a, &alen), 0);
+	snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+	ck_assert_int_eq(pthread_create(&f->th, NULL, fake_s3_run, f), 0);
+}
+
+static void fake_s3_stop(fake_s3 *f)
+{
+	atomic_store(&f->stop, true);
+	pthread_join(f->th, NULL);
+	close(f->lfd);
+}
+
+static tf_source *s3_source_at(const char *spec, const char *endpoint)
+{
+	tf_s3_settings set;
+	tf_source *src = NULL;
+	tf_error err;
+
+	tf_s3_settings_init(&set);
+	ck_assert_int_eq(tf_s3_settings_set(&set, "endpoint", endpoint, NULL, &err), TF_OK);
+	ck_assert_int_eq(tf_s3_settings_set(&set, "anonymous", "yes", NULL, &err), TF_OK);
+	ck_assert_int_eq(tf_s3_settings_set(&set, "retries", "0", NULL, &err), TF_OK);
+	ck_assert_msg(tf_source_open(spec, &set, &src, &err) == TF_OK, "%s", err.msg);
+	tf_s3_settings_clear(&set);
+	return src;
+}
+
+/* Issue 20, item 3: an object's entry names its endpoint (scheme, host,
+ * port), bucket and key: the same bucket, key, ETag and size at another
+ * endpoint (which may serve anything under any ETag) finds no entry. */
+START_TEST(test_s3_keyed_by_endpoint)
+{
+	fake_s3 a, b;
+	tf_source *sa, *sb, *sp;
+	tf_version v = { .size = 5, .etag = "e1" };
+	tf_index_key ka, kb, kp;
+	tf_buf p = TF_BUF_INIT(1 << 20);
+	tf_index *s = open_store(0, NULL);
+	char want[128];
+
+	setenv("AWS_CONFIG_FILE", "/nonexistent", 1);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent", 1);
+	fake_s3_start(&a);
+	fake_s3_start(&b);
+	sa = s3_source_at("s3://b", a.url);
+	sb = s3_source_at("s3://b", b.url);
+	sp = s3_source_at("s3://b/d", a.url);
+	ck_assert(tf_index_key_make(&ka, sa, "f.tdb", &v));
+	ck_assert(tf_index_key_make(&kb, sb, "f.tdb", &v));
+	ck_assert(tf_index_key_make(&kp, sp, "f.tdb", &v));
+	snprintf(want, sizeof(want), "s3:%s/b/f.tdb", a.url);
+	ck_assert_str_eq(ka.id, want);
+	snprintf(want, sizeof(want), "s3:%s/b/d/f.tdb", a.url);
+	ck_assert_str_eq(kp.id, want);	/* the key, prefix included */
+	ck_assert_str_ne(ka.id, kb.id);
+	put_pattern(s, &ka, 50, 1);
+	ck_assert_int_eq(tf_index_get(s, &kb, &p, NULL), TF_E_NOTFOUND);
+	ck_assert_int_eq(tf_index_get(s, &ka, &p, NULL), TF_OK);
+	tf_source_free(sa);
+	tf_source_free(sb);
+	tf_source_free(sp);
+	fake_s3_stop(&a);
+	fake_s3_stop(&b);
+	tf_index_free(s);
+	tf_buf_free(&p);
 }
 END_TEST
 
@@ -1209,6 +1336,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_unusable_dir);
 	tcase_add_test(tc, test_dir_ownership);
 	tcase_add_test(tc, test_foreign_files);
+	tcase_add_test(tc, test_s3_keyed_by_endpoint);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("files");
 	tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
