@@ -18,7 +18,12 @@
 #      is left as it was (modes, owners, contents); as the default
 #      ($TILEFS_INDEX_DIR) it is a warning and the mount has no store; a
 #      relative -o index_dir is the caller's working directory's (it was
-#      /'s: the store was opened after daemonizing).
+#      /'s: the store was opened after daemonizing);
+#   7. (issue 20) a forged entry - tile 0 and its last unit claimed 4 bytes
+#      longer, made by tiletool and patched with a valid checksum, which
+#      passed every check - serves no byte at a shifted offset: a read of
+#      tile 1 first is EIO, the entry is removed, and the next mount walks
+#      and serves the true bytes.
 . "$(dirname "$0")/lib.sh"
 
 MNT2=$WORK/mnt2
@@ -320,3 +325,82 @@ umount_fs
 [ -d "/$rel" ] && { rm -rf "/${rel:?}"; fail "-o index_dir=$rel made /$rel"; }
 ls "$WORK/$rel" | grep -q '\.idx$' || fail "-o index_dir=$rel: no entry in $WORK/$rel"
 ok "index_dir writable by others, another user's or through a symlink: refused, left as it was"
+# ---- 7. a forged entry: tile 0 claimed 4 bytes longer --------------------------------------------
+# The entry's format (src/tf_index.c, src/tf_file_index.c; formats 1 and 2
+# hold the same payload), patched with its checksum made valid again: tile
+# 0's decoded size + 4, and its last unit's.
+cat > "$WORK/forge.py" <<'PY'
+import struct, sys, zlib
+
+def vget(b, at):
+    v = s = 0
+    while True:
+        c = b[at]; at += 1
+        v |= (c & 0x7f) << s; s += 7
+        if not c & 0x80:
+            return v, at
+
+def vput(v):
+    out = bytearray()
+    while True:
+        c, v = v & 0x7f, v >> 7
+        out.append(c | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+e = open(sys.argv[1], "rb").read()
+plen, = struct.unpack_from("<Q", e, 16)
+head, p = e[:len(e) - plen], e[len(e) - plen:]
+kind, at = vget(p, 0)
+n, at = vget(p, at)
+out = vput(kind) + vput(n)
+for t in range(n):
+    stored, at = vget(p, at); size, at = vget(p, at); nch, at = vget(p, at)
+    nu, at = vget(p, at); ulen, at = vget(p, at)
+    units, prev = [], (65536, 1)
+    for _ in range(nu):
+        v, at = vget(p, at)
+        sz, c = prev
+        if v & 1:
+            sz, at = vget(p, at); c, at = vget(p, at)
+        units.append([v >> 1, sz, c]); prev = (sz, c)
+    if t == 0:
+        units[-1][1] += 4
+    u = b"".join(vput(s << 1 | 1) + vput(z) + vput(c) for s, z, c in units)
+    out += vput(stored) + vput(size + 4 if t == 0 else size) + vput(nch)
+    out += vput(len(units)) + vput(len(u)) + u
+assert at == len(p)
+e = bytearray(head + out)
+struct.pack_into("<Q", e, 16, len(out))
+struct.pack_into("<I", e, 12, zlib.crc32(bytes(e[16:])) & 0xffffffff)
+open(sys.argv[1], "wb").write(bytes(e))
+PY
+"$TILETOOL" index -c "$WORK/t.ini" --index-dir "$WORK/idx6" "$WORK/src6" > /dev/null || fail "tiletool index"
+python3 "$WORK/forge.py" "$WORK"/idx6/*.idx || fail "forging the entry"
+true_size=$(stat -c %s "$WORK/f6.raw")
+mount_fs "$WORK/t.ini" "$WORK/src6" -o index_dir="$WORK/idx6"
+[ "$(stat -c %s "$MNT/f.tdb")" = $((true_size + 4)) ] || fail "the forged entry was not used"
+# Tile 1 read before tile 0 (pages wholly inside it as claimed): the true
+# bytes of that range, or EIO - never tile 1's bytes shifted by 4.
+python3 - "$MNT/f.tdb" "$WORK/f6.raw" $((65536 * 3 + 8192)) <<'PY' || fail "tile 1 read first"
+import errno, os, sys
+raw, at = open(sys.argv[2], "rb").read(), int(sys.argv[3])
+fd = os.open(sys.argv[1], os.O_RDONLY)
+try:
+    got = os.pread(fd, 4096, at)
+except OSError as e:
+    assert e.errno == errno.EIO, e
+    sys.exit(0)
+assert got == raw[at:at + len(got)], "wrong bytes: %s" % (
+    "tile 1 shifted by 4" if got == raw[at - 4:at - 4 + len(got)] else "?")
+PY
+cmp -s "$MNT/f.tdb" "$WORK/f6.raw" && fail "the forged file read whole"
+expect_field corrupt 1
+umount_fs
+ls "$WORK/idx6" | grep -q '\.idx$' && fail "the forged entry was kept"
+mount_fs "$WORK/t.ini" "$WORK/src6" -o index_dir="$WORK/idx6"
+[ "$(stat -c %s "$MNT/f.tdb")" = "$true_size" ] || fail "size after the forged entry: $(stat -c %s "$MNT/f.tdb")"
+cmp -s "$MNT/f.tdb" "$WORK/f6.raw" || fail "bytes after the forged entry"
+expect_field walks 1
+umount_fs
+ok "a forged entry (tile 0 + 4 bytes) serves no shifted byte, is removed, and the next mount walks"

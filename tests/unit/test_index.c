@@ -20,10 +20,14 @@
  *     counted), reading the same bytes; a header walk and a window walk
  *     store the same index; a file rewritten in place with its mtime put
  *     back is walked again (ctime); entries damaged in every field of the
- *     payload, with a valid checksum, are rejected (at the open, or when a
- *     tile is first read: that tile is then walked) and rebuilt, and an
- *     entry whose counts are shuffled so that no bound catches them yields
- *     a decode error; never wrong bytes.
+ *     payload, with a valid checksum, are rejected (at the open, or by the
+ *     first read of what they concern or follow: EIO from there) and
+ *     rebuilt by the next open; issue 20's forgery (tile 0 and its last
+ *     unit 4 bytes longer, which every check of the entry passes) never
+ *     serves tile 1 or 2 shifted, read first or not; a read far ahead
+ *     proves what it skipped by headers, not decodes, and finds a lie
+ *     there; random mutations of entries (100; 1000 in the long mode)
+ *     never give a wrong byte.
  */
 #include "config.h"
 
@@ -1087,6 +1091,9 @@ END_TEST
 
 /* ---- damaged payloads with valid checksums --------------------------------------------------- */
 
+#define P_TILES 16
+#define P_UNITS 256
+
 typedef struct p_unit {
 	uint64_t src_len, size, nchunks;
 } p_unit;
@@ -1094,27 +1101,28 @@ typedef struct p_unit {
 typedef struct p_tile {
 	uint64_t stored, size, nchunks, nunits;	/* nunits as written */
 	int64_t ulen_delta;			/* added to the unit list's length */
-	p_unit *u;
+	p_unit u[P_UNITS];
 	uint64_t nu;				/* units in u */
 } p_tile;
 
 typedef struct payload {
 	uint64_t kind, ntiles;	/* ntiles as written */
-	p_tile *t;
+	p_tile t[P_TILES];
 	uint64_t n;		/* tiles in t */
 	size_t extra;		/* trailing bytes to add */
 } payload;
 
-static uint64_t vget(const uint8_t **p)
+/* The varint at *p (before end) into *v; false if cut short or too long. */
+static bool vget(const uint8_t **p, const uint8_t *end, uint64_t *v)
 {
-	uint64_t v = 0;
-
-	for (unsigned shift = 0;; shift += 7) {
+	*v = 0;
+	for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
 		uint8_t c = *(*p)++;
-		v |= (uint64_t)(c & 0x7f) << shift;
+		*v |= (uint64_t)(c & 0x7f) << shift;
 		if (!(c & 0x80))
-			return v;
+			return true;
 	}
+	return false;
 }
 
 static void vput(tf_buf *b, uint64_t v)
@@ -1126,36 +1134,47 @@ static void vput(tf_buf *b, uint64_t v)
 	} while (v);
 }
 
-/* The payload format of tf_file_index.c, spelled out again. */
-static void decode_payload(const tf_buf *b, payload *pl)
+/* The payload format of tf_file_index.c, spelled out again: false if b is
+ * no such payload (of at most P_TILES tiles of P_UNITS units) any more. */
+static bool parse_payload(const tf_buf *b, payload *pl)
 {
-	const uint8_t *p = b->p;
+	const uint8_t *p = b->p, *end = b->p + b->len;
 
-	pl->kind = vget(&p);
-	pl->ntiles = pl->n = vget(&p);
-	pl->t = calloc(pl->ntiles, sizeof(*pl->t));
-	for (uint64_t t = 0; t < pl->ntiles; t++) {
+	memset(pl, 0, sizeof(*pl));
+	if (!vget(&p, end, &pl->kind) || !vget(&p, end, &pl->ntiles) || pl->ntiles > P_TILES)
+		return false;
+	pl->n = pl->ntiles;
+	for (uint64_t t = 0; t < pl->n; t++) {
 		p_tile *te = &pl->t[t];
 		p_unit prev = { 0, 65536, 1 };
-		te->stored = vget(&p);
-		te->size = vget(&p);
-		te->nchunks = vget(&p);
-		te->nunits = te->nu = vget(&p);
-		vget(&p);	/* the unit list's length */
-		te->u = calloc(te->nunits ? te->nunits : 1, sizeof(*te->u));
-		for (uint64_t u = 0; u < te->nunits; u++) {
-			uint64_t v = vget(&p);
+		uint64_t ulen;
+		const uint8_t *units;
+
+		if (!vget(&p, end, &te->stored) || !vget(&p, end, &te->size) || !vget(&p, end, &te->nchunks) ||
+		    !vget(&p, end, &te->nunits) || !vget(&p, end, &ulen) || te->nunits > P_UNITS ||
+		    ulen > (uint64_t)(end - p))
+			return false;
+		te->nu = te->nunits;
+		units = p;
+		for (uint64_t u = 0; u < te->nu; u++) {
+			uint64_t v;
+			if (!vget(&p, end, &v))
+				return false;
 			te->u[u] = prev;
 			te->u[u].src_len = v >> 1;
-			if (v & 1) {
-				te->u[u].size = vget(&p);
-				te->u[u].nchunks = vget(&p);
-			}
+			if ((v & 1) && (!vget(&p, end, &te->u[u].size) || !vget(&p, end, &te->u[u].nchunks)))
+				return false;
 			prev = te->u[u];
 		}
+		if (p != units + ulen)
+			return false;
 	}
-	ck_assert(p == b->p + b->len);
-	pl->extra = 0;
+	return p == end;
+}
+
+static void decode_payload(const tf_buf *b, payload *pl)
+{
+	ck_assert(parse_payload(b, pl));
 }
 
 /* Units always written irregular (size and count explicit): also valid. */
@@ -1186,22 +1205,135 @@ static void encode_payload(const payload *pl, tf_buf *b)
 		vput(b, 0);
 }
 
-static void payload_free(payload *pl)
+/* Read [off, off+len) of f (clipped to its size) through cache c (a file
+ * is read through one cache): TF_OK with every byte the truth's, or an
+ * error.  Wrong bytes fail the test. */
+static tf_status read_range(tf_file *f, tf_cache *c, const made *m, uint64_t off, size_t len)
 {
-	for (uint64_t t = 0; t < pl->n; t++)
-		free(pl->t[t].u);
-	free(pl->t);
+	tf_handle *h;
+	tf_workspace *ws = tf_workspace_new();
+	uint8_t *dst = malloc(len ? len : 1);
+	size_t got = 0;
+	tf_error err;
+	tf_status rc;
+
+	ck_assert(tf_handle_open(f, &h, NULL) == TF_OK);
+	rc = tf_handle_read(h, c, ws, off, len, dst, &got, &err);
+	if (rc == TF_OK) {
+		ck_assert_msg(off + got <= m->size, "%zu bytes read at %llu of a file of %zu", got,
+			      (unsigned long long)off, m->size);
+		ck_assert_msg(!memcmp(dst, m->plain + off, got), "wrong bytes at %llu+%zu",
+			      (unsigned long long)off, got);
+		ck_assert_msg(got == len || off + got == m->size, "%zu bytes of %zu read at %llu: the file is "
+			      "%zu bytes", got, len, (unsigned long long)off, m->size);
+	}
+	tf_handle_close(h);
+	tf_workspace_free(ws);
+	free(dst);
+	return rc;
 }
 
-/* Damages; each must be rejected (or, for "shuffle", fail the decode). */
+/* After an entry was found wrong at a read: it is gone, the next open
+ * walks and stores a good one, the one after restores it and reads right. */
+static void rebuilt(const made *m, tf_index *s)
+{
+	tf_buf p = TF_BUF_INIT(1 << 20);
+	tf_index_key k = file_key(m);
+	tf_file_info info;
+	tf_file *f;
+
+	ck_assert_int_eq(tf_index_get(s, &k, &p, NULL), TF_E_NOTFOUND);
+	f = open_ok(m, s, false);
+	tf_file_get_info(f, &info);
+	ck_assert(!info.from_store);
+	tf_file_unref(f);
+	f = open_ok(m, s, false);
+	tf_file_get_info(f, &info);
+	ck_assert(info.from_store);
+	ck_assert_uint_eq(tf_file_size(f), m->size);
+	ck_assert_int_eq(read_all(f, m), TF_OK);
+	tf_file_unref(f);
+	tf_buf_free(&p);
+}
+
+/* The first decoded byte of tile t of a file of tiles of the given sizes. */
+static uint64_t tile_off(const size_t *tiles, size_t t)
+{
+	uint64_t off = 0;
+
+	for (size_t i = 0; i < t; i++)
+		off += tiles[i];
+	return off;
+}
+
+/* Issue 20, item 3: tile 0 and its last unit claimed 4 bytes longer, which
+ * every check of the entry passes.  Every later tile's own headers agree
+ * with it, so only the order of proof catches it: a read of tile 1 or 2
+ * before tile 0 was ever read fails, as does tile 0; no read gets bytes
+ * shifted by 4; the entry is removed (warned, naming tile 0) and the next
+ * open walks, stores and reads right. */
+START_TEST(test_forged_size)
+{
+	static const size_t tiles[] = { 65536 * 3, 65536 + 1000, 5000 };
+	/* Read first: in tile 1, in tile 2 (as claimed: 4 bytes on), in tile
+	 * 0's last unit. */
+	static const uint64_t first[] = { 65536 * 3 + 4 + 100, 65536 * 4 + 1000 + 4, 65536 * 2 + 100 };
+	tf_buf good = TF_BUF_INIT(1 << 20), bad = TF_BUF_INIT(1 << 20);
+	made m;
+
+	make_file("f.tdb", tiles, 3, 9, &m);
+	stored_payload(&m, false, &good);
+	for (size_t i = 0; i < sizeof(first) / sizeof(first[0]); i++) {
+		heard h = { 0 };
+		tf_index *s = open_store(0, &h);
+		tf_index_key k = file_key(&m);
+		tf_index_stats st;
+		tf_file_info info;
+		payload pl;
+		tf_file *f;
+		tf_cache *c;
+
+		decode_payload(&good, &pl);
+		pl.t[0].size += 4;
+		pl.t[0].u[pl.t[0].nu - 1].size += 4;
+		encode_payload(&pl, &bad);
+		tf_index_put(s, &k, bad.p, bad.len);
+		f = open_ok(&m, s, false);
+		ck_assert(tf_cache_new(1 << 20, 0, &c, NULL) == TF_OK);
+		tf_file_get_info(f, &info);
+		ck_assert(info.from_store);
+		ck_assert_uint_eq(tf_file_size(f), m.size + 4);	/* the claim, until proved */
+		ck_assert_int_eq(read_range(f, c, &m, 0, 4096), TF_OK);	/* before the lie */
+		ck_assert_int_eq(read_range(f, c, &m, first[i], 4096), TF_E_CORRUPT);
+		ck_assert_int_eq(read_range(f, c, &m, tile_off(tiles, 2) + 4, 100), TF_E_CORRUPT);
+		ck_assert_int_eq(read_range(f, c, &m, 0, m.size + 4), TF_E_CORRUPT);
+		tf_file_unref(f);
+		tf_cache_free(c);
+		tf_index_get_stats(s, &st);
+		ck_assert_uint_eq(st.corrupt, 1);
+		ck_assert_uint_eq(h.n, 1);
+		ck_assert_msg(strstr(h.last, "tile 0: ") && strstr(h.last, "differ") && strstr(h.last, "removed"),
+			      "%s", h.last);
+		rebuilt(&m, s);
+		tf_index_free(s);
+	}
+	tf_buf_free(&good);
+	tf_buf_free(&bad);
+	free(m.plain);
+}
+END_TEST
+
+/* Damages; each must be rejected at the open or by the first read of what
+ * it concerns (or of anything after it). */
 enum { D_NONE, D_KIND, D_NTILES_HUGE, D_NTILES_LESS, D_STORED_PLUS, D_STORED_MINUS, D_STORED_HUGE,
        D_NCHUNKS_PLUS, D_NCHUNKS_HUGE, D_NUNITS_HUGE, D_UNIT_SRC_PLUS, D_UNIT_SRC_ZERO, D_UNIT_CHUNKS_ZERO,
        D_UNIT_CHUNKS_PLUS, D_UNIT_SIZE_HUGE, D_EXTRA_BYTES, D_TRUNCATED, D_SHUFFLE, D_TILE_SIZE_PLUS,
-       D_TILE_SIZE_HUGE, D_ULEN_PLUS, D_ULEN_MINUS, D_COUNT };
+       D_TILE_SIZE_HUGE, D_ULEN_PLUS, D_ULEN_MINUS, D_FORGED, D_STORED_SHIFT, D_SIZE_SHIFT_TILES,
+       D_LAST_TILE, D_COUNT };
 
 static void damage(payload *pl, int d, tf_buf *b)
 {
-	p_tile *t0 = &pl->t[0];
+	p_tile *t0 = &pl->t[0], *t1 = &pl->t[1], *tl = &pl->t[pl->n - 1];
 
 	switch (d) {
 	case D_KIND: pl->kind = 2; break;
@@ -1224,6 +1356,14 @@ static void damage(payload *pl, int d, tf_buf *b)
 	case D_TILE_SIZE_HUGE: t0->size = UINT64_MAX - 5; break;
 	case D_ULEN_PLUS: t0->ulen_delta = 1; break;
 	case D_ULEN_MINUS: t0->ulen_delta = -1; break;
+	case D_FORGED: t0->size += 4, t0->u[t0->nu - 1].size += 4; break;	/* issue 20 */
+	case D_STORED_SHIFT:	/* 12 stored bytes moved from tile 1 to tile 0, units too */
+		t0->stored += 12, t0->u[t0->nu - 1].src_len += 12, t1->stored -= 12, t1->u[0].src_len -= 12;
+		break;
+	case D_SIZE_SHIFT_TILES:	/* tile 0 +4, tile 1 -4: the file's size kept */
+		t0->size += 4, t0->u[t0->nu - 1].size += 4, t1->size -= 4, t1->u[0].size -= 4;
+		break;
+	case D_LAST_TILE: tl->size += 4, tl->u[tl->nu - 1].size += 4; break;
 	default: break;
 	}
 	encode_payload(pl, b);
@@ -1231,51 +1371,27 @@ static void damage(payload *pl, int d, tf_buf *b)
 		b->len--;
 }
 
-/* Where a damage is seen: at the open (the entry is not used), when its
- * tile is first read (rejected then, the tile walked), or only by the
- * decode (counts that add up but are wrong). */
-enum { AT_OPEN, AT_READ, AT_DECODE, EITHER };
-
-static int where(int d)
+/* Whether a damage is seen at the open (the entry not used: walked). */
+static bool seen_at_open(int d)
 {
 	switch (d) {
-	case D_NONE: return -1;
-	case D_NCHUNKS_PLUS: case D_UNIT_SRC_PLUS: case D_UNIT_SRC_ZERO: case D_UNIT_CHUNKS_ZERO:
-	case D_UNIT_SIZE_HUGE: case D_TILE_SIZE_PLUS: return AT_READ;
-	case D_SHUFFLE: case D_UNIT_CHUNKS_PLUS: return AT_DECODE;
-	case D_ULEN_PLUS: case D_ULEN_MINUS: return EITHER;	/* the rest is read shifted */
-	default: return AT_OPEN;
+	case D_NONE: case D_NCHUNKS_PLUS: case D_UNIT_SRC_PLUS: case D_UNIT_SRC_ZERO: case D_UNIT_CHUNKS_ZERO:
+	case D_UNIT_SIZE_HUGE: case D_TILE_SIZE_PLUS: case D_SHUFFLE: case D_UNIT_CHUNKS_PLUS: case D_FORGED:
+	case D_STORED_SHIFT: case D_SIZE_SHIFT_TILES: case D_LAST_TILE:
+	case D_ULEN_PLUS: case D_ULEN_MINUS:	/* either: the rest of the payload is read shifted */
+		return false;
+	default:
+		return true;
 	}
-}
-
-/* After a rejected entry: an open that walked (the entry was rejected at
- * open) stored a good one; one rejected when a tile was read walked only
- * that tile, so the next open walks and stores.  Then it is restored. */
-static void rebuilt(const made *m, tf_index *s, bool walked)
-{
-	tf_file_info info;
-	tf_file *f;
-
-	if (!walked) {
-		f = open_ok(m, s, false);
-		tf_file_get_info(f, &info);
-		ck_assert(!info.from_store);
-		tf_file_unref(f);
-	}
-	f = open_ok(m, s, false);
-	tf_file_get_info(f, &info);
-	ck_assert(info.from_store);
-	ck_assert_int_eq(read_all(f, m), TF_OK);
-	tf_file_unref(f);
 }
 
 START_TEST(test_damaged_payloads)
 {
 	made m;
 	tf_buf good = TF_BUF_INIT(1 << 24), bad = TF_BUF_INIT(1 << 24);
-	static const size_t tiles[] = { 65536 * 4, 65536 + 100, 4 };
+	static const size_t tiles[] = { 65536 * 4, 65536 + 100, 4, 3000 };
 
-	make_file("d.tdb", tiles, 3, 4, &m);
+	make_file("d.tdb", tiles, 4, 4, &m);
 	stored_payload(&m, false, &good);
 	for (int d = D_NONE; d < D_COUNT; d++) {
 		heard h = { 0 };
@@ -1286,35 +1402,354 @@ START_TEST(test_damaged_payloads)
 		tf_status rc;
 		payload pl;
 		tf_file *f;
-		int w = where(d);
+		tf_cache *c;
+		bool at_open;
 
 		decode_payload(&good, &pl);
 		damage(&pl, d, &bad);
-		payload_free(&pl);
 		tf_index_put(s, &k, bad.p, bad.len);
 		f = open_ok(&m, s, false);
+		ck_assert(tf_cache_new(1 << 20, 0, &c, NULL) == TF_OK);
 		tf_file_get_info(f, &info);
-		rc = read_all(f, &m);	/* right bytes, or an error: never wrong bytes */
+		at_open = !info.from_store;
+		ck_assert_msg(at_open == seen_at_open(d) || d == D_ULEN_PLUS || d == D_ULEN_MINUS,
+			      "damage %d: from_store %d", d, info.from_store);
+		/* The last tile first, then all: right bytes, or an error. */
+		read_range(f, c, &m, tile_off(tiles, 3), 3000);
+		rc = read_range(f, c, &m, 0, m.size + 1);
 		tf_file_unref(f);
+		tf_cache_free(c);
 		tf_index_get_stats(s, &st);
-		if (w == EITHER)
-			w = info.from_store ? AT_READ : AT_OPEN;
-		ck_assert_msg(info.from_store == (w != AT_OPEN), "damage %d: from_store %d", d, info.from_store);
-		ck_assert_msg(st.walks == (w == AT_OPEN), "damage %d: %llu walks", d, (unsigned long long)st.walks);
-		ck_assert_msg(st.corrupt == (w == AT_OPEN || w == AT_READ), "damage %d: corrupt %llu", d,
+		ck_assert_msg(st.walks == at_open, "damage %d: %llu walks", d, (unsigned long long)st.walks);
+		ck_assert_msg(st.corrupt == (d != D_NONE), "damage %d: corrupt %llu", d,
 			      (unsigned long long)st.corrupt);
 		ck_assert_uint_eq(h.n, st.corrupt);
-		/* A tile whose size was wrong cannot be read; every other
-		 * rejected entry's tile is walked and reads right. */
-		ck_assert_msg(rc == (w == AT_DECODE || d == D_TILE_SIZE_PLUS ? TF_E_CORRUPT : TF_OK),
-			      "damage %d: read %d", d, rc);
-		if (st.corrupt)
-			rebuilt(&m, s, w == AT_OPEN);
+		ck_assert_msg(rc == (at_open || d == D_NONE ? TF_OK : TF_E_CORRUPT), "damage %d: read %d", d, rc);
+		if (st.corrupt && !at_open)
+			rebuilt(&m, s);
 		tf_index_free(s);
 	}
 	tf_buf_free(&good);
 	tf_buf_free(&bad);
 	free(m.plain);
+}
+END_TEST
+
+/* A read far into a restored file proves what precedes it by more than
+ * 4 MiB by reading headers, without decoding (the rest through the cache):
+ * a good entry reads right; 4 bytes moved between tile 0's first two units
+ * (sums kept) are found by the headers, and the reader gets EIO. */
+START_TEST(test_far_proof)
+{
+	static const size_t tiles[] = { 65536 * 70 + 4, 65536 * 10, 65536 * 4 };
+	tf_buf good = TF_BUF_INIT(1 << 20), bad = TF_BUF_INIT(1 << 20);
+	made m;
+
+	make_file("far.tdb", tiles, 3, 11, &m);
+	stored_payload(&m, false, &good);
+	for (int forged = 0; forged < 2; forged++) {
+		heard h = { 0 };
+		tf_index *s = open_store(0, &h);
+		tf_index_key k = file_key(&m);
+		tf_cache_stats cs;
+		tf_index_stats st;
+		payload pl;
+		tf_file *f;
+		tf_cache *c;
+
+		decode_payload(&good, &pl);
+		if (forged)
+			pl.t[0].u[0].size += 4, pl.t[0].u[1].size -= 4;
+		encode_payload(&pl, &bad);
+		tf_index_put(s, &k, bad.p, bad.len);
+		f = open_ok(&m, s, false);
+		ck_assert(tf_cache_new(4 << 20, 0, &c, NULL) == TF_OK);
+		ck_assert_int_eq(read_range(f, c, &m, tile_off(tiles, 2) + forged * 4 + 1000, 5000),
+				 forged ? TF_E_CORRUPT : TF_OK);
+		tf_cache_get_stats(c, &cs);
+		/* The first 16 of the 81 units before it proved by their headers. */
+		ck_assert_msg(cs.misses <= 1 + 81 - 16, "%llu units decoded", (unsigned long long)cs.misses);
+		tf_index_get_stats(s, &st);
+		ck_assert_uint_eq(st.corrupt, forged);
+		ck_assert_int_eq(read_range(f, c, &m, 0, m.size + 1), forged ? TF_E_CORRUPT : TF_OK);
+		tf_file_unref(f);
+		tf_cache_free(c);
+		if (forged)
+			rebuilt(&m, s);
+		tf_index_free(s);
+	}
+	tf_buf_free(&good);
+	tf_buf_free(&bad);
+	free(m.plain);
+}
+END_TEST
+
+/* Readers of one restored file at once, through one cache with workers
+ * (decode-ahead on): 4 threads at random places, 2 of them also from the
+ * start in 128 KiB steps.  With the true entry every read is right; with
+ * tile 0 forged every read is right or EIO, and the entry is rejected
+ * once.  (Under TSan: the proof, its flags and the cache waits race-free.) */
+typedef struct reader_arg {
+	tf_file *f;
+	tf_cache *c;
+	const made *m;
+	uint64_t seed;
+	_Atomic unsigned *wrong, *failed;
+} reader_arg;
+
+static void *reader(void *p)
+{
+	reader_arg *a = p;
+	tf_workspace *ws = tf_workspace_new();
+	uint8_t *dst = malloc(1 << 17);
+	uint64_t x = a->seed;
+	tf_handle *h;
+
+	if (tf_handle_open(a->f, &h, NULL) != TF_OK) {
+		atomic_fetch_add(a->wrong, 1);
+		return NULL;
+	}
+	for (unsigned i = 0; i < 150; i++) {
+		uint64_t off, size = a->m->size;
+		size_t len, got = 0;
+		tf_error err;
+
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		off = a->seed % 2 && i < 50 ? (uint64_t)i << 17 : x % size;
+		len = 1 + (size_t)((x >> 20) % (1 << 17));
+		if (off >= size)
+			continue;
+		if (tf_handle_read(h, a->c, ws, off, len, dst, &got, &err) != TF_OK)
+			atomic_fetch_add(a->failed, 1);
+		else if (memcmp(dst, a->m->plain + off, got) || (got != len && off + got != size))
+			atomic_fetch_add(a->wrong, 1);
+	}
+	tf_handle_close(h);
+	tf_workspace_free(ws);
+	free(dst);
+	return NULL;
+}
+
+START_TEST(test_concurrent_proof)
+{
+	static const size_t tiles[] = { 65536 * 24 + 8, 65536 * 16, 65536 * 8 + 5 };
+	tf_buf good = TF_BUF_INIT(1 << 20), bad = TF_BUF_INIT(1 << 20);
+	made m;
+
+	make_file("c.tdb", tiles, 3, 12, &m);
+	stored_payload(&m, false, &good);
+	for (int forged = 0; forged < 2; forged++) {
+		heard h = { 0 };
+		tf_index *s = open_store(0, &h);
+		tf_index_key k = file_key(&m);
+		_Atomic unsigned wrong = 0, failed = 0;
+		unsigned nwrong, nfailed;
+		pthread_t th[4];
+		reader_arg ra[4];
+		tf_index_stats st;
+		payload pl;
+		tf_file *f;
+		tf_cache *c;
+
+		decode_payload(&good, &pl);
+		if (forged)
+			pl.t[0].size += 4, pl.t[0].u[pl.t[0].nu - 1].size += 4;
+		encode_payload(&pl, &bad);
+		tf_index_put(s, &k, bad.p, bad.len);
+		f = open_ok(&m, s, false);
+		ck_assert(tf_cache_new(8 << 20, 2, &c, NULL) == TF_OK);
+		for (int i = 0; i < 4; i++) {
+			ra[i] = (reader_arg){ f, c, &m, 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1), &wrong, &failed };
+			ck_assert_int_eq(pthread_create(&th[i], NULL, reader, &ra[i]), 0);
+		}
+		for (int i = 0; i < 4; i++)
+			pthread_join(th[i], NULL);
+		tf_cache_free(c);
+		tf_file_unref(f);
+		tf_index_get_stats(s, &st);
+		nwrong = atomic_load(&wrong), nfailed = atomic_load(&failed);
+		ck_assert_msg(nwrong == 0, "%u reads got wrong bytes", nwrong);
+		ck_assert_uint_eq(st.corrupt, forged);
+		ck_assert_uint_eq(h.n, forged);
+		ck_assert_msg(forged ? nfailed > 0 : nfailed == 0, "%u reads failed", nfailed);
+		tf_index_free(s);
+	}
+	tf_buf_free(&good);
+	tf_buf_free(&bad);
+	free(m.plain);
+}
+END_TEST
+
+/* ---- random mutations ------------------------------------------------------------------------- */
+
+static uint64_t rnd_state;
+
+static uint64_t rnd(void)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 7;
+	rnd_state ^= rnd_state << 17;
+	return rnd_state;
+}
+
+static uint64_t *tile_field(p_tile *t, unsigned f)
+{
+	return f == 0 ? &t->stored : f == 1 ? &t->size : f == 2 ? &t->nchunks : &t->nunits;
+}
+
+static uint64_t *unit_field(p_unit *u, unsigned f)
+{
+	return f == 0 ? &u->src_len : f == 1 ? &u->size : &u->nchunks;
+}
+
+/* Bytes of b flipped, set, inserted or removed. */
+static void mutate_bytes(tf_buf *b)
+{
+	size_t at = b->len ? (size_t)(rnd() % b->len) : 0;
+	uint8_t c = (uint8_t)rnd();
+
+	switch (rnd() % 4) {
+	case 0: if (b->len) b->p[at] ^= (uint8_t)(1u << (rnd() % 8)); break;
+	case 1: if (b->len) b->p[at] = c; break;
+	case 2: ck_assert(tf_buf_append(b, &c, 1, NULL) == TF_OK);
+		memmove(b->p + at + 1, b->p + at, b->len - 1 - at);
+		b->p[at] = c;
+		break;
+	default: if (b->len) memmove(b->p + at, b->p + at + 1, b->len - at - 1), b->len--; break;
+	}
+}
+
+/* One random change to payload b: a field of a tile or a unit moved a
+ * little or a lot, or set at random; two moved in opposite directions
+ * (sums kept); a tile's decoded size moved with one of its units' (what
+ * the entry's own checks cannot see); units or tiles swapped; counts
+ * moved; or bytes changed. */
+static void mutate(tf_buf *b)
+{
+	static const int64_t deltas[] = { 1, -1, 4, -4, 12, -12, 4096, -4096, 65536, -65536 };
+	static payload pl;
+	int64_t d = deltas[rnd() % 10];
+	p_tile *t1, *t2;
+	p_unit *u1, *u2;
+	unsigned f = (unsigned)(rnd() % 3);
+
+	if (rnd() % 5 == 0 || !parse_payload(b, &pl) || !pl.n) {
+		mutate_bytes(b);
+		return;
+	}
+	t1 = &pl.t[rnd() % pl.n], t2 = &pl.t[rnd() % pl.n];
+	u1 = t1->nu ? &t1->u[rnd() % t1->nu] : NULL, u2 = t2->nu ? &t2->u[rnd() % t2->nu] : NULL;
+	switch (rnd() % 8) {
+	case 0: *tile_field(t1, (unsigned)(rnd() % 4)) += (uint64_t)d; break;
+	case 1: if (u1) *unit_field(u1, f) += (uint64_t)d; break;
+	case 2: if (u1 && u2) *unit_field(u1, f) += (uint64_t)d, *unit_field(u2, f) -= (uint64_t)d; break;
+	case 3: if (u1) *tile_field(t1, f) += (uint64_t)d, *unit_field(u1, f) += (uint64_t)d; break;
+	case 4: if (u1 && u2) { p_unit u = *u1; *u1 = *u2, *u2 = u; } break;
+	case 5: { p_tile t = *t1; *t1 = *t2, *t2 = t; } break;
+	case 6: if (u1 && rnd() % 2) *unit_field(u1, f) = rnd() >> (rnd() % 64);
+		else *tile_field(t1, f) = rnd() >> (rnd() % 64);
+		break;
+	default: pl.ntiles += d > 0 ? 1 : (uint64_t)-1; break;
+	}
+	encode_payload(&pl, b);
+}
+
+typedef struct campaign {
+	unsigned mutants, at_open, at_read, same, reads, failed_reads;
+} campaign;
+
+/* n mutants of m's entry, each read at random places (half of them in the
+ * last MiB), then whole. */
+static void mutate_file(const made *m, unsigned n, campaign *cp)
+{
+	tf_buf good = TF_BUF_INIT(1 << 20), bad = TF_BUF_INIT(1 << 20);
+	static payload a, g;
+
+	stored_payload(m, false, &good);
+	for (unsigned i = 0; i < n; i++, cp->mutants++) {
+		tf_index *s = open_store(0, NULL);
+		tf_index_key k = file_key(m);
+		tf_index_stats st;
+		tf_file_info info;
+		tf_file *f;
+		tf_cache *c;
+
+		bad.len = 0;
+		ck_assert(tf_buf_append(&bad, good.p, good.len, NULL) == TF_OK);
+		for (unsigned j = 1 + (unsigned)(rnd() % 2); j; j--)
+			mutate(&bad);
+		tf_index_put(s, &k, bad.p, bad.len);
+		f = open_ok(m, s, false);
+		ck_assert(tf_cache_new(1 << 20, 0, &c, NULL) == TF_OK);
+		tf_file_get_info(f, &info);
+		for (unsigned r = 0; r < 4; r++) {
+			uint64_t size = tf_file_size(f), off = size ? rnd() % size : 0;
+			if (r % 2 && size > (1 << 20))
+				off = size - 1 - rnd() % (1 << 20);
+			cp->failed_reads += read_range(f, c, m, off, 1 + (size_t)(rnd() % 100000)) != TF_OK;
+			cp->reads++;
+		}
+		cp->failed_reads += read_range(f, c, m, 0, m->size + 1) != TF_OK;
+		cp->reads++;
+		tf_file_unref(f);
+		tf_cache_free(c);
+		tf_index_get_stats(s, &st);
+		if (!info.from_store) {
+			cp->at_open++;
+			ck_assert_uint_eq(st.walks, 1);
+		} else if (st.corrupt) {
+			cp->at_read++;
+			rebuilt(m, s);
+		} else {
+			/* Never found wrong: the same claims (a unit swapped with
+			 * itself, a move undone by the next, a longer varint). */
+			cp->same++;
+			ck_assert(parse_payload(&bad, &a));
+			decode_payload(&good, &g);
+			ck_assert_uint_eq(a.kind, g.kind);
+			ck_assert_uint_eq(a.ntiles, g.ntiles);
+			for (uint64_t t = 0; t < a.n; t++) {
+				ck_assert_msg(a.t[t].stored == g.t[t].stored && a.t[t].size == g.t[t].size &&
+					      a.t[t].nchunks == g.t[t].nchunks && a.t[t].nunits == g.t[t].nunits,
+					      "mutant %u: other claims for tile %llu accepted", i, (unsigned long long)t);
+				ck_assert_msg(!memcmp(a.t[t].u, g.t[t].u, a.t[t].nu * sizeof(p_unit)),
+					      "mutant %u: other units in tile %llu accepted", i, (unsigned long long)t);
+			}
+		}
+		tf_index_free(s);
+	}
+	tf_buf_free(&good);
+	tf_buf_free(&bad);
+}
+
+/* Issue 20, item 3: random mutations of valid entries, stored with valid
+ * checksums: of a small file of 7 tiles (proved through the cache), and,
+ * one in 20, of one of 5.3 MiB (reads of its end prove the start of tile 0
+ * by headers).  Every read gives the true bytes or an error, never a wrong
+ * byte (read_range); a mutant found wrong is gone from the store and the
+ * next open walks and reads right; one never found wrong makes the same
+ * claims as the true entry.  TF_INDEX_MUTATIONS (default 100; the long
+ * mode, tests/robust/README: 1000) and TF_INDEX_SEED. */
+START_TEST(test_mutated_entries)
+{
+	static const size_t small[] = { 65536 * 3 + 100, 0, 5000, 65536 * 2, 12, 65536 + 7, 1 };
+	static const size_t big[] = { 65536 * 80 + 100, 0, 5000, 65536 * 4, 12, 65536 + 7, 1 };
+	const char *env = getenv("TF_INDEX_MUTATIONS"), *seed = getenv("TF_INDEX_SEED");
+	unsigned n = env ? (unsigned)strtoul(env, NULL, 10) : 100;
+	campaign cp = { 0 };
+	made m;
+
+	rnd_state = seed ? strtoull(seed, NULL, 10) : 20;
+	rnd_state = rnd_state ? rnd_state : 1;
+	make_file("m.tdb", small, sizeof(small) / sizeof(small[0]), 5, &m);
+	mutate_file(&m, n - n / 20, &cp);
+	free(m.plain);
+	make_file("big.tdb", big, sizeof(big) / sizeof(big[0]), 6, &m);
+	mutate_file(&m, n / 20, &cp);
+	free(m.plain);
+	printf("index mutations: %u (seed %s): %u rejected at open, %u at a read, %u the same claims; "
+	       "%u reads, %u failed, 0 wrong bytes\n", cp.mutants, seed ? seed : "20", cp.at_open, cp.at_read,
+	       cp.same, cp.reads, cp.failed_reads);
 }
 END_TEST
 
@@ -1345,6 +1780,10 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_header_walk_same);
 	tcase_add_test(tc, test_file_rewritten_in_place);
 	tcase_add_test(tc, test_damaged_payloads);
+	tcase_add_test(tc, test_forged_size);
+	tcase_add_test(tc, test_far_proof);
+	tcase_add_test(tc, test_concurrent_proof);
+	tcase_add_test(tc, test_mutated_entries);
 	suite_add_tcase(s, tc);
 	return s;
 }
