@@ -1066,7 +1066,7 @@ size_t tf_file_index_bytes(const tf_file *f)
 
 	for (size_t t = 0; t < f->ntiles; t++) {
 		const unit_table *ut = atomic_load(&f->tiles[t].units);
-		n += ut ? sizeof(*ut) + ut->n * sizeof(unit_ent) : 0;
+		n += ut ? sizeof(*ut) + ut->n * (sizeof(unit_ent) + (ut->agreed ? 1 : 0)) : 0;
 	}
 	return n;
 }
