@@ -316,7 +316,7 @@ static int start(tilefs *fs)
 		 * workers, 179 with three, 185 with four). */
 		workers = (ncpu > 0 ? (unsigned)ncpu : 2) + 1;
 	if (tf_cache_new(fs->settings->cache_size, workers, &fs->cache, &err) != TF_OK ||
-	    tf_catalog_new(fs->src, fs->config, &fs->catalog, &err) != TF_OK || fs_index_open(fs) != 0 ||
+	    tf_catalog_new(fs->src, fs->config, &fs->catalog, &err) != TF_OK || fs_index_start(fs) != 0 ||
 	    fs_nodes_init(&fs->nodes, fs->settings->index_budget, fs->catalog) != 0 ||
 	    fs_ll_thread_key(fs) != 0 || make_root(fs) != 0) {
 		fs_log(TF_LOG_ERROR, "cannot start: out of memory, or SOURCE unreadable");
@@ -508,7 +508,8 @@ int main(int argc, char **argv)
 		    fuse_parse_cmdline(&args, &o) != 0 || !o.mountpoint) {
 			fprintf(stderr, "tilefs: missing MOUNTPOINT (see tilefs --help)\n");
 			rc = TFS_EXIT_USAGE;
-		} else if (!(rc = check_mountpoint(&fs, o.mountpoint))) {
+		} else if (!(rc = check_mountpoint(&fs, o.mountpoint)) &&
+			   !(rc = fs_index_open(&fs, c.index_dir != NULL))) {
 			rc = serve(&fs, &args, &o);
 		}
 	}

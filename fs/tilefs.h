@@ -164,9 +164,15 @@ void fs_nodes_stats(tilefs *fs, size_t *nodes, size_t *indexes, size_t *index_by
 
 /* ---- indexer.c: the persisted index store and index_at_mount ----------------------------- */
 
-/* Open the store (a directory that cannot be used only warns) and give it
- * to the catalog; start indexing ahead with index_at_mount.  -1: no memory. */
-int fs_index_open(tilefs *fs);
+/* Open the store, before daemonizing: a configured index_dir that must not
+ * be used (a symlink on the way, not the user's alone) fails the mount
+ * (TFS_EXIT_CONFIG, said on stderr with the option or FILE:LINE that set
+ * it); the default one only warns, as does any directory that cannot be
+ * made or written.  0, or an exit status. */
+int fs_index_open(tilefs *fs, bool from_option);
+/* After daemonizing: give the store to the catalog, start indexing ahead
+ * with index_at_mount.  -1: no memory. */
+int fs_index_start(tilefs *fs);
 /* Stop indexing ahead (waits for the file in hand); then free the store. */
 void fs_index_stop(tilefs *fs);
 void fs_index_close(tilefs *fs);

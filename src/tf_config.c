@@ -79,6 +79,7 @@ struct tf_config {
 	bool world_readable;	/* the config file itself */
 	char *plugin_path;	/* [tilefs] plugin_path, as written */
 	char *index_dir;	/* [tilefs] index_dir, resolved (s.index_dir) */
+	char *index_dir_at;	/* "FILE:LINE" of it (s.index_dir_at) */
 	int plugin_path_line;
 	tf_plugins *plugins;	/* loaded by resolve(); outlives every pipeline */
 	char *plugin_where;	/* "FILE:LINE" of plugin_path, or the variable, for warnings */
@@ -429,9 +430,13 @@ static int set_index(parser *ps, const char *name, const char *value)
 		free(ps->c->index_dir);
 		ps->c->index_dir = !value[0] ? NULL : !strcmp(value, "none") ? strdup("none")
 				 : resolve_path(ps->c, value);
-		if (value[0] && !ps->c->index_dir)
+		free(ps->c->index_dir_at);
+		if (asprintf(&ps->c->index_dir_at, "%s:%d", ps->c->path, ps->line) < 0)
+			ps->c->index_dir_at = NULL;
+		if ((value[0] && !ps->c->index_dir) || !ps->c->index_dir_at)
 			return fail(ps, ps->line, "out of memory");
 		s->index_dir = ps->c->index_dir;
+		s->index_dir_at = ps->c->index_dir_at;
 	} else if (!strcmp(name, "index_max_size")) {
 		if (!tf_parse_size(value, &s->index_max_size) || s->index_max_size < 65536)
 			return fail(ps, ps->line, "index_max_size: bad size '%s' (e.g. 1G; at least 64K)", value);
@@ -957,7 +962,7 @@ void tf_config_free(tf_config *c)
 	tf_plugins_free(c->plugins);	/* after every pipeline holding its classes */
 	for (size_t i = 0; i < c->nwarnings; i++)
 		free(c->warnings[i]);
-	free(c->warnings), free(c->plugin_where), free(c->plugin_path), free(c->index_dir);
+	free(c->warnings), free(c->plugin_where), free(c->plugin_path), free(c->index_dir), free(c->index_dir_at);
 	tf_s3_settings_clear(&c->s3);
 	free(c);
 }
@@ -1011,7 +1016,9 @@ bool tf_config_set_index_dir(tf_config *c, const char *dir)
 	if (!d)
 		return false;
 	free(c->index_dir);
+	free(c->index_dir_at);
 	c->s.index_dir = c->index_dir = d;
+	c->s.index_dir_at = c->index_dir_at = NULL;
 	return true;
 }
 

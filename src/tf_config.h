@@ -48,6 +48,7 @@ typedef struct tf_settings {
 	const tf_key *default_key;	/* for TileDB arrays with no [array] key */
 	bool views;			/* views = yes: each array's @views folder */
 	const char *index_dir;		/* persisted indexes: NULL the default, "none" */
+	const char *index_dir_at;	/* "FILE:LINE" that set it, NULL if no file did */
 	uint64_t index_max_size;	/* their bound in bytes (0: the default) */
 	bool index_at_mount;		/* index the whole source in the background */
 	bool metadata_headers;		/* metadata_walk = headers (default window) */

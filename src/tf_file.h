@@ -165,7 +165,10 @@ tf_file *tf_handle_file(const tf_handle *r);
  * that points straight at them.  Sequential readers get decode-ahead on
  * the cache's workers; a request's missing units are decoded in parallel
  * when workers are idle.  Any failing unit fails the whole request (its
- * error names file, tile, chunk and filter) and nothing stays pinned.
+ * error names file, tile, chunk and filter) and nothing stays pinned.  A
+ * file restored from the index store answers only what its own chunk
+ * headers prove the entry right about, up to the request's end (a wrong
+ * entry: TF_E_CORRUPT from there on).
  * s is the caller's, reused across calls (tf_slices_free at the end).
  */
 typedef struct tf_slice {

@@ -37,7 +37,6 @@ struct tf_handle {
 	atomic_bool planned;	/* the objects advised TF_ACCESS_PLANNED */
 };
 
-#define UNIT_KEY(tile, u) ((uint64_t)(tile) << 32 | (uint64_t)(u))
 #define AHEAD_MIN ((uint64_t)8 << 20)	/* decode-ahead window, at least */
 #define RUN_MIN ((uint64_t)1 << 20)	/* stored bytes per decode-ahead read, at first */
 #define SEQ_SLACK ((uint64_t)4 << 20)	/* concurrent requests arrive out of order */
@@ -583,6 +582,9 @@ tf_status tf_handle_pin(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t of
 	else	/* claims shared with workers are filled under our pins */
 		for (size_t i = 0; i < s->n; i++)
 			(void)tf_cache_wait(c, s->v[i].e, NULL);
+	/* A layout from the index store is a claim until proved up to end. */
+	if (rc == TF_OK && f->saved)
+		rc = tf_file_prove(f, r->obj, c, ws, off, end, err);
 	if (rc != TF_OK)
 		tf_handle_unpin(c, s, false);
 	return rc;

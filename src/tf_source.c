@@ -102,6 +102,11 @@ void tf_source_set_max_fds(tf_source *s, unsigned max)
 		s->ops->set_max_fds(s, max);
 }
 
+bool tf_source_object_id(const tf_source *s, const char *rel, char *buf, size_t n)
+{
+	return s->ops->object_id && check_rel(rel, NULL) == TF_OK && s->ops->object_id(s, rel, buf, n);
+}
+
 tf_status tf_source_stat(tf_source *s, const char *rel, tf_stat *st, tf_error *err)
 {
 	tf_status rc = check_rel(rel, err);

@@ -97,6 +97,14 @@ tf_status tf_source_locate(const char *spec, const struct tf_s3_settings *s3, tf
 /* "local" or "s3"; and how the user spelled the source (for messages). */
 const char *tf_source_kind(const tf_source *s);
 const char *tf_source_name(const tf_source *s);
+/*
+ * The name of rel's bytes in keys that outlive the process (the index
+ * store's): for an object store "s3:SCHEME://HOST[:PORT]/BUCKET/KEY", so
+ * that objects of one name at two endpoints never share a key.  False for
+ * a local source (its files are known by device and inode) or when it does
+ * not fit.
+ */
+bool tf_source_object_id(const tf_source *s, const char *rel, char *buf, size_t n);
 /* The root's descriptor of a local source (for statfs and mount checks), or -1. */
 int tf_source_local_fd(const tf_source *s);
 /* Whether stats carry the stored files' own owners and modes (a local

@@ -50,6 +50,14 @@ typedef enum { V_OK, V_RETRY, V_FAIL } verdict;
 
 const char *s3_client_where(const s3_client *c) { return c->where; }
 
+bool s3_client_id(const s3_client *c, char *buf, size_t n)
+{
+	const char *at = strrchr(c->host, '@');
+	int len = snprintf(buf, n, "%s://%s/%s", c->scheme, at ? at + 1 : c->host, c->bucket);
+
+	return len > 0 && (size_t)len < n;
+}
+
 /* ---- set-up --------------------------------------------------------------------------- */
 
 /* Whether bucket may lead the host name: one DNS label of lower-case

@@ -30,6 +30,9 @@ tf_status s3_client_new(const tf_s3_settings *s, const char *bucket, s3_client *
 void s3_client_free(s3_client *c);
 /* "http://host:port bucket 'b'" for messages. */
 const char *s3_client_where(const s3_client *c);
+/* "SCHEME://HOST[:PORT]/BUCKET": the host requests go to (no user
+ * information) and the bucket, into buf[n]; false if it does not fit. */
+bool s3_client_id(const s3_client *c, char *buf, size_t n);
 
 /*
  * Exactly len bytes of key at off into dst, from the version with ETag

@@ -27,6 +27,8 @@ typedef struct tf_source_ops {
 	/* Kinds holding descriptors (may be NULL: none). */
 	void (*fd_stats)(tf_source *s, tf_source_fds *out);
 	void (*set_max_fds)(tf_source *s, unsigned max);
+	/* tf_source_object_id; may be NULL (false) */
+	bool (*object_id)(const tf_source *s, const char *rel, char *buf, size_t n);
 } tf_source_ops;
 
 typedef struct tf_object_ops {

@@ -918,9 +918,23 @@ static void s3_free(tf_source *base)
 	free(s);
 }
 
+/* "s3:" endpoint, bucket and key: the same name at another endpoint is
+ * another object (tf_source_object_id). */
+static bool s3_object_id(const tf_source *base, const char *rel, char *buf, size_t n)
+{
+	const s3_source *s = (const s3_source *)base;
+	char where[512];
+	int len;
+
+	if (!s3_client_id(s->client, where, sizeof(where)))
+		return false;
+	len = snprintf(buf, n, "s3:%s/%s%s", where, s->prefix, strcmp(rel, ".") ? rel : "");
+	return len > 0 && (size_t)len < n;
+}
+
 static const tf_source_ops s3_source_ops = {
 	.kind = "s3", .free = s3_free, .stat = s3_stat, .list = s3_list, .readlink = NULL,
-	.statfs = s3_statfs, .open = s3_open,
+	.statfs = s3_statfs, .open = s3_open, .object_id = s3_object_id,
 };
 
 /* "s3://BUCKET[/PREFIX]" -> bucket and "PREFIX/" ("" for none). */
