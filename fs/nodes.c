@@ -9,8 +9,9 @@
  * freed when the kernel has forgotten it and no handle or request holds it.
  *
  * Decoded nodes hold their index (tf_file).  Indexes of nodes nobody has
- * open are dropped, least recently used first, beyond the index budget,
- * and rebuilt (for the same version) when opened again.  A failed index is
+ * open and no request holds are dropped, least recently used first, beyond
+ * the index budget, and rebuilt (for the same version) when opened again:
+ * an index is never dropped between its building and its use.  A failed index is
  * tried again after INDEX_RETRY_NS: a fragment seen mid-commit, before
  * TileDB wrote its last file, reads once it is complete.
  *
@@ -152,12 +153,19 @@ static void drop_index(fs_nodes *t, fs_node *n)
 	n->bytes = 0;
 }
 
-/* Indexes of nodes nobody has open go, oldest first, beyond the budget. */
+/*
+ * Indexes of idle nodes go, oldest first, beyond the budget.  A node is
+ * idle when no request holds it (pins), no handle has it open and nobody
+ * builds its index: a request that pinned a node before asking for its
+ * index can use n->file until it unpins, whatever the budget (one index
+ * larger than the whole budget included).  Called wherever a node stops
+ * being busy, so the budget holds again once the requests are done.
+ */
 static void trim_indexes(fs_nodes *t)
 {
 	for (fs_node *n = t->lru_head, *next; n && t->index_bytes > t->index_budget; n = next) {
 		next = n->next;
-		if (!n->opens && !n->indexing)
+		if (!n->pins && !n->opens && !n->indexing)
 			drop_index(t, n);
 	}
 }
@@ -200,6 +208,14 @@ static void maybe_free(fs_nodes *t, fs_node *n)
 	tf_facts_clear(&n->facts);
 	t->count--;
 	free_node(t, n);
+}
+
+/* A request lets go of n: its index may go now, and n with it. */
+static void unpin(fs_nodes *t, fs_node *n)
+{
+	n->pins--;
+	trim_indexes(t);
+	maybe_free(t, n);
 }
 
 static fs_node *add_node(fs_nodes *t, const char *rel, const tf_stat *st, bool decoded)
@@ -277,7 +293,8 @@ static bool same_dep(fs_node *n, const tf_file *f)
 }
 
 /* Build n's index unless it has one, or failed recently (lock held; it is
- * released while the catalog works).  flags: TF_OPEN_METADATA for a lookup
+ * released while the catalog works).  The caller has pinned n: on 0,
+ * n->file is there until it unpins.  flags: TF_OPEN_METADATA for a lookup
  * (only the size is wanted yet).  Returns 0 or -errno. */
 static int ensure_index(tilefs *fs, fs_node *n, unsigned flags)
 {
@@ -508,13 +525,13 @@ int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *kn
 		/* A file that cannot be indexed is listed empty; opening it says EIO.
 		 * One that changed since our stat is looked at again, once. */
 		rc = decoded ? ensure_index(fs, n, TF_OPEN_METADATA) : 0;
-		n->pins--;
 		if (rc == -ESTALE && tries == 0) {
-			maybe_free(&fs->nodes, n);
+			unpin(&fs->nodes, n);
 			pthread_mutex_unlock(&fs->nodes.lock);
 			continue;
 		}
 		n->nlookup++;
+		unpin(&fs->nodes, n);	/* its size stays if the index goes */
 		pthread_mutex_unlock(&fs->nodes.lock);
 		*out = n;
 		return fs_node_attr(fs, n, attr);
@@ -547,8 +564,7 @@ fs_node *fs_node_get(tilefs *fs, fuse_ino_t ino)
 void fs_node_put(tilefs *fs, fs_node *n)
 {
 	pthread_mutex_lock(&fs->nodes.lock);
-	n->pins--;
-	maybe_free(&fs->nodes, n);
+	unpin(&fs->nodes, n);
 	pthread_mutex_unlock(&fs->nodes.lock);
 }
 
@@ -643,6 +659,8 @@ int fs_node_open_index(tilefs *fs, fs_node *n, tf_file **f)
 	int rc;
 
 	pthread_mutex_lock(&fs->nodes.lock);
+	/* Pinned, so that the index published by ensure_index stays ours
+	 * until it is counted open, however far it is over the budget. */
 	n->pins++;
 	/* A failure older than the retry time is tried again; a fresh one is
 	 * the answer. */
@@ -653,7 +671,7 @@ int fs_node_open_index(tilefs *fs, fs_node *n, tf_file **f)
 		fs->nodes.open_handles++;
 		lru_touch(&fs->nodes, n);
 	}
-	n->pins--;
+	unpin(&fs->nodes, n);
 	pthread_mutex_unlock(&fs->nodes.lock);
 	return rc;
 }
