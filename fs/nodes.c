@@ -33,7 +33,8 @@
 struct fs_node {
 	fuse_ino_t id;
 	char *rel;
-	tf_stat st;		/* the source as this node shows it (under the lock) */
+	tf_stat st;		/* the source as this node shows it (under the lock:
+				 * a directory's and a view's are refreshed) */
 	tf_ent_kind kind;	/* st.kind, which never changes: read without the lock */
 	bool decoded, current;	/* current: by_rel maps rel here */
 	uint64_t nlookup;	/* the kernel's references */
@@ -300,6 +301,7 @@ static int ensure_index(tilefs *fs, fs_node *n, unsigned flags)
 {
 	fs_nodes *t = &fs->nodes;
 	tf_file *f = NULL;
+	tf_version v;
 	tf_facts fx;
 	tf_error err;
 	tf_status rc;
@@ -311,8 +313,9 @@ static int ensure_index(tilefs *fs, fs_node *n, unsigned flags)
 	if (n->index_errno && now_ns() - n->failed_at < INDEX_RETRY_NS)
 		return -n->index_errno;
 	n->indexing = true;
+	v = n->st.v;
 	pthread_mutex_unlock(&t->lock);
-	rc = tf_catalog_open_for(fs->catalog, n->rel, &n->st.v, flags, &f, &fx, &err);
+	rc = tf_catalog_open_for(fs->catalog, n->rel, &v, flags, &f, &fx, &err);
 	if (rc != TF_OK && rc != TF_E_STALE)
 		fs_log(TF_LOG_ERROR, "%s", err.msg);
 	pthread_mutex_lock(&t->lock);
@@ -430,10 +433,10 @@ static tf_stat view_stat(const tf_stat *parent, const tf_view_stat *vst)
 }
 
 /* Whether dir's entry `name` is a view: the views folder of an array, or
- * anything inside it. */
+ * anything inside it.  (Fields never changed after a node is made: no lock.) */
 static bool is_view(tilefs *fs, const fs_node *dir, const char *name)
 {
-	return dir && (dir->views || (fs->settings->views && dir->st.kind == TF_ENT_DIR &&
+	return dir && (dir->views || (fs->settings->views && dir->kind == TF_ENT_DIR &&
 				      !strcmp(name, TF_VIEWS_DIR) && tf_catalog_is_array(fs->catalog, dir->rel)));
 }
 
@@ -447,7 +450,7 @@ static int view_lookup(tilefs *fs, fs_node *dir, const char *name, const char *r
 	tf_catalog_hold *hold;
 	tf_view_stat vst;
 	tf_views *v;
-	tf_stat st;
+	tf_stat st, parent;
 	fs_node *n;
 
 	if (!dir->views)
@@ -460,8 +463,9 @@ static int view_lookup(tilefs *fs, fs_node *dir, const char *name, const char *r
 		tf_catalog_views_put(fs->catalog, v, hold);
 		return -ENOENT;
 	}
-	st = view_stat(&dir->st, &vst);
 	pthread_mutex_lock(&fs->nodes.lock);
+	parent = dir->st;	/* a directory's is refreshed by getattr and lookups */
+	st = view_stat(&parent, &vst);
 	n = *rel_slot(&fs->nodes, rel);
 	if (n && n->views == v) {
 		tf_catalog_views_put(fs->catalog, v, hold);	/* it has its own */
@@ -605,15 +609,17 @@ mode_t fs_mode_type(tf_ent_kind k)
 
 int fs_node_attr(tilefs *fs, fs_node *n, struct stat *attr)
 {
-	tf_stat st;
-
 	tf_view_stat vst;
+	tf_stat st;
+	bool unsized;
 
+	/* st and vst are rewritten by lookups of the same name meanwhile. */
 	pthread_mutex_lock(&fs->nodes.lock);
 	st = n->st;
+	unsized = n->views && !n->vst.dir && !n->vst.size_known;
 	pthread_mutex_unlock(&fs->nodes.lock);
 	/* A view's size is known once it was formatted to its end. */
-	if (n->views && !n->vst.dir && !n->vst.size_known && tf_views_stat(n->views, n->vrel, &vst, NULL) == TF_OK) {
+	if (unsized && tf_views_stat(n->views, n->vrel, &vst, NULL) == TF_OK) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		n->vst = vst;
 		n->st.v.size = vst.size_known ? vst.size : 0;
@@ -621,7 +627,7 @@ int fs_node_attr(tilefs *fs, fs_node *n, struct stat *attr)
 		pthread_mutex_unlock(&fs->nodes.lock);
 	}
 	/* A directory shows its present modes and times; a file, its version. */
-	if (!n->views && st.kind == TF_ENT_DIR && stat_rel(fs, n->rel, &st) == 0 && st.kind == TF_ENT_DIR) {
+	if (!n->views && n->kind == TF_ENT_DIR && stat_rel(fs, n->rel, &st) == 0 && st.kind == TF_ENT_DIR) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		n->st = st;
 		pthread_mutex_unlock(&fs->nodes.lock);
