@@ -52,3 +52,29 @@ cat "$WORK"/bad.* | grep -q . && fail "concurrent readers under a 64K index budg
 mountpoint -q "$MNT" || fail "the daemon died"
 umount_fs
 ok "4 readers and 4 listers at once under a 64K index budget: byte-exact"
+
+# Budgets that cannot work are refused before mounting, naming the option
+# and the limit (item 9): a 64K cache took the mount, then failed every
+# 64 KiB chunk; 2^64-1 bytes of cache took it too.
+head -c 400000 /dev/urandom > "$WORK/plain.bin"
+"$TILETOOL" encode -F zstd -t uint8 "$WORK/plain.bin" "$src/chunks.tdb" || fail "encode 64 KiB chunks"
+refused() {	# refused STATUS MESSAGE tilefs-arguments...
+	want=$1 msg=$2
+	shift 2
+	"$TILEFS" "$@" -o index_dir=none "$src" "$MNT" 2> "$WORK/err"
+	rc=$?
+	mountpoint -q "$MNT" && { umount_fs; fail "mounted with $*"; }
+	[ "$rc" = "$want" ] || fail "$*: exit status $rc, want $want"
+	grep -qF "$msg" "$WORK/err" || fail "$*: message: $(cat "$WORK/err")"
+}
+refused 2 "tilefs: -o cache_size: 64K is less than the least it works with, 1M" -o config="$WORK/t.ini" -o cache_size=64K
+refused 2 "tilefs: -o cache_size: 18446744073709551615 is more than this machine's memory, " \
+	-o config="$WORK/t.ini" -o cache_size=18446744073709551615
+printf '[tilefs]\ncache_size = 64K\n' > "$WORK/small.ini"
+refused 3 "small.ini:2: cache_size: 64K is less than the least it works with, 1M" -o config="$WORK/small.ini"
+printf '[tilefs]\n\nindex_cache = 16383T\n' > "$WORK/huge.ini"
+refused 3 "huge.ini:3: index_cache: 16383T is more than this machine's memory, " -o config="$WORK/huge.ini"
+mount_fs "$WORK/t.ini" "$src" -o cache_size=1M
+cmp "$MNT/chunks.tdb" "$WORK/plain.bin" || fail "64 KiB chunks through the smallest cache allowed"
+umount_fs
+ok "cache_size 64K and 2^64-1, index_cache 16383T refused with the option and the limit; 1M reads 64 KiB chunks"
