@@ -10,7 +10,7 @@
 : "${STATSTORM:=$(dirname "$TILEFS")/../tests/mount/statstorm}"
 : "${GENARRAY:=$(dirname "$TILETOOL")/../contrib/genarray}"
 [ -x "$STATSTORM" ] || fail "no $STATSTORM (make check builds it)"
-export TSAN_OPTIONS="log_path=$WORK/tsan halt_on_error=0 ${TSAN_OPTIONS:-}"
+export TSAN_OPTIONS="${TSAN_OPTIONS:-} log_path=$WORK/tsan halt_on_error=0"	# ours last: they win
 
 src=$WORK/src
 mkdir -p "$src/a/b"
