@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #define XATTR_PREFIX "user.tilefs."
 #define TIMEOUT 1.0	/* entries and attributes: a changed source is seen within a second */
@@ -535,6 +536,54 @@ static int open_view(tilefs *fs, fs_node *n, handle *h)
 	return 0;
 }
 
+/* The caller's supplementary groups into *out (malloc'd; none if they
+ * cannot be read: it then gets what its user and primary group get). */
+static size_t caller_groups(fuse_req_t req, uint32_t **out)
+{
+	gid_t small[64], *list = small;
+	int n = fuse_req_getgroups(req, 64, small);
+	size_t k = 0;
+
+	*out = NULL;
+	if (n > 64 && (list = malloc((size_t)n * sizeof(*list))) && fuse_req_getgroups(req, n, list) != n)
+		n = -1;	/* changed meanwhile */
+	if (n > 0 && list && (*out = malloc((size_t)n * sizeof(**out))))
+		for (k = 0; k < (size_t)n; k++)
+			(*out)[k] = list[k];
+	if (list != small)
+		free(list);
+	return k;
+}
+
+/*
+ * Whether the caller may open n.  The kernel checked the modes it was
+ * shown (default_permissions); for views, plaintext and files decoded from
+ * two stored files those may predate what is known now (an index that
+ * failed at lookup, an input's mode changed within the attribute timeout),
+ * so the driver asks again with the caller's own user and groups.  Root
+ * reads everything, as the kernel lets it; other capabilities are not
+ * seen from here.  Returns 0 or EACCES.
+ */
+static int check_caller(fuse_req_t req, tilefs *fs, fs_node *n)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	tf_perm p = TF_PERM_INIT;
+	uint32_t *groups = NULL;
+	size_t ngroups = 0;
+	bool keyed, ok = true;
+
+	if (fs_node_access(fs, n, &p, &keyed) && ctx->uid != 0) {
+		if (keyed && ctx->uid != geteuid())
+			ok = false;	/* plaintext: the key holder's */
+		else if (tf_perm_needs_groups(&p, ctx->uid, ctx->gid))
+			ngroups = caller_groups(req, &groups);
+		ok = ok && tf_perm_allows(&p, ctx->uid, ctx->gid, groups, ngroups);
+	}
+	free(groups);
+	tf_perm_clear(&p);
+	return ok ? 0 : EACCES;
+}
+
 static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	tilefs *fs = fs_of(req);
@@ -548,6 +597,8 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = EISDIR;
 	else if ((fi->flags & O_ACCMODE) != O_RDONLY)
 		rc = EROFS;
+	else if ((rc = check_caller(req, fs, n)) != 0)
+		;	/* by what is known of n before opening it */
 	else if (!(h = calloc(1, sizeof(*h))))
 		rc = ENOMEM;
 	else if (fs_node_views(n))
@@ -556,6 +607,15 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = open_decoded(fs, n, h);
 	else
 		rc = status_errno(tf_object_open(fs->src, fs_node_rel(n), fs_node_version(n), &h->raw, NULL));
+	/* A decoded file's index, built by the open, may say more (plaintext,
+	 * a dep). */
+	if (!rc && h->h && (rc = check_caller(req, fs, n))) {
+		h->node = n;
+		handle_link(fs, h);
+		handle_free(fs, h);	/* puts n */
+		n = NULL;
+		h = NULL;
+	}
 	/* ESTALE: the source changed since the kernel looked it up; the
 	 * kernel looks again and opens the new node. */
 	if (rc) {

@@ -15,7 +15,10 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -323,6 +326,82 @@ static int loop(tilefs *fs, const struct fuse_cmdline_opts *o)
 	return rc;
 }
 
+/*
+ * Exiting never waits on a plugin (doc/plugins.md).  On its way out libfuse
+ * joins its threads, and one inside a plugin that never returns would hold
+ * the daemon for ever.  So once the daemon is on its way out (the kernel
+ * dropped the connection: unmount, abort; an exit signal; the loop ended)
+ * this thread stops every call into plugins (tf_config_stop_plugins): a
+ * thread waiting on one gets EIO and returns.  The plugin's own thread is
+ * left behind, and exit() ends it.
+ */
+static void *watch_connection(void *arg)
+{
+	tilefs *fs = arg;
+	struct pollfd p[2] = { { .fd = fuse_session_fd(fs->se) },	/* POLLERR: gone */
+			       { .fd = fs->watch_wake, .events = POLLIN } };
+
+	while (poll(p, 2, -1) < 0 && errno == EINTR)
+		;
+	tf_config_stop_plugins(fs->config);
+	return NULL;
+}
+
+/* libfuse's exit handlers (SIGHUP, SIGINT, SIGTERM), each followed by a
+ * word to the watcher: a handler reaches no state but a global's. */
+static const int exit_signals[] = { SIGHUP, SIGINT, SIGTERM };
+static struct sigaction libfuse_exit[3];
+static int exit_wake = -1;
+
+static void on_exit_signal(int sig, siginfo_t *info, void *uc)
+{
+	int saved = errno;
+	uint64_t one = 1;
+
+	for (size_t i = 0; i < 3; i++)
+		if (exit_signals[i] == sig && (libfuse_exit[i].sa_flags & SA_SIGINFO))
+			libfuse_exit[i].sa_sigaction(sig, info, uc);
+		else if (exit_signals[i] == sig && libfuse_exit[i].sa_handler != SIG_DFL &&
+			 libfuse_exit[i].sa_handler != SIG_IGN)
+			libfuse_exit[i].sa_handler(sig);
+	if (write(exit_wake, &one, sizeof(one)) < 0) {
+		/* a full eventfd has woken the watcher already */
+	}
+	errno = saved;
+}
+
+static int watch_start(tilefs *fs)
+{
+	struct sigaction sa = { .sa_sigaction = on_exit_signal, .sa_flags = SA_SIGINFO };
+
+	if ((fs->watch_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+		return -1;
+	if (pthread_create(&fs->watcher, NULL, watch_connection, fs) != 0) {
+		close(fs->watch_wake);
+		return -1;
+	}
+	exit_wake = fs->watch_wake;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < 3; i++)
+		sigaction(exit_signals[i], &sa, &libfuse_exit[i]);
+	return 0;
+}
+
+/* libfuse's handlers back (fuse_remove_signal_handlers removes only its
+ * own), the watcher woken and joined. */
+static void watch_stop(tilefs *fs)
+{
+	uint64_t one = 1;
+
+	for (size_t i = 0; i < 3; i++)
+		sigaction(exit_signals[i], &libfuse_exit[i], NULL);
+	if (write(fs->watch_wake, &one, sizeof(one)) != sizeof(one))
+		fs_log(TF_LOG_ERROR, "cannot wake the connection watcher: %s", strerror(errno));
+	pthread_join(fs->watcher, NULL);
+	exit_wake = -1;
+	close(fs->watch_wake);
+}
+
 static int serve(tilefs *fs, struct fuse_args *args, const struct fuse_cmdline_opts *o)
 {
 	int rc = TFS_EXIT_FUSE;
@@ -336,7 +415,13 @@ static int serve(tilefs *fs, struct fuse_args *args, const struct fuse_cmdline_o
 	if (fuse_daemonize(o->foreground) != 0 || start(fs) != 0 ||
 	    fuse_set_signal_handlers(fs->se) != 0)
 		goto unmount;
+	if (watch_start(fs) != 0) {
+		fs_log(TF_LOG_ERROR, "cannot start: %s", strerror(errno));
+		fuse_remove_signal_handlers(fs->se);
+		goto unmount;
+	}
 	rc = loop(fs, o) ? TFS_EXIT_FUSE : 0;
+	watch_stop(fs);
 	fuse_remove_signal_handlers(fs->se);
 unmount:
 	fuse_session_unmount(fs->se);
@@ -352,6 +437,8 @@ out:
  * references), the catalog. */
 static void teardown(tilefs *fs)
 {
+	if (fs->config)			/* a decode-ahead stuck in a plugin must not hold */
+		tf_config_stop_plugins(fs->config);	/* tf_cache_free's join */
 	fs_index_stop(fs);		/* its thread uses the catalog */
 	if (fs->nodes.by_id) {
 		fs_ll_free_handles(fs);

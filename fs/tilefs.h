@@ -22,6 +22,7 @@
 #include "tf_catalog.h"
 #include "tf_config.h"
 #include "tf_file.h"
+#include "tf_perm.h"
 #include "tf_source.h"
 
 /* Exit statuses of the tilefs command (documented in tilefs(1)). */
@@ -70,6 +71,8 @@ typedef struct tilefs {
 	fs_indexer *indexer;		/* index_at_mount, or NULL */
 	pthread_mutex_t handles_lock;
 	struct handle *handles;		/* open files (ll.c) */
+	pthread_t watcher;		/* stops plugin calls when the connection goes (main.c) */
+	int watch_wake;			/* eventfd: the watcher's end */
 } tilefs;
 
 /* ll.c: the operations, and the key of their per-thread scratch. */
@@ -126,6 +129,15 @@ const tf_version *fs_node_version(const fs_node *n);
  */
 int fs_node_open_index(tilefs *fs, fs_node *n, tf_file **f);
 void fs_node_closed(tilefs *fs, fs_node *n);
+
+/*
+ * Whether the driver must check who opens n itself, besides the kernel,
+ * which checked the modes it was last shown (perhaps before what they
+ * depend on was known, or a second ago): a view (*p: who may read what it
+ * is made of), plaintext (*keyed: the mounter's and root's alone), or a
+ * file decoded from two stored files (*p: both).  p is cleared first.
+ */
+bool fs_node_access(tilefs *fs, fs_node *n, tf_perm *p, bool *keyed);
 
 /* The last decode error of a node (for user.tilefs.error), malloc'd or NULL. */
 void fs_node_set_error(tilefs *fs, fs_node *n, const char *msg);

@@ -87,6 +87,7 @@ void tf_source_free(tf_source *s)
 const char *tf_source_kind(const tf_source *s) { return s->ops->kind; }
 const char *tf_source_name(const tf_source *s) { return s->name; }
 int tf_source_local_fd(const tf_source *s) { return s->local_fd; }
+bool tf_source_has_modes(const tf_source *s) { return s->local_fd >= 0; }
 
 tf_status tf_source_stat(tf_source *s, const char *rel, tf_stat *st, tf_error *err)
 {

@@ -99,6 +99,9 @@ const char *tf_source_kind(const tf_source *s);
 const char *tf_source_name(const tf_source *s);
 /* The root's descriptor of a local source (for statfs and mount checks), or -1. */
 int tf_source_local_fd(const tf_source *s);
+/* Whether stats carry the stored files' own owners and modes (a local
+ * source), rather than the same ones for everything (an object store). */
+bool tf_source_has_modes(const tf_source *s);
 
 /* Stat rel without following a symlink (a symlink reports itself). */
 tf_status tf_source_stat(tf_source *s, const char *rel, tf_stat *st, tf_error *err);
