@@ -748,7 +748,23 @@ static void reply_slices(fuse_req_t req, fs_thread *t)
 	fuse_reply_buf(req, (const char *)t->buf, len);
 }
 
-static void read_decoded(fuse_req_t req, tilefs *fs, handle *h, size_t size, off_t off)
+/*
+ * Whether a read may be answered short: only a request the kernel makes for
+ * a reader's own buffer, never one filling the page cache.  FUSE takes a
+ * short reply to a page-cache fill for the end of the file: it zero-fills
+ * the rest of the pages it asked for, marks them up to date and lowers the
+ * file's size (readpage, readahead; fuse_short_read), so a reader would get
+ * zeros, or a truncated file, where the bytes are bad.  Requests made by
+ * the kernel's direct I/O path (a handle opened with direct I/O, or a
+ * reader's O_DIRECT) carry the reader's lock owner (FUSE_READ_LOCKOWNER);
+ * page-cache fills carry none, also those of an mmap of a direct I/O handle.
+ */
+static bool short_read_ok(const handle *h, const struct fuse_file_info *fi)
+{
+	return fi->lock_owner != 0 && (h->direct || (fi->flags & O_DIRECT));
+}
+
+static void read_decoded(fuse_req_t req, tilefs *fs, handle *h, size_t size, off_t off, bool short_ok)
 {
 	fs_thread *t = thread_of(fs);
 	/* Once replied to, the reader may close: the handle is freed by
@@ -760,14 +776,20 @@ static void read_decoded(fuse_req_t req, tilefs *fs, handle *h, size_t size, off
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	if (tf_handle_pin(h->h, fs->cache, t->ws, (uint64_t)off, size, &t->slices, &err) != TF_OK) {
-		/* Never a short read: FUSE takes one for the end of the file.
-		 * EIO whatever the cause: a size too large to hold is as much
+	if (tf_handle_pin_prefix(h->h, fs->cache, t->ws, (uint64_t)off, size, &t->slices, &err) != TF_OK) {
+		/* EIO whatever the cause: a size too large to hold is as much
 		 * a damaged file as a bad checksum (tilefs(1), ERRORS). */
 		fs_log_failure(err.msg);
 		fs_node_set_error(fs, h->node, err.msg);
-		fuse_reply_err(req, EIO);
-		return;
+		/* The bytes before the bad unit are a short read, as a disk
+		 * gives before a bad sector; EIO only when the first byte
+		 * asked for is bad.  A page-cache fill gets EIO (see
+		 * short_read_ok): the kernel then asks page by page. */
+		if (!short_ok || !t->slices.bytes) {
+			tf_handle_unpin(fs->cache, &t->slices, false);
+			fuse_reply_err(req, EIO);
+			return;
+		}
 	}
 	reply_slices(req, t);
 	tf_handle_unpin(fs->cache, &t->slices, passed_on);
@@ -821,7 +843,7 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 
 	(void)ino;
 	if (h->h)
-		read_decoded(req, fs, h, size, off);
+		read_decoded(req, fs, h, size, off, short_read_ok(h, fi));
 	else if (h->view)
 		read_view(req, fs, h, size, off);
 	else

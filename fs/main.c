@@ -91,7 +91,6 @@ static void usage(const char *prog)
 static int load_config(tilefs *fs, const cli *c)
 {
 	tf_error err;
-	uint64_t size;
 	tf_status rc = c->config ? tf_config_load(c->config, &fs->config, &err)
 				 : tf_config_default(&fs->config, &err);
 
@@ -101,12 +100,9 @@ static int load_config(tilefs *fs, const cli *c)
 	}
 	for (size_t i = 0; i < tf_config_nwarnings(fs->config); i++)	/* plugins skipped */
 		fprintf(stderr, "tilefs: warning: %s\n", tf_config_warning(fs->config, i));
-	if (c->cache_size) {
-		if (!tf_parse_size(c->cache_size, &size) || size < 65536) {
-			fprintf(stderr, "tilefs: cache_size: bad size '%s' (e.g. 256M)\n", c->cache_size);
-			return TFS_EXIT_USAGE;
-		}
-		tf_config_set_cache_size(fs->config, size);
+	if (c->cache_size && tf_config_set_cache_size(fs->config, c->cache_size, &err) != TF_OK) {
+		fprintf(stderr, "tilefs: -o %s\n", err.msg);
+		return TFS_EXIT_USAGE;
 	}
 	if (c->views)
 		tf_config_set_views(fs->config, true);

@@ -9,8 +9,9 @@
  * freed when the kernel has forgotten it and no handle or request holds it.
  *
  * Decoded nodes hold their index (tf_file).  Indexes of nodes nobody has
- * open are dropped, least recently used first, beyond the index budget,
- * and rebuilt (for the same version) when opened again.  A failed index is
+ * open and no request holds are dropped, least recently used first, beyond
+ * the index budget, and rebuilt (for the same version) when opened again:
+ * an index is never dropped between its building and its use.  A failed index is
  * tried again after INDEX_RETRY_NS: a fragment seen mid-commit, before
  * TileDB wrote its last file, reads once it is complete.
  *
@@ -32,7 +33,8 @@
 struct fs_node {
 	fuse_ino_t id;
 	char *rel;
-	tf_stat st;		/* the source as this node shows it (under the lock) */
+	tf_stat st;		/* the source as this node shows it (under the lock:
+				 * a directory's and a view's are refreshed) */
 	tf_ent_kind kind;	/* st.kind, which never changes: read without the lock */
 	bool decoded, current;	/* current: by_rel maps rel here */
 	uint64_t nlookup;	/* the kernel's references */
@@ -153,12 +155,19 @@ static void drop_index(fs_nodes *t, fs_node *n)
 	n->bytes = 0;
 }
 
-/* Indexes of nodes nobody has open go, oldest first, beyond the budget. */
+/*
+ * Indexes of idle nodes go, oldest first, beyond the budget.  A node is
+ * idle when no request holds it (pins), no handle has it open and nobody
+ * builds its index: a request that pinned a node before asking for its
+ * index can use n->file until it unpins, whatever the budget (one index
+ * larger than the whole budget included).  Called wherever a node stops
+ * being busy, so the budget holds again once the requests are done.
+ */
 static void trim_indexes(fs_nodes *t)
 {
 	for (fs_node *n = t->lru_head, *next; n && t->index_bytes > t->index_budget; n = next) {
 		next = n->next;
-		if (!n->opens && !n->indexing)
+		if (!n->pins && !n->opens && !n->indexing)
 			drop_index(t, n);
 	}
 }
@@ -202,6 +211,14 @@ static void maybe_free(fs_nodes *t, fs_node *n)
 	tf_facts_clear(&n->facts);
 	t->count--;
 	free_node(t, n);
+}
+
+/* A request lets go of n: its index may go now, and n with it. */
+static void unpin(fs_nodes *t, fs_node *n)
+{
+	n->pins--;
+	trim_indexes(t);
+	maybe_free(t, n);
 }
 
 static fs_node *add_node(fs_nodes *t, const char *rel, const tf_stat *st, bool decoded)
@@ -298,13 +315,15 @@ static void dep_perm(tilefs *fs, const tf_file *f, tf_perm *out)
 }
 
 /* Build n's index unless it has one, or failed recently (lock held; it is
- * released while the catalog works).  flags: TF_OPEN_METADATA for a lookup
+ * released while the catalog works).  The caller has pinned n: on 0,
+ * n->file is there until it unpins.  flags: TF_OPEN_METADATA for a lookup
  * (only the size is wanted yet).  Returns 0 or -errno. */
 static int ensure_index(tilefs *fs, fs_node *n, unsigned flags)
 {
 	fs_nodes *t = &fs->nodes;
 	tf_file *f = NULL;
 	tf_perm dp = TF_PERM_INIT;
+	tf_version v;
 	tf_facts fx;
 	tf_error err;
 	tf_status rc;
@@ -316,8 +335,9 @@ static int ensure_index(tilefs *fs, fs_node *n, unsigned flags)
 	if (n->index_errno && now_ns() - n->failed_at < INDEX_RETRY_NS)
 		return -n->index_errno;
 	n->indexing = true;
+	v = n->st.v;
 	pthread_mutex_unlock(&t->lock);
-	rc = tf_catalog_open_for(fs->catalog, n->rel, &n->st.v, flags, &f, &fx, &err);
+	rc = tf_catalog_open_for(fs->catalog, n->rel, &v, flags, &f, &fx, &err);
 	if (rc != TF_OK && rc != TF_E_STALE)
 		fs_log(TF_LOG_ERROR, "%s", err.msg);
 	if (rc == TF_OK)
@@ -466,10 +486,10 @@ static void view_access(tilefs *fs, fs_node *n)
 }
 
 /* Whether dir's entry `name` is a view: the views folder of an array, or
- * anything inside it. */
+ * anything inside it.  (Fields never changed after a node is made: no lock.) */
 static bool is_view(tilefs *fs, const fs_node *dir, const char *name)
 {
-	return dir && (dir->views || (fs->settings->views && dir->st.kind == TF_ENT_DIR &&
+	return dir && (dir->views || (fs->settings->views && dir->kind == TF_ENT_DIR &&
 				      !strcmp(name, TF_VIEWS_DIR) && tf_catalog_is_array(fs->catalog, dir->rel)));
 }
 
@@ -483,7 +503,7 @@ static int view_lookup(tilefs *fs, fs_node *dir, const char *name, const char *r
 	tf_catalog_hold *hold;
 	tf_view_stat vst;
 	tf_views *v;
-	tf_stat st;
+	tf_stat st, parent;
 	fs_node *n;
 
 	if (!dir->views)
@@ -496,8 +516,9 @@ static int view_lookup(tilefs *fs, fs_node *dir, const char *name, const char *r
 		tf_catalog_views_put(fs->catalog, v, hold);
 		return -ENOENT;
 	}
-	st = view_stat(&dir->st, &vst);
 	pthread_mutex_lock(&fs->nodes.lock);
+	parent = dir->st;	/* a directory's is refreshed by getattr and lookups */
+	st = view_stat(&parent, &vst);
 	n = *rel_slot(&fs->nodes, rel);
 	if (n && n->views == v) {
 		tf_catalog_views_put(fs->catalog, v, hold);	/* it has its own */
@@ -566,13 +587,13 @@ int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *kn
 		/* A file that cannot be indexed is listed empty; opening it says EIO.
 		 * One that changed since our stat is looked at again, once. */
 		rc = decoded ? ensure_index(fs, n, TF_OPEN_METADATA) : 0;
-		n->pins--;
 		if (rc == -ESTALE && tries == 0) {
-			maybe_free(&fs->nodes, n);
+			unpin(&fs->nodes, n);
 			pthread_mutex_unlock(&fs->nodes.lock);
 			continue;
 		}
 		n->nlookup++;
+		unpin(&fs->nodes, n);	/* its size stays if the index goes */
 		pthread_mutex_unlock(&fs->nodes.lock);
 		*out = n;
 		return fs_node_attr(fs, n, attr);
@@ -605,8 +626,7 @@ fs_node *fs_node_get(tilefs *fs, fuse_ino_t ino)
 void fs_node_put(tilefs *fs, fs_node *n)
 {
 	pthread_mutex_lock(&fs->nodes.lock);
-	n->pins--;
-	maybe_free(&fs->nodes, n);
+	unpin(&fs->nodes, n);
 	pthread_mutex_unlock(&fs->nodes.lock);
 }
 
@@ -676,15 +696,18 @@ int fs_node_attr(tilefs *fs, fs_node *n, struct stat *attr)
 {
 	tf_view_stat vst;
 	tf_stat st;
+	bool unsized;
 
 	/* A view's owner and modes follow what it is made of. */
 	if (n->views)
 		view_access(fs, n);
+	/* st and vst are rewritten by lookups of the same name meanwhile. */
 	pthread_mutex_lock(&fs->nodes.lock);
 	st = n->st;
+	unsized = n->views && !n->vst.dir && !n->vst.size_known;
 	pthread_mutex_unlock(&fs->nodes.lock);
 	/* A view's size is known once it was formatted to its end. */
-	if (n->views && !n->vst.dir && !n->vst.size_known && tf_views_stat(n->views, n->vrel, &vst, NULL) == TF_OK) {
+	if (unsized && tf_views_stat(n->views, n->vrel, &vst, NULL) == TF_OK) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		n->vst = vst;
 		n->st.v.size = vst.size_known ? vst.size : 0;
@@ -692,7 +715,7 @@ int fs_node_attr(tilefs *fs, fs_node *n, struct stat *attr)
 		pthread_mutex_unlock(&fs->nodes.lock);
 	}
 	/* A directory shows its present modes and times; a file, its version. */
-	if (!n->views && st.kind == TF_ENT_DIR && stat_rel(fs, n->rel, &st) == 0 && st.kind == TF_ENT_DIR) {
+	if (!n->views && n->kind == TF_ENT_DIR && stat_rel(fs, n->rel, &st) == 0 && st.kind == TF_ENT_DIR) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		n->st = st;
 		pthread_mutex_unlock(&fs->nodes.lock);
@@ -748,6 +771,8 @@ int fs_node_open_index(tilefs *fs, fs_node *n, tf_file **f)
 	int rc;
 
 	pthread_mutex_lock(&fs->nodes.lock);
+	/* Pinned, so that the index published by ensure_index stays ours
+	 * until it is counted open, however far it is over the budget. */
 	n->pins++;
 	/* A failure older than the retry time is tried again; a fresh one is
 	 * the answer. */
@@ -758,7 +783,7 @@ int fs_node_open_index(tilefs *fs, fs_node *n, tf_file **f)
 		fs->nodes.open_handles++;
 		lru_touch(&fs->nodes, n);
 	}
-	n->pins--;
+	unpin(&fs->nodes, n);
 	pthread_mutex_unlock(&fs->nodes.lock);
 	return rc;
 }

@@ -139,6 +139,87 @@ bool tf_parse_size(const char *s, uint64_t *out)
 	return true;
 }
 
+/* The lowest memory limit of cgroup `dir` and its parents, in the files
+ * `hier`DIR/`file` (cgroup v2: /sys/fs/cgroup, memory.max; v1:
+ * /sys/fs/cgroup/memory, memory.limit_in_bytes); 0 when none is set.  dir
+ * is modified. */
+static uint64_t cgroup_limit(const char *hier, const char *file, char *dir)
+{
+	uint64_t lowest = 0;
+
+	for (;;) {
+		char path[PATH_MAX + 32], text[32];
+		unsigned long long v;
+		char *slash, *end;
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s%s/%s", hier, dir, file);
+		if ((f = fopen(path, "re"))) {
+			if (fgets(text, sizeof(text), f) && isdigit((unsigned char)text[0]) &&
+			    (v = strtoull(text, &end, 10)) > 0 && (!lowest || v < lowest))
+				lowest = v;	/* "max": no limit at this level */
+			fclose(f);
+		}
+		if (!(slash = strrchr(dir, '/')) || slash == dir)
+			break;
+		*slash = '\0';
+	}
+	return lowest;
+}
+
+uint64_t tf_memory_bytes(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	uint64_t mem = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0, lim;
+	char line[PATH_MAX], *dir;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+
+	/* Lines "ID:CONTROLLERS:PATH": v2's is "0::PATH", v1's memory
+	 * controller "N:memory:PATH" (an unlimited v1 group says ~2^63). */
+	while (f && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		lim = 0;
+		if (!strncmp(line, "0::/", 4))
+			lim = cgroup_limit("/sys/fs/cgroup", "memory.max", line + 3);
+		else if ((dir = strstr(line, ":memory:/")))
+			lim = cgroup_limit("/sys/fs/cgroup/memory", "memory.limit_in_bytes", dir + 8);
+		if (lim && (!mem || lim < mem))
+			mem = lim;
+	}
+	if (f)
+		fclose(f);
+	return mem;
+}
+
+/* A size as a person writes it: 64K, 1M, 23.5G. */
+static const char *human_size(uint64_t v, char *buf, size_t n)
+{
+	if (v >= (uint64_t)1 << 30)
+		snprintf(buf, n, "%.1fG", (double)v / (double)((uint64_t)1 << 30));
+	else if (v >= (uint64_t)1 << 20)
+		snprintf(buf, n, "%lluM", (unsigned long long)(v >> 20));
+	else
+		snprintf(buf, n, "%lluK", (unsigned long long)(v >> 10));
+	return buf;
+}
+
+tf_status tf_parse_budget(const char *name, const char *text, uint64_t min, uint64_t *out, tf_error *err)
+{
+	uint64_t v, mem = tf_memory_bytes();
+	char h[32];
+
+	if (!tf_parse_size(text, &v))
+		return tf_err(err, TF_E_INVAL, "%s: bad size '%s' (e.g. 256M)", name, text);
+	if (v < min)
+		return tf_err(err, TF_E_INVAL, "%s: %s is less than the least it works with, %s", name, text,
+			      human_size(min, h, sizeof(h)));
+	if (mem && v > mem)
+		return tf_err(err, TF_E_INVAL, "%s: %s is more than this machine's memory, %s (%llu bytes)", name,
+			      text, human_size(mem, h, sizeof(h)), (unsigned long long)mem);
+	*out = v;
+	return TF_OK;
+}
+
 static bool parse_bool(const char *s, bool *v)
 {
 	if (!strcasecmp(s, "yes") || !strcasecmp(s, "true") || !strcmp(s, "1") || !strcasecmp(s, "on"))
@@ -460,9 +541,11 @@ static int set_tilefs(parser *ps, const char *name, const char *value)
 	uint32_t n;
 
 	if (!strcmp(name, "cache_size") || !strcmp(name, "index_cache")) {
-		uint64_t *dst = name[0] == 'c' ? &s->cache_size : &s->index_budget;
-		if (!tf_parse_size(value, dst) || *dst < 65536)
-			return fail(ps, ps->line, "%s: bad size '%s' (e.g. 256M; at least 64K)", name, value);
+		bool cache = name[0] == 'c';
+		tf_error e;
+		if (tf_parse_budget(name, value, cache ? TF_CACHE_SIZE_MIN : TF_INDEX_CACHE_MIN,
+				    cache ? &s->cache_size : &s->index_budget, &e) != TF_OK)
+			return fail(ps, ps->line, "%s", e.msg);
 	} else if (!strcmp(name, "unmatched")) {
 		if (strcmp(value, "raw") && strcmp(value, "hide"))
 			return fail(ps, ps->line, "unmatched must be 'raw' or 'hide', not '%s'", value);
@@ -1004,9 +1087,9 @@ void tf_config_lock_keys(tf_config *c)
 			tf_key_lock(c->keys[i].key);
 }
 
-void tf_config_set_cache_size(tf_config *c, uint64_t bytes)
+tf_status tf_config_set_cache_size(tf_config *c, const char *size, tf_error *err)
 {
-	c->s.cache_size = bytes;
+	return tf_parse_budget("cache_size", size, TF_CACHE_SIZE_MIN, &c->s.cache_size, err);
 }
 
 bool tf_config_set_index_dir(tf_config *c, const char *dir)
