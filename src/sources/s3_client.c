@@ -21,6 +21,7 @@
 #define ERROR_BODY_MAX ((size_t)64 << 10)
 #define BACKOFF_BASE_MS 100
 #define BACKOFF_MAX_MS 5000
+#define BACKOFF_SLICE_NS 100000000
 
 struct s3_client {
 	s3_http *http;
@@ -270,6 +271,10 @@ static verdict judge(const s3_req *r, const s3_xfer *x, tf_status *code, const c
 		*code = status_code(x->status);
 		return x->status == 408 || x->status == 429 || x->status >= 500 ? V_RETRY : V_FAIL;
 	}
+	if (x->gone) {
+		*why = "the caller is gone";
+		return V_FAIL;
+	}
 	if (x->cc != CURLE_OK) {
 		*why = x->overflow ? "a body longer than asked for" : NULL;
 		return retryable_curl(x->cc) || x->overflow ? V_RETRY : V_FAIL;
@@ -298,39 +303,51 @@ static void describe(const s3_client *c, const s3_xfer *x, const char *why, char
 	}
 }
 
-/* Full jitter: a random wait in [0, min(5 s, 100 ms * 2^attempt)]. */
-static void backoff(s3_client *c, unsigned attempt)
+/* Full jitter: a random wait in [0, min(5 s, 100 ms * 2^attempt)], cut
+ * short by b (waking every SLICE to ask whether the caller is gone).
+ * Whether b leaves time for another attempt. */
+static bool backoff(s3_client *c, unsigned attempt, const s3_bound *b)
 {
 	uint64_t cap = attempt < 6 ? (uint64_t)BACKOFF_BASE_MS << attempt : BACKOFF_MAX_MS;
 	uint64_t s = atomic_fetch_add(&c->seed, 0x9E3779B97F4A7C15ull);
-	struct timespec ts;
+	int64_t until;
 
 	cap = cap < BACKOFF_MAX_MS ? cap : BACKOFF_MAX_MS;
 	s ^= s >> 31, s *= 0xBF58476D1CE4E5B9ull, s ^= s >> 29;
 	s %= cap + 1;
-	ts.tv_sec = (time_t)(s / 1000);
-	ts.tv_nsec = (long)(s % 1000) * 1000000;
-	while (nanosleep(&ts, &ts) != 0)
-		;
+	until = s3_now_ns() + (int64_t)s * 1000000;
+	until = until < b->at_ns ? until : b->at_ns;
+	while (!s3_bound_over(b)) {
+		int64_t left = until - s3_now_ns();
+		struct timespec ts;
+		if (left <= 0)
+			break;
+		left = left < BACKOFF_SLICE_NS ? left : BACKOFF_SLICE_NS;
+		ts = (struct timespec){ (time_t)(left / 1000000000), (long)(left % 1000000000) };
+		nanosleep(&ts, NULL);
+	}
+	return !s3_bound_over(b);
 }
 
-/* Run r with retries; x keeps the last answer (its body the caller's to free). */
-static tf_status run(s3_client *c, const s3_req *r, s3_xfer *x, const char *what, tf_error *err)
+/* Run r with retries within b; x keeps the last answer (its body the
+ * caller's to free). */
+static tf_status run(s3_client *c, const s3_bound *b, const s3_req *r, s3_xfer *x, const char *what,
+		     tf_error *err)
 {
 	char desc[CURL_ERROR_SIZE + 128];
-	const char *why = NULL;
+	const char *why = NULL, *end = " (gave up after every retry)";
 	tf_status code = TF_E_IO;
 	verdict v = V_FAIL;
 	unsigned a;
 
 	for (a = 0; a <= c->retries; a++) {
 		tf_status rc;
-		if (a)
-			backoff(c, a - 1);
+		if (a && !backoff(c, a - 1, b))
+			break;
 		x->dst = r->dst, x->dst_len = r->len, x->head = r->head;
 		x->body_max = r->dst ? ERROR_BODY_MAX : LIST_BODY_MAX;
 		if ((rc = build(c, r, x, err)) == TF_OK)
-			s3_http_perform(c->http, x);
+			s3_http_perform(c->http, x, b);
 		free((char *)x->url);
 		curl_slist_free_all(x->headers);
 		x->url = NULL, x->headers = NULL;
@@ -341,15 +358,22 @@ static tf_status run(s3_client *c, const s3_req *r, s3_xfer *x, const char *what
 	}
 	if (v == V_OK)
 		return TF_OK;
+	if (x->gone || (b->gone && b->gone(b->arg))) {
+		x->gone = true;
+		why = "the caller is gone";
+		end = "";
+	} else if (v == V_RETRY && (x->late || s3_now_ns() >= b->at_ns)) {
+		end = x->late ? " (at the request's deadline)" : " (the request's deadline passed while retrying)";
+	}
 	describe(c, x, why, desc, sizeof(desc));
-	return tf_err(err, code, "%s %s: %s%s", c->where, what, desc,
-		      v == V_RETRY ? " (gave up after every retry)" : "");
+	return tf_err(err, x->gone ? TF_E_IO : code, "%s %s: %s%s", c->where, what, desc,
+		      v == V_RETRY || x->gone ? end : "");
 }
 
 /* ---- requests ---------------------------------------------------------------------------- */
 
-tf_status s3_client_get(s3_client *c, const char *key, const char *etag, uint64_t size, uint64_t off,
-			void *dst, size_t len, tf_error *err)
+tf_status s3_client_get(s3_client *c, const s3_bound *b, const char *key, const char *etag, uint64_t size,
+			uint64_t off, void *dst, size_t len, tf_error *err)
 {
 	s3_req r = { .key = key, .if_match = etag, .off = off, .size = size, .len = len, .dst = dst };
 	s3_xfer x = { 0 };
@@ -359,12 +383,12 @@ tf_status s3_client_get(s3_client *c, const char *key, const char *etag, uint64_
 	if (!len)
 		return TF_OK;
 	snprintf(what, sizeof(what), "key '%.1024s' bytes %" PRIu64 "-%" PRIu64, key, off, off + len - 1);
-	rc = run(c, &r, &x, what, err);
+	rc = run(c, b, &r, &x, what, err);
 	s3_xfer_done(&x);
 	return rc;
 }
 
-tf_status s3_client_head(s3_client *c, const char *key, s3_entry *out, tf_error *err)
+tf_status s3_client_head(s3_client *c, const s3_bound *b, const char *key, s3_entry *out, tf_error *err)
 {
 	s3_req r = { .head = true, .key = key };
 	s3_xfer x = { 0 };
@@ -372,7 +396,7 @@ tf_status s3_client_head(s3_client *c, const char *key, s3_entry *out, tf_error 
 	tf_status rc;
 
 	snprintf(what, sizeof(what), "HEAD key '%.1024s'", key);
-	rc = run(c, &r, &x, what, err);
+	rc = run(c, b, &r, &x, what, err);
 	if (rc == TF_OK && (!x.has_clen || !x.has_etag))
 		rc = tf_err(err, TF_E_IO, "%s %s: no Content-Length or ETag in the answer", c->where, what);
 	if (rc == TF_OK) {
@@ -385,8 +409,8 @@ tf_status s3_client_head(s3_client *c, const char *key, s3_entry *out, tf_error 
 	return rc;
 }
 
-tf_status s3_client_list(s3_client *c, const char *prefix, const char *token, unsigned max_keys,
-			 s3_list_page *out, tf_error *err)
+tf_status s3_client_list(s3_client *c, const s3_bound *b, const char *prefix, const char *token,
+			 unsigned max_keys, s3_list_page *out, tf_error *err)
 {
 	char mk[16];
 	s3_kv q[6] = { { "list-type", "2" }, { "delimiter", "/" }, { "encoding-type", "url" },
@@ -398,7 +422,7 @@ tf_status s3_client_list(s3_client *c, const char *prefix, const char *token, un
 
 	snprintf(mk, sizeof(mk), "%u", max_keys);
 	snprintf(what, sizeof(what), "list '%.1024s'", prefix);
-	rc = run(c, &r, &x, what, err);
+	rc = run(c, b, &r, &x, what, err);
 	if (rc == TF_OK && (rc = s3_parse_list(x.body ? x.body : "", x.body_len, (size_t)max_keys * 2 + 16,
 					       out, err)) != TF_OK)
 		tf_err_prefix(err, "%s %s: ", c->where, what);

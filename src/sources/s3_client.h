@@ -10,7 +10,9 @@
  * then the request fails TF_E_IO.  An answer that is not 2xx is judged by
  * its status alone (404, 403, 412 stay TF_E_NOTFOUND, TF_E_ACCESS,
  * TF_E_STALE however long the error page).  Each attempt is bounded by
- * `timeout`.
+ * `timeout`, and all of them (and the waits between) by the caller's
+ * s3_bound: at its deadline, or once its caller is gone, the request
+ * fails TF_E_IO at once, saying so.
  * Messages name the endpoint, bucket, key, range and HTTP status and S3
  * error code, never a credential or a signature.
  */
@@ -19,6 +21,7 @@
 
 #include <stdint.h>
 
+#include "sources/s3_http.h"
 #include "sources/s3_xml.h"
 #include "tf_s3.h"
 #include "tf_status.h"
@@ -36,15 +39,15 @@ const char *s3_client_where(const s3_client *c);
  * etag (sent as If-Match and checked in the answer) and total size size:
  * TF_E_STALE when the object is no longer that version.
  */
-tf_status s3_client_get(s3_client *c, const char *key, const char *etag, uint64_t size, uint64_t off,
-			void *dst, size_t len, tf_error *err);
+tf_status s3_client_get(s3_client *c, const s3_bound *b, const char *key, const char *etag, uint64_t size,
+			uint64_t off, void *dst, size_t len, tf_error *err);
 
 /* HEAD key: size, ETag, mtime (entry->key is not set). */
-tf_status s3_client_head(s3_client *c, const char *key, s3_entry *out, tf_error *err);
+tf_status s3_client_head(s3_client *c, const s3_bound *b, const char *key, s3_entry *out, tf_error *err);
 
 /* One ListObjectsV2 page of prefix (delimiter '/'), after token (NULL:
  * the first); max_keys per page. */
-tf_status s3_client_list(s3_client *c, const char *prefix, const char *token, unsigned max_keys,
-			 s3_list_page *out, tf_error *err);
+tf_status s3_client_list(s3_client *c, const s3_bound *b, const char *prefix, const char *token,
+			 unsigned max_keys, s3_list_page *out, tf_error *err);
 
 #endif

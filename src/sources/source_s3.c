@@ -89,6 +89,7 @@ typedef struct s3_source {
 	s3_client *client;
 	char *prefix;			/* "" or "some/prefix/" */
 	int64_t ttl_ns;
+	int64_t deadline_ns;		/* of everything done for one request */
 	uint32_t uid, gid;
 	pthread_mutex_t mu;
 	listing *hash[HASH_BUCKETS];
@@ -125,10 +126,22 @@ static const tf_object_ops s3_object_ops;
 
 static int64_t now_ns(void)
 {
-	struct timespec ts;
+	return s3_now_ns();
+}
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+/* The bound of the work done now for the calling thread's request. */
+static s3_bound bound_of(const s3_source *s)
+{
+	tf_call c;
+
+	tf_source_call(&s->base, &c);
+	return (s3_bound){ c.start_ns + s->deadline_ns, c.gone, c.arg };
+}
+
+/* Work nobody waits for (read-ahead): bounded from now, never cancelled. */
+static s3_bound bound_now(const s3_source *s)
+{
+	return (s3_bound){ now_ns() + s->deadline_ns, NULL, NULL };
 }
 
 /* ---- names -------------------------------------------------------------------------------- */
@@ -257,7 +270,7 @@ static tf_status add_page(s3_source *s, listing *l, size_t *cap, const char *pre
 }
 
 /* List directory rel from the store, every page. */
-static tf_status fetch_listing(s3_source *s, const char *rel, listing **out, tf_error *err)
+static tf_status fetch_listing(s3_source *s, const s3_bound *b, const char *rel, listing **out, tf_error *err)
 {
 	listing *l = calloc(1, sizeof(*l));
 	char *prefix = key_of(s, rel, true), *token = NULL;
@@ -271,7 +284,7 @@ static tf_status fetch_listing(s3_source *s, const char *rel, listing **out, tf_
 				    prefix, LIST_MAX_PAGES);
 			break;
 		}
-		if ((rc = s3_client_list(s->client, prefix, token, LIST_PAGE, &pg, err)) != TF_OK ||
+		if ((rc = s3_client_list(s->client, b, prefix, token, LIST_PAGE, &pg, err)) != TF_OK ||
 		    (rc = add_page(s, l, &cap, prefix, &pg, err)) != TF_OK)
 			break;
 		free(token);
@@ -369,7 +382,7 @@ static void cache_insert(s3_source *s, listing *l)
 /* ---- using listings ------------------------------------------------------------------------ */
 
 /* Directory rel's listing, referenced (listing_put when done). */
-static tf_status listing_get(s3_source *s, const char *rel, listing **out, tf_error *err)
+static tf_status listing_get(s3_source *s, const s3_bound *b, const char *rel, listing **out, tf_error *err)
 {
 	listing *l;
 	tf_status rc;
@@ -384,7 +397,7 @@ static tf_status listing_get(s3_source *s, const char *rel, listing **out, tf_er
 		return TF_OK;
 	}
 	pthread_mutex_unlock(&s->mu);
-	if ((rc = fetch_listing(s, rel, &l, err)) != TF_OK)
+	if ((rc = fetch_listing(s, b, rel, &l, err)) != TF_OK)
 		return rc;
 	pthread_mutex_lock(&s->mu);
 	cache_insert(s, l);
@@ -443,7 +456,7 @@ static void forget_parent(s3_source *s, const char *rel)
 /* ---- stat, list ------------------------------------------------------------------------------ */
 
 /* rel's entry in its directory's listing (copied), or TF_E_NOTFOUND. */
-static tf_status lookup(s3_source *s, const char *rel, tf_stat *st, tf_error *err)
+static tf_status lookup(s3_source *s, const s3_bound *b, const char *rel, tf_stat *st, tf_error *err)
 {
 	char parent[4096];
 	const char *name;
@@ -457,7 +470,7 @@ static tf_status lookup(s3_source *s, const char *rel, tf_stat *st, tf_error *er
 	}
 	if (!split_rel(rel, parent, sizeof(parent), &name))
 		return tf_err(err, TF_E_INVAL, "%s: name too long", rel);
-	if ((rc = listing_get(s, parent, &l, err)) != TF_OK)
+	if ((rc = listing_get(s, b, parent, &l, err)) != TF_OK)
 		return rc;
 	if ((d = listing_lookup(l, name)))
 		*st = d->st;
@@ -467,24 +480,27 @@ static tf_status lookup(s3_source *s, const char *rel, tf_stat *st, tf_error *er
 
 static tf_status s3_stat(tf_source *base, const char *rel, tf_stat *st, tf_error *err)
 {
-	return lookup((s3_source *)base, rel, st, err);
+	s3_bound b = bound_of((s3_source *)base);
+
+	return lookup((s3_source *)base, &b, rel, st, err);
 }
 
 static tf_status s3_list(tf_source *base, const char *rel, bool want_stat, tf_list_fn fn, void *ctx,
 			 tf_error *err)
 {
 	s3_source *s = (s3_source *)base;
+	s3_bound b = bound_of(s);
 	listing *l;
 	tf_stat st;
 	tf_status rc;
 
 	(void)want_stat;	/* sizes come with the listing: always full */
-	if ((rc = listing_get(s, rel, &l, err)) != TF_OK)
+	if ((rc = listing_get(s, &b, rel, &l, err)) != TF_OK)
 		return rc;
 	/* An empty prefix is no directory, unless it is the top. */
 	if (!l->n && strcmp(rel, ".")) {
 		listing_put(s, l);
-		rc = lookup(s, rel, &st, err);
+		rc = lookup(s, &b, rel, &st, err);
 		return rc != TF_OK ? rc : st.kind == TF_ENT_DIR ? TF_OK
 		       : tf_err(err, TF_E_INVAL, "%s: not a directory", rel);
 	}
@@ -521,11 +537,11 @@ static bool peek(s3_source *s, const char *rel, tf_stat *st)
 	return d != NULL;
 }
 
-static tf_status head_stat(s3_source *s, const char *rel, tf_stat *st, tf_error *err)
+static tf_status head_stat(s3_source *s, const s3_bound *b, const char *rel, tf_stat *st, tf_error *err)
 {
 	char *key = key_of(s, rel, false);
 	s3_entry e;
-	tf_status rc = key ? s3_client_head(s->client, key, &e, err) : tf_err(err, TF_E_NOMEM, "out of memory");
+	tf_status rc = key ? s3_client_head(s->client, b, key, &e, err) : tf_err(err, TF_E_NOMEM, "out of memory");
 
 	free(key);
 	if (rc == TF_OK)
@@ -539,8 +555,8 @@ static bool same_version(const tf_version *a, const tf_version *b)
 }
 
 /* The version rel is now: cached if fresh, else asked; checked against expect. */
-static tf_status current_stat(s3_source *s, const char *rel, const tf_version *expect, tf_stat *st,
-			      tf_error *err)
+static tf_status current_stat(s3_source *s, const s3_bound *b, const char *rel, const tf_version *expect,
+			      tf_stat *st, tf_error *err)
 {
 	bool cached = peek(s, rel, st);
 	tf_status rc;
@@ -549,7 +565,7 @@ static tf_status current_stat(s3_source *s, const char *rel, const tf_version *e
 		return tf_err(err, TF_E_INVAL, "%s: not a regular file", rel);
 	/* A cached version unlike the one expected may be the stale one. */
 	if (!cached || (expect && !same_version(expect, &st->v))) {
-		if ((rc = head_stat(s, rel, st, err)) != TF_OK)
+		if ((rc = head_stat(s, b, rel, st, err)) != TF_OK)
 			return rc;
 	}
 	if (expect && !same_version(expect, &st->v)) {
@@ -565,11 +581,12 @@ static tf_status s3_open(tf_source *base, const char *rel, const tf_version *exp
 			 tf_error *err)
 {
 	s3_source *s = (s3_source *)base;
+	s3_bound b = bound_of(s);
 	s3_object *o;
 	tf_stat st;
 	tf_status rc;
 
-	if ((rc = current_stat(s, rel, expect, &st, err)) != TF_OK)
+	if ((rc = current_stat(s, &b, rel, expect, &st, err)) != TF_OK)
 		return rc;
 	if (!(o = calloc(1, sizeof(*o))) || !(o->base.name = strdup(rel)) || !(o->key = key_of(s, rel, false))) {
 		if (o)
@@ -592,9 +609,9 @@ static tf_status s3_open(tf_source *base, const char *rel, const tf_version *exp
 
 /* ---- fetching ------------------------------------------------------------------------------------ */
 
-static tf_status get(s3_object *o, uint64_t off, void *dst, size_t len, tf_error *err)
+static tf_status get(s3_object *o, const s3_bound *b, uint64_t off, void *dst, size_t len, tf_error *err)
 {
-	tf_status rc = s3_client_get(o->src->client, o->key, o->base.st.v.etag, o->base.st.v.size, off, dst,
+	tf_status rc = s3_client_get(o->src->client, b, o->key, o->base.st.v.etag, o->base.st.v.size, off, dst,
 				     len, err);
 
 	if (rc == TF_E_STALE)
@@ -604,6 +621,7 @@ static tf_status get(s3_object *o, uint64_t off, void *dst, size_t len, tf_error
 
 typedef struct part {
 	s3_object *o;
+	const s3_bound *b;
 	uint64_t off;
 	uint8_t *dst;
 	size_t len;
@@ -617,12 +635,12 @@ static void *part_main(void *arg)
 {
 	part *p = arg;
 
-	p->rc = get(p->o, p->off, p->dst, p->len, &p->err);
+	p->rc = get(p->o, p->b, p->off, p->dst, p->len, &p->err);
 	return NULL;
 }
 
 /* [off, off+len) in up to PARTS_MAX ranged GETs at once. */
-static tf_status fetch(s3_object *o, uint64_t off, void *dst, size_t len, tf_error *err)
+static tf_status fetch(s3_object *o, const s3_bound *b, uint64_t off, void *dst, size_t len, tf_error *err)
 {
 	size_t n = len / PART_MIN, step;
 	part parts[PARTS_MAX];
@@ -630,11 +648,11 @@ static tf_status fetch(s3_object *o, uint64_t off, void *dst, size_t len, tf_err
 
 	n = n < 1 ? 1 : n > PARTS_MAX ? PARTS_MAX : n;
 	if (n == 1)
-		return get(o, off, dst, len, err);
+		return get(o, b, off, dst, len, err);
 	step = (len / n + 4095) & ~(size_t)4095;
 	for (size_t i = 0; i < n; i++) {
 		size_t at = i * step;
-		parts[i] = (part){ .o = o, .off = off + at, .dst = (uint8_t *)dst + at,
+		parts[i] = (part){ .o = o, .b = b, .off = off + at, .dst = (uint8_t *)dst + at,
 				   .len = i + 1 == n ? len - at : step };
 		/* The last part runs here; the others in threads of their own. */
 		parts[i].started = i + 1 < n && pthread_create(&parts[i].th, NULL, part_main, &parts[i]) == 0;
@@ -705,15 +723,17 @@ static ra_block *block_new(s3_object *o, uint64_t off, size_t len)
 	return b;
 }
 
-/* Load b (o->mu not held: b is LOADING, so nobody else touches its data). */
-static void block_load(s3_object *o, ra_block *b)
+/* Load blk within b (o->mu not held: blk is LOADING, so nobody else
+ * touches its data). */
+static tf_status block_load(s3_object *o, const s3_bound *b, ra_block *blk, tf_error *err)
 {
-	tf_status rc = fetch(o, b->off, b->data, b->len, NULL);
+	tf_status rc = fetch(o, b, blk->off, blk->data, blk->len, err);
 
 	pthread_mutex_lock(&o->mu);
-	b->state = rc == TF_OK ? B_READY : B_FAILED;
+	blk->state = rc == TF_OK ? B_READY : B_FAILED;
 	pthread_cond_broadcast(&o->cv);
 	pthread_mutex_unlock(&o->mu);
+	return rc;
 }
 
 typedef struct bg_job {
@@ -725,8 +745,9 @@ static void *bg_main(void *arg)
 {
 	bg_job *j = arg;
 	s3_object *o = j->o;
+	s3_bound b = bound_now(o->src);
 
-	block_load(o, j->b);
+	block_load(o, &b, j->b, NULL);
 	free(j);
 	pthread_mutex_lock(&o->mu);
 	o->jobs--;
@@ -788,29 +809,40 @@ static void take_from(s3_object *o, ra_block *b, uint64_t *off, uint8_t **dst, s
 		start_bg(o, b->off + b->len, o->window);
 }
 
+/* Forget block b (failed: never served). */
+static void block_drop(s3_object *o, ra_block *b)
+{
+	for (int i = 0; i < RA_SLOTS; i++)
+		if (o->blocks[i] == b)
+			block_free(o, i);
+}
+
 /*
- * One step of a small read: serve from a block, or start one, or say the
- * rest is to be fetched directly (*direct).  o->mu held.
+ * One step of a small read: serve from a block, or load one, or say the
+ * rest is to be fetched directly (*direct).  A block this reader loaded
+ * and that failed is its error (another attempt would only repeat those
+ * the load made).  o->mu held.
  */
-static void read_step(s3_object *o, uint64_t *off, uint8_t **dst, size_t *len, bool *direct)
+static tf_status read_step(s3_object *o, const s3_bound *bd, uint64_t *off, uint8_t **dst, size_t *len,
+			   bool *direct, tf_error *err)
 {
 	uint64_t size = o->base.st.v.size;
 	ra_block *b;
+	tf_status rc;
 
 	while ((b = block_at(o, *off)) && b->state == B_LOADING)
 		pthread_cond_wait(&o->cv, &o->mu);
-	if (b && b->state == B_READY)
-		return take_from(o, b, off, dst, len);
-	if (b) {	/* failed: dropped, and this reader asks for itself */
-		for (int i = 0; i < RA_SLOTS; i++)
-			if (o->blocks[i] == b)
-				block_free(o, i);
+	if (b && b->state == B_READY) {
+		take_from(o, b, off, dst, len);
+		return TF_OK;
 	}
+	if (b)	/* failed: dropped, and this reader asks for itself */
+		block_drop(o, b);
 	if (b || !continues(o, *off)) {	/* a failed block, or a jump */
 		o->streaming = false;
 		o->window = 0;
 		*direct = true;
-		return;
+		return TF_OK;
 	}
 	o->window = !o->streaming || !o->window ? RA_FIRST : o->window * 2 > RA_MAX ? RA_MAX : o->window * 2;
 	o->streaming = true;
@@ -818,29 +850,40 @@ static void read_step(s3_object *o, uint64_t *off, uint8_t **dst, size_t *len, b
 	want = want < size - *off ? want : (size_t)(size - *off);
 	if (!(b = block_new(o, *off, want))) {
 		*direct = true;
-		return;
+		return TF_OK;
 	}
 	pthread_mutex_unlock(&o->mu);
-	block_load(o, b);	/* retakes and drops the lock */
+	rc = block_load(o, bd, b, err);	/* retakes and drops the lock */
 	pthread_mutex_lock(&o->mu);
+	if (rc != TF_OK) {	/* b stays, failed, for whoever finds it (it may be gone already) */
+		o->streaming = false;
+		o->window = 0;
+	}
+	return rc;
 }
 
 static tf_status s3_read(tf_object *base, uint64_t off, void *dst, size_t len, tf_error *err)
 {
 	s3_object *o = (s3_object *)base;
+	s3_bound b = bound_of(o->src);
 	uint8_t *p = dst;
 	bool direct;
+	tf_status rc = TF_OK;
 
 	pthread_mutex_lock(&o->mu);
 	direct = o->planned || len >= RA_DIRECT;
-	while (len && !direct)
-		read_step(o, &off, &p, &len, &direct);
+	while (len && !direct && rc == TF_OK)
+		rc = read_step(o, &b, &off, &p, &len, &direct, err);
+	if (rc != TF_OK) {
+		pthread_mutex_unlock(&o->mu);
+		return rc;
+	}
 	if (direct) {	/* the reader's own GETs: whatever happens, no block is served */
 		o->tick++;
 		o->seq_end = off + len;
 	}
 	pthread_mutex_unlock(&o->mu);
-	return len ? fetch(o, off, p, len, err) : TF_OK;
+	return len ? fetch(o, &b, off, p, len, err) : TF_OK;
 }
 
 static void s3_prefetch(tf_object *base, uint64_t off, uint64_t len)
@@ -872,8 +915,9 @@ static bool s3_advise(tf_object *base, tf_access how)
 static tf_status s3_check(tf_object *base, tf_error *err)
 {
 	s3_object *o = (s3_object *)base;
+	s3_bound b = bound_of(o->src);
 	tf_stat st;
-	tf_status rc = head_stat(o->src, o->base.name, &st, err);
+	tf_status rc = head_stat(o->src, &b, o->base.name, &st, err);
 
 	if (rc == TF_OK && !same_version(&st.v, &o->base.st.v)) {
 		forget_parent(o->src, o->base.name);
@@ -964,7 +1008,8 @@ static tf_status parse_spec(const char *spec, char **bucket, char **prefix, tf_e
 static tf_status probe(s3_source *s, tf_error *err)
 {
 	s3_list_page pg;
-	tf_status rc = s3_client_list(s->client, s->prefix, NULL, 1, &pg, err);
+	s3_bound b = bound_of(s);
+	tf_status rc = s3_client_list(s->client, &b, s->prefix, NULL, 1, &pg, err);
 	bool empty = rc == TF_OK && !pg.nobjects && !pg.nprefixes;
 
 	if (rc == TF_OK)
@@ -988,6 +1033,7 @@ static tf_status s3_new(const char *spec, const tf_s3_settings *set, s3_source *
 	s->base.ops = &s3_source_ops;
 	s->base.local_fd = -1;
 	s->ttl_ns = (int64_t)set->list_ttl * 1000000000;
+	s->deadline_ns = (int64_t)set->deadline_ms * 1000000;
 	s->uid = (uint32_t)getuid(), s->gid = (uint32_t)getgid();
 	pthread_mutex_init(&s->mu, NULL);
 	atomic_init(&s->ra_bytes, 0);

@@ -536,6 +536,9 @@ static void fake_stop(fake *f)
 	close(f->lfd);
 }
 
+/* A bound no test reaches. */
+static const s3_bound forever = { INT64_MAX, NULL, NULL };
+
 /* A client of bucket at endpoint (NULL: AWS), eu-west-1, anonymous unless
  * AWS_ACCESS_KEY_ID is set; path_style NULL: auto. */
 static s3_client *client_ok(const char *endpoint, const char *bucket, const char *path_style, const char *retries)
@@ -580,7 +583,7 @@ START_TEST(test_client_long_token)
 	setenv("AWS_SESSION_TOKEN", token, 1);
 	fake_start(&f, "HTTP/1.1 200 OK\r\nETag: \"e1\"\r\n", 10);
 	c = client_ok(f.url, "b", NULL, "0");
-	ck_assert_msg(s3_client_head(c, "k", &e, &err) == TF_OK, "%s", err.msg);
+	ck_assert_msg(s3_client_head(c, &forever, "k", &e, &err) == TF_OK, "%s", err.msg);
 	fake_stop(&f);
 	ck_assert_uint_eq(e.size, 10);
 	ck_assert_str_eq(e.etag, "e1");
@@ -601,7 +604,7 @@ static void error_case(const char *head, tf_status want, unsigned want_hits, con
 
 	fake_start(&f, head, 200000);
 	c = client_ok(f.url, "b", NULL, "2");
-	ck_assert_int_eq(s3_client_get(c, "k", "e1", 100, 0, buf, sizeof(buf), &err), want);
+	ck_assert_int_eq(s3_client_get(c, &forever, "k", "e1", 100, 0, buf, sizeof(buf), &err), want);
 	fake_stop(&f);
 	ck_assert_uint_eq(atomic_load(&f.hits), want_hits);
 	ck_assert_msg(strstr(err.msg, msg), "'%s' lacks '%s'", err.msg, msg);
@@ -638,7 +641,7 @@ START_TEST(test_client_last_modified)
 	for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
 		fake_start(&f, heads[i], 1);
 		c = client_ok(f.url, "b", NULL, "0");
-		ck_assert_msg(s3_client_head(c, "k", &e, &err) == TF_OK, "%s", err.msg);
+		ck_assert_msg(s3_client_head(c, &forever, "k", &e, &err) == TF_OK, "%s", err.msg);
 		fake_stop(&f);
 		ck_assert_int_eq(e.mtime_ns, want[i]);
 		s3_client_free(c);
@@ -659,7 +662,7 @@ static void aws_host(const char *bucket, const char *path_style, const char *wan
 	fake_start(&f, "HTTP/1.1 502 Bad Gateway\r\n", 0);
 	setenv("https_proxy", f.url, 1);
 	c = client_ok(NULL, bucket, path_style, "0");
-	ck_assert_int_ne(s3_client_head(c, "k", &e, &err), TF_OK);
+	ck_assert_int_ne(s3_client_head(c, &forever, "k", &e, &err), TF_OK);
 	fake_stop(&f);
 	snprintf(line, sizeof(line), "CONNECT %s:443 ", want);
 	ck_assert_msg(!strncmp(f.req, line, strlen(line)), "bucket '%s': '%.80s', not '%s'", bucket, f.req, line);
@@ -697,6 +700,10 @@ START_TEST(test_settings)
 	ck_assert_int_eq(tf_s3_settings_set(&s, "retries", "3", NULL, &err), TF_OK);
 	ck_assert_int_eq(tf_s3_settings_set(&s, "max_requests", "8", NULL, &err), TF_OK);
 	ck_assert_int_eq(tf_s3_settings_set(&s, "list_ttl", "0", NULL, &err), TF_OK);
+	ck_assert_uint_eq(s.deadline_ms, 60000);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "request_deadline", "1.5", NULL, &err), TF_OK);
+	ck_assert_uint_eq(s.deadline_ms, 1500);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "request_deadline", "0", NULL, &err), TF_E_INVAL);
 	ck_assert_int_eq(tf_s3_settings_set(&s, "credentials", "c.ini", "/etc/tilefs", &err), TF_OK);
 	ck_assert_str_eq(s.credentials, "/etc/tilefs/c.ini");
 	ck_assert_int_eq(tf_s3_settings_set(&s, "endpoint", "ftp://x", NULL, &err), TF_E_INVAL);

@@ -1,0 +1,168 @@
+#!/bin/sh
+# tests/s3/hostile.sh - a store that lies or stalls (tests/s3/hostile.py, a
+# small S3 server on loopback started and stopped here), through tiletool
+# and through tilefs s3://BUCKET: every request ends with an error within
+# its deadline (request_deadline = 2 here), a killed caller frees the mount
+# at once, and nothing wrong is ever read.
+#
+#   stall    a listing never answered: EIO within the deadline; a caller
+#            killed while waiting leaves, and fusermount3 -u works at once
+#   slow     a body at one byte a second: EIO within the deadline
+#
+# Needs python3, built TILETOOL and TILEFS; the mount cases need root and
+# /dev/fuse (skipped otherwise, failed when TILEFS_CI=1).  A few seconds.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+: "${TILEFS:?}" "${TILETOOL:?}"
+WORK=$(mktemp -d /tmp/tilefs-hostile.XXXXXX)
+MNT=$WORK/mnt
+mkdir -p "$MNT" "$WORK/root"
+failed=0
+ok() { echo "ok: $*"; }
+fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+srv=
+daemon=
+cleanup() {
+	mountpoint -q "$MNT" && { fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"; }
+	[ -n "$daemon" ] && kill "$daemon" 2>/dev/null
+	[ -n "$srv" ] && kill "$srv" 2>/dev/null
+	[ -n "${KEEP:-}" ] && echo "kept $WORK" || rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# ---- the store's objects
+python3 - "$WORK/root" <<'PY' || { echo "FAIL: making objects"; exit 1; }
+import os, random, struct, sys
+root = sys.argv[1]
+def put(path, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    open(path, "wb").write(data)
+def tile(chunks):   # a tile file with no filters: chunk count, then each chunk's sizes and bytes
+    out = struct.pack("<Q", len(chunks))
+    for c in chunks:
+        out += struct.pack("<III", len(c), len(c), 0) + c
+    return out
+rnd = random.Random(20)
+data = bytes(rnd.getrandbits(8) for _ in range(4000))
+open(os.path.join(root, "..", "t.want"), "wb").write(data)
+for b in ("slow", "stall"):
+    put(f"{root}/{b}/t.tdb", tile([data[:2000], data[2000:]]))
+    put(f"{root}/{b}/d/x.bin", data[:100])
+PY
+
+rm -f "$WORK/ready"
+python3 "$here/hostile.py" --root "$WORK/root" --ready "$WORK/ready" --log "$WORK/store.log" &
+srv=$!
+i=0; while [ $i -lt 100 ] && [ ! -f "$WORK/ready" ]; do i=$((i + 1)); sleep 0.1; done
+[ -f "$WORK/ready" ] || { echo "FAIL: the store did not start"; exit 1; }
+PORT=$(cat "$WORK/ready")
+# Short bounds: each attempt may take 5 s, retried 3 times, but no request
+# (all attempts, all waits) more than 2 s.
+cat > "$WORK/s3.ini" <<EOF
+[s3]
+endpoint = http://127.0.0.1:$PORT
+anonymous = yes
+timeout = 5
+retries = 3
+request_deadline = 2
+EOF
+unset AWS_ENDPOINT_URL AWS_PROFILE
+export HOME=$WORK	# no ~/.aws of the developer's
+
+# tiletool CMD... : runs it bounded; $rc, $took (ms), $WORK/err.
+tool() {
+	t0=$(ms)
+	timeout 60 "$TILETOOL" "$@" > "$WORK/out" 2> "$WORK/err"
+	rc=$?
+	took=$(($(ms) - t0))
+}
+
+# ---- tiletool
+tool decode -c "$WORK/s3.ini" -F '' s3://slow/t.tdb
+[ $rc = 1 ] && [ $took -lt 3500 ] && grep -q "deadline" "$WORK/err" &&
+	ok "tiletool, a body at 1 byte/s: exit 1 in $took ms: $(head -c 250 "$WORK/err")" ||
+	fail "tiletool, a body at 1 byte/s: rc=$rc in $took ms: $(cat "$WORK/err")"
+tool index -c "$WORK/s3.ini" --index-dir "$WORK/idx" s3://stall
+[ $rc = 1 ] && [ $took -lt 3500 ] && grep -q "deadline" "$WORK/err" &&
+	ok "tiletool index, a listing never answered: exit 1 in $took ms: $(head -c 250 "$WORK/err")" ||
+	fail "tiletool index, a listing never answered: rc=$rc in $took ms: $(cat "$WORK/err")"
+
+# ---- the mount
+if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null 2>&1; then
+	[ "${TILEFS_CI:-0}" = 1 ] && fail "the mount cases need root and /dev/fuse"
+	echo "SKIP: the mount cases need root and /dev/fuse"
+	echo "$failed failed"
+	[ $failed = 0 ] && exit 77 || exit 1
+fi
+
+# mount_store INI BUCKET: tilefs in the foreground (its log in $WORK/log).
+mount_store() {
+	timeout 120 "$TILEFS" -f -o config="$1" "s3://$2" "$MNT" 2> "$WORK/log" &
+	daemon=$!
+	i=0
+	until mountpoint -q "$MNT" || [ $i -ge 200 ]; do i=$((i + 1)); sleep 0.05; done
+	mountpoint -q "$MNT" || { fail "no mount of s3://$2: $(cat "$WORK/log")"; return 1; }
+}
+# unmount_store: at once, or a failure (the mount is busy).
+unmount_store() {
+	fusermount3 -u "$MNT" || { fail "cannot unmount: busy"; umount -l "$MNT"; }
+	wait "$daemon"
+	daemon=
+}
+# run CMD...: bounded; $rc, $took, $WORK/err.
+run() {
+	t0=$(ms)
+	timeout 60 "$@" > "$WORK/out" 2> "$WORK/err"
+	rc=$?
+	took=$(($(ms) - t0))
+}
+
+mount_store "$WORK/s3.ini" stall && {
+	run stat "$MNT/t.tdb"
+	[ $rc = 1 ] && [ $took -lt 3500 ] && grep -q "Input/output error" "$WORK/err" &&
+		ok "tilefs, a listing never answered: EIO in $took ms" ||
+		fail "tilefs, a listing never answered: rc=$rc in $took ms: $(cat "$WORK/err")"
+	unmount_store
+	grep -q "list ''.*deadline" "$WORK/log" && ok "... logged: $(grep -m1 deadline "$WORK/log")" ||
+		fail "a listing past its deadline is not logged: $(cat "$WORK/log")"
+}
+# The kernel reads a page whose read-ahead failed once more, alone: two
+# requests, each ending at its deadline.
+mount_store "$WORK/s3.ini" slow && {
+	run cat "$MNT/d/x.bin"
+	[ $rc = 1 ] && [ $took -lt 5500 ] && grep -q "Input/output error" "$WORK/err" &&
+		ok "tilefs, a body at 1 byte/s: EIO in $took ms" ||
+		fail "tilefs, a body at 1 byte/s: rc=$rc in $took ms: $(cat "$WORK/err")"
+	unmount_store
+	grep -q "key 'd/x.bin' bytes 0-99: .*deadline" "$WORK/log" && ok "... logged: $(grep -m1 deadline "$WORK/log")" ||
+		fail "a read past its deadline is not logged: $(cat "$WORK/log")"
+}
+
+# A caller killed while its lookup waits for a listing that never comes:
+# with a deadline of a minute, only noticing the caller gone frees the
+# kernel's request, the killed process and the mount.
+sed 's/^request_deadline = .*/request_deadline = 60/; s/^timeout = .*/timeout = 60/' "$WORK/s3.ini" > "$WORK/long.ini"
+mount_store "$WORK/long.ini" stall && {
+	n0=$(grep -c stalled "$WORK/store.log")
+	stat "$MNT/t.tdb" > /dev/null 2>&1 &
+	victim=$!
+	i=0; while [ $i -lt 100 ] && [ "$(grep -c stalled "$WORK/store.log")" = "$n0" ]; do i=$((i + 1)); sleep 0.05; done
+	kill -9 $victim
+	t0=$(ms)
+	i=0; until fusermount3 -u "$MNT" 2> /dev/null || [ $i -ge 30 ]; do i=$((i + 1)); sleep 0.1; done
+	took=$(($(ms) - t0))
+	if mountpoint -q "$MNT"; then
+		fail "a caller killed in a stalled lookup: the mount still busy after $took ms"
+		umount -l "$MNT"
+	else
+		ok "a caller killed in a stalled lookup: unmounted after $took ms"
+	fi
+	wait "$victim" 2>/dev/null
+	wait "$daemon"
+	daemon=
+}
+
+echo "$failed failed"
+[ $failed = 0 ]
