@@ -393,7 +393,7 @@ static int stat_rel(tilefs *fs, const char *rel, tf_stat *st)
 	tf_error err;
 	tf_status rc = tf_source_stat(fs->src, rel, st, &err);
 
-	if (status_errno(rc) == EIO)	/* the source failed, not the name: say why */
+	if (rc != TF_OK && status_errno(rc) == EIO)	/* the source failed, not the name: say why */
 		fs_log_failure(err.msg);
 	return rc == TF_OK ? 0 : -status_errno(rc);
 }
