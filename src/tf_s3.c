@@ -164,8 +164,8 @@ tf_status tf_s3_settings_set(tf_s3_settings *s, const char *name, const char *va
 		return parse_num(value, 1, 1, 1000000, &s->list_max_pages) ? TF_OK
 		       : tf_err(err, TF_E_INVAL, "list_max_pages must be 1 to 1000000, not '%s'", value);
 	if (!strcmp(name, "list_max_bytes"))
-		return parse_bytes(value, (uint64_t)64 << 10, (uint64_t)64 << 30, &s->list_max_bytes) ? TF_OK
-		       : tf_err(err, TF_E_INVAL, "list_max_bytes must be 64K to 64G (a number with K, M or G), "
+		return parse_bytes(value, (uint64_t)64 << 10, (uint64_t)4 << 30, &s->list_max_bytes) ? TF_OK
+		       : tf_err(err, TF_E_INVAL, "list_max_bytes must be 64K to 4G (a number with K, M or G), "
 				"not '%s'", value);
 	if (!strcmp(name, "max_requests"))
 		return parse_num(value, 1, 1, 256, &s->max_requests) ? TF_OK

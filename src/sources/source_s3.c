@@ -8,6 +8,10 @@
  * name, the directory wins.  Files are 0444, directories 0555, both owned
  * by the user who opened the source.  There are no symlinks.
  *
+ * Listings are fetched whole, page after page, within list_max_pages,
+ * list_max_bytes (an entry is 32 bytes and its name and ETag) and the
+ * request's deadline; a store that repeats a continuation token, or whose
+ * page does not advance past the names of the page before, is refused.
  * Listings are cached: sizes, ETags and mtimes come from them, so stat and
  * open cost no request of their own while a listing is fresh (list_ttl).
  * A TileDB fragment directory (one holding __fragment_metadata.tdb, which
@@ -51,8 +55,6 @@
 #include "tf_s3.h"
 
 #define LIST_PAGE 1000
-#define LIST_MAX_PAGES 2000
-#define LIST_MAX_ENTRIES 500000
 #define CACHE_LISTINGS 4096
 #define CACHE_BYTES ((size_t)64 << 20)
 #define HASH_BUCKETS 1024
@@ -68,15 +70,21 @@
 
 /* ---- types -------------------------------------------------------------------------------- */
 
+/* One entry of a listing (32 bytes); its strings are in the listing's text. */
 typedef struct s3_dent {
-	char *name;
-	tf_stat st;
+	uint32_t name, etag;		/* offsets in text; a directory's ETag is "" (at 0) */
+	uint64_t size;
+	int64_t mtime_ns;		/* whole seconds */
+	bool dir;
 } s3_dent;
 
 typedef struct listing {
 	char *rel;
-	s3_dent *ents;			/* sorted by name */
-	size_t n, bytes;
+	s3_dent *ents;			/* sorted by name, one per name */
+	size_t n, cap;
+	char *text;			/* names and ETags, each NUL-terminated */
+	size_t tlen, tcap;
+	size_t bytes;			/* memory held */
 	int64_t at_ns;			/* when fetched */
 	bool immutable, cached;
 	unsigned refs;
@@ -90,6 +98,8 @@ typedef struct s3_source {
 	char *prefix;			/* "" or "some/prefix/" */
 	int64_t ttl_ns;
 	int64_t deadline_ns;		/* of everything done for one request */
+	uint32_t list_max_pages;
+	uint64_t list_max_bytes;	/* of one listing's entries and names */
 	uint32_t uid, gid;
 	pthread_mutex_t mu;
 	listing *hash[HASH_BUCKETS];
@@ -183,109 +193,236 @@ static tf_stat file_stat(const s3_source *s, const s3_entry *e)
 
 static void listing_free(listing *l)
 {
-	for (size_t i = 0; l && i < l->n; i++)
-		free(l->ents[i].name);
 	if (l)
-		free(l->ents), free(l->rel);
+		free(l->ents), free(l->text), free(l->rel);
 	free(l);
 }
 
-static int cmp_dent(const void *a, const void *b)
+static tf_stat dent_stat(const s3_source *s, const listing *l, const s3_dent *d)
 {
-	int c = strcmp(((const s3_dent *)a)->name, ((const s3_dent *)b)->name);
+	tf_stat st = { .kind = TF_ENT_REG, .mode = 0444, .uid = s->uid, .gid = s->gid, .nlink = 1 };
 
-	/* Same name: the directory first (it wins). */
-	return c ? c : (int)(((const s3_dent *)b)->st.kind == TF_ENT_DIR) -
-		       (int)(((const s3_dent *)a)->st.kind == TF_ENT_DIR);
+	if (d->dir)
+		return dir_stat(s);
+	st.v.size = d->size;
+	st.v.mtime_ns = d->mtime_ns;
+	snprintf(st.v.etag, sizeof(st.v.etag), "%s", l->text + d->etag);
+	return st;
 }
 
-/* Sort, drop duplicate names (the directory stays), decide immutability. */
+static int cmp_dent(const void *a, const void *b, void *text)
+{
+	const s3_dent *x = a, *y = b;
+	int c = strcmp((const char *)text + x->name, (const char *)text + y->name);
+
+	return c ? c : (int)y->dir - (int)x->dir;	/* same name: the directory first (it wins) */
+}
+
+/* The entry named name (ents sorted, one per name), or NULL. */
+static const s3_dent *listing_lookup(const listing *l, const char *name)
+{
+	size_t lo = 0, hi = l->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(l->text + l->ents[mid].name, name);
+		if (!c)
+			return &l->ents[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* Sort, drop duplicate names (the directory stays), give back spare room,
+ * decide immutability. */
 static void listing_finish(listing *l)
 {
 	size_t o = 0;
+	void *p;
 
-	qsort(l->ents, l->n, sizeof(*l->ents), cmp_dent);
-	for (size_t i = 0; i < l->n; i++) {
-		if (o && !strcmp(l->ents[o - 1].name, l->ents[i].name)) {
-			free(l->ents[i].name);
-			continue;
-		}
-		l->ents[o++] = l->ents[i];
-		l->bytes += sizeof(s3_dent) + strlen(l->ents[i].name) + 1;
-	}
+	qsort_r(l->ents, l->n, sizeof(*l->ents), cmp_dent, l->text);
+	for (size_t i = 0; i < l->n; i++)
+		if (!o || strcmp(l->text + l->ents[o - 1].name, l->text + l->ents[i].name))
+			l->ents[o++] = l->ents[i];
 	l->n = o;
+	if (l->n && (p = realloc(l->ents, l->n * sizeof(*l->ents))))
+		l->ents = p, l->cap = l->n;
+	if ((p = realloc(l->text, l->tlen)))
+		l->text = p, l->tcap = l->tlen;
+	l->bytes = sizeof(*l) + strlen(l->rel) + 1 + l->cap * sizeof(*l->ents) + l->tcap;
 	/* A TileDB fragment directory: "__<t1>_<t2>_<uuid>[_<v>]" holding its
 	 * metadata file, which TileDB writes after every data file. */
 	const char *base = strrchr(l->rel, '/');
+	const s3_dent *md = listing_lookup(l, "__fragment_metadata.tdb");
 	base = base ? base + 1 : l->rel;
-	s3_dent key = { .name = "__fragment_metadata.tdb" };
-	l->immutable = !strncmp(base, "__", 2) && strchr(base + 2, '_') &&
-		       bsearch(&key, l->ents, l->n, sizeof(*l->ents), cmp_dent) != NULL;
+	l->immutable = !strncmp(base, "__", 2) && strchr(base + 2, '_') && md && !md->dir;
 }
 
-/* Add one entry named name (already checked) to l. */
-static bool listing_add(listing *l, size_t *cap, const char *name, tf_stat st)
+/* What fetching one listing keeps: the listing growing, and what proves
+ * the store's pages lead somewhere. */
+typedef struct builder {
+	s3_source *s;
+	listing *l;
+	const char *prefix;
+	size_t plen;
+	uint64_t *tokens;		/* hashes of the continuation tokens followed */
+	size_t ntokens;
+	char *last;			/* the greatest name of the page before */
+} builder;
+
+/* Room for one more entry and len more bytes of text, within the bound. */
+static tf_status reserve(builder *bd, size_t len, tf_error *err)
 {
-	if (l->n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 64;
-		s3_dent *ne = realloc(l->ents, nc * sizeof(*ne));
-		if (!ne)
-			return false;
-		l->ents = ne, *cap = nc;
+	listing *l = bd->l;
+	uint64_t max = bd->s->list_max_bytes;
+	void *p;
+
+	if ((l->n + 1) * sizeof(*l->ents) + l->tlen + len > max)
+		return tf_err(err, TF_E_IO, "%s list '%s': more than %llu bytes of entries (list_max_bytes)",
+			      s3_client_where(bd->s->client), bd->prefix, (unsigned long long)max);
+	if (l->n == l->cap) {
+		size_t nc = l->cap ? l->cap * 2 : 64;
+		nc = nc < max / sizeof(*l->ents) + 1 ? nc : (size_t)(max / sizeof(*l->ents)) + 1;
+		if (!(p = realloc(l->ents, nc * sizeof(*l->ents))))
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		l->ents = p, l->cap = nc;
 	}
-	if (!(l->ents[l->n].name = strdup(name)))
-		return false;
-	l->ents[l->n++].st = st;
-	return true;
+	if (l->tlen + len > l->tcap) {
+		size_t nc = l->tcap ? l->tcap * 2 : 4096;
+		nc = nc > l->tlen + len ? nc : l->tlen + len;
+		nc = nc < max ? nc : (size_t)max;
+		if (!(p = realloc(l->text, nc)))
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		l->text = p, l->tcap = nc;
+	}
+	return TF_OK;
 }
 
-/* The entries of one page, named relative to prefix. */
-static tf_status add_page(s3_source *s, listing *l, size_t *cap, const char *prefix, const s3_list_page *pg,
-			  tf_error *err)
+static uint32_t add_text(listing *l, const char *t, size_t n)
 {
-	size_t plen = strlen(prefix);
+	uint32_t at = (uint32_t)l->tlen;
 
-	if (l->n + pg->nobjects + pg->nprefixes > LIST_MAX_ENTRIES)
-		return tf_err(err, TF_E_NOMEM, "%s: more than %d entries in one directory", l->rel,
-			      LIST_MAX_ENTRIES);
-	for (size_t i = 0; i < pg->nobjects; i++) {
+	memcpy(l->text + l->tlen, t, n);
+	l->text[l->tlen + n] = '\0';
+	l->tlen += n + 1;
+	return at;
+}
+
+/* Add the entry name[0..n) (already checked): a file of e, or a directory. */
+static tf_status listing_add(builder *bd, const char *name, size_t n, const s3_entry *e, tf_error *err)
+{
+	listing *l = bd->l;
+	size_t elen = e ? strlen(e->etag) : 0;
+	tf_status rc = reserve(bd, n + 1 + (elen ? elen + 1 : 0), err);
+	s3_dent *d = &l->ents[l->n];
+
+	if (rc != TF_OK)
+		return rc;
+	*d = (s3_dent){ .dir = !e };
+	d->name = add_text(l, name, n);
+	if (e) {
+		d->size = e->size;
+		d->mtime_ns = e->mtime_ns - e->mtime_ns % 1000000000;
+		d->etag = elen ? add_text(l, e->etag, elen) : 0;
+	}
+	l->n++;
+	return TF_OK;
+}
+
+/* The entries of one page, named relative to the prefix. */
+static tf_status add_page(builder *bd, const s3_list_page *pg, tf_error *err)
+{
+	const char *prefix = bd->prefix;
+	size_t plen = bd->plen;
+	tf_status rc = TF_OK;
+
+	for (size_t i = 0; i < pg->nobjects && rc == TF_OK; i++) {
 		const s3_entry *e = &pg->objects[i];
 		if (strncmp(e->key, prefix, plen) || !valid_name(e->key + plen))
 			continue;
-		if (!listing_add(l, cap, e->key + plen, file_stat(s, e)))
-			return tf_err(err, TF_E_NOMEM, "out of memory");
+		rc = listing_add(bd, e->key + plen, strlen(e->key + plen), e, err);
 	}
-	for (size_t i = 0; i < pg->nprefixes; i++) {
+	for (size_t i = 0; i < pg->nprefixes && rc == TF_OK; i++) {
 		char *p = pg->prefixes[i];
 		size_t n = strlen(p);
 		if (strncmp(p, prefix, plen) || n < plen + 2 || p[n - 1] != '/')
 			continue;
 		p[n - 1] = '\0';
-		bool ok = !valid_name(p + plen) || listing_add(l, cap, p + plen, dir_stat(s));
+		if (valid_name(p + plen))
+			rc = listing_add(bd, p + plen, n - 1 - plen, NULL, err);
 		p[n - 1] = '/';
-		if (!ok)
+	}
+	return rc;
+}
+
+static uint64_t hash_token(const char *t)
+{
+	uint64_t h = 14695981039346656037ull;
+
+	for (; *t; t++)
+		h = (h ^ (unsigned char)*t) * 1099511628211ull;
+	return h;
+}
+
+/* Whether the store's page pg leads on: a token never followed before,
+ * and (when it has names) a greatest name past the page before's, as
+ * pages in key order do.  A store looping or standing still is an error. */
+static tf_status page_advances(builder *bd, const s3_list_page *pg, unsigned page, tf_error *err)
+{
+	const char *max = NULL;
+	uint64_t h = pg->truncated ? hash_token(pg->next_token) : 0;
+	void *p;
+
+	for (size_t i = 0; i < bd->ntokens && pg->truncated; i++)
+		if (bd->tokens[i] == h)
+			return tf_err(err, TF_E_IO, "%s list '%s': page %u repeats a continuation token "
+				      "(not followed again)", s3_client_where(bd->s->client), bd->prefix, page + 1);
+	for (size_t i = 0; i < pg->nobjects; i++)
+		if (!max || strcmp(pg->objects[i].key, max) > 0)
+			max = pg->objects[i].key;
+	for (size_t i = 0; i < pg->nprefixes; i++)
+		if (!max || strcmp(pg->prefixes[i], max) > 0)
+			max = pg->prefixes[i];
+	if (max && bd->last && strcmp(max, bd->last) <= 0)
+		return tf_err(err, TF_E_IO, "%s list '%s': page %u does not advance (names up to '%.100s' again)",
+			      s3_client_where(bd->s->client), bd->prefix, page + 1, max);
+	if (max) {
+		free(bd->last);
+		if (!(bd->last = strdup(max)))
 			return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
+	if (!pg->truncated)
+		return TF_OK;
+	if (!(p = realloc(bd->tokens, (bd->ntokens + 1) * sizeof(*bd->tokens))))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	bd->tokens = p;
+	bd->tokens[bd->ntokens++] = h;
 	return TF_OK;
 }
 
-/* List directory rel from the store, every page. */
+/* List directory rel from the store, every page, within b and the bounds
+ * on pages and bytes. */
 static tf_status fetch_listing(s3_source *s, const s3_bound *b, const char *rel, listing **out, tf_error *err)
 {
-	listing *l = calloc(1, sizeof(*l));
 	char *prefix = key_of(s, rel, true), *token = NULL;
+	builder bd = { .s = s, .l = calloc(1, sizeof(listing)), .prefix = prefix };
 	s3_list_page pg = { 0 };
-	size_t cap = 0;
-	tf_status rc = l && prefix && (l->rel = strdup(rel)) ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
+	tf_status rc = bd.l && prefix && (bd.l->rel = strdup(rel)) ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
 
-	for (int page = 0; rc == TF_OK; page++) {
-		if (page == LIST_MAX_PAGES) {
-			rc = tf_err(err, TF_E_IO, "%s: listing '%s' runs past %d pages", s3_client_where(s->client),
-				    prefix, LIST_MAX_PAGES);
+	bd.plen = prefix ? strlen(prefix) : 0;
+	if (rc == TF_OK && (rc = reserve(&bd, 1, err)) == TF_OK)
+		add_text(bd.l, "", 0);	/* "" at 0: every directory's ETag */
+	for (unsigned page = 0; rc == TF_OK; page++) {
+		if (page == s->list_max_pages) {
+			rc = tf_err(err, TF_E_IO, "%s list '%s': more than %u pages (list_max_pages)",
+				    s3_client_where(s->client), prefix, s->list_max_pages);
 			break;
 		}
 		if ((rc = s3_client_list(s->client, b, prefix, token, LIST_PAGE, &pg, err)) != TF_OK ||
-		    (rc = add_page(s, l, &cap, prefix, &pg, err)) != TF_OK)
+		    (rc = page_advances(&bd, &pg, page, err)) != TF_OK || (rc = add_page(&bd, &pg, err)) != TF_OK)
 			break;
 		free(token);
 		token = pg.truncated ? pg.next_token : NULL;
@@ -295,14 +432,14 @@ static tf_status fetch_listing(s3_source *s, const s3_bound *b, const char *rel,
 			break;
 	}
 	s3_list_page_free(&pg);
-	free(token), free(prefix);
+	free(token), free(prefix), free(bd.tokens), free(bd.last);
 	if (rc != TF_OK) {
-		listing_free(l);
+		listing_free(bd.l);
 		return rc;
 	}
-	listing_finish(l);
-	l->at_ns = now_ns();
-	*out = l;
+	listing_finish(bd.l);
+	bd.l->at_ns = now_ns();
+	*out = bd.l;
 	return TF_OK;
 }
 
@@ -415,18 +552,6 @@ static void listing_put(s3_source *s, listing *l)
 	pthread_mutex_unlock(&s->mu);
 }
 
-static const s3_dent *listing_lookup(const listing *l, const char *name)
-{
-	s3_dent key = { .name = (char *)name, .st.kind = TF_ENT_DIR };
-	const s3_dent *d = bsearch(&key, l->ents, l->n, sizeof(*l->ents), cmp_dent);
-
-	if (!d) {	/* not a directory: as a file */
-		key.st.kind = TF_ENT_REG;
-		d = bsearch(&key, l->ents, l->n, sizeof(*l->ents), cmp_dent);
-	}
-	return d;
-}
-
 /* rel's parent directory ("." at the top) into buf, its last name into *name. */
 static bool split_rel(const char *rel, char *buf, size_t n, const char **name)
 {
@@ -473,7 +598,7 @@ static tf_status lookup(s3_source *s, const s3_bound *b, const char *rel, tf_sta
 	if ((rc = listing_get(s, b, parent, &l, err)) != TF_OK)
 		return rc;
 	if ((d = listing_lookup(l, name)))
-		*st = d->st;
+		*st = dent_stat(s, l, d);
 	listing_put(s, l);
 	return d ? TF_OK : tf_err(err, TF_E_NOTFOUND, "%s: no such file or directory", rel);
 }
@@ -504,9 +629,11 @@ static tf_status s3_list(tf_source *base, const char *rel, bool want_stat, tf_li
 		return rc != TF_OK ? rc : st.kind == TF_ENT_DIR ? TF_OK
 		       : tf_err(err, TF_E_INVAL, "%s: not a directory", rel);
 	}
-	for (size_t i = 0; i < l->n; i++)
-		if (fn(ctx, l->ents[i].name, &l->ents[i].st))
+	for (size_t i = 0; i < l->n; i++) {
+		st = dent_stat(s, l, &l->ents[i]);
+		if (fn(ctx, l->text + l->ents[i].name, &st))
 			break;
+	}
 	listing_put(s, l);
 	return TF_OK;
 }
@@ -532,7 +659,7 @@ static bool peek(s3_source *s, const char *rel, tf_stat *st)
 		return false;
 	pthread_mutex_lock(&s->mu);
 	if ((l = cache_find(s, parent)) && fresh(s, l) && (d = listing_lookup(l, name)))
-		*st = d->st;
+		*st = dent_stat(s, l, d);
 	pthread_mutex_unlock(&s->mu);
 	return d != NULL;
 }
@@ -1034,6 +1161,8 @@ static tf_status s3_new(const char *spec, const tf_s3_settings *set, s3_source *
 	s->base.local_fd = -1;
 	s->ttl_ns = (int64_t)set->list_ttl * 1000000000;
 	s->deadline_ns = (int64_t)set->deadline_ms * 1000000;
+	s->list_max_pages = set->list_max_pages;
+	s->list_max_bytes = set->list_max_bytes < UINT32_MAX ? set->list_max_bytes : UINT32_MAX;
 	s->uid = (uint32_t)getuid(), s->gid = (uint32_t)getgid();
 	pthread_mutex_init(&s->mu, NULL);
 	atomic_init(&s->ra_bytes, 0);

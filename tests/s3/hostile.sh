@@ -8,6 +8,10 @@
 #   stall    a listing never answered: EIO within the deadline; a caller
 #            killed while waiting leaves, and fusermount3 -u works at once
 #   slow     a body at one byte a second: EIO within the deadline
+#   loop     a listing repeating its continuation token: refused at once
+#   endless  a listing of new keys page after page: refused at list_max_bytes
+#            or list_max_pages (or the deadline), the daemon's memory bounded
+#   many     an honest listing of 2,500 keys in three pages, read whole
 #
 # Needs python3, built TILETOOL and TILEFS; the mount cases need root and
 # /dev/fuse (skipped otherwise, failed when TILEFS_CI=1).  A few seconds.
@@ -47,9 +51,13 @@ def tile(chunks):   # a tile file with no filters: chunk count, then each chunk'
 rnd = random.Random(20)
 data = bytes(rnd.getrandbits(8) for _ in range(4000))
 open(os.path.join(root, "..", "t.want"), "wb").write(data)
-for b in ("slow", "stall"):
+for b in ("slow", "stall", "loop", "endless"):
     put(f"{root}/{b}/t.tdb", tile([data[:2000], data[2000:]]))
     put(f"{root}/{b}/d/x.bin", data[:100])
+for i in range(2500):
+    put(f"{root}/many/d/f{i:04d}", b"%d" % i)
+for i in range(3):
+    put(f"{root}/many/d/f{i * 1000 + 500:04d}.sub/x", b"x")
 PY
 
 rm -f "$WORK/ready"
@@ -88,6 +96,21 @@ tool index -c "$WORK/s3.ini" --index-dir "$WORK/idx" s3://stall
 [ $rc = 1 ] && [ $took -lt 3500 ] && grep -q "deadline" "$WORK/err" &&
 	ok "tiletool index, a listing never answered: exit 1 in $took ms: $(head -c 250 "$WORK/err")" ||
 	fail "tiletool index, a listing never answered: rc=$rc in $took ms: $(cat "$WORK/err")"
+
+tool index -c "$WORK/s3.ini" --index-dir "$WORK/idx" s3://loop
+[ $rc = 1 ] && [ $took -lt 2000 ] && grep -q "page 2 repeats a continuation token" "$WORK/err" &&
+	ok "tiletool index, a listing repeating its token: exit 1 in $took ms: $(head -c 250 "$WORK/err")" ||
+	fail "tiletool index, a listing repeating its token: rc=$rc in $took ms: $(cat "$WORK/err")"
+{ cat "$WORK/s3.ini"; echo "list_max_bytes = 1M"; } > "$WORK/bytes.ini"
+tool index -c "$WORK/bytes.ini" --index-dir "$WORK/idx" s3://endless
+[ $rc = 1 ] && [ $took -lt 3500 ] && grep -q "more than 1048576 bytes of entries (list_max_bytes)" "$WORK/err" &&
+	ok "tiletool index, an endless listing: exit 1 in $took ms: $(head -c 250 "$WORK/err")" ||
+	fail "tiletool index, an endless listing, list_max_bytes = 1M: rc=$rc in $took ms: $(cat "$WORK/err")"
+{ cat "$WORK/s3.ini"; echo "list_max_pages = 5"; } > "$WORK/pages.ini"
+tool index -c "$WORK/pages.ini" --index-dir "$WORK/idx" s3://endless
+[ $rc = 1 ] && [ $took -lt 3500 ] && grep -q "more than 5 pages (list_max_pages)" "$WORK/err" &&
+	ok "tiletool index, an endless listing: exit 1 in $took ms: $(head -c 250 "$WORK/err")" ||
+	fail "tiletool index, an endless listing, list_max_pages = 5: rc=$rc in $took ms: $(cat "$WORK/err")"
 
 # ---- the mount
 if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null 2>&1; then
@@ -138,6 +161,34 @@ mount_store "$WORK/s3.ini" slow && {
 	unmount_store
 	grep -q "key 'd/x.bin' bytes 0-99: .*deadline" "$WORK/log" && ok "... logged: $(grep -m1 deadline "$WORK/log")" ||
 		fail "a read past its deadline is not logged: $(cat "$WORK/log")"
+}
+
+mount_store "$WORK/s3.ini" many && {
+	run ls "$MNT/d"
+	[ $rc = 0 ] && [ "$(wc -l < "$WORK/out")" = 2503 ] && [ "$(cat "$MNT/d/f2499")" = 2499 ] &&
+		[ "$(ls "$MNT/d/f1500.sub")" = x ] && ok "tilefs, an honest listing of three pages: 2,503 entries" ||
+		fail "tilefs, an honest listing of three pages: rc=$rc, $(wc -l < "$WORK/out") entries: $(cat "$WORK/err")"
+	unmount_store
+}
+mount_store "$WORK/s3.ini" loop && {
+	run ls "$MNT"
+	[ $rc != 0 ] && [ $took -lt 2000 ] && grep -q "Input/output error" "$WORK/err" &&
+		ok "tilefs, a listing repeating its token: EIO in $took ms" ||
+		fail "tilefs, a listing repeating its token: rc=$rc in $took ms: $(cat "$WORK/err")"
+	unmount_store
+	grep -q "list '': page 2 repeats a continuation token" "$WORK/log" &&
+		ok "... logged: $(grep -m1 "repeats" "$WORK/log")" || fail "a repeated token not logged: $(cat "$WORK/log")"
+}
+# With the default bounds: the deadline ends it, and the daemon's memory
+# stays what it holds of one listing, under list_max_bytes (64 MiB).
+mount_store "$WORK/s3.ini" endless && {
+	pid=$(pgrep -P "$daemon" tilefs)
+	run ls "$MNT"
+	hwm=$(awk '/VmHWM/ { print $2 }' "/proc/$pid/status")
+	[ $rc != 0 ] && [ $took -lt 3500 ] && grep -q "Input/output error" "$WORK/err" && [ "$hwm" -lt 98304 ] &&
+		ok "tilefs, an endless listing: EIO in $took ms, the daemon's peak $((hwm / 1024)) MiB" ||
+		fail "tilefs, an endless listing: rc=$rc in $took ms, the daemon's peak $((hwm / 1024)) MiB: $(cat "$WORK/err")"
+	unmount_store
 }
 
 # A caller killed while its lookup waits for a listing that never comes:

@@ -704,6 +704,18 @@ START_TEST(test_settings)
 	ck_assert_int_eq(tf_s3_settings_set(&s, "request_deadline", "1.5", NULL, &err), TF_OK);
 	ck_assert_uint_eq(s.deadline_ms, 1500);
 	ck_assert_int_eq(tf_s3_settings_set(&s, "request_deadline", "0", NULL, &err), TF_E_INVAL);
+	ck_assert_uint_eq(s.list_max_pages, 2000);
+	ck_assert_uint_eq(s.list_max_bytes, 64 << 20);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "list_max_pages", "10", NULL, &err), TF_OK);
+	ck_assert_uint_eq(s.list_max_pages, 10);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "list_max_bytes", "2G", NULL, &err), TF_OK);
+	ck_assert_uint_eq(s.list_max_bytes, (uint64_t)2 << 30);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "list_max_bytes", "100000", NULL, &err), TF_OK);
+	ck_assert_uint_eq(s.list_max_bytes, 100000);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "list_max_bytes", "1K", NULL, &err), TF_E_INVAL);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "list_max_bytes", "5G", NULL, &err), TF_E_INVAL);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "list_max_bytes", "1MB", NULL, &err), TF_E_INVAL);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "list_max_pages", "0", NULL, &err), TF_E_INVAL);
 	ck_assert_int_eq(tf_s3_settings_set(&s, "credentials", "c.ini", "/etc/tilefs", &err), TF_OK);
 	ck_assert_str_eq(s.credentials, "/etc/tilefs/c.ini");
 	ck_assert_int_eq(tf_s3_settings_set(&s, "endpoint", "ftp://x", NULL, &err), TF_E_INVAL);
