@@ -268,19 +268,23 @@ static const char *run(lparser *p, const char *xml, size_t len)
 	return p->fail;
 }
 
-/* Percent-decode s in place; false on a bad escape or an embedded NUL. */
+/* Percent-decode s in place; false on a bad escape or an embedded NUL
+ * (s is then as it was). */
 static bool url_decode(char *s)
 {
 	char *o = s;
 
+	for (const char *c = s; *c; c++) {
+		if (*c == '%' && (!isxdigit((unsigned char)c[1]) || !isxdigit((unsigned char)c[2]) ||
+				  (c[1] == '0' && c[2] == '0')))
+			return false;
+	}
 	for (; *s; s++) {
 		if (*s == '+') {
 			*o++ = ' ';
 		} else if (*s == '%') {
 			unsigned v;
-			if (!isxdigit((unsigned char)s[1]) || !isxdigit((unsigned char)s[2]) ||
-			    sscanf(s + 1, "%2x", &v) != 1 || v == 0)
-				return false;
+			sscanf(s + 1, "%2x", &v);
 			*o++ = (char)v;
 			s += 2;
 		} else {
@@ -291,14 +295,38 @@ static bool url_decode(char *s)
 	return true;
 }
 
+/* Move name to the page's undecodable names. */
+static bool set_aside(s3_list_page *pg, char *name)
+{
+	char **nb = realloc(pg->bad, (pg->nbad + 1) * sizeof(*nb));
+
+	if (!nb)
+		return false;
+	pg->bad = nb;
+	pg->bad[pg->nbad++] = name;
+	return true;
+}
+
+/* Decode every name; those that cannot be are set aside, as sent. */
 static bool decode_page(s3_list_page *pg)
 {
-	for (size_t i = 0; i < pg->nobjects; i++)
-		if (!url_decode(pg->objects[i].key))
-			return false;
-	for (size_t i = 0; i < pg->nprefixes; i++)
-		if (!url_decode(pg->prefixes[i]))
-			return false;
+	size_t o = 0;
+
+	for (size_t i = 0; i < pg->nobjects; i++) {
+		if (url_decode(pg->objects[i].key))
+			pg->objects[o++] = pg->objects[i];
+		else if (!set_aside(pg, pg->objects[i].key))
+			return free(pg->objects[i].key), pg->nobjects = o, false;
+	}
+	pg->nobjects = o;
+	o = 0;
+	for (size_t i = 0; i < pg->nprefixes; i++) {
+		if (url_decode(pg->prefixes[i]))
+			pg->prefixes[o++] = pg->prefixes[i];
+		else if (!set_aside(pg, pg->prefixes[i]))
+			return free(pg->prefixes[i]), pg->nprefixes = o, false;
+	}
+	pg->nprefixes = o;
 	return true;
 }
 
@@ -315,7 +343,7 @@ tf_status s3_parse_list(const char *xml, size_t len, size_t max_entries, s3_list
 	if (!why && out->truncated && (!out->next_token || !*out->next_token))
 		why = "truncated without a continuation token";
 	if (!why && p.url_encoded && !decode_page(out))
-		why = "a bad percent-escape in a name";
+		why = "out of memory";
 	if (!why)
 		return TF_OK;
 	s3_list_page_free(out);
@@ -328,7 +356,9 @@ void s3_list_page_free(s3_list_page *p)
 		free(p->objects[i].key);
 	for (size_t i = 0; i < p->nprefixes; i++)
 		free(p->prefixes[i]);
-	free(p->objects), free(p->prefixes), free(p->next_token);
+	for (size_t i = 0; i < p->nbad; i++)
+		free(p->bad[i]);
+	free(p->objects), free(p->prefixes), free(p->bad), free(p->next_token);
 	memset(p, 0, sizeof(*p));
 }
 

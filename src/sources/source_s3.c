@@ -4,9 +4,12 @@
  * Names.  Source path "a/b" is key PREFIX "a/b"; directory "a" is every key
  * under "PREFIX a/", listed with ListObjectsV2 and delimiter '/' (common
  * prefixes are the subdirectories).  Keys that cannot be a path component
- * ("", ".", "..", "a//b") are not shown; where a key and a prefix share a
- * name, the directory wins.  Files are 0444, directories 0555, both owned
- * by the user who opened the source.  There are no symlinks.
+ * (".", "..", "a//b", a NUL, a '/' or a bad escape once decoded, over 255
+ * bytes) are not shown, and the listing warns once (tf_source_warn),
+ * naming the first few; a folder marker ("dir/" itself) is not shown
+ * either, silently.  Where a key and a prefix share a name, the directory
+ * wins.  Files are 0444, directories 0555, both owned by the user who
+ * opened the source.  There are no symlinks.
  *
  * Listings are fetched whole, page after page, within list_max_pages,
  * list_max_bytes (an entry is 32 bytes and its name and ETag) and the
@@ -168,9 +171,11 @@ static char *key_of(const s3_source *s, const char *rel, bool dir)
 	return k;
 }
 
-static bool valid_name(const char *n)
+/* Why n (a name within its directory) can be no file name, or NULL. */
+static const char *bad_name(const char *n)
 {
-	return *n && strcmp(n, ".") && strcmp(n, "..") && !strchr(n, '/') && strlen(n) <= 255;
+	return !*n ? "an empty name" : !strcmp(n, ".") || !strcmp(n, "..") ? "'.' or '..'"
+	     : strchr(n, '/') ? "a '/' in a name" : strlen(n) > 255 ? "a name over 255 bytes" : NULL;
 }
 
 static tf_stat dir_stat(const s3_source *s)
@@ -271,7 +276,28 @@ typedef struct builder {
 	uint64_t *tokens;		/* hashes of the continuation tokens followed */
 	size_t ntokens;
 	char *last;			/* the greatest name of the page before */
+	size_t nskipped;		/* keys that are no name here, ... */
+	char skipped[3][120];		/* ... the first few, escaped, and why */
 } builder;
+
+/* Note a key skipped (one warning for the listing names the first few). */
+static void skip(builder *bd, const char *key, const char *why)
+{
+	char *o;
+	size_t i = 0;
+
+	if (bd->nskipped < sizeof(bd->skipped) / sizeof(bd->skipped[0])) {
+		o = bd->skipped[bd->nskipped];
+		*o++ = '\'';
+		for (; key[i] && o - bd->skipped[bd->nskipped] < 64; i++) {
+			unsigned char c = (unsigned char)key[i];
+			o += c >= 0x20 && c < 0x7f && c != '\\' ? sprintf(o, "%c", c) : sprintf(o, "\\x%02x", c);
+		}
+		snprintf(o, sizeof(bd->skipped[0]) - (size_t)(o - bd->skipped[bd->nskipped]), "%s' (%s)",
+			 key[i] ? "..." : "", why);
+	}
+	bd->nskipped++;
+}
 
 /* Room for one more entry and len more bytes of text, within the bound. */
 static tf_status reserve(builder *bd, size_t len, tf_error *err)
@@ -332,28 +358,43 @@ static tf_status listing_add(builder *bd, const char *name, size_t n, const s3_e
 	return TF_OK;
 }
 
-/* The entries of one page, named relative to the prefix. */
+/*
+ * The entries of one page, named relative to the prefix.  A key that can
+ * be no name here (one that does not decode, lies outside the prefix, or
+ * whose name is empty, '.', '..', holds a '/' or runs past 255 bytes) is
+ * skipped and noted; but an object named by the prefix itself ("dir/", a
+ * folder marker) is skipped silently.
+ */
 static tf_status add_page(builder *bd, const s3_list_page *pg, tf_error *err)
 {
-	const char *prefix = bd->prefix;
+	const char *prefix = bd->prefix, *why;
 	size_t plen = bd->plen;
 	tf_status rc = TF_OK;
 
+	for (size_t i = 0; i < pg->nbad; i++)
+		skip(bd, pg->bad[i], "a NUL or a bad escape");
 	for (size_t i = 0; i < pg->nobjects && rc == TF_OK; i++) {
 		const s3_entry *e = &pg->objects[i];
-		if (strncmp(e->key, prefix, plen) || !valid_name(e->key + plen))
-			continue;
-		rc = listing_add(bd, e->key + plen, strlen(e->key + plen), e, err);
+		if (strncmp(e->key, prefix, plen))
+			skip(bd, e->key, "outside the prefix");
+		else if (!(why = bad_name(e->key + plen)))
+			rc = listing_add(bd, e->key + plen, strlen(e->key + plen), e, err);
+		else if (e->key[plen])	/* not the folder marker */
+			skip(bd, e->key, why);
 	}
 	for (size_t i = 0; i < pg->nprefixes && rc == TF_OK; i++) {
 		char *p = pg->prefixes[i];
 		size_t n = strlen(p);
-		if (strncmp(p, prefix, plen) || n < plen + 2 || p[n - 1] != '/')
+		if (strncmp(p, prefix, plen) || n <= plen || p[n - 1] != '/') {
+			skip(bd, p, "not a directory of the prefix");
 			continue;
+		}
 		p[n - 1] = '\0';
-		if (valid_name(p + plen))
+		if (!(why = bad_name(p + plen)))
 			rc = listing_add(bd, p + plen, n - 1 - plen, NULL, err);
 		p[n - 1] = '/';
+		if (why)
+			skip(bd, p, why);
 	}
 	return rc;
 }
@@ -432,6 +473,12 @@ static tf_status fetch_listing(s3_source *s, const s3_bound *b, const char *rel,
 			break;
 	}
 	s3_list_page_free(&pg);
+	if (rc == TF_OK && bd.nskipped)
+		tf_source_warn(&s->base, "%s list '%s': %zu key%s skipped, no file name here: %s%s%s%s%s%s",
+			       s3_client_where(s->client), prefix, bd.nskipped, bd.nskipped > 1 ? "s" : "",
+			       bd.skipped[0], bd.nskipped > 1 ? ", " : "", bd.nskipped > 1 ? bd.skipped[1] : "",
+			       bd.nskipped > 2 ? ", " : "", bd.nskipped > 2 ? bd.skipped[2] : "",
+			       bd.nskipped > 3 ? ", ..." : "");
 	free(token), free(prefix), free(bd.tokens), free(bd.last);
 	if (rc != TF_OK) {
 		listing_free(bd.l);

@@ -12,6 +12,8 @@
 #   endless  a listing of new keys page after page: refused at list_max_bytes
 #            or list_max_pages (or the deadline), the daemon's memory bounded
 #   many     an honest listing of 2,500 keys in three pages, read whole
+#   badkey   keys that decode to no file name ('%00', '%2F', '%zz'): skipped,
+#            with one log line naming them, the rest of the directory shown
 #
 # Needs python3, built TILETOOL and TILEFS; the mount cases need root and
 # /dev/fuse (skipped otherwise, failed when TILEFS_CI=1).  A few seconds.
@@ -51,7 +53,7 @@ def tile(chunks):   # a tile file with no filters: chunk count, then each chunk'
 rnd = random.Random(20)
 data = bytes(rnd.getrandbits(8) for _ in range(4000))
 open(os.path.join(root, "..", "t.want"), "wb").write(data)
-for b in ("slow", "stall", "loop", "endless"):
+for b in ("slow", "stall", "loop", "endless", "badkey"):
     put(f"{root}/{b}/t.tdb", tile([data[:2000], data[2000:]]))
     put(f"{root}/{b}/d/x.bin", data[:100])
 for i in range(2500):
@@ -112,6 +114,11 @@ tool index -c "$WORK/pages.ini" --index-dir "$WORK/idx" s3://endless
 	ok "tiletool index, an endless listing: exit 1 in $took ms: $(head -c 250 "$WORK/err")" ||
 	fail "tiletool index, an endless listing, list_max_pages = 5: rc=$rc in $took ms: $(cat "$WORK/err")"
 
+tool index -c "$WORK/s3.ini" --index-dir "$WORK/idx" s3://badkey
+[ $rc = 0 ] && grep -q "warning: .* list '': 3 keys skipped, no file name here: 'bad%00name' (a NUL or a bad escape), 'esc%zz' (a NUL or a bad escape), 'sl/ash' (a '/' in a name)" "$WORK/err" &&
+	ok "tiletool index, keys that are no file name: skipped, $(cat "$WORK/err")" ||
+	fail "tiletool index, keys that are no file name: rc=$rc: $(cat "$WORK/err")"
+
 # ---- the mount
 if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null 2>&1; then
 	[ "${TILEFS_CI:-0}" = 1 ] && fail "the mount cases need root and /dev/fuse"
@@ -169,6 +176,15 @@ mount_store "$WORK/s3.ini" many && {
 		[ "$(ls "$MNT/d/f1500.sub")" = x ] && ok "tilefs, an honest listing of three pages: 2,503 entries" ||
 		fail "tilefs, an honest listing of three pages: rc=$rc, $(wc -l < "$WORK/out") entries: $(cat "$WORK/err")"
 	unmount_store
+}
+mount_store "$WORK/s3.ini" badkey && {
+	run ls "$MNT"
+	[ $rc = 0 ] && [ "$(tr '\n' ' ' < "$WORK/out")" = "d t.tdb " ] && cmp -s "$MNT/d/x.bin" "$WORK/t.want" -n 100 &&
+		ok "tilefs, keys that are no file name: the rest shown" ||
+		fail "tilefs, keys that are no file name: rc=$rc: $(cat "$WORK/out" "$WORK/err")"
+	unmount_store
+	[ "$(grep -c "skipped" "$WORK/log")" = 1 ] && grep -q "3 keys skipped.*'bad%00name'" "$WORK/log" &&
+		ok "... logged once: $(grep -m1 skipped "$WORK/log")" || fail "skipped keys not logged once: $(cat "$WORK/log")"
 }
 mount_store "$WORK/s3.ini" loop && {
 	run ls "$MNT"

@@ -179,8 +179,6 @@ START_TEST(test_list_hostile)
 	list_refused(LIST_HEAD "<IsTruncated>true</IsTruncated></ListBucketResult>", 100, "continuation token");
 	list_refused(LIST_HEAD "<Contents><Key>a", 100, "");
 	list_refused("<Error><Code>NoSuchBucket</Code></Error>", 100, "not a ListBucketResult");
-	list_refused(LIST_HEAD "<EncodingType>url</EncodingType><Contents><Key>a%00b</Key><Size>1</Size>"
-		     "<ETag>\"e\"</ETag></Contents></ListBucketResult>", 100, "percent");
 	/* A name past 4096 bytes, and more entries than a page may hold. */
 	big = malloc(8192 + 200);
 	n = (size_t)sprintf(big, LIST_HEAD "<Contents><Key>");
@@ -195,6 +193,34 @@ START_TEST(test_list_hostile)
 	sprintf(many + n, "</ListBucketResult>");
 	list_refused(many, 100, "more entries");
 	free(many);
+}
+END_TEST
+
+/* A name that does not decode (a NUL, a bad escape) is set aside as sent,
+ * for the source to skip and report; the rest of the page stands. */
+START_TEST(test_list_bad_names)
+{
+	const char *xml = LIST_HEAD "<EncodingType>url</EncodingType>"
+		"<Contents><Key>a%00b</Key><Size>1</Size><ETag>\"e\"</ETag></Contents>"
+		"<Contents><Key>good%2Bone</Key><Size>1</Size><ETag>\"e\"</ETag></Contents>"
+		"<Contents><Key>esc%zz</Key><Size>1</Size><ETag>\"e\"</ETag></Contents>"
+		"<Contents><Key>cut%4</Key><Size>1</Size><ETag>\"e\"</ETag></Contents>"
+		"<CommonPrefixes><Prefix>p%00/</Prefix></CommonPrefixes>"
+		"<CommonPrefixes><Prefix>q%2F/</Prefix></CommonPrefixes></ListBucketResult>";
+	s3_list_page pg;
+	tf_error err;
+
+	ck_assert_msg(s3_parse_list(xml, strlen(xml), 100, &pg, &err) == TF_OK, "%s", err.msg);
+	ck_assert_uint_eq(pg.nobjects, 1);
+	ck_assert_str_eq(pg.objects[0].key, "good+one");
+	ck_assert_uint_eq(pg.nprefixes, 1);
+	ck_assert_str_eq(pg.prefixes[0], "q//");	/* decodes: the source judges the name */
+	ck_assert_uint_eq(pg.nbad, 4);
+	ck_assert_str_eq(pg.bad[0], "a%00b");
+	ck_assert_str_eq(pg.bad[1], "esc%zz");
+	ck_assert_str_eq(pg.bad[2], "cut%4");
+	ck_assert_str_eq(pg.bad[3], "p%00/");
+	s3_list_page_free(&pg);
 }
 END_TEST
 
@@ -801,6 +827,7 @@ static Suite *s3_suite(void)
 	tcase_add_test(sign, test_encoding);
 	tcase_add_test(xml, test_list_parse);
 	tcase_add_test(xml, test_list_hostile);
+	tcase_add_test(xml, test_list_bad_names);
 	tcase_add_test(xml, test_list_needs_etag);
 	tcase_add_test(xml, test_time_range);
 	tcase_add_test(xml, test_error_code);
