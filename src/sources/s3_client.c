@@ -42,6 +42,7 @@ typedef struct s3_req {
 	const s3_kv *query;
 	size_t nquery;
 	const char *if_match;
+	_Atomic int64_t *mtime_ns;	/* Last-Modified every answer carries (0: none yet) */
 	uint64_t off, size;	/* a ranged GET of len bytes at off of size */
 	size_t len;
 	void *dst;
@@ -223,13 +224,41 @@ static bool retryable_curl(CURLcode cc)
 	}
 }
 
-/* Whether a 2xx answer is exactly what r asked for; why not into why. */
-static verdict check_body(const s3_req *r, const s3_xfer *x, const char **why)
+/* Whether the answer's Last-Modified is the one every answer of r's
+ * version carried so far (the first answer's is kept). */
+static bool same_mtime(const s3_req *r, const s3_xfer *x)
 {
-	if (r->if_match && *r->if_match && x->has_etag && strcmp(x->etag, r->if_match)) {
+	int64_t seen = 0;
+
+	if (!r->mtime_ns || !x->mtime_ns)
+		return true;
+	return atomic_compare_exchange_strong(r->mtime_ns, &seen, x->mtime_ns) || seen == x->mtime_ns;
+}
+
+/*
+ * Whether a 2xx answer is exactly what r asked for, of the version r
+ * pins; why not into why, the status into code.  A store may ignore
+ * If-Match: so an answer must carry the ETag pinned (one carrying none
+ * proves nothing), the size pinned and the Last-Modified of the answers
+ * before it, or it is another version's.
+ */
+static verdict check_body(const s3_req *r, const s3_xfer *x, tf_status *code, const char **why)
+{
+	*code = TF_E_STALE;
+	if (r->if_match && *r->if_match && !x->has_etag) {
+		*code = TF_E_IO;
+		*why = "no ETag in the answer (so no proof it is the version opened)";
+		return V_FAIL;
+	}
+	if (r->if_match && *r->if_match && strcmp(x->etag, r->if_match)) {
 		*why = "the object was replaced (ETag changed)";
 		return V_FAIL;
 	}
+	if (!same_mtime(r, x)) {
+		*why = "the object was replaced (Last-Modified changed)";
+		return V_FAIL;
+	}
+	*code = TF_E_IO;
 	if (!r->dst)
 		return V_OK;
 	if (x->status == 200 && r->off == 0 && r->len == r->size && x->got == r->len)
@@ -239,6 +268,7 @@ static verdict check_body(const s3_req *r, const s3_xfer *x, const char **why)
 		return V_RETRY;
 	}
 	if (x->cr_total != r->size) {
+		*code = TF_E_STALE;
 		*why = "the object's size changed";
 		return V_FAIL;
 	}
@@ -263,8 +293,6 @@ static bool refused(const s3_xfer *x)
 
 static verdict judge(const s3_req *r, const s3_xfer *x, tf_status *code, const char **why)
 {
-	verdict v;
-
 	*code = TF_E_IO;
 	*why = NULL;
 	if (refused(x)) {
@@ -279,9 +307,7 @@ static verdict judge(const s3_req *r, const s3_xfer *x, tf_status *code, const c
 		*why = x->overflow ? "a body longer than asked for" : NULL;
 		return retryable_curl(x->cc) || x->overflow ? V_RETRY : V_FAIL;
 	}
-	v = check_body(r, x, why);
-	*code = v == V_FAIL ? TF_E_STALE : TF_E_IO;
-	return v;
+	return check_body(r, x, code, why);
 }
 
 /* "HTTP 503 (SlowDown)", "curl: Timeout was reached", ... */
@@ -372,10 +398,11 @@ static tf_status run(s3_client *c, const s3_bound *b, const s3_req *r, s3_xfer *
 
 /* ---- requests ---------------------------------------------------------------------------- */
 
-tf_status s3_client_get(s3_client *c, const s3_bound *b, const char *key, const char *etag, uint64_t size,
-			uint64_t off, void *dst, size_t len, tf_error *err)
+tf_status s3_client_get(s3_client *c, const s3_bound *b, const char *key, const s3_version *v, uint64_t off,
+			void *dst, size_t len, tf_error *err)
 {
-	s3_req r = { .key = key, .if_match = etag, .off = off, .size = size, .len = len, .dst = dst };
+	s3_req r = { .key = key, .if_match = v->etag, .mtime_ns = v->mtime_ns, .off = off, .size = v->size,
+		     .len = len, .dst = dst };
 	s3_xfer x = { 0 };
 	char what[1200];
 	tf_status rc;

@@ -19,6 +19,7 @@
 #ifndef S3_CLIENT_H
 #define S3_CLIENT_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "sources/s3_http.h"
@@ -34,13 +35,22 @@ void s3_client_free(s3_client *c);
 /* "http://host:port bucket 'b'" for messages. */
 const char *s3_client_where(const s3_client *c);
 
+/* The version a GET must read. */
+typedef struct s3_version {
+	const char *etag;		/* sent as If-Match; every answer must carry it */
+	uint64_t size;			/* every answer's Content-Range total */
+	_Atomic int64_t *mtime_ns;	/* NULL, or the Last-Modified the first answer
+					 * carried (0 before it), kept for the next */
+} s3_version;
+
 /*
- * Exactly len bytes of key at off into dst, from the version with ETag
- * etag (sent as If-Match and checked in the answer) and total size size:
- * TF_E_STALE when the object is no longer that version.
+ * Exactly len bytes of key at off into dst, of version v: TF_E_STALE when
+ * the answer is another version's (If-Match refused, or an answer with
+ * another ETag, size or Last-Modified: a store may ignore If-Match),
+ * TF_E_IO for one with no ETag at all (nothing proves its version).
  */
-tf_status s3_client_get(s3_client *c, const s3_bound *b, const char *key, const char *etag, uint64_t size,
-			uint64_t off, void *dst, size_t len, tf_error *err);
+tf_status s3_client_get(s3_client *c, const s3_bound *b, const char *key, const s3_version *v, uint64_t off,
+			void *dst, size_t len, tf_error *err);
 
 /* HEAD key: size, ETag, mtime (entry->key is not set). */
 tf_status s3_client_head(s3_client *c, const s3_bound *b, const char *key, s3_entry *out, tf_error *err);

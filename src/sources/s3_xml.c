@@ -24,7 +24,7 @@ typedef struct lparser {
 	char text[S3_MAX_NAME + 1];
 	size_t tlen;
 	s3_entry ent;			/* the Contents being read */
-	bool have_key, have_size, have_etag;
+	bool have_key, have_size;
 	bool url_encoded;
 	const char *fail;		/* the first problem */
 	char *code;			/* s3_parse_error_code's output */
@@ -68,7 +68,7 @@ static void on_start(void *user, const XML_Char *name, const XML_Char **attrs)
 		p->in_prefixes = !strcmp(name, "CommonPrefixes");
 		if (p->in_contents) {
 			memset(&p->ent, 0, sizeof(p->ent));
-			p->have_key = p->have_size = p->have_etag = false;
+			p->have_key = p->have_size = false;
 		}
 	}
 	if (p->depth > 16)
@@ -162,9 +162,6 @@ static void push_entry(lparser *p, bool prefix)
 	}
 	if (!p->have_key || !p->have_size)
 		return free(p->ent.key), p->ent.key = NULL, stop(p, "an object without Key or Size");
-	/* Reads carry If-Match with it, and stat compares it: none is no answer. */
-	if (!p->have_etag)
-		return free(p->ent.key), p->ent.key = NULL, stop(p, "an object without an ETag");
 	s3_entry *ne = realloc(pg->objects, (pg->nobjects + 1) * sizeof(*ne));
 	if (!ne)
 		return free(p->ent.key), p->ent.key = NULL, stop(p, "out of memory");
@@ -201,7 +198,6 @@ static void end_field(lparser *p)
 			return stop(p, "an ETag longer than 71 bytes");
 		memcpy(p->ent.etag, t, n);
 		p->ent.etag[n] = '\0';
-		p->have_etag = n > 0;
 		break;
 	}
 	case F_PREFIX: push_entry(p, true); break;

@@ -25,7 +25,10 @@
  * Versions.  An object is its ETag and size; every GET of it sends
  * If-Match with that ETag, so an object replaced while open answers 412
  * and the read fails TF_E_STALE (and the cached listing of its directory
- * is dropped, so the next open sees the new object).  Mtimes are whole
+ * is dropped, so the next open sees the new object).  A store ignoring
+ * If-Match is caught by the answer: it must carry the ETag, the size and
+ * the Last-Modified of the object's answers before (s3_client_get).  An
+ * object listed without an ETag is refused at open (TF_E_IO).  Mtimes are whole
  * seconds, as HEAD gives them, so a version from a listing equals the
  * same version from a HEAD.
  *
@@ -133,6 +136,7 @@ typedef struct s3_object {
 	bool planned;			/* TF_ACCESS_PLANNED: no read-ahead */
 	size_t window;
 	unsigned jobs;			/* background loads running */
+	_Atomic int64_t mtime_ns;	/* the Last-Modified of every answer (0 until one) */
 } s3_object;
 
 static const tf_object_ops s3_object_ops;
@@ -762,6 +766,11 @@ static tf_status s3_open(tf_source *base, const char *rel, const tf_version *exp
 
 	if ((rc = current_stat(s, &b, rel, expect, &st, err)) != TF_OK)
 		return rc;
+	/* A GET's answer proves its version by its ETag: without one, no read
+	 * could tell the version opened from one written since. */
+	if (!st.v.etag[0])
+		return tf_err(err, TF_E_IO, "%s key '%s%s': the store gives it no ETag: its version cannot be "
+			      "pinned", s3_client_where(s->client), s->prefix, rel);
 	if (!(o = calloc(1, sizeof(*o))) || !(o->base.name = strdup(rel)) || !(o->key = key_of(s, rel, false))) {
 		if (o)
 			free(o->base.name), free(o->key);
@@ -777,6 +786,7 @@ static tf_status s3_open(tf_source *base, const char *rel, const tf_version *exp
 	o->src = s;
 	pthread_mutex_init(&o->mu, NULL);
 	pthread_cond_init(&o->cv, NULL);
+	atomic_init(&o->mtime_ns, 0);
 	*out = &o->base;
 	return TF_OK;
 }
@@ -785,8 +795,8 @@ static tf_status s3_open(tf_source *base, const char *rel, const tf_version *exp
 
 static tf_status get(s3_object *o, const s3_bound *b, uint64_t off, void *dst, size_t len, tf_error *err)
 {
-	tf_status rc = s3_client_get(o->src->client, b, o->key, o->base.st.v.etag, o->base.st.v.size, off, dst,
-				     len, err);
+	s3_version v = { o->base.st.v.etag, o->base.st.v.size, &o->mtime_ns };
+	tf_status rc = s3_client_get(o->src->client, b, o->key, &v, off, dst, len, err);
 
 	if (rc == TF_E_STALE)
 		forget_parent(o->src, o->base.name);

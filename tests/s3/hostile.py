@@ -17,6 +17,7 @@ Honest, except in the buckets named after how they lie:
            first GET of KEY, KEY.v2 is served in its place (Last-Modified 10 s later)
   liar     If-Match is ignored and answers keep KEY's first ETag, but after the first
            GET of KEY, KEY.v2 is served in its place (Last-Modified 10 s later)
+  bare     no ETag anywhere: not in listings, not in answers
   badkey   the top listing also holds keys that are no file name once decoded:
            'bad%00name' (a NUL), 'sl%2Fash' (a '/'), 'esc%zz' (no escape)
 
@@ -137,7 +138,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             x.append("<NextContinuationToken>%s</NextContinuationToken>" % escape(token))
         for k, size, etag in entries:
             x.append("<Contents><Key>%s</Key><LastModified>2024-01-02T03:04:05.000Z</LastModified>"
-                     "<ETag>&quot;%s&quot;</ETag><Size>%d</Size></Contents>" % (escape(name(k)), etag, size))
+                     "%s<Size>%d</Size></Contents>" % (escape(name(k)), "" if bucket == "bare" else
+                                                       "<ETag>&quot;%s&quot;</ETag>" % etag, size))
         for p in prefixes:
             x.append("<CommonPrefixes><Prefix>%s</Prefix></CommonPrefixes>" % escape(name(p)))
         x.append("</ListBucketResult>")
@@ -152,21 +154,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.error(404, "NoSuchKey")
         first_etag = etag_of(path)
         mtime = int(os.path.getmtime(path))
-        if bucket in ("noetag", "liar") and self.command == "GET":
+        if bucket in ("noetag", "liar", "bare") and self.command == "GET":
             with lock:
                 n = gets.get((bucket, key), 0)
                 gets[(bucket, key)] = n + 1
             if n and os.path.isfile(path + ".v2"):
                 path, mtime = path + ".v2", mtime + 10
         data = open(path, "rb").read()
-        honest = bucket not in ("noetag", "liar")
+        honest = bucket not in ("noetag", "liar", "bare")
         etag = etag_of(path) if honest else first_etag
         want = (self.headers.get("If-Match") or "").strip('"')
         if honest and want and want != etag:
             log(self.command, bucket, key, 412)
             return self.error(412, "PreconditionFailed")
         headers = [("Last-Modified", email.utils.formatdate(mtime, usegmt=True))]
-        if bucket != "noetag":
+        if bucket not in ("noetag", "bare"):
             headers.append(("ETag", '"%s"' % etag))
         status, body = 200, data
         rng = self.headers.get("Range")

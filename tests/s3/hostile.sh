@@ -14,6 +14,10 @@
 #   many     an honest listing of 2,500 keys in three pages, read whole
 #   badkey   keys that decode to no file name ('%00', '%2F', '%zz'): skipped,
 #            with one log line naming them, the rest of the directory shown
+#   liar     If-Match ignored, the first ETag kept, the object swapped after
+#            its first GET: EIO at the first byte of the new version
+#   noetag   If-Match ignored, no ETag in answers, swapped likewise: EIO
+#   bare     no ETag even in listings: listed, but every open EIO
 #
 # Needs python3, built TILETOOL and TILEFS; the mount cases need root and
 # /dev/fuse (skipped otherwise, failed when TILEFS_CI=1).  A few seconds.
@@ -56,6 +60,15 @@ open(os.path.join(root, "..", "t.want"), "wb").write(data)
 for b in ("slow", "stall", "loop", "endless", "badkey"):
     put(f"{root}/{b}/t.tdb", tile([data[:2000], data[2000:]]))
     put(f"{root}/{b}/d/x.bin", data[:100])
+big = bytes(rnd.getrandbits(8) for _ in range(3 << 20))
+open(os.path.join(root, "..", "big.want"), "wb").write(big)
+chunks = [big[i:i + 65536] for i in range(0, len(big), 65536)]
+open(os.path.join(root, "..", "bigt.want"), "wb").write(big)
+for b in ("liar", "noetag", "bare"):
+    put(f"{root}/{b}/big.bin", big)
+    put(f"{root}/{b}/big.bin.v2", bytes(c ^ 0xFF for c in big))
+    put(f"{root}/{b}/bigt.tdb", tile(chunks))
+    put(f"{root}/{b}/bigt.tdb.v2", tile([bytes(c ^ 0xFF for c in k) for k in chunks]))
 for i in range(2500):
     put(f"{root}/many/d/f{i:04d}", b"%d" % i)
 for i in range(3):
@@ -118,6 +131,13 @@ tool index -c "$WORK/s3.ini" --index-dir "$WORK/idx" s3://badkey
 [ $rc = 0 ] && grep -q "warning: .* list '': 3 keys skipped, no file name here: 'bad%00name' (a NUL or a bad escape), 'esc%zz' (a NUL or a bad escape), 'sl/ash' (a '/' in a name)" "$WORK/err" &&
 	ok "tiletool index, keys that are no file name: skipped, $(cat "$WORK/err")" ||
 	fail "tiletool index, keys that are no file name: rc=$rc: $(cat "$WORK/err")"
+
+# prefix_of FILE WANT: FILE's bytes are WANT's first ones.
+prefix_of() { cmp -s -n "$(wc -c < "$1")" "$1" "$2"; }
+tool decode -c "$WORK/s3.ini" -F '' s3://liar/bigt.tdb
+[ $rc = 1 ] && prefix_of "$WORK/out" "$WORK/bigt.want" && grep -q "Last-Modified changed" "$WORK/err" &&
+	ok "tiletool, an object swapped under a store ignoring If-Match: exit 1 after $(wc -c < "$WORK/out") good bytes: $(head -c 250 "$WORK/err")" ||
+	fail "tiletool, an object swapped under a store ignoring If-Match: rc=$rc, $(wc -c < "$WORK/out") bytes$(prefix_of "$WORK/out" "$WORK/bigt.want" || echo ", not all the first version's"): $(cat "$WORK/err")"
 
 # ---- the mount
 if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null 2>&1; then
@@ -185,6 +205,27 @@ mount_store "$WORK/s3.ini" badkey && {
 	unmount_store
 	[ "$(grep -c "skipped" "$WORK/log")" = 1 ] && grep -q "3 keys skipped.*'bad%00name'" "$WORK/log" &&
 		ok "... logged once: $(grep -m1 skipped "$WORK/log")" || fail "skipped keys not logged once: $(cat "$WORK/log")"
+}
+for b in liar noetag; do
+	mount_store "$WORK/s3.ini" $b || continue
+	run cat "$MNT/big.bin"
+	[ $rc = 1 ] && grep -q "Input/output error" "$WORK/err" && prefix_of "$WORK/out" "$WORK/big.want" &&
+		ok "tilefs, $b: the object swapped while read: EIO after $(wc -c < "$WORK/out") good bytes" ||
+		fail "tilefs, $b: the object swapped while read: rc=$rc, $(wc -c < "$WORK/out") bytes$(prefix_of "$WORK/out" "$WORK/big.want" || echo ", not all the first version's"): $(cat "$WORK/err")"
+	unmount_store
+	grep -q "key 'big.bin' bytes .*: HTTP 20.: \(the object was replaced (Last-Modified changed)\|no ETag in the answer\)" "$WORK/log" &&
+		ok "... logged: $(grep -m1 "big.bin" "$WORK/log")" || fail "$b: not logged: $(cat "$WORK/log")"
+done
+mount_store "$WORK/s3.ini" bare && {
+	run ls "$MNT"
+	[ $rc = 0 ] && grep -q "^big.bin$" "$WORK/out" && ok "tilefs, a store with no ETags: listed" ||
+		fail "tilefs, a store with no ETags: not listed: rc=$rc $(cat "$WORK/err")"
+	run cat "$MNT/big.bin"
+	[ $rc = 1 ] && grep -q "Input/output error" "$WORK/err" && [ ! -s "$WORK/out" ] &&
+		ok "tilefs, a store with no ETags: open EIO" || fail "tilefs, a store with no ETags: rc=$rc $(cat "$WORK/err")"
+	unmount_store
+	grep -q "key 'big.bin': the store gives it no ETag" "$WORK/log" &&
+		ok "... logged: $(grep -m1 "no ETag" "$WORK/log")" || fail "no ETag: not logged: $(cat "$WORK/log")"
 }
 mount_store "$WORK/s3.ini" loop && {
 	run ls "$MNT"

@@ -224,16 +224,23 @@ START_TEST(test_list_bad_names)
 }
 END_TEST
 
-/* Without an ETag a file could be read without If-Match and would look
- * replaced at the next listing: such a listing is as bad as one without Size. */
-START_TEST(test_list_needs_etag)
+/* An object without an ETag is listed with an empty one (the source
+ * refuses to open it: no GET of it could prove its version); the rest of
+ * the page stands. */
+START_TEST(test_list_without_etag)
 {
-	list_refused(LIST_HEAD "<Contents><Key>a</Key><Size>1</Size></Contents></ListBucketResult>", 100,
-		     "without an ETag");
-	list_refused(LIST_HEAD "<Contents><Key>a</Key><Size>1</Size><ETag></ETag></Contents></ListBucketResult>",
-		     100, "without an ETag");
-	list_refused(LIST_HEAD "<Contents><Key>a</Key><Size>1</Size><ETag>\"\"</ETag></Contents>"
-		     "</ListBucketResult>", 100, "without an ETag");
+	const char *xml = LIST_HEAD "<Contents><Key>a</Key><Size>1</Size></Contents>"
+		"<Contents><Key>b</Key><Size>2</Size><ETag>\"\"</ETag></Contents>"
+		"<Contents><Key>c</Key><Size>3</Size><ETag>\"e3\"</ETag></Contents></ListBucketResult>";
+	s3_list_page pg;
+	tf_error err;
+
+	ck_assert_msg(s3_parse_list(xml, strlen(xml), 100, &pg, &err) == TF_OK, "%s", err.msg);
+	ck_assert_uint_eq(pg.nobjects, 3);
+	ck_assert_str_eq(pg.objects[0].etag, "");
+	ck_assert_str_eq(pg.objects[1].etag, "");
+	ck_assert_str_eq(pg.objects[2].etag, "e3");
+	s3_list_page_free(&pg);
 }
 END_TEST
 
@@ -630,7 +637,9 @@ static void error_case(const char *head, tf_status want, unsigned want_hits, con
 
 	fake_start(&f, head, 200000);
 	c = client_ok(f.url, "b", NULL, "2");
-	ck_assert_int_eq(s3_client_get(c, &forever, "k", "e1", 100, 0, buf, sizeof(buf), &err), want);
+	s3_version v = { "e1", 100, NULL };
+
+	ck_assert_int_eq(s3_client_get(c, &forever, "k", &v, 0, buf, sizeof(buf), &err), want);
 	fake_stop(&f);
 	ck_assert_uint_eq(atomic_load(&f.hits), want_hits);
 	ck_assert_msg(strstr(err.msg, msg), "'%s' lacks '%s'", err.msg, msg);
@@ -645,6 +654,47 @@ START_TEST(test_client_error_body)
 	error_case("HTTP/1.1 404 Not Found\r\n", TF_E_NOTFOUND, 1, "HTTP 404");
 	error_case("HTTP/1.1 403 Forbidden\r\n", TF_E_ACCESS, 1, "HTTP 403");
 	error_case("HTTP/1.1 503 Slow Down\r\n", TF_E_IO, 3, "HTTP 503");
+	quiet_env();
+}
+END_TEST
+
+/* A store may ignore If-Match: an answer proves its version by its ETag,
+ * size and Last-Modified (the first answer's, kept for the object), or
+ * it is refused, never served; no ETag at all proves nothing. */
+static void version_case(const char *head, int64_t seen, tf_status want, const char *msg)
+{
+	uint8_t buf[10];
+	_Atomic int64_t mtime;
+	s3_version v = { "e1", 100, &mtime };
+	s3_client *c;
+	tf_error err = { 0 };
+	fake f;
+
+	atomic_init(&mtime, seen);
+	fake_start(&f, head, 10);
+	c = client_ok(f.url, "b", NULL, "2");
+	ck_assert_int_eq(s3_client_get(c, &forever, "k", &v, 0, buf, sizeof(buf), &err), want);
+	fake_stop(&f);
+	ck_assert_uint_eq(atomic_load(&f.hits), 1);	/* never retried */
+	ck_assert_msg(strstr(err.msg, msg), "'%s' lacks '%s'", err.msg, msg);
+	s3_client_free(c);
+}
+
+START_TEST(test_client_version)
+{
+	const char *range = "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/100\r\n";
+	char head[300];
+
+	quiet_env();
+	version_case(range, 0, TF_E_IO, "no ETag in the answer");
+	snprintf(head, sizeof(head), "%sETag: \"e2\"\r\n", range);
+	version_case(head, 0, TF_E_STALE, "ETag changed");
+	snprintf(head, sizeof(head), "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/101\r\nETag: \"e1\"\r\n");
+	version_case(head, 0, TF_E_STALE, "size changed");
+	snprintf(head, sizeof(head), "%sETag: \"e1\"\r\nLast-Modified: Mon, 12 Oct 2009 17:50:00 GMT\r\n", range);
+	version_case(head, 1255369800000000000LL + 1000000000, TF_E_STALE, "Last-Modified changed");
+	version_case(head, 0, TF_OK, "");
+	version_case(head, 1255369800000000000LL, TF_OK, "");
 	quiet_env();
 }
 END_TEST
@@ -828,7 +878,7 @@ static Suite *s3_suite(void)
 	tcase_add_test(xml, test_list_parse);
 	tcase_add_test(xml, test_list_hostile);
 	tcase_add_test(xml, test_list_bad_names);
-	tcase_add_test(xml, test_list_needs_etag);
+	tcase_add_test(xml, test_list_without_etag);
 	tcase_add_test(xml, test_time_range);
 	tcase_add_test(xml, test_error_code);
 	tcase_add_unchecked_fixture(creds, creds_setup, creds_teardown);
@@ -838,6 +888,7 @@ static Suite *s3_suite(void)
 	tcase_add_test(creds, test_creds_symlink);
 	tcase_add_test(creds, test_client_long_token);
 	tcase_add_test(creds, test_client_error_body);
+	tcase_add_test(creds, test_client_version);
 	tcase_add_test(creds, test_client_last_modified);
 	tcase_add_test(creds, test_client_path_style);
 	tcase_add_test(creds, test_settings);
