@@ -18,8 +18,10 @@
  * Listings are cached: sizes, ETags and mtimes come from them, so stat and
  * open cost no request of their own while a listing is fresh (list_ttl).
  * A TileDB fragment directory (one holding __fragment_metadata.tdb, which
- * TileDB writes last) never changes once written: its listing is kept for
- * the life of the source.  The cache holds at most CACHE_LISTINGS listings
+ * TileDB writes last) never changes once written: its listing is kept until
+ * the store says otherwise (a 404 or 412 for a file in it: vacuumed, its
+ * directory's listing is dropped too), or a fresh listing of its directory
+ * no longer holds it.  The cache holds at most CACHE_LISTINGS listings
  * and CACHE_BYTES of them, least recently used out first.
  *
  * Versions.  An object is its ETag and size; every GET of it sends
@@ -615,18 +617,48 @@ static bool split_rel(const char *rel, char *buf, size_t n, const char **name)
 }
 
 /* Forget the listing of rel's directory (it changed under us). */
+/*
+ * Forget the listing of rel's directory: the store has just said rel is
+ * not the version listed (HTTP 412, another ETag) or not there at all
+ * (404).  A fragment directory's listing too, although such a directory
+ * never changes: it may have been vacuumed whole, so its own directory's
+ * listing goes as well, and the next lookup asks the store whether it is
+ * still there (ENOENT, not EIO, for what vacuuming removed).
+ */
 static void forget_parent(s3_source *s, const char *rel)
 {
-	char parent[4096];
+	char parent[4096], up[4096];
 	const char *name;
 	listing *l;
 
 	if (!split_rel(rel, parent, sizeof(parent), &name))
 		return;
 	pthread_mutex_lock(&s->mu);
-	if ((l = cache_find(s, parent)) && !l->immutable)
+	if ((l = cache_find(s, parent))) {
+		if (l->immutable && strcmp(parent, ".") && split_rel(parent, up, sizeof(up), &name) &&
+		    (l = cache_find(s, up)))
+			cache_drop(s, l);
+		if ((l = cache_find(s, parent)))
+			cache_drop(s, l);
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Forget directory rel's own listing (its directory no longer lists it). */
+static void forget_listing(s3_source *s, const char *rel)
+{
+	listing *l;
+
+	pthread_mutex_lock(&s->mu);
+	if ((l = cache_find(s, rel)))
 		cache_drop(s, l);
 	pthread_mutex_unlock(&s->mu);
+}
+
+/* Whether a failure of rc says rel's listed version is gone. */
+static bool gone_status(tf_status rc)
+{
+	return rc == TF_E_STALE || rc == TF_E_NOTFOUND;
 }
 
 /* ---- stat, list ------------------------------------------------------------------------------ */
@@ -651,6 +683,8 @@ static tf_status lookup(s3_source *s, const s3_bound *b, const char *rel, tf_sta
 	if ((d = listing_lookup(l, name)))
 		*st = dent_stat(s, l, d);
 	listing_put(s, l);
+	if (!d)	/* a directory gone (a fragment vacuumed) may have left its listing behind */
+		forget_listing(s, rel);
 	return d ? TF_OK : tf_err(err, TF_E_NOTFOUND, "%s: no such file or directory", rel);
 }
 
@@ -743,8 +777,11 @@ static tf_status current_stat(s3_source *s, const s3_bound *b, const char *rel, 
 		return tf_err(err, TF_E_INVAL, "%s: not a regular file", rel);
 	/* A cached version unlike the one expected may be the stale one. */
 	if (!cached || (expect && !same_version(expect, &st->v))) {
-		if ((rc = head_stat(s, b, rel, st, err)) != TF_OK)
+		if ((rc = head_stat(s, b, rel, st, err)) != TF_OK) {
+			if (cached && rc == TF_E_NOTFOUND)
+				forget_parent(s, rel);
 			return rc;
+		}
 	}
 	if (expect && !same_version(expect, &st->v)) {
 		forget_parent(s, rel);
@@ -798,7 +835,7 @@ static tf_status get(s3_object *o, const s3_bound *b, uint64_t off, void *dst, s
 	s3_version v = { o->base.st.v.etag, o->base.st.v.size, &o->mtime_ns };
 	tf_status rc = s3_client_get(o->src->client, b, o->key, &v, off, dst, len, err);
 
-	if (rc == TF_E_STALE)
+	if (gone_status(rc))
 		forget_parent(o->src, o->base.name);
 	return rc;
 }
@@ -1107,6 +1144,8 @@ static tf_status s3_check(tf_object *base, tf_error *err)
 		forget_parent(o->src, o->base.name);
 		return tf_err(err, TF_E_STALE, "%s: replaced in the object store while open", o->base.name);
 	}
+	if (rc == TF_E_NOTFOUND)
+		forget_parent(o->src, o->base.name);
 	return rc;
 }
 

@@ -18,6 +18,8 @@
 #            its first GET: EIO at the first byte of the new version
 #   noetag   If-Match ignored, no ETag in answers, swapped likewise: EIO
 #   bare     no ETag even in listings: listed, but every open EIO
+#   vacuum   a fragment directory listed, then vacuumed: its file EIO at the
+#            first read (the store's 404), then ENOENT (not EIO for ever)
 #
 # Needs python3, built TILETOOL and TILEFS; the mount cases need root and
 # /dev/fuse (skipped otherwise, failed when TILEFS_CI=1).  A few seconds.
@@ -55,12 +57,12 @@ def tile(chunks):   # a tile file with no filters: chunk count, then each chunk'
         out += struct.pack("<III", len(c), len(c), 0) + c
     return out
 rnd = random.Random(20)
-data = bytes(rnd.getrandbits(8) for _ in range(4000))
+data = rnd.randbytes(4000)
 open(os.path.join(root, "..", "t.want"), "wb").write(data)
 for b in ("slow", "stall", "loop", "endless", "badkey"):
     put(f"{root}/{b}/t.tdb", tile([data[:2000], data[2000:]]))
     put(f"{root}/{b}/d/x.bin", data[:100])
-big = bytes(rnd.getrandbits(8) for _ in range(3 << 20))
+big = rnd.randbytes(3 << 20)
 open(os.path.join(root, "..", "big.want"), "wb").write(big)
 chunks = [big[i:i + 65536] for i in range(0, len(big), 65536)]
 open(os.path.join(root, "..", "bigt.want"), "wb").write(big)
@@ -69,6 +71,9 @@ for b in ("liar", "noetag", "bare"):
     put(f"{root}/{b}/big.bin.v2", bytes(c ^ 0xFF for c in big))
     put(f"{root}/{b}/bigt.tdb", tile(chunks))
     put(f"{root}/{b}/bigt.tdb.v2", tile([bytes(c ^ 0xFF for c in k) for k in chunks]))
+frag = f"{root}/vacuum/arr/__fragments/__1_1_0123456789abcdef0123456789abcdef_22"
+put(f"{frag}/__fragment_metadata.tdb", b"m" * 10)
+put(f"{frag}/data.bin", data)
 for i in range(2500):
     put(f"{root}/many/d/f{i:04d}", b"%d" % i)
 for i in range(3):
@@ -226,6 +231,24 @@ mount_store "$WORK/s3.ini" bare && {
 	unmount_store
 	grep -q "key 'big.bin': the store gives it no ETag" "$WORK/log" &&
 		ok "... logged: $(grep -m1 "no ETag" "$WORK/log")" || fail "no ETag: not logged: $(cat "$WORK/log")"
+}
+# A fragment directory never changes, so its listing is kept; but it may
+# be vacuumed.  The kernel keeps entries for a second: ENOENT within three.
+mount_store "$WORK/s3.ini" vacuum && {
+	F=$MNT/arr/__fragments/__1_1_0123456789abcdef0123456789abcdef_22
+	run ls "$F"
+	[ "$(tr '\n' ' ' < "$WORK/out")" = "__fragment_metadata.tdb data.bin " ] || fail "fragment not listed: $(cat "$WORK/out" "$WORK/err")"
+	rm -r "$WORK/root/vacuum/arr/__fragments"
+	run cat "$F/data.bin"
+	[ $rc = 1 ] && grep -q "Input/output error" "$WORK/err" && ok "tilefs, a fragment vacuumed: its file EIO at once" ||
+		fail "tilefs, a fragment vacuumed: rc=$rc: $(cat "$WORK/err")"
+	t0=$(ms)
+	i=0; while [ $i -lt 30 ] && stat "$F/data.bin" > /dev/null 2>&1; do i=$((i + 1)); sleep 0.1; done
+	took=$(($(ms) - t0))
+	stat "$F/data.bin" > /dev/null 2> "$WORK/err"
+	grep -q "No such file or directory" "$WORK/err" && ok "... then ENOENT, after $took ms" ||
+		fail "a fragment vacuumed: still there after $took ms: $(cat "$WORK/err")"
+	unmount_store
 }
 mount_store "$WORK/s3.ini" loop && {
 	run ls "$MNT"
