@@ -18,6 +18,8 @@ Honest, except in the buckets named after how they lie:
   liar     If-Match is ignored and answers keep KEY's first ETag, but after the first
            GET of KEY, KEY.v2 is served in its place (Last-Modified 10 s later)
   bare     no ETag anywhere: not in listings, not in answers
+  nometa   GETs of __fragment_metadata.tdb files, and listings of __commits/
+           directories, answer 503 SlowDown
   badkey   the top listing also holds keys that are no file name once decoded:
            'bad%00name' (a NUL), 'sl%2Fash' (a '/'), 'esc%zz' (no escape)
 
@@ -90,6 +92,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         prefix, delim, token = one("prefix"), one("delimiter"), one("continuation-token")
         max_keys = int(one("max-keys", "1000"))
         enc = one("encoding-type") == "url"
+        if bucket == "nometa" and prefix.endswith("__commits/"):
+            log("LIST", bucket, prefix, 503)
+            return self.error(503, "SlowDown")
         if bucket == "stall" and max_keys > 1:
             log("LIST", bucket, "-", "stalled")
             while True:
@@ -152,6 +157,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not os.path.isfile(path) or key.endswith(".v2"):
             log(self.command, bucket, key, 404)
             return self.error(404, "NoSuchKey")
+        if bucket == "nometa" and key.endswith("__fragment_metadata.tdb") and self.command == "GET":
+            log(self.command, bucket, key, 503)
+            return self.error(503, "SlowDown")
         first_etag = etag_of(path)
         mtime = int(os.path.getmtime(path))
         if bucket in ("noetag", "liar", "bare") and self.command == "GET":

@@ -20,9 +20,12 @@
 #   bare     no ETag even in listings: listed, but every open EIO
 #   vacuum   a fragment directory listed, then vacuumed: its file EIO at the
 #            first read (the store's 404), then ENOENT (not EIO for ever)
+#   nometa   an array (the corpus's dense_2d) whose commits cannot be listed:
+#            its @views EIO, logged
 #
-# Needs python3, built TILETOOL and TILEFS; the mount cases need root and
-# /dev/fuse (skipped otherwise, failed when TILEFS_CI=1).  A few seconds.
+# Needs python3, built TILETOOL and TILEFS, the corpus (TF_CORPUS) for the
+# array; the mount cases need root and /dev/fuse (skipped otherwise, failed
+# when TILEFS_CI=1).  About 25 seconds.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 : "${TILEFS:?}" "${TILETOOL:?}"
@@ -79,6 +82,9 @@ for i in range(2500):
 for i in range(3):
     put(f"{root}/many/d/f{i * 1000 + 500:04d}.sub/x", b"x")
 PY
+
+CORPUS=${TF_CORPUS:-$here/../../../shared/corpus}
+[ -d "$CORPUS/dense_2d/array" ] && mkdir -p "$WORK/root/nometa" && cp -r "$CORPUS/dense_2d/array" "$WORK/root/nometa/arr"
 
 rm -f "$WORK/ready"
 python3 "$here/hostile.py" --root "$WORK/root" --ready "$WORK/ready" --log "$WORK/store.log" &
@@ -152,13 +158,15 @@ if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/n
 	[ $failed = 0 ] && exit 77 || exit 1
 fi
 
-# mount_store INI BUCKET: tilefs in the foreground (its log in $WORK/log).
+# mount_store INI BUCKET [OPTIONS]: tilefs in the foreground (its log in $WORK/log).
 mount_store() {
-	timeout 120 "$TILEFS" -f -o config="$1" "s3://$2" "$MNT" 2> "$WORK/log" &
+	ini=$1 bucket=$2
+	shift 2
+	timeout 120 "$TILEFS" -f -o config="$ini" "$@" "s3://$bucket" "$MNT" 2> "$WORK/log" &
 	daemon=$!
 	i=0
 	until mountpoint -q "$MNT" || [ $i -ge 200 ]; do i=$((i + 1)); sleep 0.05; done
-	mountpoint -q "$MNT" || { fail "no mount of s3://$2: $(cat "$WORK/log")"; return 1; }
+	mountpoint -q "$MNT" || { fail "no mount of s3://$bucket: $(cat "$WORK/log")"; return 1; }
 }
 # unmount_store: at once, or a failure (the mount is busy).
 unmount_store() {
@@ -250,6 +258,20 @@ mount_store "$WORK/s3.ini" vacuum && {
 		fail "a fragment vacuumed: still there after $took ms: $(cat "$WORK/err")"
 	unmount_store
 }
+if [ -d "$WORK/root/nometa/arr" ]; then
+	mount_store "$WORK/s3.ini" nometa -o views && {
+		run ls "$MNT/arr/@views"
+		[ $rc != 0 ] && [ $took -lt 3500 ] && grep -q "Input/output error" "$WORK/err" &&
+			ok "tilefs, an array whose commits cannot be listed: its views EIO in $took ms" ||
+			fail "tilefs, an array whose commits cannot be listed: rc=$rc in $took ms: $(cat "$WORK/err")"
+		unmount_store
+		grep -q "arr: .* list 'arr/__commits/': HTTP 503 (SlowDown)" "$WORK/log" &&
+			ok "... logged: $(grep -m1 "__commits" "$WORK/log")" || fail "views of an array failing: not logged: $(cat "$WORK/log")"
+	}
+else
+	[ "${TILEFS_CI:-0}" = 1 ] && fail "no corpus at $CORPUS"
+	echo "SKIP: views of an array failing: no corpus at $CORPUS"
+fi
 mount_store "$WORK/s3.ini" loop && {
 	run ls "$MNT"
 	[ $rc != 0 ] && [ $took -lt 2000 ] && grep -q "Input/output error" "$WORK/err" &&
