@@ -17,6 +17,7 @@
 #define LOW_SPEED_BYTES 1024L		/* per second ... */
 #define LOW_SPEED_MAX_S 15L		/* ... for min(timeout, this) */
 #define WAIT_SLICE_NS 200000000		/* a wait for a free handle looks at gone this often */
+#define GONE_EVERY_NS 50000000		/* a transfer asks whether its caller is gone at most this often */
 
 struct s3_http {
 	CURLSH *share;
@@ -252,14 +253,19 @@ static size_t on_body(char *buf, size_t size, size_t n, void *user)
 	return len;
 }
 
-/* Called by libcurl about once a second, and as data moves. */
+/* Called by libcurl about once a second, and as data moves: asks whether
+ * the caller is gone at most every GONE_EVERY_NS. */
 static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
 {
 	s3_xfer *x = ((void **)user)[0];
 	const s3_bound *b = ((void **)user)[2];
+	int64_t now;
 
 	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
-	return b->gone && b->gone(b->arg) ? (x->gone = true, 1) : 0;
+	if (!b->gone || (now = s3_now_ns()) - x->gone_asked_ns < GONE_EVERY_NS)
+		return 0;
+	x->gone_asked_ns = now;
+	return b->gone(b->arg) ? (x->gone = true, 1) : 0;
 }
 
 /* The transfer's timeout: the pool's, or what is left of b. */
@@ -305,6 +311,7 @@ void s3_http_perform(s3_http *h, s3_xfer *x, const s3_bound *b)
 	CURL *c;
 	void *user[3];
 	long timeout;
+	bool waited;
 
 	s3_xfer_done(x);
 	x->cc = CURLE_OK;
@@ -314,8 +321,8 @@ void s3_http_perform(s3_http *h, s3_xfer *x, const s3_bound *b)
 	x->mtime_ns = 0;
 	x->bucket_region[0] = '\0';
 	x->got = 0;
-	bool waited = !s3_bound_over(b);
-
+	x->gone_asked_ns = 0;
+	waited = !s3_bound_over(b);
 	if (!waited || !(c = acquire(h, b, &x->cc))) {
 		x->gone = b->gone && b->gone(b->arg);
 		x->late = !x->gone && x->cc != CURLE_OUT_OF_MEMORY;

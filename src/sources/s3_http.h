@@ -66,6 +66,7 @@ typedef struct s3_xfer {
 	bool overflow;			/* a body longer than allowed */
 	bool late;			/* stopped (or never started) at the deadline */
 	bool gone;			/* stopped because the caller is gone */
+	int64_t gone_asked_ns;		/* when the transfer last asked */
 	char *body;			/* collected body (malloc'd) */
 	size_t body_len;
 } s3_xfer;

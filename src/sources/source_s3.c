@@ -30,9 +30,9 @@
  * is dropped, so the next open sees the new object).  A store ignoring
  * If-Match is caught by the answer: it must carry the ETag, the size and
  * the Last-Modified of the object's answers before (s3_client_get).  An
- * object listed without an ETag is refused at open (TF_E_IO).  Mtimes are whole
- * seconds, as HEAD gives them, so a version from a listing equals the
- * same version from a HEAD.
+ * object listed without an ETag is refused at open (TF_E_IO).  Mtimes
+ * are whole seconds, as HEAD gives them, so a version from a listing
+ * equals the same version from a HEAD.
  *
  * Reads.  A read of RA_DIRECT bytes or more is fetched as it is, in up to
  * PARTS_MAX ranged GETs in parallel.  Smaller reads are where per-request
@@ -139,7 +139,12 @@ typedef struct s3_object {
 	size_t window;
 	unsigned jobs;			/* background loads running */
 	_Atomic int64_t mtime_ns;	/* the Last-Modified of every answer (0 until one) */
+	pthread_mutex_t pin_mu;		/* the first answer, which pins mtime_ns: */
+	pthread_cond_t pin_cv;
+	_Atomic int pin;		/* PIN_NONE, PIN_BUSY (one GET awaits it), PIN_DONE */
 } s3_object;
+
+enum { PIN_NONE, PIN_BUSY, PIN_DONE };
 
 static const tf_object_ops s3_object_ops;
 
@@ -305,32 +310,37 @@ static void skip(builder *bd, const char *key, const char *why)
 	bd->nskipped++;
 }
 
-/* Room for one more entry and len more bytes of text, within the bound. */
+/* Room for one more entry and len more bytes of text; what both arrays
+ * hold (their capacity, not only what is used) stays within the bound. */
 static tf_status reserve(builder *bd, size_t len, tf_error *err)
 {
 	listing *l = bd->l;
-	uint64_t max = bd->s->list_max_bytes;
+	size_t max = (size_t)bd->s->list_max_bytes, room, nc;
 	void *p;
 
-	if ((l->n + 1) * sizeof(*l->ents) + l->tlen + len > max)
-		return tf_err(err, TF_E_IO, "%s list '%s': more than %llu bytes of entries (list_max_bytes)",
-			      s3_client_where(bd->s->client), bd->prefix, (unsigned long long)max);
 	if (l->n == l->cap) {
-		size_t nc = l->cap ? l->cap * 2 : 64;
-		nc = nc < max / sizeof(*l->ents) + 1 ? nc : (size_t)(max / sizeof(*l->ents)) + 1;
+		room = (max - l->tcap) / sizeof(*l->ents);
+		nc = l->cap ? l->cap * 2 : 64;
+		if ((nc = nc < room ? nc : room) <= l->n)
+			goto full;
 		if (!(p = realloc(l->ents, nc * sizeof(*l->ents))))
 			return tf_err(err, TF_E_NOMEM, "out of memory");
 		l->ents = p, l->cap = nc;
 	}
 	if (l->tlen + len > l->tcap) {
-		size_t nc = l->tcap ? l->tcap * 2 : 4096;
+		room = max - l->cap * sizeof(*l->ents);
+		nc = l->tcap ? l->tcap * 2 : 4096;
 		nc = nc > l->tlen + len ? nc : l->tlen + len;
-		nc = nc < max ? nc : (size_t)max;
+		if ((nc = nc < room ? nc : room) < l->tlen + len)
+			goto full;
 		if (!(p = realloc(l->text, nc)))
 			return tf_err(err, TF_E_NOMEM, "out of memory");
 		l->text = p, l->tcap = nc;
 	}
 	return TF_OK;
+full:
+	return tf_err(err, TF_E_IO, "%s list '%s': more than %zu bytes of entries (list_max_bytes)",
+		      s3_client_where(bd->s->client), bd->prefix, max);
 }
 
 static uint32_t add_text(listing *l, const char *t, size_t n)
@@ -349,10 +359,11 @@ static tf_status listing_add(builder *bd, const char *name, size_t n, const s3_e
 	listing *l = bd->l;
 	size_t elen = e ? strlen(e->etag) : 0;
 	tf_status rc = reserve(bd, n + 1 + (elen ? elen + 1 : 0), err);
-	s3_dent *d = &l->ents[l->n];
+	s3_dent *d;
 
 	if (rc != TF_OK)
 		return rc;
+	d = &l->ents[l->n];
 	*d = (s3_dent){ .dir = !e };
 	d->name = add_text(l, name, n);
 	if (e) {
@@ -798,6 +809,7 @@ static tf_status s3_open(tf_source *base, const char *rel, const tf_version *exp
 	s3_source *s = (s3_source *)base;
 	s3_bound b = bound_of(s);
 	s3_object *o;
+	pthread_condattr_t ca;
 	tf_stat st;
 	tf_status rc;
 
@@ -824,17 +836,61 @@ static tf_status s3_open(tf_source *base, const char *rel, const tf_version *exp
 	pthread_mutex_init(&o->mu, NULL);
 	pthread_cond_init(&o->cv, NULL);
 	atomic_init(&o->mtime_ns, 0);
+	atomic_init(&o->pin, PIN_NONE);
+	pthread_mutex_init(&o->pin_mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);	/* waits end at a monotonic deadline */
+	pthread_cond_init(&o->pin_cv, &ca);
+	pthread_condattr_destroy(&ca);
 	*out = &o->base;
 	return TF_OK;
 }
 
 /* ---- fetching ------------------------------------------------------------------------------------ */
 
+/*
+ * Whether this GET is to bring the object's first answer, which pins its
+ * Last-Modified for every later one.  Until one has, GETs go one at a
+ * time: two at once could be answered by two versions (a store ignoring
+ * If-Match), and the later one's, checked first, would be pinned and
+ * served.  A wait ends at b (the GET then fails at once, as b is over).
+ */
+static bool pin_begin(s3_object *o, const s3_bound *b)
+{
+	bool mine;
+
+	if (atomic_load(&o->pin) == PIN_DONE)
+		return false;
+	pthread_mutex_lock(&o->pin_mu);
+	while (atomic_load(&o->pin) == PIN_BUSY && !s3_bound_over(b)) {
+		int64_t until = now_ns() + 200000000;
+		struct timespec ts;
+		until = until < b->at_ns ? until : b->at_ns;
+		ts = (struct timespec){ (time_t)(until / 1000000000), (long)(until % 1000000000) };
+		pthread_cond_timedwait(&o->pin_cv, &o->pin_mu, &ts);
+	}
+	if ((mine = atomic_load(&o->pin) == PIN_NONE))
+		atomic_store(&o->pin, PIN_BUSY);
+	pthread_mutex_unlock(&o->pin_mu);
+	return mine;
+}
+
+static void pin_end(s3_object *o, bool pinned)
+{
+	pthread_mutex_lock(&o->pin_mu);
+	atomic_store(&o->pin, pinned ? PIN_DONE : PIN_NONE);
+	pthread_cond_broadcast(&o->pin_cv);
+	pthread_mutex_unlock(&o->pin_mu);
+}
+
 static tf_status get(s3_object *o, const s3_bound *b, uint64_t off, void *dst, size_t len, tf_error *err)
 {
 	s3_version v = { o->base.st.v.etag, o->base.st.v.size, &o->mtime_ns };
+	bool first = pin_begin(o, b);
 	tf_status rc = s3_client_get(o->src->client, b, o->key, &v, off, dst, len, err);
 
+	if (first)
+		pin_end(o, rc == TF_OK);
 	if (gone_status(rc))
 		forget_parent(o->src, o->base.name);
 	return rc;
@@ -1161,6 +1217,8 @@ static void s3_close(tf_object *base)
 			block_free(o, i);
 	pthread_mutex_unlock(&o->mu);
 	pthread_mutex_destroy(&o->mu);
+	pthread_mutex_destroy(&o->pin_mu);
+	pthread_cond_destroy(&o->pin_cv);
 	pthread_cond_destroy(&o->cv);
 	free(o->key), free(o->base.name);
 	free(o);

@@ -16,7 +16,8 @@ Honest, except in the buckets named after how they lie:
   noetag   GET and HEAD answers carry no ETag, If-Match is ignored, and after the
            first GET of KEY, KEY.v2 is served in its place (Last-Modified 10 s later)
   liar     If-Match is ignored and answers keep KEY's first ETag, but after the first
-           GET of KEY, KEY.v2 is served in its place (Last-Modified 10 s later)
+           GET of KEY, KEY.v2 is served in its place (Last-Modified 10 s later); the
+           first GET is answered 0.3 s late, after any sent at the same time
   bare     no ETag anywhere: not in listings, not in answers
   nometa   GETs of __fragment_metadata.tdb files, and listings of __commits/
            directories, answer 503 SlowDown
@@ -168,6 +169,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 gets[(bucket, key)] = n + 1
             if n and os.path.isfile(path + ".v2"):
                 path, mtime = path + ".v2", mtime + 10
+            elif bucket == "liar":
+                time.sleep(0.3)     # the first answer last: GETs after it are answered first
         data = open(path, "rb").read()
         honest = bucket not in ("noetag", "liar", "bare")
         etag = etag_of(path) if honest else first_etag

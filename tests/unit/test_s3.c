@@ -699,6 +699,46 @@ START_TEST(test_client_version)
 }
 END_TEST
 
+static bool always_gone(void *arg)
+{
+	(void)arg;
+	return true;
+}
+
+/* Nothing runs past a request's bound: not sent once it has passed, not
+ * retried past it, and given up once the caller is gone. */
+START_TEST(test_client_bound)
+{
+	uint8_t buf[10];
+	s3_version v = { "e1", 100, NULL };
+	s3_bound past = { s3_now_ns() - 1, NULL, NULL }, gone = { INT64_MAX, always_gone, NULL }, soon;
+	s3_client *c;
+	tf_error err;
+	int64_t t0;
+	fake f;
+
+	quiet_env();
+	fake_start(&f, "HTTP/1.1 503 Slow Down\r\n", 0);
+	c = client_ok(f.url, "b", NULL, "20");
+	ck_assert_int_eq(s3_client_get(c, &past, "k", &v, 0, buf, sizeof(buf), &err), TF_E_IO);
+	ck_assert_msg(strstr(err.msg, "not sent: no time left"), "%s", err.msg);
+	ck_assert_uint_eq(atomic_load(&f.hits), 0);
+	ck_assert_int_eq(s3_client_get(c, &gone, "k", &v, 0, buf, sizeof(buf), &err), TF_E_IO);
+	ck_assert_msg(strstr(err.msg, "the caller is gone"), "%s", err.msg);
+	ck_assert_uint_eq(atomic_load(&f.hits), 0);
+	/* 20 retries with backoff would take a minute: the bound ends them. */
+	t0 = s3_now_ns();
+	soon = (s3_bound){ t0 + 500000000, NULL, NULL };
+	ck_assert_int_eq(s3_client_get(c, &soon, "k", &v, 0, buf, sizeof(buf), &err), TF_E_IO);
+	ck_assert_msg(s3_now_ns() - t0 < 1500000000, "%lld ns", (long long)(s3_now_ns() - t0));
+	ck_assert_msg(strstr(err.msg, "HTTP 503") && strstr(err.msg, "deadline"), "%s", err.msg);
+	fake_stop(&f);
+	ck_assert_uint_lt(atomic_load(&f.hits), 21);
+	s3_client_free(c);
+	quiet_env();
+}
+END_TEST
+
 /* Last-Modified past 2262 does not fit int64 nanoseconds: no time, not a wrapped one. */
 START_TEST(test_client_last_modified)
 {
@@ -889,6 +929,7 @@ static Suite *s3_suite(void)
 	tcase_add_test(creds, test_client_long_token);
 	tcase_add_test(creds, test_client_error_body);
 	tcase_add_test(creds, test_client_version);
+	tcase_add_test(creds, test_client_bound);
 	tcase_add_test(creds, test_client_last_modified);
 	tcase_add_test(creds, test_client_path_style);
 	tcase_add_test(creds, test_settings);
