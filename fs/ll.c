@@ -20,6 +20,7 @@
 #include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #define XATTR_PREFIX "user.tilefs."
 #define TIMEOUT 1.0	/* entries and attributes: a changed source is seen within a second */
@@ -315,16 +316,20 @@ typedef struct dir_entry {
 
 typedef struct dir_handle {
 	fuse_ino_t ino;
+	uid_t uid;		/* who opened it (fs_user_open) */
 	bool listed, plus, stats;
 	dir_entry *v;
 	size_t n, cap;
+	size_t bytes;		/* the listing's memory, counted as uid's */
 } dir_handle;
 
 static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	tilefs *fs = fs_of(req);
 	fs_node *n = fs_node_get(fs, ino);
+	uid_t uid = fuse_req_ctx(req)->uid;
 	dir_handle *d;
+	int rc;
 
 	if (!n || !fs_node_is_dir(n)) {
 		if (n)
@@ -333,14 +338,23 @@ static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	}
 	fs_node_put(fs, n);
+	if ((rc = fs_user_open(fs, uid)) != 0) {
+		fuse_reply_err(req, rc);
+		return;
+	}
 	if (!(d = calloc(1, sizeof(*d)))) {
+		fs_user_close(fs, uid);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	d->ino = ino;
+	d->uid = uid;
 	fi->fh = (uintptr_t)d;
 	fi->cache_readdir = 0;
-	fuse_reply_open(req, fi);
+	if (fuse_reply_open(req, fi) != 0) {	/* interrupted: nobody will release it */
+		free(d);
+		fs_user_close(fs, uid);
+	}
 }
 
 typedef struct list_ctx {
@@ -414,14 +428,27 @@ static void prefetch_indexes(tilefs *fs, const char *dir, const dir_handle *d)
 			tf_catalog_prefetch(fs->catalog, rel, &d->v[i].st.v);
 }
 
+/* What d's listing holds in memory (the user's share, users.c). */
+static size_t listing_bytes(const dir_handle *d)
+{
+	size_t b = d->cap * sizeof(*d->v);
+
+	for (size_t i = 0; i < d->n; i++)
+		b += strlen(d->v[i].name) + 1;
+	return b;
+}
+
 static int list_dir(tilefs *fs, dir_handle *d, bool plus)
 {
-	fs_node *n = fs_node_get(fs, d->ino);
+	fs_node *n;
 	list_ctx l = { fs, d, NULL, fs->settings->hide_unmatched };
 	tf_stat dot = { .kind = TF_ENT_DIR };
 	tf_status rc;
+	int e;
 
-	if (!n)
+	if ((e = fs_user_may_list(fs, d->uid, d->bytes)) != 0)
+		return e;
+	if (!(n = fs_node_get(fs, d->ino)))
 		return ESTALE;
 	for (size_t i = 0; i < d->n; i++)
 		free(d->v[i].name);
@@ -440,6 +467,8 @@ static int list_dir(tilefs *fs, dir_handle *d, bool plus)
 	fs_node_put(fs, n);
 	d->listed = true;
 	d->plus = plus;
+	fs_user_listed(fs, d->uid, d->bytes, listing_bytes(d));
+	d->bytes = listing_bytes(d);
 	return rc == TF_OK ? 0 : status_errno(rc);
 }
 
@@ -532,8 +561,11 @@ static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	dir_handle *d = (dir_handle *)(uintptr_t)fi->fh;
+	tilefs *fs = fs_of(req);
 
 	(void)ino;
+	fs_user_listed(fs, d->uid, d->bytes, 0);
+	fs_user_close(fs, d->uid);
 	for (size_t i = 0; i < d->n; i++)
 		free(d->v[i].name);
 	free(d->v);
@@ -548,6 +580,7 @@ static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
  * released (files still open at unmount). */
 typedef struct handle {
 	fs_node *node;		/* held open (fs_node_closed) */
+	uid_t uid;		/* who opened it (fs_user_open) */
 	tf_handle *h;
 	tf_object *raw;
 	tf_view *view;
@@ -579,6 +612,7 @@ static void handle_free(tilefs *fs, handle *h)
 	if (h->h)
 		fs_node_closed(fs, h->node);
 	fs_node_put(fs, h->node);
+	fs_user_close(fs, h->uid);
 	free(h);
 }
 
@@ -644,10 +678,59 @@ static int open_raw(tilefs *fs, fs_node *n, handle *h)
 	return status_errno(rc);
 }
 
+/* The caller's supplementary groups into *out (malloc'd; none if they
+ * cannot be read: it then gets what its user and primary group get). */
+static size_t caller_groups(fuse_req_t req, uint32_t **out)
+{
+	gid_t small[64], *list = small;
+	int n = fuse_req_getgroups(req, 64, small);
+	size_t k = 0;
+
+	*out = NULL;
+	if (n > 64 && (list = malloc((size_t)n * sizeof(*list))) && fuse_req_getgroups(req, n, list) != n)
+		n = -1;	/* changed meanwhile */
+	if (n > 0 && list && (*out = malloc((size_t)n * sizeof(**out))))
+		for (k = 0; k < (size_t)n; k++)
+			(*out)[k] = list[k];
+	if (list != small)
+		free(list);
+	return k;
+}
+
+/*
+ * Whether the caller may open n.  The kernel checked the modes it was
+ * shown (default_permissions); for views, plaintext and files decoded from
+ * two stored files those may predate what is known now (an index that
+ * failed at lookup, an input's mode changed within the attribute timeout),
+ * so the driver asks again with the caller's own user and groups.  Root
+ * reads everything, as the kernel lets it; other capabilities are not
+ * seen from here.  Returns 0 or EACCES.
+ */
+static int check_caller(fuse_req_t req, tilefs *fs, fs_node *n)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	tf_perm p = TF_PERM_INIT;
+	uint32_t *groups = NULL;
+	size_t ngroups = 0;
+	bool keyed, ok = true;
+
+	if (fs_node_access(fs, n, &p, &keyed) && ctx->uid != 0) {
+		if (keyed && ctx->uid != geteuid())
+			ok = false;	/* plaintext: the key holder's */
+		else if (tf_perm_needs_groups(&p, ctx->uid, ctx->gid))
+			ngroups = caller_groups(req, &groups);
+		ok = ok && tf_perm_allows(&p, ctx->uid, ctx->gid, groups, ngroups);
+	}
+	free(groups);
+	tf_perm_clear(&p);
+	return ok ? 0 : EACCES;
+}
+
 static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	tilefs *fs = fs_of(req);
 	fs_node *n = fs_node_get(fs, ino);
+	uid_t uid = fuse_req_ctx(req)->uid;
 	handle *h = NULL;
 	int rc = 0;
 
@@ -657,17 +740,35 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = EISDIR;
 	else if ((fi->flags & O_ACCMODE) != O_RDONLY)
 		rc = EROFS;
-	else if (!(h = calloc(1, sizeof(*h))))
+	else if ((rc = check_caller(req, fs, n)) != 0)
+		;	/* by what is known of n before opening it */
+	else if ((rc = fs_user_open(fs, uid)) != 0)
+		;	/* EMFILE: this user holds its share already */
+	else if (!(h = calloc(1, sizeof(*h)))) {
+		fs_user_close(fs, uid);
 		rc = ENOMEM;
-	else if (fs_node_views(n))
+	} else if (fs_node_views(n))
 		rc = open_view(fs, n, h);
 	else if (fs_node_is_decoded(n))
 		rc = open_decoded(fs, n, h);
 	else
 		rc = open_raw(fs, n, h);
+	if (h)
+		h->uid = uid;	/* counted by fs_user_open: handle_free uncounts */
+	/* A decoded file's index, built by the open, may say more (plaintext,
+	 * a dep). */
+	if (!rc && h->h && (rc = check_caller(req, fs, n))) {
+		h->node = n;
+		handle_link(fs, h);
+		handle_free(fs, h);	/* puts n */
+		n = NULL;
+		h = NULL;
+	}
 	/* ESTALE: the source changed since the kernel looked it up; the
 	 * kernel looks again and opens the new node. */
 	if (rc) {
+		if (h)	/* counted by fs_user_open */
+			fs_user_close(fs, uid);
 		free(h);
 		if (n)
 			fs_node_put(fs, n);
@@ -904,6 +1005,23 @@ static char *file_attr(tilefs *fs, fs_node *n, const tf_file *f, const char *nam
 	return NULL;
 }
 
+/* user.tilefs.opens: the source's descriptor pool and the users' shares. */
+static char *opens_attr(tilefs *fs)
+{
+	tf_source_fds d;
+	uint64_t refused;
+	size_t users;
+	char *v;
+
+	tf_source_fd_stats(fs->src, &d);
+	fs_users_stats(fs, &users, &refused);
+	if (asprintf(&v, "fds=%u fd_max=%u reopens=%" PRIu64 " fd_evictions=%" PRIu64 " users=%zu"
+		     " refused=%" PRIu64 " max_user_opens=%u", d.held, d.max, d.reopens, d.evictions, users,
+		     refused, fs->users.max_opens) < 0)
+		return NULL;
+	return v;
+}
+
 static char *root_attr(tilefs *fs, const char *name)
 {
 	size_t nodes, indexes, index_bytes, handles;
@@ -912,6 +1030,8 @@ static char *root_attr(tilefs *fs, const char *name)
 
 	if (!strcmp(name, "index"))
 		return fs_index_attr(fs);
+	if (!strcmp(name, "opens"))
+		return opens_attr(fs);
 	if (strcmp(name, "cache") || !fs->cache)
 		return NULL;
 	tf_cache_get_stats(fs->cache, &s);
@@ -1020,7 +1140,8 @@ static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	tf_file *f;
 
 	if (ino == FUSE_ROOT_ID) {
-		len = (size_t)snprintf(names, sizeof(names), XATTR_PREFIX "cache%c" XATTR_PREFIX "index", '\0') + 1;
+		len = (size_t)snprintf(names, sizeof(names), XATTR_PREFIX "cache%c" XATTR_PREFIX "index%c"
+				       XATTR_PREFIX "opens", '\0', '\0') + 1;
 	} else if ((n = fs_node_get(fs, ino))) {
 		if (fs_node_views(n) &&
 		    tf_views_listxattr(fs_node_views(n), fs_node_vrel(n), names, sizeof(names), &len, NULL) != TF_OK)

@@ -81,7 +81,8 @@ struct tf_config {
 	char *index_dir;	/* [tilefs] index_dir, resolved (s.index_dir) */
 	int plugin_path_line;
 	tf_plugins *plugins;	/* loaded by resolve(); outlives every pipeline */
-	char **warnings;	/* plugins skipped, for the caller to show */
+	char *plugin_where;	/* "FILE:LINE" of plugin_path, or the variable, for warnings */
+	char **warnings;	/* plugins refused or skipped, for the caller to show */
 	size_t nwarnings;
 	tf_s3_settings s3;	/* [s3] */
 	bool s3_seen;
@@ -753,21 +754,19 @@ static void resolve_rule(parser *ps, match_sec *m)
 
 /* ---- plugins ---------------------------------------------------------------------------------- */
 
-typedef struct warn_ctx {
-	tf_config *c;
-	const char *where;	/* "FILE:LINE" or the environment variable */
-} warn_ctx;
-
+/* A plugin warning, kept for the caller to show, prefixed with where the
+ * plugin path was set.  Lookups load plugins (filters/plugin.h), so this
+ * runs while pipelines are built too: its context is the config itself. */
 static void keep_warning(void *ctx, const char *msg)
 {
-	warn_ctx *w = ctx;
-	char **v = realloc(w->c->warnings, (w->c->nwarnings + 1) * sizeof(*v));
+	tf_config *c = ctx;
+	char **v = realloc(c->warnings, (c->nwarnings + 1) * sizeof(*v));
 
 	if (!v)
 		return;
-	w->c->warnings = v;
-	if (asprintf(&v[w->c->nwarnings], "%s: %s", w->where, msg) >= 0)
-		w->c->nwarnings++;
+	c->warnings = v;
+	if (asprintf(&v[c->nwarnings], "%s: %s", c->plugin_where, msg) >= 0)
+		c->nwarnings++;
 }
 
 /* plugin_path with each relative directory made relative to the
@@ -789,20 +788,22 @@ static char *plugin_dirs(const tf_config *c)
 	return out;
 }
 
-/* Load the plugins before any pipeline is built: plugin_path, else the
- * environment's.  A plugin that cannot be used is a warning, not an error. */
+/* The plugins, before any pipeline is built (which loads those it names):
+ * plugin_path, else the environment's.  A plugin that cannot be used is a
+ * warning, not an error. */
 static tf_status load_plugins(tf_config *c, const char *where, tf_error *err)
 {
 	char *dirs = c->plugin_path ? plugin_dirs(c) : NULL;
 	const char *path = c->plugin_path ? dirs : tf_plugins_env_path();
-	warn_ctx w = { c, where };
 	tf_status rc;
 
-	if (c->plugin_path && !dirs)
-		return tf_err(err, TF_E_NOMEM, "out of memory");
 	if (!c->plugin_path)
-		w.where = getenv("TILEFS_PLUGIN_PATH") ? "TILEFS_PLUGIN_PATH" : "HDF5_PLUGIN_PATH";
-	rc = tf_plugins_load(path, keep_warning, &w, &c->plugins, err);
+		where = getenv("TILEFS_PLUGIN_PATH") ? "TILEFS_PLUGIN_PATH" : "HDF5_PLUGIN_PATH";
+	if ((c->plugin_path && !dirs) || !(c->plugin_where = strdup(where))) {
+		free(dirs);
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	rc = tf_plugins_load(path, keep_warning, c, &c->plugins, err);
 	free(dirs);
 	return rc;
 }
@@ -956,7 +957,7 @@ void tf_config_free(tf_config *c)
 	tf_plugins_free(c->plugins);	/* after every pipeline holding its classes */
 	for (size_t i = 0; i < c->nwarnings; i++)
 		free(c->warnings[i]);
-	free(c->warnings), free(c->plugin_path), free(c->index_dir);
+	free(c->warnings), free(c->plugin_where), free(c->plugin_path), free(c->index_dir);
 	tf_s3_settings_clear(&c->s3);
 	free(c);
 }
@@ -969,6 +970,11 @@ const tf_settings *tf_config_settings(const tf_config *c)
 const tf_plugins *tf_config_plugins(const tf_config *c)
 {
 	return c->plugins;
+}
+
+void tf_config_stop_plugins(tf_config *c)
+{
+	tf_plugins_stop(c->plugins);
 }
 
 size_t tf_config_nwarnings(const tf_config *c)

@@ -17,12 +17,13 @@
  * world-readable key file, bad glob) fails the load with "FILE:LINE: message".
  * Key material is never part of a message.
  *
- * Filter plugins (filters/plugin.h) are loaded from plugin_path (relative
+ * Filter plugins (filters/plugin.h) come from plugin_path (relative
  * directories are relative to the file), or with no plugin_path (and for
- * tf_config_default) from $TILEFS_PLUGIN_PATH, else $HDF5_PLUGIN_PATH,
- * before any filter spec is read, so specs may name them.  A plugin that
- * cannot be used is skipped with a warning (tf_config_warning); a spec
- * naming a filter no plugin provides fails the load at its line.
+ * tf_config_default) from $TILEFS_PLUGIN_PATH, else $HDF5_PLUGIN_PATH;
+ * specs may name them, and a plugin is loaded when a spec first does.  A
+ * place or plugin that cannot be used is skipped with a warning
+ * (tf_config_warning); a spec naming a filter no plugin provides fails the
+ * load at its line.
  */
 #ifndef TF_CONFIG_H
 #define TF_CONFIG_H
@@ -73,6 +74,9 @@ void tf_config_free(tf_config *c);
 const tf_settings *tf_config_settings(const tf_config *c);
 /* The loaded filter plugins (valid while c is). */
 const tf_plugins *tf_config_plugins(const tf_config *c);
+/* From now on no call into a plugin waits (tf_plugins_stop): for a daemon
+ * on its way out.  Safe from any thread. */
+void tf_config_stop_plugins(tf_config *c);
 /* What loading skipped ("FILE:LINE: plugin P skipped: why"), to be shown
  * once by the program. */
 size_t tf_config_nwarnings(const tf_config *c);

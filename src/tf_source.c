@@ -117,6 +117,20 @@ void tf_source_warn(const tf_source *s, const char *fmt, ...)
 const char *tf_source_kind(const tf_source *s) { return s->ops->kind; }
 const char *tf_source_name(const tf_source *s) { return s->name; }
 int tf_source_local_fd(const tf_source *s) { return s->local_fd; }
+bool tf_source_has_modes(const tf_source *s) { return s->local_fd >= 0; }
+
+void tf_source_fd_stats(tf_source *s, tf_source_fds *out)
+{
+	*out = (tf_source_fds){ 0 };
+	if (s->ops->fd_stats)
+		s->ops->fd_stats(s, out);
+}
+
+void tf_source_set_max_fds(tf_source *s, unsigned max)
+{
+	if (s->ops->set_max_fds)
+		s->ops->set_max_fds(s, max);
+}
 
 tf_status tf_source_stat(tf_source *s, const char *rel, tf_stat *st, tf_error *err)
 {

@@ -127,6 +127,32 @@ const char *tf_source_kind(const tf_source *s);
 const char *tf_source_name(const tf_source *s);
 /* The root's descriptor of a local source (for statfs and mount checks), or -1. */
 int tf_source_local_fd(const tf_source *s);
+/* Whether stats carry the stored files' own owners and modes (a local
+ * source), rather than the same ones for everything (an object store). */
+bool tf_source_has_modes(const tf_source *s);
+
+/*
+ * Descriptors.  A local source lends descriptors to its objects from a
+ * pool of at most `max` (tf_source_local: half of RLIMIT_NOFILE's soft
+ * limit at the time, less a reserve; see source_local.c): an object idle
+ * for longest gives its descriptor up first, and opens its file again (the
+ * same confined resolution) when next read, which then fails TF_E_STALE if
+ * the name no longer holds the object's version.  So any number of objects
+ * may be open, and a process's other descriptors (listings, the FUSE
+ * device, indexes) never run out because of them.  Descriptors being read
+ * are never taken: `held` exceeds `max` by at most the reads in progress.
+ * Sources of other kinds hold no descriptors (all zero).
+ */
+typedef struct tf_source_fds {
+	unsigned max;		/* the pool's bound */
+	unsigned held;		/* descriptors objects hold now */
+	uint64_t reopens;	/* objects that opened their file again */
+	uint64_t evictions;	/* descriptors closed for other objects */
+} tf_source_fds;
+void tf_source_fd_stats(tf_source *s, tf_source_fds *out);
+/* Bound the pool at max descriptors (0: the default for RLIMIT_NOFILE as
+ * it is now, e.g. after raising it); idle ones beyond it close at once. */
+void tf_source_set_max_fds(tf_source *s, unsigned max);
 
 /* Stat rel without following a symlink (a symlink reports itself). */
 tf_status tf_source_stat(tf_source *s, const char *rel, tf_stat *st, tf_error *err);

@@ -24,6 +24,9 @@ typedef struct tf_source_ops {
 	tf_status (*statfs)(tf_source *s, tf_source_fsstat *out, tf_error *err);
 	tf_status (*open)(tf_source *s, const char *rel, const tf_version *expect, tf_object **out,
 			  tf_error *err);
+	/* Kinds holding descriptors (may be NULL: none). */
+	void (*fd_stats)(tf_source *s, tf_source_fds *out);
+	void (*set_max_fds)(tf_source *s, unsigned max);
 } tf_source_ops;
 
 typedef struct tf_object_ops {
