@@ -19,17 +19,20 @@
 #include <string.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #define XATTR_PREFIX "user.tilefs."
 #define TIMEOUT 1.0	/* entries and attributes: a changed source is seen within a second */
 
-static tilefs *fs_of(fuse_req_t req)
-{
-	return fuse_req_userdata(req);
-}
-
 /* ---- per-thread scratch ------------------------------------------------------------------- */
+
+/* The request a FUSE thread serves, as the source's hooks tell it. */
+typedef struct fs_call {
+	tilefs *fs;
+	fuse_req_t req;		/* only compared, never used: it may be answered */
+	int64_t start_ns;
+} fs_call;
 
 typedef struct fs_thread {
 	tf_workspace *ws;
@@ -38,6 +41,7 @@ typedef struct fs_thread {
 	size_t iov_cap;
 	uint8_t *buf;		/* raw reads */
 	size_t buf_cap;
+	fs_call call;
 } fs_thread;
 
 static void thread_free(void *p)
@@ -65,9 +69,98 @@ static fs_thread *thread_of(tilefs *fs)
 	return t;
 }
 
-int fs_ll_thread_key(tilefs *fs)
+/* ---- requests: their deadlines, their callers gone --------------------------------------------- */
+
+/*
+ * A source bounds what it does for a request by a deadline from the
+ * request's start, and stops once the caller is gone (tf_source.h): a
+ * request the kernel still waits for keeps a killed caller in the kernel
+ * and the mount busy (fusermount3 -u: EBUSY).  The kernel tells of a caller
+ * gone with an INTERRUPT, which libfuse hands to the function registered
+ * for the request, maybe late, from another thread, even after the request
+ * was answered and freed (it holds the request meanwhile, so no new request
+ * has its address until it returns).  So the function only records the
+ * request's address in a ring; a request starting at an address recorded
+ * before wipes it first; and asking whether a caller is gone compares
+ * addresses, never touching a request that may be answered.
+ */
+static void on_interrupt(fuse_req_t req, void *data)
 {
-	return pthread_key_create(&fs->thread_key, thread_free);
+	tilefs *fs = data;
+
+	pthread_mutex_lock(&fs->gone_lock);
+	fs->gone[fs->gone_next++ % (sizeof(fs->gone) / sizeof(fs->gone[0]))] = req;
+	atomic_store(&fs->gone_seen, true);
+	pthread_mutex_unlock(&fs->gone_lock);
+}
+
+static bool caller_gone(void *arg)
+{
+	const fs_call *c = arg;
+	tilefs *fs = c->fs;
+	bool gone = false;
+
+	if (!atomic_load_explicit(&fs->gone_seen, memory_order_relaxed))
+		return false;
+	pthread_mutex_lock(&fs->gone_lock);
+	for (size_t i = 0; i < sizeof(fs->gone) / sizeof(fs->gone[0]); i++)
+		gone = gone || fs->gone[i] == c->req;
+	pthread_mutex_unlock(&fs->gone_lock);
+	return gone;
+}
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Every operation starts here: req is now the thread's request. */
+static tilefs *fs_of(fuse_req_t req)
+{
+	tilefs *fs = fuse_req_userdata(req);
+	fs_thread *t = thread_of(fs);
+
+	if (!t)
+		return fs;	/* no memory: the source bounds each operation alone */
+	if (atomic_load_explicit(&fs->gone_seen, memory_order_relaxed)) {
+		pthread_mutex_lock(&fs->gone_lock);
+		for (size_t i = 0; i < sizeof(fs->gone) / sizeof(fs->gone[0]); i++)
+			if (fs->gone[i] == req)
+				fs->gone[i] = NULL;	/* an earlier request's */
+		pthread_mutex_unlock(&fs->gone_lock);
+	}
+	t->call = (fs_call){ fs, req, mono_ns() };
+	fuse_req_interrupt_func(req, on_interrupt, fs);	/* at once if it already is */
+	return fs;
+}
+
+/* The source's hook: the request this thread serves (none on the cache's
+ * workers and other threads of ours). */
+static bool current_call(void *ctx, tf_call *out)
+{
+	fs_thread *t = pthread_getspecific(((tilefs *)ctx)->thread_key);
+
+	if (!t || !t->call.req)
+		return false;
+	*out = (tf_call){ t->call.start_ns, caller_gone, &t->call };
+	return true;
+}
+
+static void source_warning(void *ctx, const char *msg)
+{
+	(void)ctx;
+	fs_log_failure(msg);
+}
+
+int fs_ll_init(tilefs *fs)
+{
+	if (pthread_key_create(&fs->thread_key, thread_free) != 0 || pthread_mutex_init(&fs->gone_lock, NULL) != 0)
+		return -1;
+	tf_source_set_hooks(fs->src, &(tf_source_hooks){ current_call, source_warning, fs });
+	return 0;
 }
 
 /* ---- set-up ------------------------------------------------------------------------------- */
@@ -308,12 +401,16 @@ static int add_view_entry(void *arg, const char *name, const tf_view_stat *vst)
 static tf_status list_entries(tilefs *fs, fs_node *n, list_ctx *l, bool plus)
 {
 	tf_stat dir = { .kind = TF_ENT_DIR };
+	tf_error err;
 	tf_status rc;
 
 	if (fs_node_views(n))	/* nothing is decoded to list views */
 		return tf_views_list(fs_node_views(n), fs_node_vrel(n), add_view_entry, l, NULL);
-	if ((rc = tf_source_list(fs->src, l->dir, plus, add_entry, l, NULL)) != TF_OK)
+	if ((rc = tf_source_list(fs->src, l->dir, plus, add_entry, l, &err)) != TF_OK) {
+		if (status_errno(rc) == EIO)
+			fs_log_failure(err.msg);
 		return rc;
+	}
 	if (fs->settings->views && tf_catalog_is_array(fs->catalog, l->dir) && add_entry(l, TF_VIEWS_DIR, &dir))
 		return TF_E_NOMEM;
 	return TF_OK;
@@ -569,6 +666,18 @@ static int open_view(tilefs *fs, fs_node *n, handle *h)
 	return 0;
 }
 
+/* A file shown as stored.  A failure is logged but for ESTALE (the kernel
+ * looks the name up again) and the source's refusals. */
+static int open_raw(tilefs *fs, fs_node *n, handle *h)
+{
+	tf_error err;
+	tf_status rc = tf_object_open(fs->src, fs_node_rel(n), fs_node_version(n), &h->raw, &err);
+
+	if (status_errno(rc) == EIO)
+		fs_log_failure(err.msg);
+	return status_errno(rc);
+}
+
 /* The caller's supplementary groups into *out (malloc'd; none if they
  * cannot be read: it then gets what its user and primary group get). */
 static size_t caller_groups(fuse_req_t req, uint32_t **out)
@@ -643,7 +752,7 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	else if (fs_node_is_decoded(n))
 		rc = open_decoded(fs, n, h);
 	else
-		rc = status_errno(tf_object_open(fs->src, fs_node_rel(n), fs_node_version(n), &h->raw, NULL));
+		rc = open_raw(fs, n, h);
 	if (h)
 		h->uid = uid;	/* counted by fs_user_open: handle_free uncounts */
 	/* A decoded file's index, built by the open, may say more (plaintext,

@@ -438,8 +438,11 @@ static fs_node *node_for(tilefs *fs, const char *rel, const tf_stat *st, bool de
 
 static int stat_rel(tilefs *fs, const char *rel, tf_stat *st)
 {
-	tf_status rc = tf_source_stat(fs->src, rel, st, NULL);
+	tf_error err;
+	tf_status rc = tf_source_stat(fs->src, rel, st, &err);
 
+	if (rc != TF_OK && status_errno(rc) == EIO)	/* the source failed, not the name: say why */
+		fs_log_failure(err.msg);
 	return rc == TF_OK ? 0 : -status_errno(rc);
 }
 
@@ -504,14 +507,17 @@ static int view_lookup(tilefs *fs, fs_node *dir, const char *name, const char *r
 	tf_view_stat vst;
 	tf_views *v;
 	tf_stat st, parent;
+	tf_error err;
 	fs_node *n;
 
 	if (!dir->views)
 		vrel[0] = '\0';
 	else if (!tf_path_join(vrel, sizeof(vrel), dir->vrel[0] ? dir->vrel : ".", name))
 		return -ENAMETOOLONG;
-	if (tf_catalog_views(fs->catalog, arr, fs->cache, &v, &hold, NULL) != TF_OK)
+	if (tf_catalog_views(fs->catalog, arr, fs->cache, &v, &hold, &err) != TF_OK) {
+		fs_log_failure(err.msg);	/* the array's state could not be read: say why */
 		return -EIO;
+	}
 	if (tf_views_stat(v, vrel, &vst, NULL) != TF_OK) {
 		tf_catalog_views_put(fs->catalog, v, hold);
 		return -ENOENT;

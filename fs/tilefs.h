@@ -82,14 +82,20 @@ typedef struct tilefs {
 	fs_indexer *indexer;		/* index_at_mount, or NULL */
 	pthread_mutex_t handles_lock;
 	struct handle *handles;		/* open files (ll.c) */
+	pthread_mutex_t gone_lock;	/* requests whose callers are gone (ll.c) */
+	fuse_req_t gone[32];		/* the latest, a ring */
+	unsigned gone_next;
+	atomic_bool gone_seen;		/* any ever (the common case is none) */
 	fs_users users;
 	pthread_t watcher;		/* stops plugin calls when the connection goes (main.c) */
 	int watch_wake;			/* eventfd: the watcher's end */
 } tilefs;
 
-/* ll.c: the operations, and the key of their per-thread scratch. */
+/* ll.c: the operations; their per-thread scratch, and the source's hooks
+ * (each request's start and whether its caller is gone, for the source's
+ * deadline; its warnings, to the log).  -1: no memory. */
 extern const struct fuse_lowlevel_ops tilefs_ll_ops;
-int fs_ll_thread_key(tilefs *fs);
+int fs_ll_init(tilefs *fs);
 /* Free the handles the kernel never released (at teardown). */
 void fs_ll_free_handles(tilefs *fs);
 

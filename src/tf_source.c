@@ -4,9 +4,11 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sources/source_impl.h"
 
@@ -82,6 +84,34 @@ void tf_source_free(tf_source *s)
 {
 	if (s)
 		s->ops->free(s);
+}
+
+void tf_source_set_hooks(tf_source *s, const tf_source_hooks *h)
+{
+	s->hooks = *h;
+}
+
+void tf_source_call(const tf_source *s, tf_call *out)
+{
+	struct timespec ts;
+
+	if (s->hooks.call && s->hooks.call(s->hooks.ctx, out))
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	*out = (tf_call){ .start_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec };
+}
+
+void tf_source_warn(const tf_source *s, const char *fmt, ...)
+{
+	char msg[TF_ERRMSG_MAX];
+	va_list ap;
+
+	if (!s->hooks.warn)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	s->hooks.warn(s->hooks.ctx, msg);
 }
 
 const char *tf_source_kind(const tf_source *s) { return s->ops->kind; }

@@ -94,6 +94,34 @@ void tf_source_free(tf_source *s);
 tf_status tf_source_locate(const char *spec, const struct tf_s3_settings *s3, tf_source **src,
 			   char **rel, tf_error *err);
 
+/*
+ * Who the work is for.  A driver serving requests on many threads (the FUSE
+ * daemon) tells a source, through hooks, which request the calling thread
+ * serves: when it started and how to ask whether its caller has gone
+ * (killed, interrupted).  A source that can stall (S3) bounds all the work
+ * it does for one request by a deadline counted from that start, and gives
+ * up early once the caller is gone: no request outlives its caller or the
+ * deadline.  On a thread the hook does not know (a tool, the cache's
+ * decode-ahead workers, read-ahead), each operation is bounded from its own
+ * start.  The warn hook hears, one line at a time, of what a source passed
+ * over without failing (a listed key that is no file name).  Without hooks
+ * nothing is told and every operation has its own deadline.
+ */
+typedef struct tf_call {
+	int64_t start_ns;		/* CLOCK_MONOTONIC */
+	bool (*gone)(void *arg);	/* NULL: never; called from any thread */
+	void *arg;			/* valid until the request is answered */
+} tf_call;
+
+typedef struct tf_source_hooks {
+	bool (*call)(void *ctx, tf_call *out);	/* the calling thread's request; false: none */
+	void (*warn)(void *ctx, const char *msg);
+	void *ctx;
+} tf_source_hooks;
+
+/* Set the hooks (copied) before the source is shared between threads. */
+void tf_source_set_hooks(tf_source *s, const tf_source_hooks *h);
+
 /* "local" or "s3"; and how the user spelled the source (for messages). */
 const char *tf_source_kind(const tf_source *s);
 const char *tf_source_name(const tf_source *s);
