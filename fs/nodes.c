@@ -431,14 +431,17 @@ static int view_lookup(tilefs *fs, fs_node *dir, const char *name, const char *r
 	tf_view_stat vst;
 	tf_views *v;
 	tf_stat st;
+	tf_error err;
 	fs_node *n;
 
 	if (!dir->views)
 		vrel[0] = '\0';
 	else if (!tf_path_join(vrel, sizeof(vrel), dir->vrel[0] ? dir->vrel : ".", name))
 		return -ENAMETOOLONG;
-	if (tf_catalog_views(fs->catalog, arr, fs->cache, &v, &hold, NULL) != TF_OK)
+	if (tf_catalog_views(fs->catalog, arr, fs->cache, &v, &hold, &err) != TF_OK) {
+		fs_log(TF_LOG_ERROR, "%s", err.msg);	/* e.g. a newest schema that cannot be read */
 		return -EIO;
+	}
 	if (tf_views_stat(v, vrel, &vst, NULL) != TF_OK) {
 		tf_catalog_views_put(fs->catalog, v, hold);
 		return -ENOENT;

@@ -417,11 +417,6 @@ static uint64_t dim_offset(tf_datatype t, const uint8_t *v, const uint8_t *lo)
 	return a - b;
 }
 
-static uint64_t extent_of(const tf_field *d)
-{
-	return tf_le_n(d->extent, tf_datatype_size(d->type));
-}
-
 /* Dense fragments: the non-empty domain and its tiles, per dimension. */
 static tf_status dense_box(tf_snap_frag *f, tf_error *err)
 {
@@ -437,7 +432,7 @@ static tf_status dense_box(tf_snap_frag *f, tf_error *err)
 	for (size_t d = 0; d < n; d++) {
 		const tf_field *dim = &sc->dims[d];
 		unsigned size = tf_datatype_size(dim->type);
-		uint64_t ext = extent_of(dim);
+		uint64_t ext = tf_schema_dim_extent(dim);
 
 		if ((rc = tf_fragment_ned(f->fr, d, &lo, &hi, err)) != TF_OK)
 			return rc;

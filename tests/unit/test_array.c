@@ -5,12 +5,14 @@
 #include "tf_test.h"
 
 #include <glob.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "tf_array.h"
+#include "tf_craft.h"
 #include "tf_schema.h"
 
 /* Decode the schema generic tile at path and return its payload. */
@@ -228,6 +230,79 @@ START_TEST(test_decoded_names)
 }
 END_TEST
 
+
+/* ---- what TileDB never writes --------------------------------------------------------------------- */
+
+static void set_i32(uint8_t *p, int32_t v) { tf_put_le32(p, (uint32_t)v); }
+static void set_f32(uint8_t *p, float v) { memcpy(p, &v, 4); }
+
+/* dense_2d's schema (rows, cols int32 [0,99] x [0,59], extents 32, 16;
+ * i32 int32, f64 float64), changed by `how`, written back and parsed:
+ * the parse's status and message. */
+static tf_status parse_changed(const tf_craft *c, const char *rel, int how, tf_error *err)
+{
+	tf_schema *s = tf_craft_schema(c, rel), *back = NULL;
+	tf_buf payload = TF_BUF_INIT(SIZE_MAX);
+	tf_field *rows = &s->dims[0], *cols = &s->dims[1], *i32 = &s->attrs[0], *f64 = &s->attrs[1];
+	tf_status rc;
+
+	switch (how) {
+	case 1: set_i32(rows->extent, 0); break;
+	case 2: set_i32(cols->extent, -16); break;
+	case 3: set_i32(cols->domain, 60); break;				/* [60, 59] */
+	case 4: f64->cell_val_num = 0; break;
+	case 5: f64->cell_val_num = 1u << 29; break;				/* 2^32 bytes: 0 in 32 bits */
+	case 6: i32->cell_val_num = 2; break;					/* a fill of one value */
+	case 7: rows->cell_val_num = 3; break;
+	case 8: rows->type = TF_DT_FLOAT32, set_f32(rows->domain, 0), set_f32(rows->domain + 4, 99),
+		set_f32(rows->extent, 0); break;
+	case 9: rows->type = TF_DT_FLOAT32, set_f32(rows->domain, 0), set_f32(rows->domain + 4, 99),
+		set_f32(rows->extent, NAN); break;
+	case 10: rows->type = TF_DT_FLOAT32, set_f32(rows->domain, NAN), set_f32(rows->domain + 4, 99),
+		 set_f32(rows->extent, 1); break;
+	case 11: rows->type = TF_DT_FLOAT32, set_f32(rows->domain, 0), set_f32(rows->domain + 4, 99),
+		 set_f32(rows->extent, 1e-38f); break;				/* tiny, but positive */
+	default: break;
+	}
+	tf_craft_schema_payload(s, &payload);
+	rc = tf_schema_parse(tf_span_of(payload.p, payload.len), &back, err);
+	tf_schema_free(back);
+	tf_schema_free(s);
+	tf_buf_free(&payload);
+	return rc;
+}
+
+/* A schema TileDB could not have written is refused when parsed, so no
+ * reader divides by its extent or sizes a buffer by its cells: a zero or
+ * negative extent (views: SIGFPE), a cell size that wraps 32 bits (a
+ * division by 0), a cell of a fill value it does not hold. */
+START_TEST(test_schema_never_written)
+{
+	static const struct { int how; const char *why; } bad[] = {
+		{ 1, "tile extent not positive" }, { 2, "tile extent not positive" },
+		{ 3, "domain bounds out of order" }, { 4, "no values per cell" },
+		{ 5, "more than a chunk holds" }, { 6, "a fill value of 4 bytes for cells of 8" },
+		{ 7, "3 values per cell" }, { 8, "tile extent not positive" }, { 9, "tile extent not positive" },
+		{ 10, "domain bounds out of order" },
+	};
+	char rel[300], name[256];
+	tf_craft c;
+	tf_error err;
+
+	if (!tf_test_corpus())
+		return;
+	snprintf(c.dir, sizeof(c.dir), "%s/dense_2d/array", tf_test_corpus());	/* read only */
+	tf_craft_only_file(&c, "__schema", name);
+	snprintf(rel, sizeof(rel), "__schema/%s", name);
+	ck_assert_msg(parse_changed(&c, rel, 0, &err) == TF_OK, "%s", err.msg);	/* written back as read */
+	ck_assert_msg(parse_changed(&c, rel, 11, &err) == TF_OK, "%s", err.msg);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_int_eq(parse_changed(&c, rel, bad[i].how, &err), TF_E_CORRUPT);
+		ck_assert_msg(strstr(err.msg, bad[i].why), "%d: %s", bad[i].how, err.msg);
+	}
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("array");
@@ -239,6 +314,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_schema_damage);
 	tcase_add_test(tc, test_fragment_damage);
 	tcase_add_test(tc, test_decoded_names);
+	tcase_add_test(tc, test_schema_never_written);
 	suite_add_tcase(s, tc);
 	return s;
 }

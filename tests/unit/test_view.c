@@ -13,6 +13,7 @@
 
 #include "tf_cells.h"
 #include "tf_condition.h"
+#include "tf_craft.h"
 #include "tf_merge.h"
 #include "tf_view.h"
 
@@ -654,11 +655,132 @@ START_TEST(test_views_change)
 }
 END_TEST
 
+
+/* ---- hostile arrays (tf_craft.h): no lie crashes, hangs or starves ------------------------------------ */
+
+/* Views of a crafted copy: open's status (o->v set when TF_OK). */
+static tf_status open_crafted(const tf_craft *c, opened *o, tf_error *err)
+{
+	memset(o, 0, sizeof(*o));
+	ck_assert_int_eq(tf_source_locate(c->dir, NULL, &o->src, &o->rel, err), TF_OK);
+	ck_assert_int_eq(tf_array_open(o->src, o->rel, NULL, &o->a, err), TF_OK);
+	ck_assert_int_eq(tf_cache_new(8 << 20, 1, &o->cache, err), TF_OK);
+	return tf_views_open(o->a, o->cache, &o->v, err);
+}
+
+static void close_crafted(opened *o)
+{
+	if (o->v)
+		tf_views_unref(o->v);
+	tf_cache_free(o->cache);
+	tf_array_free(o->a);
+	free(o->rel);
+	tf_source_free(o->src);
+}
+
+/* The status of reading a whole view (its bytes counted into *n). */
+static tf_status read_status(tf_views *v, const char *rel, uint64_t *n, tf_error *err)
+{
+	tf_workspace *ws = tf_workspace_new();
+	uint8_t *buf = malloc(1 << 16);
+	size_t got = 0;
+	tf_view *w = NULL;
+	tf_status rc = tf_view_open(v, rel, &w, err);
+
+	*n = 0;
+	while (rc == TF_OK && (rc = tf_view_read(w, ws, *n, 1 << 16, buf, &got, err)) == TF_OK && got)
+		*n += got;
+	tf_view_close(w);
+	free(buf);
+	tf_workspace_free(ws);
+	return rc;
+}
+
+/* "__schema/<the one schema>" of a copy, in rel[300]. */
+static void schema_rel(const tf_craft *c, char *rel)
+{
+	char name[256];
+
+	tf_craft_only_file(c, "__schema", name);
+	snprintf(rel, 300, "__schema/%s", name);
+}
+
+/* A schema newer than the fragments' (a name that sorts after it),
+ * written from `s`. */
+static void add_newer_schema(const tf_craft *c, const tf_schema *s)
+{
+	char rel[300];
+
+	schema_rel(c, rel);
+	rel[strlen(rel) - 1] = rel[strlen(rel) - 1] == 'f' ? 'e' : 'f';	/* after: the timestamps lead */
+	memcpy(rel + strlen("__schema/__"), "2", 1);
+	tf_craft_write_schema(c, rel, s);
+}
+
+/* Issue 19 item 2: tf_dense took extents from the newest schema, the
+ * fragment had been checked against its own: `head @views/cells.csv`
+ * (and tiletool export) died of SIGFPE on a newer schema with a zero
+ * extent.  Such a schema is refused, and the views say why. */
+START_TEST(test_view_zero_extent_newer_schema)
+{
+	char rel[300];
+	tf_craft c;
+	tf_schema *s;
+	opened o;
+	uint64_t n;
+	tf_error err;
+	tf_status rc;
+
+	if (!tf_craft_copy("dense_2d", &c))
+		return;
+	schema_rel(&c, rel);
+	s = tf_craft_schema(&c, rel);
+	tf_put_le32(s->dims[0].extent, 0);
+	add_newer_schema(&c, s);
+	tf_schema_free(s);
+	if ((rc = open_crafted(&c, &o, &err)) == TF_OK)	/* before the fix: a signal below */
+		rc = read_status(o.v, "cells.csv", &n, &err);
+	ck_assert_int_eq(rc, TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "tile extent not positive"), "%s", err.msg);
+	close_crafted(&o);
+	tf_craft_remove(&c);
+}
+END_TEST
+
+/* Issue 19 item 6: a float64 attribute of 2^29 values per cell is 2^32
+ * bytes a cell, 0 in the 32 bits views kept it in: stat of f64.raw divided
+ * by zero.  Its schema holds a fill value of 8 bytes, not of one cell. */
+START_TEST(test_view_cell_size_wraps)
+{
+	char rel[300];
+	tf_craft c;
+	tf_schema *s;
+	opened o;
+	tf_view_stat st;
+	tf_error err;
+	tf_status rc;
+
+	if (!tf_craft_copy("dense_2d", &c))
+		return;
+	schema_rel(&c, rel);
+	s = tf_craft_schema(&c, rel);
+	s->attrs[1].cell_val_num = 1u << 29;
+	tf_craft_write_schema(&c, rel, s);
+	tf_schema_free(s);
+	if ((rc = open_crafted(&c, &o, &err)) == TF_OK)	/* before the fix: SIGFPE below */
+		rc = tf_views_stat(o.v, "f64.raw", &st, &err);
+	ck_assert_int_eq(rc, TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "attribute f64: cells of 4294967296 bytes"), "%s", err.msg);
+	close_crafted(&o);
+	tf_craft_remove(&c);
+}
+END_TEST
+
 static Suite *view_suite(void)
 {
 	Suite *s = suite_create("view");
 	TCase *tc = tcase_create("text");
-	TCase *corpus;
+	TCase *corpus, *hostile;
 
 	tcase_set_timeout(tc, 60);	/* valgrind runs them too */
 	tcase_add_test(tc, test_float_shortest);
@@ -679,6 +801,11 @@ static Suite *view_suite(void)
 		tcase_add_test(corpus, test_views_listing);
 		tcase_add_test(corpus, test_views_change);
 		suite_add_tcase(s, corpus);
+		hostile = tcase_create("hostile");
+		tcase_set_timeout(hostile, 120);
+		tcase_add_test(hostile, test_view_zero_extent_newer_schema);
+		tcase_add_test(hostile, test_view_cell_size_wraps);
+		suite_add_tcase(s, hostile);
 	} else {
 		printf("corpus absent: only the text tests run\n");
 	}
