@@ -142,9 +142,20 @@ struct tf_dense {
 	size_t *frags, nfrags;		/* visible, newest last */
 };
 
-static uint64_t ext_of(const tf_field *d)
+/*
+ * A fragment is read with the schema it was written with, and merged on
+ * the grid of the newest one: the two must lay cells out alike (schema
+ * evolution never changes dimensions, domains, extents or orders; a
+ * schema that does is not one TileDB wrote).
+ */
+static tf_status same_tiling(const tf_schema *newest, const tf_snap_frag *f, tf_error *err)
 {
-	return tf_le_n(d->extent, tf_datatype_size(d->type));
+	char why[300];
+
+	if (f->schema == newest || tf_schema_same_tiling(newest, f->schema, why, sizeof(why)))
+		return TF_OK;
+	return tf_err(err, TF_E_CORRUPT, "fragment %s: its schema tiles the array otherwise than the newest "
+		      "schema: %s", f->name, why);
 }
 
 static tf_status dense_box(tf_dense *d, tf_error *err)
@@ -165,7 +176,11 @@ static tf_status dense_box(tf_dense *d, tf_error *err)
 	d->ncells = d->nfrags ? 1 : 0;
 	for (size_t i = 0; i < d->ndims; i++) {
 		d->shape[i] = d->nfrags ? hi[i] - d->lo[i] + 1 : 0;
-		d->ext[i] = ext_of(&d->schema->dims[i]);
+		d->ext[i] = tf_schema_dim_extent(&d->schema->dims[i]);
+		if (d->nfrags && d->ext[i] == 0) {	/* each fragment's was checked: the same */
+			free(hi);
+			return tf_err(err, TF_E_CORRUPT, "dimension %s: no tile extent", d->schema->dims[i].name);
+		}
 		if (d->shape[i] == 0 && d->nfrags) {
 			free(hi);
 			return tf_err(err, TF_E_UNSUPPORTED, "a dimension of 2^64 cells");
@@ -203,9 +218,13 @@ tf_status tf_dense_open(tf_snapshot *s, tf_dense **out, tf_error *err)
 			tf_dense_free(d);
 			return f->error.code ? f->error.code : TF_E_CORRUPT;
 		}
-		if (!f->dense || f->schema->ndims != d->ndims) {
+		if (!f->dense) {
 			tf_dense_free(d);
 			return tf_err(err, TF_E_UNSUPPORTED, "fragment %s of a dense array is sparse", f->name);
+		}
+		if ((rc = same_tiling(sc, f, err)) != TF_OK) {
+			tf_dense_free(d);
+			return rc;
 		}
 		d->frags[d->nfrags++] = tf_snapshot_visible(s, k);
 	}
@@ -504,6 +523,9 @@ static tf_status add_slots(tf_sparse *it, tf_error *err)
 		}
 		if (f->dense)
 			return tf_err(err, TF_E_UNSUPPORTED, "fragment %s of a sparse array is dense", f->name);
+		/* Its coordinates are compared as the newest schema's dimensions. */
+		if ((rc = same_tiling(it->schema, f, err)) != TF_OK)
+			return rc;
 		sl->frag = tf_snapshot_visible(it->s, k);
 		sl->order = k;
 		sl->f = f;

@@ -945,8 +945,10 @@ tf_status tf_views_open(tf_array *a, tf_cache *cache, tf_views **out, tf_error *
 	}
 	/* A dense array that cannot be resolved still lists its CSV views;
 	 * opening the array's CSV reports why. */
-	if (tf_snapshot_schema(v->s)->dense && tf_dense_open(v->s, &v->dense, &v->dense_err) != TF_OK)
+	if (tf_snapshot_schema(v->s)->dense && tf_dense_open(v->s, &v->dense, &v->dense_err) != TF_OK) {
+		tf_err_prefix(&v->dense_err, "%s", tf_array_dir(a));
 		v->dense = NULL;
+	}
 	if ((rc = add_matrices(v, err)) != TF_OK) {
 		tf_views_unref(v);
 		return rc;

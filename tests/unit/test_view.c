@@ -747,6 +747,73 @@ START_TEST(test_view_zero_extent_newer_schema)
 }
 END_TEST
 
+/* A newer schema that tiles the array otherwise (extent 7, not 32): the
+ * fragment is laid out by its own schema, the merge by the newest; they
+ * must agree, or the array's views are EIO with the reason (the fragment's
+ * own view still reads, by its own schema). */
+START_TEST(test_view_newer_schema_other_tiling)
+{
+	char rel[300], frag[256], fcsv[600];
+	tf_craft c;
+	tf_schema *s;
+	opened o;
+	uint64_t n, before;
+	tf_view_stat st;
+	tf_error err;
+
+	if (!tf_craft_copy("dense_2d", &c))
+		return;
+	tf_craft_only_file(&c, "__fragments", frag);
+	snprintf(fcsv, sizeof(fcsv), "fragments/%s/cells.csv", frag);
+	ck_assert_int_eq(open_crafted(&c, &o, &err), TF_OK);
+	ck_assert_int_eq(read_status(o.v, fcsv, &before, &err), TF_OK);
+	close_crafted(&o);
+	schema_rel(&c, rel);
+	s = tf_craft_schema(&c, rel);
+	tf_put_le32(s->dims[0].extent, 7);
+	add_newer_schema(&c, s);
+	tf_schema_free(s);
+	ck_assert_int_eq(open_crafted(&c, &o, &err), TF_OK);
+	ck_assert_int_eq(read_status(o.v, "cells.csv", &n, &err), TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "tiles the array otherwise than the newest schema: dimension rows"), "%s",
+		      err.msg);
+	ck_assert_int_eq(tf_views_stat(o.v, "i32.raw", &st, &err), TF_E_INVAL);	/* no matrices */
+	ck_assert_int_eq(read_status(o.v, fcsv, &n, &err), TF_OK);
+	ck_assert_uint_eq(n, before);
+	close_crafted(&o);
+	tf_craft_remove(&c);
+}
+END_TEST
+
+/* Sparse: a newer schema whose dimension is int64 where the fragment's is
+ * int32.  Coordinates were compared as the newest schema's type: 8-byte
+ * reads of 4-byte values (a heap over-read at a tile's end). */
+START_TEST(test_view_sparse_newer_schema_other_dims)
+{
+	char rel[300];
+	tf_craft c;
+	tf_schema *s;
+	opened o;
+	uint64_t n;
+	tf_error err;
+
+	if (!tf_craft_copy("sparse_2d", &c))
+		return;
+	schema_rel(&c, rel);
+	s = tf_craft_schema(&c, rel);
+	s->dims[1].type = TF_DT_INT64;
+	tf_put_le64(s->dims[1].domain, 0), tf_put_le64(s->dims[1].domain + 8, 999);
+	tf_put_le64(s->dims[1].extent, 100);
+	add_newer_schema(&c, s);
+	tf_schema_free(s);
+	ck_assert_int_eq(open_crafted(&c, &o, &err), TF_OK);
+	ck_assert_int_eq(read_status(o.v, "cells.csv", &n, &err), TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "dimension 1 is d1 (int32), not d1 (int64)"), "%s", err.msg);
+	close_crafted(&o);
+	tf_craft_remove(&c);
+}
+END_TEST
+
 /* Issue 19 item 6: a float64 attribute of 2^29 values per cell is 2^32
  * bytes a cell, 0 in the 32 bits views kept it in: stat of f64.raw divided
  * by zero.  Its schema holds a fill value of 8 bytes, not of one cell. */
@@ -804,6 +871,8 @@ static Suite *view_suite(void)
 		hostile = tcase_create("hostile");
 		tcase_set_timeout(hostile, 120);
 		tcase_add_test(hostile, test_view_zero_extent_newer_schema);
+		tcase_add_test(hostile, test_view_newer_schema_other_tiling);
+		tcase_add_test(hostile, test_view_sparse_newer_schema_other_dims);
 		tcase_add_test(hostile, test_view_cell_size_wraps);
 		suite_add_tcase(s, hostile);
 	} else {
