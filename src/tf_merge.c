@@ -59,7 +59,7 @@ void tf_cellbuf_free(tf_cellbuf *b)
 static tf_status load_field(tf_cellbuf_field *bf, const tf_col *col, tf_workspace *ws, uint64_t tile,
 			    uint64_t n, tf_error *err)
 {
-	uint64_t *starts;
+	uint64_t *starts, bytes;
 	uint8_t *valid;
 	tf_status rc;
 
@@ -70,6 +70,10 @@ static tf_status load_field(tf_cellbuf_field *bf, const tf_col *col, tf_workspac
 	bf->data.len = 0;
 	if (bf->missing)
 		return TF_OK;
+	/* The cells the schema or footer claims must be in the tile, as its
+	 * stored chunk headers say, before a byte is allocated for them. */
+	if ((rc = tf_col_check_cells(col, tile, 0, n, err)) != TF_OK)
+		return rc;
 	if (n > TILE_BYTES_LIMIT / 8)
 		return tf_err(err, TF_E_CORRUPT, "a tile of %llu cells", (unsigned long long)n);
 	if (!(valid = realloc(bf->valid, n ? n : 1)))
@@ -83,11 +87,12 @@ static tf_status load_field(tf_cellbuf_field *bf, const tf_col *col, tf_workspac
 		bf->starts = starts;
 		return tf_col_var_cells(col, ws, tile, 0, n, bf->starts, &bf->data, err);
 	}
-	if (n > TILE_BYTES_LIMIT / tf_col_cell_size(col))
-		return tf_err(err, TF_E_CORRUPT, "a tile of %llu cells", (unsigned long long)n);
-	if ((rc = tf_buf_reserve(&bf->data, (size_t)n * tf_col_cell_size(col), err)) != TF_OK)
+	if (!tf_u64_mul(n, tf_col_cell_size(col), &bytes) || bytes > TILE_BYTES_LIMIT)
+		return tf_err(err, TF_E_CORRUPT, "a tile of %llu cells of %u bytes", (unsigned long long)n,
+			      tf_col_cell_size(col));
+	if ((rc = tf_buf_reserve(&bf->data, (size_t)bytes, err)) != TF_OK)
 		return rc;
-	bf->data.len = (size_t)n * tf_col_cell_size(col);
+	bf->data.len = (size_t)bytes;
 	return tf_col_fixed(col, ws, tile, 0, n, bf->data.p, err);
 }
 

@@ -107,6 +107,12 @@ bool tf_col_var(const tf_col *c);
 bool tf_col_nullable(const tf_col *c);
 unsigned tf_col_cell_size(const tf_col *c);	/* fixed cells (8 for var offsets) */
 
+/* Whether cells [cell, cell + n) of tile `tile` are in every file of the
+ * column (data, var data, validity), as the tile's stored chunk headers
+ * say (read once per tile, nothing decoded); TF_E_CORRUPT if not.  Callers
+ * check this before sizing anything by n, which a schema or fragment
+ * metadata claimed. */
+tf_status tf_col_check_cells(const tf_col *c, uint64_t tile, uint64_t cell, uint64_t n, tf_error *err);
 /* n fixed-size cells from cell `cell` of tile `tile` into dst. */
 tf_status tf_col_fixed(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell, uint64_t n,
 		       uint8_t *dst, tf_error *err);

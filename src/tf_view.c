@@ -176,11 +176,14 @@ static tf_status gather_run(tf_snapshot *s, const tf_field *f, tf_workspace *ws,
 	for (uint64_t i = 0; i < r->n && rc == TF_OK; i += step) {
 		uint64_t cell = r->cell + i * r->stride;
 
-		if ((rc = tf_col_validity(col, ws, r->tile, cell, step, g->valid + k + i, err)) != TF_OK)
+		/* The tile holds them (its chunk headers say) before room is made. */
+		if ((rc = tf_col_check_cells(col, r->tile, cell, step, err)) != TF_OK ||
+		    (rc = tf_col_validity(col, ws, r->tile, cell, step, g->valid + k + i, err)) != TF_OK)
 			break;
 		if (tf_col_var(col)) {
 			rc = tf_col_var_cells(col, ws, r->tile, cell, step, g->starts + k + i, &g->data, err);
-		} else if ((rc = tf_buf_grow(&g->data, (size_t)step * tf_col_cell_size(col), &at, err)) == TF_OK) {
+		} else if ((rc = tf_buf_grow(&g->data, tf_size_mul(tf_size_of_u64(step), tf_col_cell_size(col)), &at,
+					     err)) == TF_OK) {
 			for (uint64_t j = 0; j < step; j++)
 				g->starts[k + i + j] = g->data.len + j * tf_col_cell_size(col);
 			rc = tf_col_fixed(col, ws, r->tile, cell, step, at, err);

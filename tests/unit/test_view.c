@@ -814,6 +814,63 @@ START_TEST(test_view_sparse_newer_schema_other_dims)
 }
 END_TEST
 
+/* Peak resident memory (VmHWM) in KiB, after resetting it. */
+static long peak_kib(bool reset)
+{
+	FILE *f;
+	char line[256];
+	long kib = -1;
+
+	if (reset) {
+		ck_assert_ptr_nonnull(f = fopen("/proc/self/clear_refs", "w"));
+		ck_assert_int_ge(fputs("5", f), 0);
+		ck_assert_int_eq(fclose(f), 0);
+	}
+	ck_assert_ptr_nonnull(f = fopen("/proc/self/status", "r"));
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmHWM:", 6))
+			kib = atol(line + 6);
+	fclose(f);
+	ck_assert_int_ge(kib, 0);
+	return kib;
+}
+
+/* Issue 19 item 3: a dense tile's cells are the extents' product, which
+ * the schema claims; load_field allocated a validity byte per claimed cell
+ * before anything said the tile holds them.  Extents 32768 x 16384 over a
+ * 5 KB array: 512 MiB touched, then the read failed.  The tile's chunk
+ * headers are read first now: nothing is allocated for a tile that lies. */
+START_TEST(test_view_tile_cells_checked_first)
+{
+	char rel[300], frag[256], fcsv[600];
+	tf_craft c;
+	tf_schema *s;
+	opened o;
+	uint64_t n;
+	long before;
+	tf_error err;
+
+	if (!tf_craft_copy("dense_2d", &c))
+		return;
+	schema_rel(&c, rel);
+	s = tf_craft_schema(&c, rel);
+	tf_put_le32(s->dims[0].domain + 4, 32767), tf_put_le32(s->dims[0].extent, 32768);
+	tf_put_le32(s->dims[1].domain + 4, 16383), tf_put_le32(s->dims[1].extent, 16384);
+	tf_craft_write_schema(&c, rel, s);	/* the fragment's own */
+	tf_schema_free(s);
+	tf_craft_only_file(&c, "__fragments", frag);
+	snprintf(fcsv, sizeof(fcsv), "fragments/%s/cells.csv", frag);
+	ck_assert_int_eq(open_crafted(&c, &o, &err), TF_OK);
+	before = peak_kib(true);
+	ck_assert_int_eq(read_status(o.v, fcsv, &n, &err), TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "the fragment metadata says 2094 and 2147483648"), "%s", err.msg);
+	ck_assert_int_eq(read_status(o.v, "cells.csv", &n, &err), TF_E_CORRUPT);
+	ck_assert_msg(peak_kib(false) - before < 64 << 10, "%ld KiB more at the peak", peak_kib(false) - before);
+	close_crafted(&o);
+	tf_craft_remove(&c);
+}
+END_TEST
+
 /* Issue 19 item 6: a float64 attribute of 2^29 values per cell is 2^32
  * bytes a cell, 0 in the 32 bits views kept it in: stat of f64.raw divided
  * by zero.  Its schema holds a fill value of 8 bytes, not of one cell. */
@@ -873,6 +930,7 @@ static Suite *view_suite(void)
 		tcase_add_test(hostile, test_view_zero_extent_newer_schema);
 		tcase_add_test(hostile, test_view_newer_schema_other_tiling);
 		tcase_add_test(hostile, test_view_sparse_newer_schema_other_dims);
+		tcase_add_test(hostile, test_view_tile_cells_checked_first);
 		tcase_add_test(hostile, test_view_cell_size_wraps);
 		suite_add_tcase(s, hostile);
 	} else {
