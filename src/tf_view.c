@@ -77,7 +77,10 @@ typedef struct matrix {
 	char dtype[40];
 	uint64_t shape[65];
 	size_t nshape;
-	unsigned cs;		/* bytes per cell */
+	unsigned cs;		/* bytes per cell (at most TF_CELL_BYTES_MAX) */
+	uint64_t raw;		/* bytes of the cells, when sized */
+	bool sized;		/* the .npy (header and cells) fits an off_t:
+				 * else both views show size 0 and do not open */
 	tf_buf npy;		/* the .npy header */
 } matrix;
 
@@ -840,23 +843,29 @@ static tf_status add_matrices(tf_views *v, tf_error *err)
 			continue;
 		m->attr = f;
 		snprintf(m->name, sizeof(m->name), "%s", f->name);
-		m->cs = f->cell_val_num * tf_datatype_size(f->type);
+		m->cs = (unsigned)tf_field_cell_bytes(f);	/* a parsed schema's: 1 .. TF_CELL_BYTES_MAX */
 		m->nshape = tf_dense_ndims(v->dense);
 		memcpy(m->shape, tf_dense_shape(v->dense), m->nshape * sizeof(uint64_t));
 		if (inner > 1)
 			m->shape[m->nshape++] = inner;
 		tf_buf_init(&m->npy, 1 << 16);
 		rc = tf_npy_header(m->dtype, m->shape, m->nshape, &m->npy, err);
+		m->sized = tf_u64_mul(tf_dense_ncells(v->dense), m->cs, &m->raw) &&
+			   m->raw <= (uint64_t)INT64_MAX - m->npy.len;
 		v->nmats++;
 	}
 	return rc;
 }
 
-static uint64_t raw_size(const tf_views *v, const matrix *m)
+/* The bytes of a matrix's cells; 0 for one too large to show. */
+static uint64_t raw_size(const matrix *m)
 {
-	uint64_t n = tf_dense_ncells(v->dense);
+	return m->sized ? m->raw : 0;
+}
 
-	return n > UINT64_MAX / m->cs ? UINT64_MAX : n * m->cs;
+static uint64_t npy_size(const matrix *m)
+{
+	return m->sized ? m->npy.len + m->raw : 0;
 }
 
 /* n fixed-size, non-nullable cells of attribute f, run by run, into dst. */
@@ -898,7 +907,7 @@ static tf_status gather_fixed(tf_snapshot *s, const tf_field *f, unsigned cs, tf
 static tf_status raw_read(tf_views *v, const matrix *m, tf_workspace *ws, uint64_t off, size_t len,
 			  uint8_t *dst, size_t *got, tf_error *err)
 {
-	uint64_t size = raw_size(v, m), c0, c1;
+	uint64_t size = raw_size(m), c0, c1;
 	uint8_t *tmp = NULL;
 	tf_run *runs = NULL;
 	size_t nruns = 0, cap = 0;
@@ -1054,10 +1063,10 @@ static void stat_of(tf_views *v, const vpath *p, tf_view_stat *st)
 		st->dir = true;
 		break;
 	case P_RAW:
-		st->size = raw_size(v, p->m);
+		st->size = raw_size(p->m);
 		break;
 	case P_NPY:
-		st->size = p->m->npy.len + raw_size(v, p->m);
+		st->size = npy_size(p->m);
 		break;
 	default: {	/* a CSV: known once formatted to its end */
 		csv *c;
@@ -1156,7 +1165,7 @@ tf_status tf_views_listxattr(tf_views *v, const char *rel, char *buf, size_t n, 
 tf_status tf_views_getxattr(tf_views *v, const char *rel, const char *name, char *buf, size_t n,
 			    size_t *len, tf_error *err)
 {
-	char value[1024];
+	char value[TF_NPY_SHAPE_MAX];
 	vpath p;
 	tf_status rc = parse_path(v, rel, &p, err);
 
@@ -1189,6 +1198,10 @@ tf_status tf_view_open(tf_views *v, const char *rel, tf_view **out, tf_error *er
 		return rc;
 	if (p.kind == P_ROOT || p.kind == P_FRAGDIR || p.kind == P_FRAG)
 		return tf_err(err, TF_E_INVAL, "%s/%s is a directory", TF_VIEWS_DIR, rel);
+	if ((p.kind == P_RAW || p.kind == P_NPY) && !p.m->sized)
+		return tf_err(err, TF_E_UNSUPPORTED, "%s/%s/%s: %llu cells of %u bytes, more than a file can "
+			      "hold (2^63 - 1 bytes)", tf_array_dir(tf_snapshot_array(v->s)), TF_VIEWS_DIR, rel,
+			      (unsigned long long)tf_dense_ncells(v->dense), p.m->cs);
 	if (!(w = calloc(1, sizeof(*w))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	w->kind = p.kind == P_RAW ? V_RAW : p.kind == P_NPY ? V_NPY : V_CSV;
@@ -1214,10 +1227,10 @@ bool tf_view_size(tf_view *w, uint64_t *size)
 {
 	switch (w->kind) {
 	case V_RAW:
-		*size = raw_size(w->v, w->m);
+		*size = raw_size(w->m);
 		return true;
 	case V_NPY:
-		*size = w->m->npy.len + raw_size(w->v, w->m);
+		*size = npy_size(w->m);
 		return true;
 	default:
 		return csv_size(w->c, size);
