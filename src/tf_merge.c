@@ -384,9 +384,16 @@ static tf_status segment_runs(const tf_dense *d, uint64_t *x, const uint64_t *sg
 		return push_run(runs, nruns, cap, (tf_run){ SIZE_MAX, 0, 0, sg[1] - sg[0] + 1, 0 }, err);
 	for (uint64_t from = sg[0]; rc == TF_OK && from <= sg[1];) {
 		const tf_snap_frag *f = tf_snapshot_frag(d->s, d->frags[sg[2]]);
-		uint64_t tile_end = (from / d->ext[L] + 1) * d->ext[L] - 1, to = tile_end < sg[1] ? tile_end : sg[1];
-		tf_run r = { d->frags[sg[2]], 0, 0, to - from + 1, 0 };
+		/* The last cell of from's space tile, or of the domain's offsets
+		 * (a tile reaching past 2^64 - 1 ends there). */
+		uint64_t tile_end = tf_u64_mul_sat(from / d->ext[L], d->ext[L]);
+		uint64_t to;
 
+		tile_end = tf_u64_add_sat(tile_end, d->ext[L] - 1);
+		to = tile_end < sg[1] ? tile_end : sg[1];
+		tf_run r = { d->frags[sg[2]], 0, 0, 0, 0 };
+
+		r.n = to - from + 1;
 		x[L] = from;
 		locate(d, f, x, &r.tile, &r.cell, &r.stride);
 		rc = push_run(runs, nruns, cap, r, err);
@@ -667,17 +674,17 @@ static uint64_t tile_index(const tf_field *d, const uint8_t *v)
 	unsigned size = tf_datatype_size(d->type);
 	uint64_t mask = size == 8 ? UINT64_MAX : (((uint64_t)1 << (8 * size)) - 1);
 
+	/* A coordinate outside the domain (or NaN) gives a quotient no tile
+	 * index holds: clamped, as is any past 2^64. */
 	if (d->type == TF_DT_FLOAT32) {
-		float fv, lo, ext, q;
+		float fv, lo, ext;
 		memcpy(&fv, v, 4), memcpy(&lo, d->domain, 4), memcpy(&ext, d->extent, 4);
-		q = (fv - lo) / ext;
-		return q > 0 ? (uint64_t)q : 0;
+		return tf_u64_of_real((double)((fv - lo) / ext));
 	}
 	if (d->type == TF_DT_FLOAT64) {
-		double dv, lo, ext, q;
+		double dv, lo, ext;
 		memcpy(&dv, v, 8), memcpy(&lo, d->domain, 8), memcpy(&ext, d->extent, 8);
-		q = (dv - lo) / ext;
-		return q > 0 ? (uint64_t)q : 0;
+		return tf_u64_of_real((dv - lo) / ext);
 	}
 	return ((tf_le_n(v, size) - tf_le_n(d->domain, size)) & mask) / (tf_le_n(d->extent, size) & mask ? tf_le_n(d->extent, size) & mask : 1);
 }

@@ -392,10 +392,13 @@ static void tile_box(const csv *c, const tf_snap_frag *f, uint64_t tile, uint64_
 		size_t i = trow ? n - 1 - k : k;
 		uint64_t ext = dim_extent(&c->schema->dims[i]);
 
-		base[i] = (f->tlo[i] + tile % f->tn[i]) * ext;
+		uint64_t last;
+
+		base[i] = (f->tlo[i] + tile % f->tn[i]) * ext;	/* at most hi: no overflow */
 		tile /= f->tn[i];
+		last = tf_u64_add_sat(base[i], ext - 1);	/* a tile past 2^64 - 1 ends there */
 		a[i] = (f->lo[i] > base[i] ? f->lo[i] : base[i]) - base[i];
-		b[i] = (f->hi[i] < base[i] + ext - 1 ? f->hi[i] : base[i] + ext - 1) - base[i];
+		b[i] = (f->hi[i] < last ? f->hi[i] : last) - base[i];
 	}
 }
 

@@ -993,6 +993,40 @@ START_TEST(test_view_matrix_past_off_t)
 }
 END_TEST
 
+/* Issue 19 item 6: a real dimension's space tile is (v - low) / extent,
+ * truncated to an integer; with an extent of 1e-38 the quotient is
+ * infinite, and casting it was undefined (UBSan float-cast-overflow in a
+ * sanitizer build).  Clamped now; the merge reads every cell. */
+START_TEST(test_view_real_extent_quotient)
+{
+	static const float lo = -3e38f, hi = 3e38f, ext = 1e-38f;
+	char rel[300];
+	tf_craft c;
+	tf_schema *s;
+	opened o;
+	uint64_t n, before;
+	tf_error err;
+
+	if (!tf_craft_copy("sparse_1d_default_coords_filters", &c))
+		return;
+	ck_assert_int_eq(open_crafted(&c, &o, &err), TF_OK);
+	ck_assert_int_eq(read_status(o.v, "cells.csv", &before, &err), TF_OK);
+	close_crafted(&o);
+	schema_rel(&c, rel);
+	s = tf_craft_schema(&c, rel);
+	ck_assert_int_eq(s->dims[0].type, TF_DT_UINT32);	/* its 4-byte coordinates, read as floats */
+	s->dims[0].type = TF_DT_FLOAT32;
+	memcpy(s->dims[0].domain, &lo, 4), memcpy(s->dims[0].domain + 4, &hi, 4), memcpy(s->dims[0].extent, &ext, 4);
+	tf_craft_write_schema(&c, rel, s);
+	tf_schema_free(s);
+	ck_assert_int_eq(open_crafted(&c, &o, &err), TF_OK);
+	ck_assert_msg(read_status(o.v, "cells.csv", &n, &err) == TF_OK, "%s", err.msg);
+	ck_assert_uint_gt(n, before / 2);	/* every cell, its coordinate as a float */
+	close_crafted(&o);
+	tf_craft_remove(&c);
+}
+END_TEST
+
 static Suite *view_suite(void)
 {
 	Suite *s = suite_create("view");
@@ -1027,6 +1061,7 @@ static Suite *view_suite(void)
 		tcase_add_test(hostile, test_view_tile_cells_checked_first);
 		tcase_add_test(hostile, test_view_cell_size_wraps);
 		tcase_add_test(hostile, test_view_matrix_past_off_t);
+		tcase_add_test(hostile, test_view_real_extent_quotient);
 		suite_add_tcase(s, hostile);
 	} else {
 		printf("corpus absent: only the text tests run\n");
