@@ -303,6 +303,42 @@ START_TEST(test_schema_never_written)
 }
 END_TEST
 
+/* A dense tile's decoded size is its cells (the extents' product) times
+ * the cell size, from numbers the schema claims: (2^31 - 1)^2 cells of 8
+ * bytes wrapped 64 bits, and the tile was described with a size it does
+ * not have. */
+START_TEST(test_layout_cells_overflow)
+{
+	char rel[600], name[256], frag[256];
+	tf_craft c;
+	tf_schema *s;
+	tf_array *a;
+	tf_array_file af;
+	tf_error err;
+
+	if (!tf_craft_copy("dense_2d", &c))
+		return;
+	tf_craft_only_file(&c, "__schema", name);
+	snprintf(rel, sizeof(rel), "__schema/%s", name);
+	s = tf_craft_schema(&c, rel);
+	set_i32(s->dims[0].extent, INT32_MAX);
+	set_i32(s->dims[1].extent, INT32_MAX);
+	tf_craft_write_schema(&c, rel, s);	/* the fragment's own schema */
+	tf_schema_free(s);
+	tf_craft_only_file(&c, "__fragments", frag);
+	ck_assert(tf_array_open(tf_test_root(), c.dir + 1, NULL, &a, &err) == TF_OK);
+	snprintf(rel, sizeof(rel), "__fragments/%s/a0.tdb", frag);	/* int32: 2^64 - 2^34 + 4 bytes */
+	ck_assert_msg(tf_array_describe(a, rel, &af, &err) == TF_OK, "%s", err.msg);
+	ck_assert_uint_eq(af.spec.tiles[0].size, (uint64_t)INT32_MAX * INT32_MAX * 4);
+	tf_array_file_clear(&af);
+	snprintf(rel, sizeof(rel), "__fragments/%s/a1.tdb", frag);	/* float64: past 2^64 */
+	ck_assert_int_eq(tf_array_describe(a, rel, &af, &err), TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "cells of 8 bytes"), "%s", err.msg);
+	tf_array_free(a);
+	tf_craft_remove(&c);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("array");
@@ -315,6 +351,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_fragment_damage);
 	tcase_add_test(tc, test_decoded_names);
 	tcase_add_test(tc, test_schema_never_written);
+	tcase_add_test(tc, test_layout_cells_overflow);
 	suite_add_tcase(s, tc);
 	return s;
 }
