@@ -76,11 +76,17 @@ static tf_status load_field(tf_cellbuf_field *bf, const tf_col *col, tf_workspac
 		return rc;
 	if (n > TILE_BYTES_LIMIT / 8)
 		return tf_err(err, TF_E_CORRUPT, "a tile of %llu cells", (unsigned long long)n);
-	if (!(valid = realloc(bf->valid, n ? n : 1)))
-		return tf_err(err, TF_E_NOMEM, "out of memory");
-	bf->valid = valid;
-	if ((rc = tf_col_validity(col, ws, tile, 0, n, bf->valid, err)) != TF_OK)
-		return rc;
+	/* Validity bytes only where stored: a byte per claimed cell, set,
+	 * would be memory touched for cells no decode has proven yet (a
+	 * folded offsets tile's count comes from fragment metadata alone). */
+	bf->nullable = tf_col_nullable(col);
+	if (bf->nullable) {
+		if (!(valid = realloc(bf->valid, n ? n : 1)))
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		bf->valid = valid;
+		if ((rc = tf_col_validity(col, ws, tile, 0, n, bf->valid, err)) != TF_OK)
+			return rc;
+	}
 	if (tf_col_var(col)) {
 		if (!(starts = realloc(bf->starts, (n + 1) * sizeof(*starts))))
 			return tf_err(err, TF_E_NOMEM, "out of memory");
@@ -126,7 +132,7 @@ void tf_cellbuf_get(const tf_cellbuf *b, size_t i, uint64_t c, const uint8_t **p
 		*valid = !fd || !fd->nullable || fd->fill_valid;
 		return;
 	}
-	*valid = bf->valid[c] != 0;
+	*valid = !bf->nullable || bf->valid[c] != 0;
 	if (bf->var) {
 		*p = bf->data.p + bf->starts[c];
 		*n = (size_t)(bf->starts[c + 1] - bf->starts[c]);

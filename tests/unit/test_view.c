@@ -899,6 +899,41 @@ START_TEST(test_view_tile_cells_checked_first)
 }
 END_TEST
 
+/* The views campaign (tests/robust), str_rle_zstd with an extent of 2^27:
+ * its string offsets are folded into the data (§4.7), so the tile's
+ * count of cells comes from the schema and fragment metadata alone, with
+ * no chunk headers of its own to prove it; a validity byte set for each
+ * of the 2^27 cells of a non-nullable attribute touched 128 MiB before
+ * the read failed.  Non-nullable cells have no validity bytes now. */
+START_TEST(test_view_folded_tile_cells_untouched)
+{
+	char rel[300], frag[256], fcsv[600];
+	tf_craft c;
+	tf_schema *s;
+	opened o;
+	uint64_t n;
+	long before;
+	tf_error err;
+
+	if (!tf_craft_copy("str_rle_zstd", &c))
+		return;
+	schema_rel(&c, rel);
+	s = tf_craft_schema(&c, rel);
+	tf_put_le64(s->dims[0].domain + 8, ((uint64_t)1 << 27) - 1), tf_put_le64(s->dims[0].extent, (uint64_t)1 << 27);
+	tf_craft_write_schema(&c, rel, s);	/* the fragment's own */
+	tf_schema_free(s);
+	tf_craft_only_file(&c, "__fragments", frag);
+	snprintf(fcsv, sizeof(fcsv), "fragments/%s/cells.csv", frag);
+	ck_assert_int_eq(open_crafted(&c, &o, &err), TF_OK);
+	before = peak_kib(true);
+	ck_assert_int_ne(read_status(o.v, fcsv, &n, &err), TF_OK);
+	ck_assert_int_ne(read_status(o.v, "cells.csv", &n, &err), TF_OK);
+	ck_assert_msg(peak_kib(false) - before < 64 << 10, "%ld KiB more at the peak", peak_kib(false) - before);
+	close_crafted(&o);
+	tf_craft_remove(&c);
+}
+END_TEST
+
 /* Issue 19 item 6: a float64 attribute of 2^29 values per cell is 2^32
  * bytes a cell, 0 in the 32 bits views kept it in: stat of f64.raw divided
  * by zero.  Its schema holds a fill value of 8 bytes, not of one cell. */
@@ -1059,6 +1094,7 @@ static Suite *view_suite(void)
 		tcase_add_test(hostile, test_view_newer_schema_other_tiling);
 		tcase_add_test(hostile, test_view_sparse_newer_schema_other_dims);
 		tcase_add_test(hostile, test_view_tile_cells_checked_first);
+		tcase_add_test(hostile, test_view_folded_tile_cells_untouched);
 		tcase_add_test(hostile, test_view_cell_size_wraps);
 		tcase_add_test(hostile, test_view_matrix_past_off_t);
 		tcase_add_test(hostile, test_view_real_extent_quotient);
