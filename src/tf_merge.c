@@ -390,16 +390,12 @@ static tf_status segment_runs(const tf_dense *d, uint64_t *x, const uint64_t *sg
 		return push_run(runs, nruns, cap, (tf_run){ SIZE_MAX, 0, 0, sg[1] - sg[0] + 1, 0 }, err);
 	for (uint64_t from = sg[0]; rc == TF_OK && from <= sg[1];) {
 		const tf_snap_frag *f = tf_snapshot_frag(d->s, d->frags[sg[2]]);
-		/* The last cell of from's space tile, or of the domain's offsets
-		 * (a tile reaching past 2^64 - 1 ends there). */
-		uint64_t tile_end = tf_u64_mul_sat(from / d->ext[L], d->ext[L]);
-		uint64_t to;
+		/* The last cell of from's space tile (one reaching past 2^64 - 1
+		 * ends there, rather than wrap to before from). */
+		uint64_t tile_end = tf_u64_add_sat(from - from % d->ext[L], d->ext[L] - 1);
+		uint64_t to = tile_end < sg[1] ? tile_end : sg[1];
+		tf_run r = { d->frags[sg[2]], 0, 0, to - from + 1, 0 };
 
-		tile_end = tf_u64_add_sat(tile_end, d->ext[L] - 1);
-		to = tile_end < sg[1] ? tile_end : sg[1];
-		tf_run r = { d->frags[sg[2]], 0, 0, 0, 0 };
-
-		r.n = to - from + 1;
 		x[L] = from;
 		locate(d, f, x, &r.tile, &r.cell, &r.stride);
 		rc = push_run(runs, nruns, cap, r, err);

@@ -1028,6 +1028,57 @@ START_TEST(test_view_matrix_past_off_t)
 }
 END_TEST
 
+/* A space tile's last cell is its first plus the extent less one, which
+ * wrapped past 2^64 - 1 for an int64 domain of the full range with an
+ * extent of 2^63 - 1: the cells of the last tile became a run of ~2^64
+ * cells (a dense read then wrote past its batch).  The dense runs of
+ * gzip_level1 moved to the top of that domain add up to its cells. */
+START_TEST(test_view_tile_end_past_2_64)
+{
+	static const int64_t ned[2] = { 0, 1023 }, top[2] = { INT64_MAX - 1023, INT64_MAX };
+	char rel[600], frag[256];
+	tf_craft c;
+	tf_schema *s;
+	opened o;
+	tf_snapshot *snap;
+	tf_dense *d;
+	tf_run *runs = NULL;
+	size_t nruns = 0, cap = 0;
+	uint64_t total = 0, n;
+	tf_error err;
+
+	if (!tf_craft_copy("gzip_level1", &c))
+		return;
+	schema_rel(&c, rel);
+	s = tf_craft_schema(&c, rel);
+	tf_put_le64(s->dims[0].domain, (uint64_t)INT64_MIN), tf_put_le64(s->dims[0].domain + 8, INT64_MAX);
+	tf_put_le64(s->dims[0].extent, INT64_MAX);
+	tf_craft_write_schema(&c, rel, s);
+	tf_schema_free(s);
+	tf_craft_only_file(&c, "__fragments", frag);
+	snprintf(rel, sizeof(rel), "__fragments/%s/__fragment_metadata.tdb", frag);
+	patch_once(&c, rel, ned, top, sizeof(ned));
+	ck_assert_msg(open_crafted(&c, &o, &err) == TF_OK, "%s", err.msg);
+	ck_assert_int_eq(tf_snapshot_open(o.a, o.cache, &snap, &err), TF_OK);
+	ck_assert_msg(tf_dense_open(snap, &d, &err) == TF_OK, "%s", err.msg);
+	ck_assert_uint_eq(tf_dense_ncells(d), 1024);
+	ck_assert_int_eq(tf_dense_runs(d, 0, 1024, &runs, &nruns, &cap, &err), TF_OK);
+	for (size_t i = 0; i < nruns; i++) {
+		ck_assert_uint_le(runs[i].n, 1024);
+		total += runs[i].n;
+	}
+	ck_assert_uint_eq(total, 1024);
+	ck_assert_uint_eq(nruns, 2);	/* tiles 1 and 2 of the fragment */
+	ck_assert_uint_eq(runs[1].n, 2);
+	ck_assert_int_ne(read_status(o.v, "cells.csv", &n, &err), TF_OK);	/* tiles of 2^63 - 1 cells */
+	free(runs);
+	tf_dense_free(d);
+	tf_snapshot_unref(snap);
+	close_crafted(&o);
+	tf_craft_remove(&c);
+}
+END_TEST
+
 /* Issue 19 item 6: a real dimension's space tile is (v - low) / extent,
  * truncated to an integer; with an extent of 1e-38 the quotient is
  * infinite, and casting it was undefined (UBSan float-cast-overflow in a
@@ -1097,6 +1148,7 @@ static Suite *view_suite(void)
 		tcase_add_test(hostile, test_view_folded_tile_cells_untouched);
 		tcase_add_test(hostile, test_view_cell_size_wraps);
 		tcase_add_test(hostile, test_view_matrix_past_off_t);
+		tcase_add_test(hostile, test_view_tile_end_past_2_64);
 		tcase_add_test(hostile, test_view_real_extent_quotient);
 		suite_add_tcase(s, hostile);
 	} else {
