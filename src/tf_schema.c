@@ -14,9 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Default fill values (formats before 6) are made, not read: at most this
+ * much of them per schema, whatever its cells claim. */
+#define DEFAULT_FILLS_MAX ((uint64_t)64 << 20)
+
 typedef struct parse {
 	tf_reader r;
 	uint32_t v;		/* layout version */
+	uint64_t fills;		/* bytes of default fill values made */
 	tf_error *err;
 } parse;
 
@@ -189,11 +194,14 @@ static tf_status parse_domain(parse *ps, tf_schema *s)
  * empty_*, Attribute::default_fill_value): signed integers and date/times
  * their minimum, unsigned their maximum, floats NaN, CHAR its minimum (0x80),
  * other strings, BOOL, BLOB and ANY zero; one value per cell value (one for
- * var-sized cells). */
-static tf_status default_fill(tf_field *a, tf_error *err)
+ * var-sized cells).  They are made from nothing stored, so their total is
+ * bounded: a schema of a thousand attributes of 2^20 values each would
+ * otherwise make 8 GiB of them. */
+static tf_status default_fill(parse *ps, tf_field *a)
 {
 	unsigned size = tf_datatype_size(a->type);
 	uint32_t n = a->cell_val_num == TF_CELL_VAR ? 1 : a->cell_val_num;
+	uint64_t bytes = (uint64_t)n * size;
 	uint8_t v[8] = { 0 };
 
 	if (tf_datatype_is_signed(a->type) || tf_datatype_is_datetime(a->type))
@@ -206,8 +214,12 @@ static tf_status default_fill(tf_field *a, tf_error *err)
 		v[0] = 0x80;
 	else if (tf_datatype_is_integer(a->type) && a->type != TF_DT_BOOL)
 		memset(v, 0xff, size);
-	if (n > (1u << 20) || !(a->fill = malloc((size_t)n * size)))
-		return tf_err(err, TF_E_NOMEM, "fill value of %u values", n);
+	if (bytes > DEFAULT_FILLS_MAX - ps->fills)
+		return tf_err(ps->err, TF_E_CORRUPT, "attribute %s: default fill values of more than %llu MiB "
+			      "in all", a->name, (unsigned long long)(DEFAULT_FILLS_MAX >> 20));
+	if (!(a->fill = malloc((size_t)bytes)))
+		return tf_err(ps->err, TF_E_NOMEM, "fill value of %u values", n);
+	ps->fills += bytes;
 	for (uint32_t i = 0; i < n; i++)
 		memcpy(a->fill + (size_t)i * size, v, size);
 	a->fill_size = (uint64_t)n * size;
@@ -221,7 +233,7 @@ static tf_status get_fill(parse *ps, tf_field *a)
 	tf_status rc;
 
 	if (ps->v < 6)
-		return default_fill(a, ps->err);
+		return default_fill(ps, a);
 	if ((rc = GET(u64, ps, &fill_size, "fill value size")) != TF_OK ||
 	    (rc = tf_get_span(&ps->r, fill_size, &fill, "fill value", ps->err)) != TF_OK)
 		return rc;
@@ -396,7 +408,7 @@ static tf_status parse_header(parse *ps, tf_schema *s)
 
 static tf_status parse_as(tf_span payload, uint32_t layout, tf_schema *s, tf_error *err)
 {
-	parse ps = { tf_reader_of(payload), layout, err };
+	parse ps = { tf_reader_of(payload), layout, 0, err };
 	tf_status rc;
 
 	if ((rc = GET(u32, &ps, &s->version, "schema version")) != TF_OK ||

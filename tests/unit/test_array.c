@@ -303,6 +303,52 @@ START_TEST(test_schema_never_written)
 }
 END_TEST
 
+/* Formats before 6 store no fill values: a reader makes TileDB's default,
+ * one value per cell value.  40 attributes of 2^20 int32 values each made
+ * 160 MiB of them from a schema of a few KB; their total is bounded. */
+START_TEST(test_schema_default_fills_bounded)
+{
+	char rel[300], name[256];
+	tf_field copies[40], *own;
+	tf_buf payload = TF_BUF_INIT(SIZE_MAX);
+	tf_craft c;
+	tf_schema *s, *back = NULL;
+	size_t nown;
+	tf_error err;
+
+	if (!tf_test_corpus())
+		return;
+	snprintf(c.dir, sizeof(c.dir), "%s/dense_2d/array", tf_test_corpus());	/* read only */
+	tf_craft_only_file(&c, "__schema", name);
+	snprintf(rel, sizeof(rel), "__schema/%s", name);
+	s = tf_craft_schema(&c, rel);
+	s->version = s->layout_version = 5;
+	own = s->attrs, nown = s->nattrs;
+	for (size_t i = 0; i < 40; i++) {
+		copies[i] = own[0];
+		copies[i].cell_val_num = 1u << 20;
+	}
+	s->attrs = copies;
+	for (size_t n = 10; n <= 40; n += 30) {	/* 40 MiB, then 160 MiB */
+		s->nattrs = n;
+		payload.len = 0;
+		tf_craft_schema_payload(s, &payload);
+		if (n == 10) {
+			ck_assert_msg(tf_schema_parse(tf_span_of(payload.p, payload.len), &back, &err) == TF_OK, "%s",
+				      err.msg);
+			ck_assert_uint_eq(back->attrs[9].fill_size, 4 << 20);
+			tf_schema_free(back);
+		} else {
+			ck_assert_int_eq(tf_schema_parse(tf_span_of(payload.p, payload.len), &back, &err), TF_E_CORRUPT);
+			ck_assert_msg(strstr(err.msg, "default fill values of more than 64 MiB"), "%s", err.msg);
+		}
+	}
+	s->attrs = own, s->nattrs = nown;
+	tf_schema_free(s);
+	tf_buf_free(&payload);
+}
+END_TEST
+
 /* A dense tile's decoded size is its cells (the extents' product) times
  * the cell size, from numbers the schema claims: (2^31 - 1)^2 cells of 8
  * bytes wrapped 64 bits, and the tile was described with a size it does
@@ -352,6 +398,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_decoded_names);
 	tcase_add_test(tc, test_schema_never_written);
 	tcase_add_test(tc, test_layout_cells_overflow);
+	tcase_add_test(tc, test_schema_default_fills_bounded);
 	suite_add_tcase(s, tc);
 	return s;
 }
