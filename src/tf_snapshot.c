@@ -758,6 +758,7 @@ static tf_status resolve_col(tf_snapshot *s, const tf_snap_frag *f, tf_col_kind 
 {
 	const tf_schema *fs = f->schema;
 	const tf_field *want = NULL, *have = NULL;
+	bool attr = kind == TF_COL_ATTR || kind == TF_COL_OWN_ATTR;
 
 	*file_field = name;
 	c->value_size = 8;
@@ -770,9 +771,9 @@ static tf_status resolve_col(tf_snapshot *s, const tf_snap_frag *f, tf_col_kind 
 	for (size_t i = 0; kind == TF_COL_DIM && i < fs->ndims; i++)
 		if (!strcmp(fs->dims[i].name, name))
 			have = want = &fs->dims[i], c->dim = (unsigned)i;
-	if (kind == TF_COL_ATTR) {
-		want = tf_schema_attr(s->schema, name);
+	if (attr) {
 		have = tf_schema_attr(fs, name);
+		want = kind == TF_COL_ATTR ? tf_schema_attr(s->schema, name) : have;
 		if (!want)
 			want = have;	/* a fragment's own attribute (per-fragment views) */
 	}
@@ -780,7 +781,7 @@ static tf_status resolve_col(tf_snapshot *s, const tf_snap_frag *f, tf_col_kind 
 		return tf_err(err, TF_E_INVAL, "no field %s", name);
 	c->type = want->type;
 	c->var = want->cell_val_num == TF_CELL_VAR;
-	c->nullable = kind == TF_COL_ATTR && want->nullable;
+	c->nullable = attr && want->nullable;
 	c->value_size = tf_datatype_size(want->type);
 	c->missing = !have || have->type != want->type || have->cell_val_num != want->cell_val_num ||
 		     have->nullable != want->nullable;
@@ -815,7 +816,7 @@ static tf_status open_col(tf_snapshot *s, size_t frag, tf_col_kind kind, const c
 	c->cell_size = c->var ? 8 : c->value_size;
 	/* A parsed schema's cells are at most TF_CELL_BYTES_MAX bytes, and
 	 * legacy coordinates as many values as it has dimensions. */
-	if (rc == TF_OK && !c->var && kind == TF_COL_ATTR && !c->missing)
+	if (rc == TF_OK && !c->var && (kind == TF_COL_ATTR || kind == TF_COL_OWN_ATTR) && !c->missing)
 		c->cell_size = (unsigned)tf_field_cell_bytes(tf_schema_attr(f->schema, name));
 	c->stored = c->layout != LAYOUT_PLAIN ? (unsigned)tf_u64_mul_sat(c->value_size, c->ndims) : c->cell_size;
 	if (rc == TF_OK && (c->cell_size == 0 || c->stored == 0 || c->stored > TF_CELL_BYTES_MAX))

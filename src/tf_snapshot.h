@@ -90,14 +90,17 @@ tf_status tf_snapshot_enum(tf_snapshot *s, const tf_schema *schema, const tf_fie
 
 /* ---- cells of one field of one fragment ------------------------------------------------ */
 
-typedef enum { TF_COL_ATTR, TF_COL_DIM, TF_COL_TIMESTAMPS, TF_COL_DELETE_TS } tf_col_kind;
+/* TF_COL_OWN_ATTR: an attribute as the fragment's own schema has it,
+ * whatever the newest says (a fragment's own view). */
+typedef enum { TF_COL_ATTR, TF_COL_DIM, TF_COL_TIMESTAMPS, TF_COL_DELETE_TS, TF_COL_OWN_ATTR } tf_col_kind;
 
 typedef struct tf_col tf_col;
 
 /*
  * The column of field `name` (an attribute of the snapshot's newest schema
- * with that type and cell_val_num, a dimension, or a special field) in
- * fragment `frag`, opened once and kept by the snapshot.
+ * with that type and cell_val_num, or of the fragment's own, a dimension,
+ * or a special field) in fragment `frag`, opened once and kept by the
+ * snapshot.
  */
 tf_status tf_snapshot_col(tf_snapshot *s, size_t frag, tf_col_kind kind, const char *name,
 			  const tf_col **out, tf_error *err);

@@ -720,7 +720,7 @@ static tf_status add_column(csv *c, tf_col_kind kind, const tf_field *f, const t
 	col->spec = (tf_fieldspec){ kind, f->name, f };
 	col->fmt = (tf_cellfmt){ f->type, kind == TF_COL_DIM && f->cell_val_num != TF_CELL_VAR ? 1 : f->cell_val_num,
 				 NULL };
-	if (kind == TF_COL_ATTR)
+	if (kind == TF_COL_ATTR || kind == TF_COL_OWN_ATTR)
 		rc = tf_snapshot_enum(c->v->s, sc, f, &col->fmt.enumeration, err);
 	c->ncols++;
 	return rc;
@@ -730,6 +730,8 @@ static tf_status add_column(csv *c, tf_col_kind kind, const tf_field *f, const t
 static tf_status csv_columns(csv *c, tf_error *err)
 {
 	const tf_schema *sc = c->schema;
+	/* A fragment's own view reads its attributes as it wrote them. */
+	tf_col_kind attr = c->kind == CSV_FRAG_DENSE || c->kind == CSV_FRAG_SPARSE ? TF_COL_OWN_ATTR : TF_COL_ATTR;
 	tf_status rc = TF_OK;
 
 	if (!(c->cols = calloc(sc->ndims + sc->nattrs + 1, sizeof(*c->cols))) ||
@@ -739,7 +741,7 @@ static tf_status csv_columns(csv *c, tf_error *err)
 	for (size_t d = 0; d < sc->ndims && rc == TF_OK; d++)
 		rc = add_column(c, TF_COL_DIM, &sc->dims[d], sc, err);
 	for (size_t a = 0; a < sc->nattrs && rc == TF_OK; a++)
-		rc = add_column(c, TF_COL_ATTR, &sc->attrs[a], sc, err);
+		rc = add_column(c, attr, &sc->attrs[a], sc, err);
 	/* Dense cells compute their coordinates; sparse ones read them. */
 	for (size_t i = c->kind == CSV_FRAG_DENSE || c->kind == CSV_ARRAY_DENSE ? c->ndims : 0; i < c->ncols; i++)
 		c->specs[c->nspecs++] = c->cols[i].spec;

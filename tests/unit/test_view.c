@@ -813,6 +813,48 @@ START_TEST(test_view_newer_schema_other_tiling)
 }
 END_TEST
 
+/* A newer schema whose i32 is int64 (dropped and added again): a
+ * fragment's own view is read with the schema it was written with, and
+ * showed i32's fill value where it stores int32 values. */
+START_TEST(test_view_fragment_own_attribute)
+{
+	char rel[300], frag[256], fcsv[600];
+	tf_craft c;
+	tf_schema *s;
+	opened o;
+	uint64_t nb, na;
+	uint8_t *before, *after;
+	tf_view *w;
+	tf_error err;
+
+	if (!tf_craft_copy("dense_2d", &c))
+		return;
+	tf_craft_only_file(&c, "__fragments", frag);
+	snprintf(fcsv, sizeof(fcsv), "fragments/%s/cells.csv", frag);
+	ck_assert_int_eq(open_crafted(&c, &o, &err), TF_OK);
+	ck_assert_int_eq(tf_view_open(o.v, fcsv, &w, &err), TF_OK);
+	before = read_all(w, 65536, &nb);
+	tf_view_close(w);
+	close_crafted(&o);
+	schema_rel(&c, rel);
+	s = tf_craft_schema(&c, rel);
+	s->attrs[0].type = TF_DT_INT64;
+	free(s->attrs[0].fill);
+	s->attrs[0].fill = calloc(1, 8), s->attrs[0].fill_size = 8;
+	add_newer_schema(&c, s);
+	tf_schema_free(s);
+	ck_assert_int_eq(open_crafted(&c, &o, &err), TF_OK);
+	ck_assert_int_eq(tf_view_open(o.v, fcsv, &w, &err), TF_OK);
+	after = read_all(w, 65536, &na);
+	ck_assert_msg(na == nb && !memcmp(before, after, nb), "the fragment's own view changed");
+	tf_view_close(w);
+	free(before);
+	free(after);
+	close_crafted(&o);
+	tf_craft_remove(&c);
+}
+END_TEST
+
 /* Sparse: a newer schema whose dimension is int64 where the fragment's is
  * int32.  Coordinates were compared as the newest schema's type: 8-byte
  * reads of 4-byte values (a heap over-read at a tile's end). */
@@ -1144,6 +1186,7 @@ static Suite *view_suite(void)
 		tcase_add_test(hostile, test_view_zero_extent_newer_schema);
 		tcase_add_test(hostile, test_view_newer_schema_other_tiling);
 		tcase_add_test(hostile, test_view_sparse_newer_schema_other_dims);
+		tcase_add_test(hostile, test_view_fragment_own_attribute);
 		tcase_add_test(hostile, test_view_tile_cells_checked_first);
 		tcase_add_test(hostile, test_view_folded_tile_cells_untouched);
 		tcase_add_test(hostile, test_view_cell_size_wraps);
