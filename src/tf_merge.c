@@ -56,10 +56,34 @@ void tf_cellbuf_free(tf_cellbuf *b)
 	memset(b, 0, sizeof(*b));
 }
 
+/* A var field's cells, VAR_BATCH at a time: the offsets of a tile folded
+ * into its string data (§4.7) are counted by fragment metadata alone, so
+ * room for them is made only as they decode (the first batch decodes the
+ * whole tile, or fails, before the second is made room for). */
+#define VAR_BATCH ((uint64_t)1 << 16)
+
+static tf_status load_var(tf_cellbuf_field *bf, const tf_col *col, tf_workspace *ws, uint64_t tile,
+			  uint64_t n, tf_error *err)
+{
+	tf_status rc = TF_OK;
+
+	for (uint64_t at = 0; rc == TF_OK && (at < n || at == 0); at += VAR_BATCH) {
+		uint64_t k = n - at < VAR_BATCH ? n - at : VAR_BATCH;
+		uint64_t *starts = realloc(bf->starts, (at + k + 1) * sizeof(*starts));
+
+		if (!starts)
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		bf->starts = starts;
+		/* Each batch's first start is the last one's end: data.len. */
+		rc = tf_col_var_cells(col, ws, tile, at, k, bf->starts + at, &bf->data, err);
+	}
+	return rc;
+}
+
 static tf_status load_field(tf_cellbuf_field *bf, const tf_col *col, tf_workspace *ws, uint64_t tile,
 			    uint64_t n, tf_error *err)
 {
-	uint64_t *starts, bytes;
+	uint64_t bytes;
 	uint8_t *valid;
 	tf_status rc;
 
@@ -87,12 +111,8 @@ static tf_status load_field(tf_cellbuf_field *bf, const tf_col *col, tf_workspac
 		if ((rc = tf_col_validity(col, ws, tile, 0, n, bf->valid, err)) != TF_OK)
 			return rc;
 	}
-	if (tf_col_var(col)) {
-		if (!(starts = realloc(bf->starts, (n + 1) * sizeof(*starts))))
-			return tf_err(err, TF_E_NOMEM, "out of memory");
-		bf->starts = starts;
-		return tf_col_var_cells(col, ws, tile, 0, n, bf->starts, &bf->data, err);
-	}
+	if (tf_col_var(col))
+		return load_var(bf, col, ws, tile, n, err);
 	if (!tf_u64_mul(n, tf_col_cell_size(col), &bytes) || bytes > TILE_BYTES_LIMIT)
 		return tf_err(err, TF_E_CORRUPT, "a tile of %llu cells of %u bytes", (unsigned long long)n,
 			      tf_col_cell_size(col));
