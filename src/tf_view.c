@@ -390,9 +390,7 @@ static void tile_box(const csv *c, const tf_snap_frag *f, uint64_t tile, uint64_
 
 	for (size_t k = 0; k < n; k++) {
 		size_t i = trow ? n - 1 - k : k;
-		uint64_t ext = dim_extent(&c->schema->dims[i]);
-
-		uint64_t last;
+		uint64_t ext = dim_extent(&c->schema->dims[i]), last;
 
 		base[i] = (f->tlo[i] + tile % f->tn[i]) * ext;	/* at most hi: no overflow */
 		tile /= f->tn[i];
