@@ -56,10 +56,34 @@ void tf_cellbuf_free(tf_cellbuf *b)
 	memset(b, 0, sizeof(*b));
 }
 
+/* A var field's cells, VAR_BATCH at a time: the offsets of a tile folded
+ * into its string data (§4.7) are counted by fragment metadata alone, so
+ * room for them is made only as they decode (the first batch decodes the
+ * whole tile, or fails, before the second is made room for). */
+#define VAR_BATCH ((uint64_t)1 << 16)
+
+static tf_status load_var(tf_cellbuf_field *bf, const tf_col *col, tf_workspace *ws, uint64_t tile,
+			  uint64_t n, tf_error *err)
+{
+	tf_status rc = TF_OK;
+
+	for (uint64_t at = 0; rc == TF_OK && (at < n || at == 0); at += VAR_BATCH) {
+		uint64_t k = n - at < VAR_BATCH ? n - at : VAR_BATCH;
+		uint64_t *starts = realloc(bf->starts, (at + k + 1) * sizeof(*starts));
+
+		if (!starts)
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		bf->starts = starts;
+		/* Each batch's first start is the last one's end: data.len. */
+		rc = tf_col_var_cells(col, ws, tile, at, k, bf->starts + at, &bf->data, err);
+	}
+	return rc;
+}
+
 static tf_status load_field(tf_cellbuf_field *bf, const tf_col *col, tf_workspace *ws, uint64_t tile,
 			    uint64_t n, tf_error *err)
 {
-	uint64_t *starts;
+	uint64_t bytes;
 	uint8_t *valid;
 	tf_status rc;
 
@@ -70,24 +94,31 @@ static tf_status load_field(tf_cellbuf_field *bf, const tf_col *col, tf_workspac
 	bf->data.len = 0;
 	if (bf->missing)
 		return TF_OK;
+	/* The cells the schema or footer claims must be in the tile, as its
+	 * stored chunk headers say, before a byte is allocated for them. */
+	if ((rc = tf_col_check_cells(col, tile, 0, n, err)) != TF_OK)
+		return rc;
 	if (n > TILE_BYTES_LIMIT / 8)
 		return tf_err(err, TF_E_CORRUPT, "a tile of %llu cells", (unsigned long long)n);
-	if (!(valid = realloc(bf->valid, n ? n : 1)))
-		return tf_err(err, TF_E_NOMEM, "out of memory");
-	bf->valid = valid;
-	if ((rc = tf_col_validity(col, ws, tile, 0, n, bf->valid, err)) != TF_OK)
-		return rc;
-	if (tf_col_var(col)) {
-		if (!(starts = realloc(bf->starts, (n + 1) * sizeof(*starts))))
+	/* Validity bytes only where stored: a byte per claimed cell, set,
+	 * would be memory touched for cells no decode has proven yet (a
+	 * folded offsets tile's count comes from fragment metadata alone). */
+	bf->nullable = tf_col_nullable(col);
+	if (bf->nullable) {
+		if (!(valid = realloc(bf->valid, n ? n : 1)))
 			return tf_err(err, TF_E_NOMEM, "out of memory");
-		bf->starts = starts;
-		return tf_col_var_cells(col, ws, tile, 0, n, bf->starts, &bf->data, err);
+		bf->valid = valid;
+		if ((rc = tf_col_validity(col, ws, tile, 0, n, bf->valid, err)) != TF_OK)
+			return rc;
 	}
-	if (n > TILE_BYTES_LIMIT / tf_col_cell_size(col))
-		return tf_err(err, TF_E_CORRUPT, "a tile of %llu cells", (unsigned long long)n);
-	if ((rc = tf_buf_reserve(&bf->data, (size_t)n * tf_col_cell_size(col), err)) != TF_OK)
+	if (tf_col_var(col))
+		return load_var(bf, col, ws, tile, n, err);
+	if (!tf_u64_mul(n, tf_col_cell_size(col), &bytes) || bytes > TILE_BYTES_LIMIT)
+		return tf_err(err, TF_E_CORRUPT, "a tile of %llu cells of %u bytes", (unsigned long long)n,
+			      tf_col_cell_size(col));
+	if ((rc = tf_buf_reserve(&bf->data, (size_t)bytes, err)) != TF_OK)
 		return rc;
-	bf->data.len = (size_t)n * tf_col_cell_size(col);
+	bf->data.len = (size_t)bytes;
 	return tf_col_fixed(col, ws, tile, 0, n, bf->data.p, err);
 }
 
@@ -121,7 +152,7 @@ void tf_cellbuf_get(const tf_cellbuf *b, size_t i, uint64_t c, const uint8_t **p
 		*valid = !fd || !fd->nullable || fd->fill_valid;
 		return;
 	}
-	*valid = bf->valid[c] != 0;
+	*valid = !bf->nullable || bf->valid[c] != 0;
 	if (bf->var) {
 		*p = bf->data.p + bf->starts[c];
 		*n = (size_t)(bf->starts[c + 1] - bf->starts[c]);
@@ -142,9 +173,20 @@ struct tf_dense {
 	size_t *frags, nfrags;		/* visible, newest last */
 };
 
-static uint64_t ext_of(const tf_field *d)
+/*
+ * A fragment is read with the schema it was written with, and merged on
+ * the grid of the newest one: the two must lay cells out alike (schema
+ * evolution never changes dimensions, domains, extents or orders; a
+ * schema that does is not one TileDB wrote).
+ */
+static tf_status same_tiling(const tf_schema *newest, const tf_snap_frag *f, tf_error *err)
 {
-	return tf_le_n(d->extent, tf_datatype_size(d->type));
+	char why[300];
+
+	if (f->schema == newest || tf_schema_same_tiling(newest, f->schema, why, sizeof(why)))
+		return TF_OK;
+	return tf_err(err, TF_E_CORRUPT, "fragment %s: its schema tiles the array otherwise than the newest "
+		      "schema: %s", f->name, why);
 }
 
 static tf_status dense_box(tf_dense *d, tf_error *err)
@@ -165,7 +207,11 @@ static tf_status dense_box(tf_dense *d, tf_error *err)
 	d->ncells = d->nfrags ? 1 : 0;
 	for (size_t i = 0; i < d->ndims; i++) {
 		d->shape[i] = d->nfrags ? hi[i] - d->lo[i] + 1 : 0;
-		d->ext[i] = ext_of(&d->schema->dims[i]);
+		d->ext[i] = tf_schema_dim_extent(&d->schema->dims[i]);
+		if (d->nfrags && d->ext[i] == 0) {	/* each fragment's was checked: the same */
+			free(hi);
+			return tf_err(err, TF_E_CORRUPT, "dimension %s: no tile extent", d->schema->dims[i].name);
+		}
 		if (d->shape[i] == 0 && d->nfrags) {
 			free(hi);
 			return tf_err(err, TF_E_UNSUPPORTED, "a dimension of 2^64 cells");
@@ -203,9 +249,13 @@ tf_status tf_dense_open(tf_snapshot *s, tf_dense **out, tf_error *err)
 			tf_dense_free(d);
 			return f->error.code ? f->error.code : TF_E_CORRUPT;
 		}
-		if (!f->dense || f->schema->ndims != d->ndims) {
+		if (!f->dense) {
 			tf_dense_free(d);
 			return tf_err(err, TF_E_UNSUPPORTED, "fragment %s of a dense array is sparse", f->name);
+		}
+		if ((rc = same_tiling(sc, f, err)) != TF_OK) {
+			tf_dense_free(d);
+			return rc;
 		}
 		d->frags[d->nfrags++] = tf_snapshot_visible(s, k);
 	}
@@ -360,7 +410,10 @@ static tf_status segment_runs(const tf_dense *d, uint64_t *x, const uint64_t *sg
 		return push_run(runs, nruns, cap, (tf_run){ SIZE_MAX, 0, 0, sg[1] - sg[0] + 1, 0 }, err);
 	for (uint64_t from = sg[0]; rc == TF_OK && from <= sg[1];) {
 		const tf_snap_frag *f = tf_snapshot_frag(d->s, d->frags[sg[2]]);
-		uint64_t tile_end = (from / d->ext[L] + 1) * d->ext[L] - 1, to = tile_end < sg[1] ? tile_end : sg[1];
+		/* The last cell of from's space tile (one reaching past 2^64 - 1
+		 * ends there, rather than wrap to before from). */
+		uint64_t tile_end = tf_u64_add_sat(from - from % d->ext[L], d->ext[L] - 1);
+		uint64_t to = tile_end < sg[1] ? tile_end : sg[1];
 		tf_run r = { d->frags[sg[2]], 0, 0, to - from + 1, 0 };
 
 		x[L] = from;
@@ -504,6 +557,9 @@ static tf_status add_slots(tf_sparse *it, tf_error *err)
 		}
 		if (f->dense)
 			return tf_err(err, TF_E_UNSUPPORTED, "fragment %s of a sparse array is dense", f->name);
+		/* Its coordinates are compared as the newest schema's dimensions. */
+		if ((rc = same_tiling(it->schema, f, err)) != TF_OK)
+			return rc;
 		sl->frag = tf_snapshot_visible(it->s, k);
 		sl->order = k;
 		sl->f = f;
@@ -640,17 +696,17 @@ static uint64_t tile_index(const tf_field *d, const uint8_t *v)
 	unsigned size = tf_datatype_size(d->type);
 	uint64_t mask = size == 8 ? UINT64_MAX : (((uint64_t)1 << (8 * size)) - 1);
 
+	/* A coordinate outside the domain (or NaN) gives a quotient no tile
+	 * index holds: clamped, as is any past 2^64. */
 	if (d->type == TF_DT_FLOAT32) {
-		float fv, lo, ext, q;
+		float fv, lo, ext;
 		memcpy(&fv, v, 4), memcpy(&lo, d->domain, 4), memcpy(&ext, d->extent, 4);
-		q = (fv - lo) / ext;
-		return q > 0 ? (uint64_t)q : 0;
+		return tf_u64_of_real((double)((fv - lo) / ext));
 	}
 	if (d->type == TF_DT_FLOAT64) {
-		double dv, lo, ext, q;
+		double dv, lo, ext;
 		memcpy(&dv, v, 8), memcpy(&lo, d->domain, 8), memcpy(&ext, d->extent, 8);
-		q = (dv - lo) / ext;
-		return q > 0 ? (uint64_t)q : 0;
+		return tf_u64_of_real((dv - lo) / ext);
 	}
 	return ((tf_le_n(v, size) - tf_le_n(d->domain, size)) & mask) / (tf_le_n(d->extent, size) & mask ? tf_le_n(d->extent, size) & mask : 1);
 }

@@ -49,7 +49,8 @@ typedef struct tf_cellbuf_field {
 	unsigned cell_size;
 	tf_buf data;			/* fixed values, or var bytes */
 	uint64_t *starts;		/* var: ncells + 1 */
-	uint8_t *valid;			/* ncells */
+	uint8_t *valid;			/* nullable: ncells */
+	bool nullable;			/* else every cell is valid (no byte each) */
 } tf_cellbuf_field;
 
 typedef struct tf_cellbuf {

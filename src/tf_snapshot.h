@@ -90,14 +90,17 @@ tf_status tf_snapshot_enum(tf_snapshot *s, const tf_schema *schema, const tf_fie
 
 /* ---- cells of one field of one fragment ------------------------------------------------ */
 
-typedef enum { TF_COL_ATTR, TF_COL_DIM, TF_COL_TIMESTAMPS, TF_COL_DELETE_TS } tf_col_kind;
+/* TF_COL_OWN_ATTR: an attribute as the fragment's own schema has it,
+ * whatever the newest says (a fragment's own view). */
+typedef enum { TF_COL_ATTR, TF_COL_DIM, TF_COL_TIMESTAMPS, TF_COL_DELETE_TS, TF_COL_OWN_ATTR } tf_col_kind;
 
 typedef struct tf_col tf_col;
 
 /*
  * The column of field `name` (an attribute of the snapshot's newest schema
- * with that type and cell_val_num, a dimension, or a special field) in
- * fragment `frag`, opened once and kept by the snapshot.
+ * with that type and cell_val_num, or of the fragment's own, a dimension,
+ * or a special field) in fragment `frag`, opened once and kept by the
+ * snapshot.
  */
 tf_status tf_snapshot_col(tf_snapshot *s, size_t frag, tf_col_kind kind, const char *name,
 			  const tf_col **out, tf_error *err);
@@ -107,6 +110,12 @@ bool tf_col_var(const tf_col *c);
 bool tf_col_nullable(const tf_col *c);
 unsigned tf_col_cell_size(const tf_col *c);	/* fixed cells (8 for var offsets) */
 
+/* Whether cells [cell, cell + n) of tile `tile` are in every file of the
+ * column (data, var data, validity), as the tile's stored chunk headers
+ * say (read once per tile, nothing decoded); TF_E_CORRUPT if not.  Callers
+ * check this before sizing anything by n, which a schema or fragment
+ * metadata claimed. */
+tf_status tf_col_check_cells(const tf_col *c, uint64_t tile, uint64_t cell, uint64_t n, tf_error *err);
 /* n fixed-size cells from cell `cell` of tile `tile` into dst. */
 tf_status tf_col_fixed(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell, uint64_t n,
 		       uint8_t *dst, tf_error *err);

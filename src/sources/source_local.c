@@ -586,13 +586,17 @@ static tf_status plain_read(local_object *o, int fd, uint64_t off, void *dst, si
 /* ---- header walks ------------------------------------------------------------------------ */
 
 /* Whether the pages of [off, off+len) are in the page cache (lock held):
- * mincore() of a mapping of the window holding them (fd is o's, borrowed). */
+ * mincore() of a mapping of the window holding them (fd is o's, borrowed).
+ * A range the window does not hold whole (it straddles a window's end, or
+ * the file's) is "unknown": res[] has no byte for its last pages. */
 static bool resident(local_object *o, hdr_mode *h, int fd, uint64_t off, size_t len)
 {
 	uint64_t size = o->base.st.v.size, first = off / h->page, last = (off + len - 1) / h->page;
 	uint64_t mlen;
 	void *m;
 
+	if (len == 0 || off >= size || len > size - off)
+		return false;	/* read directly, which reports the end */
 	if (off < h->res_off || off + len > h->res_off + h->res_len) {
 		h->res_off = off / RESIDENCY_WINDOW * RESIDENCY_WINDOW;
 		mlen = size - h->res_off < RESIDENCY_WINDOW ? size - h->res_off : RESIDENCY_WINDOW;
@@ -600,7 +604,7 @@ static bool resident(local_object *o, hdr_mode *h, int fd, uint64_t off, size_t 
 		h->res_len = m != MAP_FAILED && mincore(m, mlen, h->res) == 0 ? mlen : 0;
 		if (m != MAP_FAILED)
 			munmap(m, mlen);
-		if (!h->res_len)
+		if (!h->res_len || off + len > h->res_off + h->res_len)
 			return false;	/* unknown: read directly */
 	}
 	for (uint64_t p = first; p <= last; p++)
