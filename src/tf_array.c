@@ -790,3 +790,8 @@ const tf_key *tf_array_key(const tf_array *a)
 {
 	return a->key;
 }
+
+const char *tf_array_dir(const tf_array *a)
+{
+	return a->dir;
+}

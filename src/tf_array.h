@@ -62,6 +62,9 @@ void tf_array_file_clear(tf_array_file *f);
  * (nothing is read): for listing files of an array that cannot be read. */
 bool tf_array_is_decoded_name(const char *rel);
 
+/* The array's directory in its source, for messages. */
+const char *tf_array_dir(const tf_array *a);
+
 /* The newest schema (by name order, __array_schema.tdb oldest). */
 tf_status tf_array_latest_schema(tf_array *a, const tf_schema **out, char **name, tf_error *err);
 

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "tf_checked.h"
 #include "tf_status.h"
 
 typedef struct tf_span {
@@ -130,9 +131,5 @@ tf_status tf_buf_append(tf_buf *b, const void *src, size_t n, tf_error *err);
 tf_status tf_buf_put_u8(tf_buf *b, uint8_t v, tf_error *err);
 tf_status tf_buf_put_u32(tf_buf *b, uint32_t v, tf_error *err);
 tf_status tf_buf_put_u64(tf_buf *b, uint64_t v, tf_error *err);
-
-/* a + b without overflow, or SIZE_MAX (which every limit rejects). */
-static inline size_t tf_size_add(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
-static inline size_t tf_size_mul(size_t a, size_t b) { return b && a > SIZE_MAX / b ? SIZE_MAX : a * b; }
 
 #endif

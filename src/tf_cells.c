@@ -558,24 +558,25 @@ bool tf_npy_dtype(tf_datatype t, uint32_t cell_val_num, char *buf, size_t n, uin
 	return false;
 }
 
-void tf_npy_shape_text(const uint64_t *shape, size_t ndim, char *buf, size_t n)
+size_t tf_npy_shape_text(const uint64_t *shape, size_t ndim, char *buf, size_t n)
 {
 	size_t len = (size_t)snprintf(buf, n, "(");
 
-	for (size_t i = 0; i < ndim && len < n; i++)
-		len += (size_t)snprintf(buf + len, n - len, i ? ", %" PRIu64 : "%" PRIu64, shape[i]);
-	if (len < n)
-		snprintf(buf + len, n - len, ndim == 1 ? ",)" : ")");
+	for (size_t i = 0; i < ndim; i++)
+		len += (size_t)snprintf(len < n ? buf + len : NULL, len < n ? n - len : 0,
+					i ? ", %" PRIu64 : "%" PRIu64, shape[i]);
+	return len + (size_t)snprintf(len < n ? buf + len : NULL, len < n ? n - len : 0, ndim == 1 ? ",)" : ")");
 }
 
 tf_status tf_npy_header(const char *descr, const uint64_t *shape, size_t ndim, tf_buf *out,
 			tf_error *err)
 {
-	char dict[1024], shp[512];
+	char dict[TF_NPY_SHAPE_MAX + 128], shp[TF_NPY_SHAPE_MAX];
 	size_t len, total;
 	tf_status rc;
 
-	tf_npy_shape_text(shape, ndim, shp, sizeof(shp));
+	if (tf_npy_shape_text(shape, ndim, shp, sizeof(shp)) >= sizeof(shp))
+		return tf_err(err, TF_E_INVAL, "NumPy shape of %zu dimensions too long", ndim);
 	len = (size_t)snprintf(dict, sizeof(dict), "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
 			       descr, shp);
 	if (len >= sizeof(dict) - 64)

@@ -72,8 +72,12 @@ size_t tf_fmt_datetime(char *buf, tf_datatype t, int64_t v);
  * for cells of several numbers.  False if the type has no NumPy form.
  */
 bool tf_npy_dtype(tf_datatype t, uint32_t cell_val_num, char *buf, size_t n, uint32_t *inner);
-/* The shape as NumPy prints it: "(100, 60)", "(1024,)". */
-void tf_npy_shape_text(const uint64_t *shape, size_t ndim, char *buf, size_t n);
+/* The shape as NumPy prints it: "(100, 60)", "(1024,)", into buf[n] (cut
+ * short if it does not fit); returns the length it needs.  Any shape of up
+ * to 65 axes (a view's: 64 dimensions and cells of several numbers) fits
+ * TF_NPY_SHAPE_MAX bytes. */
+#define TF_NPY_SHAPE_MAX 1536
+size_t tf_npy_shape_text(const uint64_t *shape, size_t ndim, char *buf, size_t n);
 /* A NumPy format 1.0 header (magic, version, length, dict, padding to 64
  * bytes, '\n') for C-order data of dtype descr and shape. */
 tf_status tf_npy_header(const char *descr, const uint64_t *shape, size_t ndim, tf_buf *out,

@@ -764,12 +764,14 @@ static tf_status make_layout(tf_fragment *fr, const field_ref *ref, tf_role role
 	if (!(*out = malloc((at->n ? at->n : 1) * sizeof(**out))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	for (size_t t = 0; t < at->n; t++) {
-		uint64_t end = t + 1 < at->n ? at->v[t + 1] : fsize;
+		uint64_t end = t + 1 < at->n ? at->v[t + 1] : fsize, size = sizes ? sizes->v[t] : 0;
 		if (at->v[t] > end || end > fsize)
 			return tf_err(err, TF_E_CORRUPT, "tile %zu at %" PRIu64 " of a %" PRIu64 "-byte file",
 				      t, at->v[t], fsize);
-		(*out)[t] = (tf_tile_layout){ at->v[t], end - at->v[t],
-			sizes ? sizes->v[t] : tile_cells(fr, t, at->n) * cell };
+		if (!sizes && !tf_u64_mul(tile_cells(fr, t, at->n), cell, &size))
+			return tf_err(err, TF_E_CORRUPT, "tile %zu: %" PRIu64 " cells of %" PRIu64 " bytes", t,
+				      tile_cells(fr, t, at->n), cell);
+		(*out)[t] = (tf_tile_layout){ at->v[t], end - at->v[t], size };
 	}
 	*n = at->n;
 	return TF_OK;

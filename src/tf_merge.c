@@ -135,6 +135,7 @@ static const tf_col **get_cols(tf_cellbuf *b, tf_snapshot *s, size_t frag, tf_er
 			tf_cellbuf_field *bf = &b->f[i];
 			bf->missing = tf_col_missing(cols[i]);
 			bf->var = tf_col_var(cols[i]);
+			bf->nullable = tf_col_nullable(cols[i]);
 			bf->cell_size = tf_col_cell_size(cols[i]);
 		}
 	return cols;
@@ -180,7 +181,7 @@ static uint64_t window_len(const tf_cellbuf *b, uint64_t n)
 		const tf_cellbuf_field *bf = &b->f[i];
 		if (bf->missing)
 			continue;
-		len += ALIGN8(n);
+		len += bf->nullable ? ALIGN8(n) : 0;	/* validity bytes only where stored */
 		len += bf->var ? (n + 1) * 8 + ALIGN8(bf->vlen) : ALIGN8(n * bf->cell_size);
 	}
 	return len + ALIGN8(n * b->extra_size);
@@ -196,7 +197,7 @@ static void lay_out(tf_cellbuf *b, uint64_t n)
 		if (bf->missing)
 			continue;
 		bf->valid_at = at;
-		at += (size_t)ALIGN8(n);
+		at += bf->nullable ? (size_t)ALIGN8(n) : 0;
 		if (bf->var) {
 			bf->starts_at = at;
 			at += (size_t)(n + 1) * 8;
@@ -215,7 +216,7 @@ static void point(tf_cellbuf *b)
 		tf_cellbuf_field *bf = &b->f[i];
 		if (bf->missing)
 			continue;
-		bf->valid = base + bf->valid_at;
+		bf->valid = bf->nullable ? base + bf->valid_at : NULL;
 		bf->data = base + bf->data_at;
 		bf->starts = bf->var ? (const uint64_t *)(const void *)(base + bf->starts_at) : NULL;
 	}
@@ -268,7 +269,8 @@ static tf_status fill(tf_cellbuf *b, const tf_col **cols, tf_workspace *ws, uint
 		const tf_cellbuf_field *bf = &b->f[i];
 		if (bf->missing)
 			continue;
-		if ((rc = tf_col_validity(cols[i], ws, b->tile, b->first, n, dst + bf->valid_at, err)) != TF_OK)
+		if (bf->nullable && (rc = tf_col_validity(cols[i], ws, b->tile, b->first, n, dst + bf->valid_at,
+							   err)) != TF_OK)
 			break;
 		if (!bf->var) {
 			rc = tf_col_fixed(cols[i], ws, b->tile, b->first, n, dst + bf->data_at, err);
@@ -333,7 +335,12 @@ tf_status tf_cellbuf_load(tf_cellbuf *b, tf_snapshot *s, tf_workspace *ws, size_
 		n = TILE_BYTES_LIMIT / 8;
 	for (size_t i = 0; i < b->nfields; i++)
 		b->f[i].vlen = 0;
-	if ((rc = read_starts(b, cols, ws, tile, first, n, vbase, err)) == TF_OK) {
+	/* The cells the schema or footer claims must be in the tile, as its
+	 * stored chunk headers say, before anything is sized by their number. */
+	rc = TF_OK;
+	for (size_t i = 0; i < b->nfields && rc == TF_OK; i++)
+		rc = tf_col_check_cells(cols[i], tile, first, n, err);
+	if (rc == TF_OK && (rc = read_starts(b, cols, ws, tile, first, n, vbase, err)) == TF_OK) {
 		b->frag = frag, b->tile = tile, b->first = first;
 		b->ncells = fitting(b, n, max_bytes);
 		len = window_len(b, b->ncells);
@@ -452,7 +459,7 @@ void tf_cellbuf_get(const tf_cellbuf *b, size_t i, uint64_t c, const uint8_t **p
 		return;
 	}
 	c -= b->first;
-	*valid = bf->valid[c] != 0;
+	*valid = !bf->nullable || bf->valid[c] != 0;
 	if (bf->var) {
 		*p = bf->data + bf->starts[c];
 		*n = (size_t)(bf->starts[c + 1] - bf->starts[c]);
@@ -473,9 +480,20 @@ struct tf_dense {
 	size_t *frags, nfrags;		/* visible, newest last */
 };
 
-static uint64_t ext_of(const tf_field *d)
+/*
+ * A fragment is read with the schema it was written with, and merged on
+ * the grid of the newest one: the two must lay cells out alike (schema
+ * evolution never changes dimensions, domains, extents or orders; a
+ * schema that does is not one TileDB wrote).
+ */
+static tf_status same_tiling(const tf_schema *newest, const tf_snap_frag *f, tf_error *err)
 {
-	return tf_le_n(d->extent, tf_datatype_size(d->type));
+	char why[300];
+
+	if (f->schema == newest || tf_schema_same_tiling(newest, f->schema, why, sizeof(why)))
+		return TF_OK;
+	return tf_err(err, TF_E_CORRUPT, "fragment %s: its schema tiles the array otherwise than the newest "
+		      "schema: %s", f->name, why);
 }
 
 static tf_status dense_box(tf_dense *d, tf_error *err)
@@ -497,7 +515,11 @@ static tf_status dense_box(tf_dense *d, tf_error *err)
 	d->ncells = d->nfrags ? 1 : 0;
 	for (size_t i = 0; i < d->ndims; i++) {
 		d->shape[i] = d->nfrags ? hi[i] - d->lo[i] + 1 : 0;
-		d->ext[i] = ext_of(&d->schema->dims[i]);
+		d->ext[i] = tf_schema_dim_extent(&d->schema->dims[i]);
+		if (d->nfrags && d->ext[i] == 0) {	/* each fragment's was checked: the same */
+			free(hi);
+			return tf_err(err, TF_E_CORRUPT, "dimension %s: no tile extent", d->schema->dims[i].name);
+		}
 		if (d->shape[i] == 0 && d->nfrags) {
 			free(hi);
 			return tf_err(err, TF_E_UNSUPPORTED, "a dimension of 2^64 cells");
@@ -533,9 +555,13 @@ tf_status tf_dense_open(tf_snapshot *s, tf_dense **out, tf_error *err)
 			tf_dense_free(d);
 			return rc;
 		}
-		if (!f->dense || f->schema->ndims != d->ndims) {
+		if (!f->dense) {
 			tf_dense_free(d);
 			return tf_err(err, TF_E_UNSUPPORTED, "fragment %s of a dense array is sparse", f->name);
+		}
+		if ((rc = same_tiling(sc, f, err)) != TF_OK) {
+			tf_dense_free(d);
+			return rc;
 		}
 		d->frags[d->nfrags++] = tf_snapshot_visible(s, k);
 	}
@@ -691,7 +717,10 @@ static tf_status segment_runs(const tf_dense *d, uint64_t *x, const uint64_t *sg
 		return push_run(runs, nruns, cap, (tf_run){ SIZE_MAX, 0, 0, sg[1] - sg[0] + 1, 0 }, err);
 	for (uint64_t from = sg[0]; rc == TF_OK && from <= sg[1];) {
 		const tf_snap_frag *f = tf_snapshot_frag(d->s, d->frags[sg[2]]);
-		uint64_t tile_end = (from / d->ext[L] + 1) * d->ext[L] - 1, to = tile_end < sg[1] ? tile_end : sg[1];
+		/* The last cell of from's space tile (one reaching past 2^64 - 1
+		 * ends there, rather than wrap to before from). */
+		uint64_t tile_end = tf_u64_add_sat(from - from % d->ext[L], d->ext[L] - 1);
+		uint64_t to = tile_end < sg[1] ? tile_end : sg[1];
 		tf_run r = { d->frags[sg[2]], 0, 0, to - from + 1, 0 };
 
 		x[L] = from;
@@ -846,6 +875,9 @@ static tf_status add_slots(tf_sparse *it, tf_error *err)
 			return rc;
 		if (f->dense)
 			return tf_err(err, TF_E_UNSUPPORTED, "fragment %s of a sparse array is dense", f->name);
+		/* Its coordinates are compared as the newest schema's dimensions. */
+		if ((rc = same_tiling(it->schema, f, err)) != TF_OK)
+			return rc;
 		sl->frag = (uint32_t)frag;
 		if ((rc = tf_frag_sparse_cells(f, &sl->total, err)) != TF_OK)
 			return rc;
@@ -1007,17 +1039,17 @@ static uint64_t tile_index(const tf_field *d, const uint8_t *v)
 	unsigned size = tf_datatype_size(d->type);
 	uint64_t mask = size == 8 ? UINT64_MAX : (((uint64_t)1 << (8 * size)) - 1);
 
+	/* A coordinate outside the domain (or NaN) gives a quotient no tile
+	 * index holds: clamped, as is any past 2^64. */
 	if (d->type == TF_DT_FLOAT32) {
-		float fv, lo, ext, q;
+		float fv, lo, ext;
 		memcpy(&fv, v, 4), memcpy(&lo, d->domain, 4), memcpy(&ext, d->extent, 4);
-		q = (fv - lo) / ext;
-		return q > 0 ? (uint64_t)q : 0;
+		return tf_u64_of_real((double)((fv - lo) / ext));
 	}
 	if (d->type == TF_DT_FLOAT64) {
-		double dv, lo, ext, q;
+		double dv, lo, ext;
 		memcpy(&dv, v, 8), memcpy(&lo, d->domain, 8), memcpy(&ext, d->extent, 8);
-		q = (dv - lo) / ext;
-		return q > 0 ? (uint64_t)q : 0;
+		return tf_u64_of_real((dv - lo) / ext);
 	}
 	return ((tf_le_n(v, size) - tf_le_n(d->domain, size)) & mask) / (tf_le_n(d->extent, size) & mask ? tf_le_n(d->extent, size) & mask : 1);
 }

@@ -55,9 +55,10 @@ typedef struct tf_fieldspec {
 typedef struct tf_cellbuf_field {
 	bool missing, var;		/* of the column, kept at hand */
 	unsigned cell_size;
+	bool nullable;			/* else every cell is valid (no byte each) */
 	size_t valid_at, data_at, starts_at;	/* where its parts lie in the window */
 	uint64_t vlen;			/* var bytes of the window's cells */
-	const uint8_t *valid, *data;	/* while pinned */
+	const uint8_t *valid, *data;	/* while pinned (valid: nullable only) */
 	const uint64_t *starts;		/* var: ncells + 1, from 0 */
 } tf_cellbuf_field;
 

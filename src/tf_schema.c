@@ -10,12 +10,18 @@
 #include "tf_schema.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Default fill values (formats before 6) are made, not read: at most this
+ * much of them per schema, whatever its cells claim. */
+#define DEFAULT_FILLS_MAX ((uint64_t)64 << 20)
 
 typedef struct parse {
 	tf_reader r;
 	uint32_t v;		/* layout version */
+	uint64_t fills;		/* bytes of default fill values made */
 	tf_error *err;
 } parse;
 
@@ -64,7 +70,67 @@ static tf_status skip(parse *ps, uint64_t n, const char *what)
 	return tf_get_span(&ps->r, n, &s, what, ps->err);
 }
 
+/* ---- values of a dimension's type ------------------------------------------------------------ */
+
+static bool signed_like(tf_datatype t)
+{
+	return tf_datatype_is_signed(t) || tf_datatype_is_datetime(t);
+}
+
+static int64_t as_signed(uint64_t u, unsigned size)
+{
+	return size >= 8 ? (int64_t)u : (int64_t)(u << (64 - 8 * size)) >> (64 - 8 * size);
+}
+
+static double real_at(tf_datatype t, const uint8_t *p)
+{
+	float f;
+	double d;
+
+	if (t == TF_DT_FLOAT32) {
+		memcpy(&f, p, 4);
+		return f;
+	}
+	memcpy(&d, p, 8);
+	return d;
+}
+
 /* ---- domain and dimensions (§7.3-7.4) --------------------------------------------------- */
+
+/* A fixed-size dimension is what TileDB writes (dimension.cc check_domain,
+ * check_tile_extent): one value per cell, a domain of two values of its
+ * type with lower <= upper (reals finite), a positive extent. */
+static tf_status check_dimension(parse *ps, const tf_field *d, uint64_t dom_size)
+{
+	unsigned size = tf_datatype_size(d->type);
+	const uint8_t *lo = d->domain, *hi = d->domain + size, *ext = d->extent;
+	bool ordered, positive = true;
+
+	if (d->cell_val_num == TF_CELL_VAR)
+		return TF_OK;
+	if (d->cell_val_num != 1 || dom_size != 2 * (uint64_t)size || size > 8)
+		return tf_err(ps->err, TF_E_CORRUPT, "dimension %s: %u values per cell, a domain of %" PRIu64
+			      " bytes", d->name, d->cell_val_num, dom_size);
+	if (tf_datatype_is_real(d->type)) {
+		ordered = isfinite(real_at(d->type, lo)) && isfinite(real_at(d->type, hi)) &&
+			  real_at(d->type, lo) <= real_at(d->type, hi);
+		if (d->has_extent)
+			positive = isfinite(real_at(d->type, ext)) && real_at(d->type, ext) > 0;
+	} else if (signed_like(d->type)) {
+		ordered = as_signed(tf_le_n(lo, size), size) <= as_signed(tf_le_n(hi, size), size);
+		if (d->has_extent)
+			positive = as_signed(tf_le_n(ext, size), size) > 0;
+	} else {
+		ordered = tf_le_n(lo, size) <= tf_le_n(hi, size);
+		if (d->has_extent)
+			positive = tf_le_n(ext, size) > 0;
+	}
+	if (!ordered)
+		return tf_err(ps->err, TF_E_CORRUPT, "dimension %s: domain bounds out of order", d->name);
+	if (!positive)
+		return tf_err(ps->err, TF_E_CORRUPT, "dimension %s: tile extent not positive", d->name);
+	return TF_OK;
+}
 
 static tf_status parse_dimension(parse *ps, tf_field *d, tf_datatype domain_type)
 {
@@ -91,14 +157,14 @@ static tf_status parse_dimension(parse *ps, tf_field *d, tf_datatype domain_type
 		return rc;
 	memcpy(d->domain, dom.p, dom.n < sizeof(d->domain) ? dom.n : sizeof(d->domain));
 	d->has_extent = null_extent == 0;	/* 1 means "no extent" */
-	if (!d->has_extent)
-		return TF_OK;
-	if (size > sizeof(d->extent))
-		return tf_err(ps->err, TF_E_CORRUPT, "dimension %s: extent of %u bytes", d->name, size);
-	rc = tf_get_span(&ps->r, size, &dom, "dimension tile extent", ps->err);
-	if (rc == TF_OK)
+	if (d->has_extent) {
+		if (size > sizeof(d->extent))
+			return tf_err(ps->err, TF_E_CORRUPT, "dimension %s: extent of %u bytes", d->name, size);
+		if ((rc = tf_get_span(&ps->r, size, &dom, "dimension tile extent", ps->err)) != TF_OK)
+			return rc;
 		memcpy(d->extent, dom.p, size);
-	return rc;
+	}
+	return check_dimension(ps, d, dom_size);
 }
 
 static tf_status parse_domain(parse *ps, tf_schema *s)
@@ -128,11 +194,14 @@ static tf_status parse_domain(parse *ps, tf_schema *s)
  * empty_*, Attribute::default_fill_value): signed integers and date/times
  * their minimum, unsigned their maximum, floats NaN, CHAR its minimum (0x80),
  * other strings, BOOL, BLOB and ANY zero; one value per cell value (one for
- * var-sized cells). */
-static tf_status default_fill(tf_field *a, tf_error *err)
+ * var-sized cells).  They are made from nothing stored, so their total is
+ * bounded: a schema of a thousand attributes of 2^20 values each would
+ * otherwise make 8 GiB of them. */
+static tf_status default_fill(parse *ps, tf_field *a)
 {
 	unsigned size = tf_datatype_size(a->type);
 	uint32_t n = a->cell_val_num == TF_CELL_VAR ? 1 : a->cell_val_num;
+	uint64_t bytes = (uint64_t)n * size;
 	uint8_t v[8] = { 0 };
 
 	if (tf_datatype_is_signed(a->type) || tf_datatype_is_datetime(a->type))
@@ -145,8 +214,12 @@ static tf_status default_fill(tf_field *a, tf_error *err)
 		v[0] = 0x80;
 	else if (tf_datatype_is_integer(a->type) && a->type != TF_DT_BOOL)
 		memset(v, 0xff, size);
-	if (n > (1u << 20) || !(a->fill = malloc((size_t)n * size)))
-		return tf_err(err, TF_E_NOMEM, "fill value of %u values", n);
+	if (bytes > DEFAULT_FILLS_MAX - ps->fills)
+		return tf_err(ps->err, TF_E_CORRUPT, "attribute %s: default fill values of more than %llu MiB "
+			      "in all", a->name, (unsigned long long)(DEFAULT_FILLS_MAX >> 20));
+	if (!(a->fill = malloc((size_t)bytes)))
+		return tf_err(ps->err, TF_E_NOMEM, "fill value of %u values", n);
+	ps->fills += bytes;
 	for (uint32_t i = 0; i < n; i++)
 		memcpy(a->fill + (size_t)i * size, v, size);
 	a->fill_size = (uint64_t)n * size;
@@ -160,7 +233,7 @@ static tf_status get_fill(parse *ps, tf_field *a)
 	tf_status rc;
 
 	if (ps->v < 6)
-		return default_fill(a, ps->err);
+		return default_fill(ps, a);
 	if ((rc = GET(u64, ps, &fill_size, "fill value size")) != TF_OK ||
 	    (rc = tf_get_span(&ps->r, fill_size, &fill, "fill value", ps->err)) != TF_OK)
 		return rc;
@@ -168,6 +241,26 @@ static tf_status get_fill(parse *ps, tf_field *a)
 		return tf_err(ps->err, TF_E_NOMEM, "out of memory");
 	memcpy(a->fill, fill.p, fill.n);
 	a->fill_size = fill.n;
+	return TF_OK;
+}
+
+/* An attribute's cells are what TileDB writes (attribute.cc
+ * set_cell_val_num, set_fill_value): at least one value each; a fixed-size
+ * cell fits a chunk and, where the fill value is stored, is its size. */
+static tf_status check_attribute(parse *ps, const tf_field *a)
+{
+	uint64_t bytes = (uint64_t)a->cell_val_num * tf_datatype_size(a->type);
+
+	if (a->cell_val_num == 0)
+		return tf_err(ps->err, TF_E_CORRUPT, "attribute %s: no values per cell", a->name);
+	if (a->cell_val_num == TF_CELL_VAR)
+		return TF_OK;
+	if (bytes > TF_CELL_BYTES_MAX)
+		return tf_err(ps->err, TF_E_CORRUPT, "attribute %s: cells of %" PRIu64 " bytes, more than a "
+			      "chunk holds", a->name, bytes);
+	if (ps->v >= 6 && a->fill_size != bytes)
+		return tf_err(ps->err, TF_E_CORRUPT, "attribute %s: a fill value of %" PRIu64 " bytes for cells "
+			      "of %" PRIu64, a->name, a->fill_size, bytes);
 	return TF_OK;
 }
 
@@ -183,6 +276,8 @@ static tf_status parse_attribute(parse *ps, tf_field *a)
 		return rc;
 	if (a->type == TF_DT_ANY)	/* ANY is always var-sized (§7.5) */
 		a->cell_val_num = TF_CELL_VAR;
+	if (a->cell_val_num == 0)
+		return tf_err(ps->err, TF_E_CORRUPT, "attribute %s: no values per cell", a->name);
 	if ((rc = get_fill(ps, a)) != TF_OK)
 		return rc;
 	if (ps->v >= 7 && ((rc = GET(u8, ps, &nullable, "nullable")) != TF_OK ||
@@ -198,7 +293,7 @@ static tf_status parse_attribute(parse *ps, tf_field *a)
 	}
 	a->nullable = nullable != 0;
 	a->fill_valid = fill_validity != 0;
-	return TF_OK;
+	return check_attribute(ps, a);
 }
 
 static tf_status parse_attributes(parse *ps, tf_schema *s)
@@ -313,7 +408,7 @@ static tf_status parse_header(parse *ps, tf_schema *s)
 
 static tf_status parse_as(tf_span payload, uint32_t layout, tf_schema *s, tf_error *err)
 {
-	parse ps = { tf_reader_of(payload), layout, err };
+	parse ps = { tf_reader_of(payload), layout, 0, err };
 	tf_status rc;
 
 	if ((rc = GET(u32, &ps, &s->version, "schema version")) != TF_OK ||
@@ -412,18 +507,21 @@ const tf_pipeline *tf_schema_dim_filters(const tf_schema *s, const tf_field *dim
 	return dim->filters && tf_pipeline_count(dim->filters) ? dim->filters : s->coords;
 }
 
-/* A tile extent as an unsigned count of cells (integer and date/time dims). */
-static uint64_t extent_cells(const tf_field *d)
+static const char *layout_name(uint8_t l)
+{
+	static const char *const names[] = { "row-major", "col-major", "global-order", "unordered", "hilbert" };
+	return l < 5 ? names[l] : "unknown";
+}
+
+uint64_t tf_schema_dim_extent(const tf_field *d)
 {
 	unsigned size = tf_datatype_size(d->type);
-	uint64_t v = tf_le_n(d->extent, size);
+	uint64_t v;
 
-	if (!d->has_extent || tf_datatype_is_real(d->type) || d->cell_val_num == TF_CELL_VAR)
+	if (!d->has_extent || tf_datatype_is_real(d->type) || d->cell_val_num == TF_CELL_VAR || size > 8)
 		return 0;
-	if ((tf_datatype_is_signed(d->type) || tf_datatype_is_datetime(d->type)) && size < 8 &&
-	    (v >> (8 * size - 1)))
-		return 0;	/* a negative extent */
-	return v;
+	v = tf_le_n(d->extent, size);
+	return signed_like(d->type) && as_signed(v, size) <= 0 ? 0 : v;	/* (refused when parsed) */
 }
 
 uint64_t tf_schema_dense_tile_cells(const tf_schema *s)
@@ -431,21 +529,52 @@ uint64_t tf_schema_dense_tile_cells(const tf_schema *s)
 	uint64_t cells = 1;
 
 	for (size_t d = 0; d < s->ndims; d++) {
-		uint64_t e = extent_cells(&s->dims[d]);
-		if (!e || cells > UINT64_MAX / e)
+		uint64_t e = tf_schema_dim_extent(&s->dims[d]);
+		if (!e || !tf_u64_mul(cells, e, &cells))
 			return 0;
-		cells *= e;
 	}
 	return cells;
 }
 
-/* ---- printing -------------------------------------------------------------------------------------- */
-
-static const char *layout_name(uint8_t l)
+uint64_t tf_field_cell_bytes(const tf_field *f)
 {
-	static const char *const names[] = { "row-major", "col-major", "global-order", "unordered", "hilbert" };
-	return l < 5 ? names[l] : "unknown";
+	if (f->cell_val_num == TF_CELL_VAR)
+		return 0;
+	return tf_u64_mul_sat(f->cell_val_num, tf_datatype_size(f->type));
 }
+
+/* The first difference in how a and b lay cells out, into why[n]. */
+bool tf_schema_same_tiling(const tf_schema *a, const tf_schema *b, char *why, size_t n)
+{
+	if (a->ndims != b->ndims) {
+		snprintf(why, n, "%zu dimensions, not %zu", b->ndims, a->ndims);
+		return false;
+	}
+	if (a->tile_order != b->tile_order || a->cell_order != b->cell_order) {
+		snprintf(why, n, "tile order %s, cell order %s, not %s, %s", layout_name(b->tile_order),
+			 layout_name(b->cell_order), layout_name(a->tile_order), layout_name(a->cell_order));
+		return false;
+	}
+	for (size_t i = 0; i < a->ndims; i++) {
+		const tf_field *x = &a->dims[i], *y = &b->dims[i];
+		unsigned size = tf_datatype_size(x->type);
+		bool var = x->cell_val_num == TF_CELL_VAR;
+
+		if (strcmp(x->name, y->name) || x->type != y->type || x->cell_val_num != y->cell_val_num) {
+			snprintf(why, n, "dimension %zu is %s (%s), not %s (%s)", i, y->name, tf_datatype_name(y->type),
+				 x->name, tf_datatype_name(x->type));
+			return false;
+		}
+		if (!var && (memcmp(x->domain, y->domain, 2 * (size_t)size) || x->has_extent != y->has_extent ||
+			     (x->has_extent && memcmp(x->extent, y->extent, size)))) {
+			snprintf(why, n, "dimension %s has another domain or tile extent", x->name);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* ---- printing -------------------------------------------------------------------------------------- */
 
 /* One value of datatype t at p, as text. */
 static void fmt_value(char *buf, size_t n, tf_datatype t, const uint8_t *p)

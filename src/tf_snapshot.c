@@ -591,11 +591,6 @@ static uint64_t dim_offset(tf_datatype t, const uint8_t *v, const uint8_t *lo)
 	return a - b;
 }
 
-static uint64_t extent_of(const tf_field *d)
-{
-	return tf_le_n(d->extent, tf_datatype_size(d->type));
-}
-
 /*
  * Boxes and corners live in chunks of the snapshot's (a malloc of 12 bytes
  * per fragment costs 32, and 200,000 of them count): 8-aligned pieces, the
@@ -672,7 +667,7 @@ static tf_status dense_box(tf_snapshot *s, tf_snap_frag *f, const tf_fragment *f
 	for (size_t d = 0; d < n; d++) {
 		const tf_field *dim = &sc->dims[d];
 		unsigned size = tf_datatype_size(dim->type);
-		uint64_t ext = extent_of(dim);
+		uint64_t ext = tf_schema_dim_extent(dim);
 
 		if ((rc = tf_fragment_ned(fr, d, &l, &h, err)) != TF_OK)
 			return rc;
@@ -1129,6 +1124,11 @@ size_t tf_snapshot_visible(const tf_snapshot *s, size_t k) { return s->visible[k
 size_t tf_snapshot_ndeletes(const tf_snapshot *s) { return s->ndels; }
 const tf_snap_delete *tf_snapshot_delete(const tf_snapshot *s, size_t i) { return &s->dels[i]; }
 
+bool tf_snapshot_frag_dir(const tf_snapshot *s, size_t i, char *buf, size_t n)
+{
+	return frag_rel(&s->frags[i], buf, n);
+}
+
 size_t tf_snapshot_find(const tf_snapshot *s, const char *name)
 {
 	size_t lo = 0, hi = s->nfrags;
@@ -1246,6 +1246,7 @@ static tf_status resolve_col(tf_snapshot *s, const tf_snap_frag *f, const tf_fra
 {
 	const tf_schema *fs = f->schema;
 	const tf_field *want = NULL, *have = NULL;
+	bool attr = kind == TF_COL_ATTR || kind == TF_COL_OWN_ATTR;
 
 	*file_field = name;
 	c->value_size = 8;
@@ -1258,9 +1259,9 @@ static tf_status resolve_col(tf_snapshot *s, const tf_snap_frag *f, const tf_fra
 	for (size_t i = 0; kind == TF_COL_DIM && i < fs->ndims; i++)
 		if (!strcmp(fs->dims[i].name, name))
 			have = want = &fs->dims[i], c->dim = (unsigned)i;
-	if (kind == TF_COL_ATTR) {
-		want = tf_schema_attr(s->schema, name);
+	if (attr) {
 		have = tf_schema_attr(fs, name);
+		want = kind == TF_COL_ATTR ? tf_schema_attr(s->schema, name) : have;
 		if (!want)
 			want = have;	/* a fragment's own attribute (per-fragment views) */
 	}
@@ -1268,7 +1269,7 @@ static tf_status resolve_col(tf_snapshot *s, const tf_snap_frag *f, const tf_fra
 		return tf_err(err, TF_E_INVAL, "no field %s", name);
 	c->type = want->type;
 	c->var = want->cell_val_num == TF_CELL_VAR;
-	c->nullable = kind == TF_COL_ATTR && want->nullable;
+	c->nullable = attr && want->nullable;
 	c->value_size = tf_datatype_size(want->type);
 	c->missing = !have || have->type != want->type || have->cell_val_num != want->cell_val_num ||
 		     have->nullable != want->nullable;
@@ -1304,9 +1305,13 @@ static tf_status open_col(tf_snapshot *s, size_t frag, tf_col_kind kind, const c
 	if (rc == TF_OK)
 		rc = resolve_col(s, f, fr, kind, name, c, &field, err);
 	c->cell_size = c->var ? 8 : c->value_size;
-	if (rc == TF_OK && !c->var && kind == TF_COL_ATTR && !c->missing)
-		c->cell_size = (unsigned)tf_schema_attr(f->schema, name)->cell_val_num * c->value_size;
-	c->stored = c->layout != LAYOUT_PLAIN ? c->value_size * c->ndims : c->cell_size;
+	/* A parsed schema's cells are at most TF_CELL_BYTES_MAX bytes, and
+	 * legacy coordinates as many values as it has dimensions. */
+	if (rc == TF_OK && !c->var && (kind == TF_COL_ATTR || kind == TF_COL_OWN_ATTR) && !c->missing)
+		c->cell_size = (unsigned)tf_field_cell_bytes(tf_schema_attr(f->schema, name));
+	c->stored = c->layout != LAYOUT_PLAIN ? (unsigned)tf_u64_mul_sat(c->value_size, c->ndims) : c->cell_size;
+	if (rc == TF_OK && (c->cell_size == 0 || c->stored == 0 || c->stored > TF_CELL_BYTES_MAX))
+		rc = tf_err(err, TF_E_CORRUPT, "cells of %u bytes", c->stored);
 	if (rc == TF_OK && !c->missing) {
 		rc = open_role(s, f, fr, field, c->var ? TF_ROLE_OFFSETS : TF_ROLE_DATA, &c->fdata, err);
 		if (rc == TF_OK && c->var)
@@ -1586,18 +1591,26 @@ static tf_status read_exact(const tf_col *c, tf_handle *h, tf_workspace *ws, uin
 	return rc;
 }
 
-/* Tile t of h's file: where it starts in the decoded file and how long it is. */
-static tf_status tile_range(const tf_handle *h, uint64_t t, uint64_t *off, uint64_t *size, tf_error *err)
+/* Tile t of h's file: where it starts in the decoded file and how long it
+ * is.  The length the fragment metadata gives is proven first: the tile's
+ * stored chunk headers must add up to it (read once per tile; nothing is
+ * decoded), so no caller sizes a buffer by a claim alone. */
+static tf_status tile_range(tf_handle *h, uint64_t t, uint64_t *off, uint64_t *size, tf_error *err)
 {
 	const tf_file *f = tf_handle_file(h);
+	size_t units;
+	tf_status rc;
 
 	if (t >= tf_file_ntiles(f))
 		return tf_err(err, TF_E_CORRUPT, "%s: tile %llu of %zu", tf_file_name(f), (unsigned long long)t,
 			      tf_file_ntiles(f));
+	if ((rc = tf_handle_tile_units(h, (size_t)t, &units, err)) != TF_OK)
+		return rc;
 	tf_file_tile_range(f, (size_t)t, off, size);
 	return TF_OK;
 }
 
+/* Cells [cell, cell + n) of cell_size bytes are in a tile of size bytes. */
 static tf_status cells_in(const tf_handle *h, uint64_t size, uint64_t cell_size, uint64_t cell, uint64_t n,
 			  tf_error *err)
 {
@@ -1608,17 +1621,35 @@ static tf_status cells_in(const tf_handle *h, uint64_t size, uint64_t cell_size,
 	return TF_OK;
 }
 
+tf_status tf_col_check_cells(const tf_col *c, uint64_t tile, uint64_t cell, uint64_t n, tf_error *err)
+{
+	uint64_t off, size;
+	tf_status rc = TF_OK;
+
+	if (c->missing)
+		return TF_OK;
+	if ((rc = tile_range(c->data, tile, &off, &size, err)) != TF_OK ||
+	    (rc = cells_in(c->data, size, c->var ? 8 : c->stored, cell, n, err)) != TF_OK)
+		return rc;
+	if (c->var && (rc = tile_range(c->vfile, tile, &off, &size, err)) != TF_OK)
+		return rc;
+	if (c->validity && ((rc = tile_range(c->validity, tile, &off, &size, err)) != TF_OK ||
+			    (rc = cells_in(c->validity, size, 1, cell, n, err)) != TF_OK))
+		return rc;
+	return TF_OK;
+}
+
 /* Legacy zipped coordinates: dimension c->dim of each cell. */
 static tf_status read_zipped(const tf_col *c, tf_workspace *ws, uint64_t off, uint64_t n, uint8_t *dst,
 			     tf_error *err)
 {
-	uint64_t cell = c->stored;
-	uint8_t *tmp = n <= SIZE_MAX / cell ? malloc(n ? n * cell : 1) : NULL;
+	uint64_t cell = c->stored, bytes;
+	uint8_t *tmp = tf_u64_mul(n, cell, &bytes) && bytes <= SIZE_MAX ? malloc(bytes ? (size_t)bytes : 1) : NULL;
 	tf_status rc;
 
 	if (!tmp)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
-	rc = read_exact(c, c->data, ws, off, n * cell, tmp, err);
+	rc = read_exact(c, c->data, ws, off, bytes, tmp, err);
 	for (uint64_t i = 0; rc == TF_OK && i < n; i++)
 		memcpy(dst + i * c->value_size, tmp + i * cell + (uint64_t)c->dim * c->value_size, c->value_size);
 	free(tmp);

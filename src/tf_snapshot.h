@@ -96,6 +96,9 @@ size_t tf_snapshot_nfrags(const tf_snapshot *s);
 const tf_snap_frag *tf_snapshot_frag(const tf_snapshot *s, size_t i);
 size_t tf_snapshot_nvisible(const tf_snapshot *s);
 size_t tf_snapshot_visible(const tf_snapshot *s, size_t k);	/* index into frags */
+/* Fragment i's directory relative to the array ("__fragments/NAME", or
+ * "NAME" before format 12) into buf; false if it does not fit. */
+bool tf_snapshot_frag_dir(const tf_snapshot *s, size_t i, char *buf, size_t n);
 /* A fragment by directory name (a binary search); SIZE_MAX if none. */
 size_t tf_snapshot_find(const tf_snapshot *s, const char *name);
 
@@ -124,17 +127,20 @@ tf_status tf_snapshot_enum(tf_snapshot *s, const tf_schema *schema, const tf_fie
 
 /* ---- cells of one field of one fragment ------------------------------------------------ */
 
-typedef enum { TF_COL_ATTR, TF_COL_DIM, TF_COL_TIMESTAMPS, TF_COL_DELETE_TS } tf_col_kind;
+/* TF_COL_OWN_ATTR: an attribute as the fragment's own schema has it,
+ * whatever the newest says (a fragment's own view). */
+typedef enum { TF_COL_ATTR, TF_COL_DIM, TF_COL_TIMESTAMPS, TF_COL_DELETE_TS, TF_COL_OWN_ATTR } tf_col_kind;
 
 typedef struct tf_col tf_col;
 
 /*
  * The column of field `name` (an attribute of the snapshot's newest schema
- * with that type and cell_val_num, a dimension, or a special field) in
- * fragment `frag` (loaded), held until tf_snapshot_col_put.  Columns are
- * shared: one open of each file while any reader holds it, kept open when
- * idle (TF_SNAPSHOT_IDLE_COLS at most, for descriptors), then closed but
- * indexed (a 32nd of the budget of indexes), then forgotten.
+ * with that type and cell_val_num, or of the fragment's own, a dimension,
+ * or a special field) in fragment `frag` (loaded), held until
+ * tf_snapshot_col_put.  Columns are shared: one open of each file while
+ * any reader holds it, kept open when idle (TF_SNAPSHOT_IDLE_COLS at most,
+ * for descriptors), then closed but indexed (a 32nd of the budget of
+ * indexes), then forgotten.
  */
 #define TF_SNAPSHOT_IDLE_COLS 256
 tf_status tf_snapshot_col(tf_snapshot *s, size_t frag, tf_col_kind kind, const char *name,
@@ -148,6 +154,12 @@ bool tf_col_var(const tf_col *c);
 bool tf_col_nullable(const tf_col *c);
 unsigned tf_col_cell_size(const tf_col *c);	/* fixed cells (8 for var offsets) */
 
+/* Whether cells [cell, cell + n) of tile `tile` are in every file of the
+ * column (data, var data, validity), as the tile's stored chunk headers
+ * say (read once per tile, nothing decoded); TF_E_CORRUPT if not.  Callers
+ * check this before sizing anything by n, which a schema or fragment
+ * metadata claimed. */
+tf_status tf_col_check_cells(const tf_col *c, uint64_t tile, uint64_t cell, uint64_t n, tf_error *err);
 /* n fixed-size cells from cell `cell` of tile `tile` into dst. */
 tf_status tf_col_fixed(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell, uint64_t n,
 		       uint8_t *dst, tf_error *err);

@@ -106,7 +106,10 @@ typedef struct matrix {
 	char dtype[40];
 	uint64_t shape[65];
 	size_t nshape;
-	unsigned cs;		/* bytes per cell */
+	unsigned cs;		/* bytes per cell (at most TF_CELL_BYTES_MAX) */
+	uint64_t raw;		/* bytes of the cells, when sized */
+	bool sized;		/* the .npy (header and cells) fits an off_t:
+				 * else both views show size 0 and do not open */
 	tf_buf npy;		/* the .npy header */
 } matrix;
 
@@ -212,11 +215,14 @@ static tf_status gather_run(tf_snapshot *s, const tf_field *f, tf_workspace *ws,
 	for (uint64_t i = 0; i < r->n && rc == TF_OK; i += step) {
 		uint64_t cell = r->cell + i * r->stride;
 
-		if ((rc = tf_col_validity(col, ws, r->tile, cell, step, g->valid + k + i, err)) != TF_OK)
+		/* The tile holds them (its chunk headers say) before room is made. */
+		if ((rc = tf_col_check_cells(col, r->tile, cell, step, err)) != TF_OK ||
+		    (rc = tf_col_validity(col, ws, r->tile, cell, step, g->valid + k + i, err)) != TF_OK)
 			break;
 		if (tf_col_var(col)) {
 			rc = tf_col_var_cells(col, ws, r->tile, cell, step, g->starts + k + i, &g->data, err);
-		} else if ((rc = tf_buf_grow(&g->data, (size_t)step * tf_col_cell_size(col), &at, err)) == TF_OK) {
+		} else if ((rc = tf_buf_grow(&g->data, tf_size_mul(tf_size_of_u64(step), tf_col_cell_size(col)), &at,
+					     err)) == TF_OK) {
 			for (uint64_t j = 0; j < step; j++)
 				g->starts[k + i + j] = g->data.len + j * tf_col_cell_size(col);
 			rc = tf_col_fixed(col, ws, r->tile, cell, step, at, err);
@@ -461,13 +467,14 @@ static void tile_box(const csv *c, const tf_snap_frag *f, uint64_t tile, uint64_
 
 	for (size_t k = 0; k < n; k++) {
 		size_t i = trow ? n - 1 - k : k;
-		uint64_t ext = dim_extent(&c->schema->dims[i]);
+		uint64_t ext = dim_extent(&c->schema->dims[i]), last;
 		uint64_t lo = tf_frag_lo(f)[i], hi = tf_frag_hi(f)[i], tn = tf_frag_tn(f)[i];
 
-		base[i] = (tf_frag_tlo(f)[i] + tile % tn) * ext;
+		base[i] = (tf_frag_tlo(f)[i] + tile % tn) * ext;	/* at most hi: no overflow */
 		tile /= tn;
+		last = tf_u64_add_sat(base[i], ext - 1);	/* a tile past 2^64 - 1 ends there */
 		a[i] = (lo > base[i] ? lo : base[i]) - base[i];
-		b[i] = (hi < base[i] + ext - 1 ? hi : base[i] + ext - 1) - base[i];
+		b[i] = (hi < last ? hi : last) - base[i];
 	}
 }
 
@@ -961,7 +968,7 @@ static tf_status add_column(csv *c, tf_col_kind kind, const tf_field *f, const t
 	col->spec = (tf_fieldspec){ kind, f->name, f };
 	col->fmt = (tf_cellfmt){ f->type, kind == TF_COL_DIM && f->cell_val_num != TF_CELL_VAR ? 1 : f->cell_val_num,
 				 NULL };
-	if (kind == TF_COL_ATTR)
+	if (kind == TF_COL_ATTR || kind == TF_COL_OWN_ATTR)
 		rc = tf_snapshot_enum(c->v->s, sc, f, &col->fmt.enumeration, err);
 	c->ncols++;
 	return rc;
@@ -971,6 +978,8 @@ static tf_status add_column(csv *c, tf_col_kind kind, const tf_field *f, const t
 static tf_status csv_columns(csv *c, tf_error *err)
 {
 	const tf_schema *sc = c->schema;
+	/* A fragment's own view reads its attributes as it wrote them. */
+	tf_col_kind attr = c->kind == CSV_FRAG_DENSE || c->kind == CSV_FRAG_SPARSE ? TF_COL_OWN_ATTR : TF_COL_ATTR;
 	tf_status rc = TF_OK;
 
 	if (!(c->cols = calloc(sc->ndims + sc->nattrs + 1, sizeof(*c->cols))) ||
@@ -980,7 +989,7 @@ static tf_status csv_columns(csv *c, tf_error *err)
 	for (size_t d = 0; d < sc->ndims && rc == TF_OK; d++)
 		rc = add_column(c, TF_COL_DIM, &sc->dims[d], sc, err);
 	for (size_t a = 0; a < sc->nattrs && rc == TF_OK; a++)
-		rc = add_column(c, TF_COL_ATTR, &sc->attrs[a], sc, err);
+		rc = add_column(c, attr, &sc->attrs[a], sc, err);
 	/* Dense cells compute their coordinates; sparse ones read them. */
 	for (size_t i = c->kind == CSV_FRAG_DENSE || c->kind == CSV_ARRAY_DENSE ? c->ndims : 0; i < c->ncols; i++)
 		c->specs[c->nspecs++] = c->cols[i].spec;
@@ -1091,23 +1100,29 @@ static tf_status add_matrices(tf_views *v, tf_error *err)
 			continue;
 		m->attr = f;
 		snprintf(m->name, sizeof(m->name), "%s", f->name);
-		m->cs = f->cell_val_num * tf_datatype_size(f->type);
+		m->cs = (unsigned)tf_field_cell_bytes(f);	/* a parsed schema's: 1 .. TF_CELL_BYTES_MAX */
 		m->nshape = tf_dense_ndims(v->dense);
 		memcpy(m->shape, tf_dense_shape(v->dense), m->nshape * sizeof(uint64_t));
 		if (inner > 1)
 			m->shape[m->nshape++] = inner;
 		tf_buf_init(&m->npy, 1 << 16);
 		rc = tf_npy_header(m->dtype, m->shape, m->nshape, &m->npy, err);
+		m->sized = tf_u64_mul(tf_dense_ncells(v->dense), m->cs, &m->raw) &&
+			   m->raw <= (uint64_t)INT64_MAX - m->npy.len;
 		v->nmats++;
 	}
 	return rc;
 }
 
-static uint64_t raw_size(const tf_views *v, const matrix *m)
+/* The bytes of a matrix's cells; 0 for one too large to show. */
+static uint64_t raw_size(const matrix *m)
 {
-	uint64_t n = tf_dense_ncells(v->dense);
+	return m->sized ? m->raw : 0;
+}
 
-	return n > UINT64_MAX / m->cs ? UINT64_MAX : n * m->cs;
+static uint64_t npy_size(const matrix *m)
+{
+	return m->sized ? m->npy.len + m->raw : 0;
 }
 
 /* n fixed-size, non-nullable cells of attribute f, run by run, into dst. */
@@ -1149,7 +1164,7 @@ static tf_status gather_fixed(tf_snapshot *s, const tf_field *f, unsigned cs, tf
 static tf_status raw_read(tf_views *v, const matrix *m, tf_workspace *ws, uint64_t off, size_t len,
 			  uint8_t *dst, size_t *got, tf_error *err)
 {
-	uint64_t size = raw_size(v, m), c0, c1;
+	uint64_t size = raw_size(m), c0, c1;
 	uint8_t *tmp = NULL;
 	tf_run *runs = NULL;
 	size_t nruns = 0, cap = 0;
@@ -1208,8 +1223,10 @@ static tf_dense *views_dense(tf_views *v)
 		return v->dense;
 	pthread_mutex_lock(&v->dense_lock);
 	if (!atomic_load(&v->dense_tried)) {
-		if (tf_snapshot_schema(v->s)->dense && tf_dense_open(v->s, &v->dense, &v->dense_err) != TF_OK)
+		if (tf_snapshot_schema(v->s)->dense && tf_dense_open(v->s, &v->dense, &v->dense_err) != TF_OK) {
+			tf_err_prefix(&v->dense_err, "%s", tf_array_dir(tf_snapshot_array(v->s)));
 			v->dense = NULL;
+		}
 		tf_error e;
 		if (add_matrices(v, &e) != TF_OK) {
 			for (size_t i = 0; i < v->nmats; i++)
@@ -1319,10 +1336,10 @@ static void stat_of(tf_views *v, const vpath *p, tf_view_stat *st)
 		st->dir = true;
 		break;
 	case P_RAW:
-		st->size = raw_size(v, p->m);
+		st->size = raw_size(p->m);
 		break;
 	case P_NPY:
-		st->size = p->m->npy.len + raw_size(v, p->m);
+		st->size = npy_size(p->m);
 		break;
 	default: {	/* a CSV: known once formatted to its end */
 		csv *c;
@@ -1344,6 +1361,33 @@ tf_status tf_views_stat(tf_views *v, const char *rel, tf_view_stat *st, tf_error
 	if (rc == TF_OK)
 		stat_of(v, &p, st);
 	return rc;
+}
+
+tf_status tf_views_reads(tf_views *v, const char *rel, tf_view_reads *what, char *frag, size_t n,
+			 tf_error *err)
+{
+	vpath p;
+	tf_status rc = parse_path(v, rel, &p, err);
+
+	if (n)
+		*frag = '\0';
+	if (rc != TF_OK)
+		return rc;
+	*what = p.kind == P_ROOT || p.kind == P_FRAGDIR ? TF_VIEW_READS_NONE
+	      : p.kind == P_FRAG || p.kind == P_FRAGCSV ? TF_VIEW_READS_ONE : TF_VIEW_READS_VISIBLE;
+	if (*what == TF_VIEW_READS_ONE && !tf_snapshot_frag_dir(v->s, p.frag, frag, n))
+		return tf_err(err, TF_E_INVAL, "%s: name too long", rel);
+	return TF_OK;
+}
+
+size_t tf_views_nvisible(const tf_views *v)
+{
+	return tf_snapshot_nvisible(v->s);
+}
+
+bool tf_views_visible_dir(const tf_views *v, size_t k, char *buf, size_t n)
+{
+	return tf_snapshot_frag_dir(v->s, tf_snapshot_visible(v->s, k), buf, n);
 }
 
 static int list_one(tf_views *v, const vpath *p, const char *name, tf_views_list_fn fn, void *ctx)
@@ -1422,7 +1466,7 @@ tf_status tf_views_listxattr(tf_views *v, const char *rel, char *buf, size_t n, 
 tf_status tf_views_getxattr(tf_views *v, const char *rel, const char *name, char *buf, size_t n,
 			    size_t *len, tf_error *err)
 {
-	char value[1024];
+	char value[TF_NPY_SHAPE_MAX];
 	vpath p;
 	tf_status rc = parse_path(v, rel, &p, err);
 
@@ -1455,6 +1499,10 @@ tf_status tf_view_open(tf_views *v, const char *rel, tf_view **out, tf_error *er
 		return rc;
 	if (p.kind == P_ROOT || p.kind == P_FRAGDIR || p.kind == P_FRAG)
 		return tf_err(err, TF_E_INVAL, "%s/%s is a directory", TF_VIEWS_DIR, rel);
+	if ((p.kind == P_RAW || p.kind == P_NPY) && !p.m->sized)
+		return tf_err(err, TF_E_UNSUPPORTED, "%s/%s/%s: %llu cells of %u bytes, more than a file can "
+			      "hold (2^63 - 1 bytes)", tf_array_dir(tf_snapshot_array(v->s)), TF_VIEWS_DIR, rel,
+			      (unsigned long long)tf_dense_ncells(v->dense), p.m->cs);
 	if (!(w = calloc(1, sizeof(*w))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	w->kind = p.kind == P_RAW ? V_RAW : p.kind == P_NPY ? V_NPY : V_CSV;
@@ -1480,10 +1528,10 @@ bool tf_view_size(tf_view *w, uint64_t *size)
 {
 	switch (w->kind) {
 	case V_RAW:
-		*size = raw_size(w->v, w->m);
+		*size = raw_size(w->m);
 		return true;
 	case V_NPY:
-		*size = w->m->npy.len + raw_size(w->v, w->m);
+		*size = npy_size(w->m);
 		return true;
 	default:
 		return csv_size(w->c, size);

@@ -80,6 +80,23 @@ bool tf_views_current(tf_views *v);
  * which only the key holder may read. */
 bool tf_views_keyed(const tf_views *v);
 
+/*
+ * What the entries are made of, for who may read them (tf_catalog_views_perm):
+ * besides the array's own directories, schemas and commits, an entry reads
+ * the files of no fragment (the folders "" and "fragments"), of every
+ * fragment a read of the array sees (cells.csv, .raw, .npy), or of one
+ * (fragments/F and its cells.csv: frag receives F's directory).  Fragment
+ * directories are relative to the array ("__fragments/F", or "F" before
+ * format 12).
+ */
+typedef enum { TF_VIEW_READS_NONE, TF_VIEW_READS_VISIBLE, TF_VIEW_READS_ONE } tf_view_reads;
+tf_status tf_views_reads(tf_views *v, const char *rel, tf_view_reads *what, char *frag, size_t n,
+			 tf_error *err);
+size_t tf_views_nvisible(const tf_views *v);
+/* Into buf (n bytes); false if it does not fit.  (Written, not pointed
+ * to: a snapshot keeps fragment names only, 200,000 of them.) */
+bool tf_views_visible_dir(const tf_views *v, size_t k, char *buf, size_t n);
+
 typedef struct tf_view_stat {
 	bool dir;
 	bool size_known;	/* false: a CSV not yet formatted to its end */

@@ -62,6 +62,21 @@ rows=$(($("$TILETOOL" export "$tmp/dt" | wc -l) - 1))
 "$TILETOOL" export --raw nosuch "$TF_CORPUS/gzip_level1/array" >/dev/null 2>&1
 [ $? = 1 ] || { echo "FAIL: --raw of no attribute"; fail=1; }
 
+# Hostile arrays (issue 19, tests/hostile.py): a newer schema with a zero
+# tile extent killed export with SIGFPE; a matrix past 2^63 bytes. Both are
+# clean errors saying why.
+a=$TF_CORPUS/gzip_level1/array
+python3 "$here/hostile.py" "$TILETOOL" "$a" "$tmp/zero" zero-extent || fail=1
+"$TILETOOL" export "$tmp/zero" >/dev/null 2>"$tmp/err"
+st=$?
+[ $st = 1 ] && grep -q "tile extent not positive" "$tmp/err" ||
+	{ echo "FAIL: a newer schema with a zero extent: exit $st: $(cat "$tmp/err")"; fail=1; }
+python3 "$here/hostile.py" "$TILETOOL" "$a" "$tmp/huge" huge-matrix || fail=1
+"$TILETOOL" export --raw i32 "$tmp/huge" >/dev/null 2>"$tmp/err"
+st=$?
+[ $st = 1 ] && grep -q "2305843009213693953 cells of 4 bytes, more than a file can hold" "$tmp/err" ||
+	{ echo "FAIL: a matrix past 2^63 bytes: exit $st: $(cat "$tmp/err")"; fail=1; }
+
 # Arrays of old formats (TileDB's own test inputs): an answer or a clean error.
 for d in "$TF_CORPUS"/upstream-inputs/*/; do
 	[ -d "$d" ] || continue	# not in the subset

@@ -6,6 +6,9 @@
  *     every input is written to disk, so disk speed is execution speed),
  *     removed when the fuzzer exits, and the local source of it that files
  *     are opened through (tf_source.h);
+ *   - an in-memory source (fz_mem_*): files held in memory behind the
+ *     tf_source interface, for targets that read whole directory trees
+ *     (fuzz_view) without writing them to disk;
  *   - the corpus's oracle key, for encrypted seeds;
  *   - fz_exercise(): everything a reader can do with an open tf_file, with
  *     the promises tf_file.h makes checked: tile ranges, unit lists and
@@ -29,6 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sources/source_impl.h"
 #include "tf_cache.h"
 #include "tf_file.h"
 #include "tf_keys.h"
@@ -129,6 +133,217 @@ FZ_FN void fz_write(const char *path, const void *p, size_t n, mode_t mode)
 		n -= (size_t)w;
 	}
 	close(fd);
+}
+
+/* ---- an in-memory source -------------------------------------------------------- */
+
+/* Files by path ("a/b/c"); a directory is any proper prefix of a path
+ * ending at a '/'.  Bytes are borrowed: they must outlive the source. */
+typedef struct fz_mem_file {
+	char *path;
+	const uint8_t *p;
+	size_t n;
+} fz_mem_file;
+
+typedef struct fz_mem {
+	tf_source base;
+	fz_mem_file *f;		/* sorted by path once sealed */
+	size_t n, cap;
+} fz_mem;
+
+typedef struct fz_mem_object {
+	tf_object base;
+	const uint8_t *p;
+} fz_mem_object;
+
+static const tf_object_ops fz_mem_object_ops;
+
+FZ_FN int fz_mem_cmp(const void *a, const void *b)
+{
+	return strcmp(((const fz_mem_file *)a)->path, ((const fz_mem_file *)b)->path);
+}
+
+FZ_FN void fz_mem_free(tf_source *base)
+{
+	fz_mem *m = (fz_mem *)base;
+
+	for (size_t i = 0; i < m->n; i++)
+		free(m->f[i].path);
+	free(m->f);
+	free(m->base.name);
+	free(m);
+}
+
+/* Whether rel ("." or a path) is a directory: a proper prefix of a file's
+ * path, followed there by '/'. */
+FZ_FN bool fz_mem_is_dir(const fz_mem *m, const char *rel)
+{
+	size_t len = strlen(rel);
+
+	if (!strcmp(rel, "."))
+		return true;
+	for (size_t i = 0; i < m->n; i++)
+		if (!strncmp(m->f[i].path, rel, len) && m->f[i].path[len] == '/')
+			return true;
+	return false;
+}
+
+FZ_FN const fz_mem_file *fz_mem_find(const fz_mem *m, const char *rel)
+{
+	fz_mem_file key = { (char *)rel, NULL, 0 };
+
+	return m->n ? bsearch(&key, m->f, m->n, sizeof(*m->f), fz_mem_cmp) : NULL;
+}
+
+FZ_FN tf_stat fz_mem_stat_of(const fz_mem *m, const fz_mem_file *f)
+{
+	tf_stat st = { .kind = f ? TF_ENT_REG : TF_ENT_DIR, .mode = f ? 0444 : 0555, .nlink = 1 };
+
+	st.v.dev = 1;
+	st.v.ino = f ? (uint64_t)(f - m->f) + 2 : 1;
+	st.v.size = f ? f->n : 0;
+	st.v.mtime_ns = st.v.ctime_ns = 1;
+	return st;
+}
+
+FZ_FN tf_status fz_mem_stat(tf_source *base, const char *rel, tf_stat *st, tf_error *err)
+{
+	fz_mem *m = (fz_mem *)base;
+	const fz_mem_file *f = fz_mem_find(m, rel);
+
+	if (!f && !fz_mem_is_dir(m, rel))
+		return tf_err(err, TF_E_NOTFOUND, "%s: no such file", rel);
+	*st = fz_mem_stat_of(m, f);
+	return TF_OK;
+}
+
+/* Each name under rel once (paths are sorted: a directory's files are
+ * adjacent). */
+FZ_FN tf_status fz_mem_list(tf_source *base, const char *rel, bool want_stat, tf_list_fn fn, void *ctx,
+			    tf_error *err)
+{
+	fz_mem *m = (fz_mem *)base;
+	size_t len = strcmp(rel, ".") ? strlen(rel) : 0;
+	char last[512] = "", name[512];
+
+	(void)want_stat;
+	if (!fz_mem_is_dir(m, rel))
+		return tf_err(err, TF_E_NOTFOUND, "%s: no such directory", rel);
+	for (size_t i = 0; i < m->n; i++) {
+		const char *p = m->f[i].path, *rest, *slash;
+		tf_stat st;
+
+		if (len && (strncmp(p, rel, len) || p[len] != '/'))
+			continue;
+		rest = p + (len ? len + 1 : 0);
+		slash = strchr(rest, '/');
+		snprintf(name, sizeof(name), "%.*s", slash ? (int)(slash - rest) : (int)strlen(rest), rest);
+		if (!strcmp(name, last))
+			continue;
+		snprintf(last, sizeof(last), "%s", name);
+		st = fz_mem_stat_of(m, slash ? NULL : &m->f[i]);
+		if (fn(ctx, name, &st))
+			break;
+	}
+	return TF_OK;
+}
+
+FZ_FN tf_status fz_mem_statfs(tf_source *base, tf_source_fsstat *out, tf_error *err)
+{
+	(void)base, (void)err;
+	memset(out, 0, sizeof(*out));
+	out->bsize = 4096;
+	out->namemax = 255;
+	return TF_OK;
+}
+
+FZ_FN tf_status fz_mem_open(tf_source *base, const char *rel, const tf_version *expect, tf_object **out,
+			    tf_error *err)
+{
+	fz_mem *m = (fz_mem *)base;
+	const fz_mem_file *f = fz_mem_find(m, rel);
+	fz_mem_object *o;
+
+	if (!f)
+		return tf_err(err, fz_mem_is_dir(m, rel) ? TF_E_INVAL : TF_E_NOTFOUND, "%s: not a file", rel);
+	if (!(o = calloc(1, sizeof(*o))) || !(o->base.name = strdup(rel))) {
+		free(o);
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	o->base.ops = &fz_mem_object_ops;
+	o->base.st = fz_mem_stat_of(m, f);
+	o->p = f->p;
+	if (expect && !tf_version_equal(expect, &o->base.st.v)) {
+		free(o->base.name);
+		free(o);
+		return tf_err(err, TF_E_STALE, "%s: another version", rel);
+	}
+	*out = &o->base;
+	return TF_OK;
+}
+
+FZ_FN void fz_mem_close(tf_object *base)
+{
+	free(base->name);
+	free(base);
+}
+
+FZ_FN tf_status fz_mem_read(tf_object *base, uint64_t off, void *dst, size_t len, tf_error *err)
+{
+	(void)err;
+	memcpy(dst, ((fz_mem_object *)base)->p + off, len);	/* tf_object_read checked the range */
+	return TF_OK;
+}
+
+static const tf_source_ops fz_mem_ops = {
+	.kind = "memory", .free = fz_mem_free, .stat = fz_mem_stat, .list = fz_mem_list,
+	.statfs = fz_mem_statfs, .open = fz_mem_open,
+};
+static const tf_object_ops fz_mem_object_ops = { .close = fz_mem_close, .read = fz_mem_read };
+
+FZ_FN fz_mem *fz_mem_new(void)
+{
+	fz_mem *m = calloc(1, sizeof(*m));
+
+	if (!m || !(m->base.name = strdup("memory")))
+		fz_fail("memory source", "out of memory");
+	m->base.ops = &fz_mem_ops;
+	m->base.local_fd = -1;
+	return m;
+}
+
+/* Add a file (its path's components neither empty, "." nor ".."); a path
+ * already there, or one that is a directory of another, is refused. */
+FZ_FN bool fz_mem_add(fz_mem *m, const char *path, const uint8_t *p, size_t n)
+{
+	size_t len = strlen(path);
+
+	for (const char *c = path;;) {
+		size_t k = strcspn(c, "/");
+		if (k == 0 || (k == 1 && c[0] == '.') || (k == 2 && c[0] == '.' && c[1] == '.') || k > 200)
+			return false;
+		if (!c[k])
+			break;
+		c += k + 1;
+	}
+	for (size_t i = 0; i < m->n; i++) {
+		size_t l = strlen(m->f[i].path), s = l < len ? l : len;
+		if (!strncmp(m->f[i].path, path, s) && (l == len || (l < len ? path[l] : m->f[i].path[len]) == '/'))
+			return false;
+	}
+	if (m->n == m->cap) {
+		fz_mem_file *v = realloc(m->f, (m->cap ? 2 * m->cap : 16) * sizeof(*v));
+		if (!v)
+			fz_fail("memory source", "out of memory");
+		m->f = v;
+		m->cap = m->cap ? 2 * m->cap : 16;
+	}
+	if (!(m->f[m->n].path = strdup(path)))
+		fz_fail("memory source", "out of memory");
+	m->f[m->n].p = p;
+	m->f[m->n++].n = n;
+	qsort(m->f, m->n, sizeof(*m->f), fz_mem_cmp);
+	return true;
 }
 
 FZ_FN tf_key *fz_key(void)

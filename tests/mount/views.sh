@@ -196,6 +196,37 @@ dd if="$MNT/big/@views/a.raw" of="$WORK/row" iflag=direct bs=4096 skip=300 count
 dd if="$WORK/big.raw" bs=4096 skip=300 count=1 status=none | cmp -s - "$WORK/row" || fail "row 300 of a.raw"
 [ "$(cache misses)" = 1 ] || fail "a 4 KiB read of a.raw decoded $(cache misses) tiles, not 1"
 ok "a 4 KiB read in the middle of a 64-tile a.raw decoded 1 tile"
+umount_fs
+
+# Hostile arrays (issue 19, tests/hostile.py): a newer schema with a zero
+# tile extent killed the daemon at `head @views/cells.csv` (SIGFPE); a
+# matrix past 2^63 bytes showed as st_size -2^63 and failed with no log
+# line.  Now EIO with the reason in the log, and the daemon lives on.
+g=$data/gzip_level1/array
+mkdir -p "$WORK/h" "$WORK/m5"
+python3 "$(dirname "$0")/../hostile.py" "$TILETOOL" "$g" "$WORK/h/zero" zero-extent || fail "hostile.py zero-extent"
+python3 "$(dirname "$0")/../hostile.py" "$TILETOOL" "$g" "$WORK/h/huge" huge-matrix || fail "hostile.py huge-matrix"
+cp -r "$g" "$WORK/h/plain"
+MNT=$WORK/m5
+timeout 60 "$TILEFS" -f -o config="$WORK/t.ini" "$WORK/h" "$MNT" 2> "$WORK/hlog" &
+pid=$!
+i=0
+until mountpoint -q "$MNT" || [ $i -ge 200 ]; do i=$((i + 1)); sleep 0.05; done
+mountpoint -q "$MNT" || fail "no foreground mount"
+head -n 3 "$MNT/zero/@views/cells.csv" > /dev/null 2> "$WORK/herr" && fail "views of a zero extent read"
+grep -q "Input/output error" "$WORK/herr" || fail "views of a zero extent: not EIO: $(cat "$WORK/herr")"
+[ "$(stat -c %s "$MNT/huge/@views/i32.raw")" = 0 ] || fail "a matrix past 2^63 bytes: size $(stat -c %s "$MNT/huge/@views/i32.raw")"
+[ "$(getfattr --absolute-names --only-values -n user.tilefs.shape "$MNT/huge/@views/i32.raw")" = "(2305843009213693953,)" ] ||
+	fail "shape of the matrix past 2^63 bytes"
+cat "$MNT/huge/@views/i32.raw" > /dev/null 2> "$WORK/herr" && fail "a matrix past 2^63 bytes read"
+grep -q "Input/output error" "$WORK/herr" || fail "a matrix past 2^63 bytes: not EIO: $(cat "$WORK/herr")"
+"$TILETOOL" export --raw i32 "$g" | cmp -s - "$MNT/plain/@views/i32.raw" || fail "the daemon after hostile arrays"
+umount_fs
+wait $pid
+grep -q "zero.*tile extent not positive" "$WORK/hlog" || fail "no log line for the zero extent: $(cat "$WORK/hlog")"
+grep -q "huge/@views/i32.raw: 2305843009213693953 cells of 4 bytes, more than a file can hold" "$WORK/hlog" ||
+	fail "no log line for the matrix past 2^63 bytes: $(cat "$WORK/hlog")"
+ok "hostile arrays: a zero extent and a matrix past 2^63 bytes are EIO, logged; the daemon lives on"
 
 # A reader killed in the middle of a long read frees the daemon (issue 19):
 # a read 10 GB into an endless CSV (two cells at opposite corners of a
@@ -203,14 +234,13 @@ ok "a 4 KiB read in the middle of a 64-tile a.raw decoded 1 tile"
 # D state for the answer; the kernel sends FUSE_INTERRUPT, and the driver
 # gives up at the next block (EINTR).  Before, the reader stayed in D state
 # until the daemon had formatted everything before its offset (minutes).
-umount_fs
-mkdir -p "$WORK/c" "$WORK/m5"
+mkdir -p "$WORK/c" "$WORK/m6"
 e=2147483646	# rows and columns: the int32 domain's, 2 x 2 tiles
 for box in "" "0 0 0 0 10" "$((e - 1)) $((e - 1)) $((e - 1)) $((e - 1)) 20"; do
 	# shellcheck disable=SC2086
 	"$GENARRAY" "$WORK/c/corners" $e $e 2 2 0 none ${box:+--append $box} > /dev/null || fail "genarray corners"
 done
-MNT=$WORK/m5
+MNT=$WORK/m6
 mount_fs "$WORK/t.ini" "$WORK/c"
 [ "$(head -n 2 "$MNT/corners/@views/cells.csv")" = "$(printf 'r,c,a\n0,0,10')" ] || fail "the corners' first cell"
 before=$(cache misses)

@@ -5,12 +5,14 @@
 #include "tf_test.h"
 
 #include <glob.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "tf_array.h"
+#include "tf_craft.h"
 #include "tf_schema.h"
 
 /* Decode the schema generic tile at path and return its payload. */
@@ -228,6 +230,161 @@ START_TEST(test_decoded_names)
 }
 END_TEST
 
+
+/* ---- what TileDB never writes --------------------------------------------------------------------- */
+
+static void set_i32(uint8_t *p, int32_t v) { tf_put_le32(p, (uint32_t)v); }
+static void set_f32(uint8_t *p, float v) { memcpy(p, &v, 4); }
+
+/* dense_2d's schema (rows, cols int32 [0,99] x [0,59], extents 32, 16;
+ * i32 int32, f64 float64), changed by `how`, written back and parsed:
+ * the parse's status and message. */
+static tf_status parse_changed(const tf_craft *c, const char *rel, int how, tf_error *err)
+{
+	tf_schema *s = tf_craft_schema(c, rel), *back = NULL;
+	tf_buf payload = TF_BUF_INIT(SIZE_MAX);
+	tf_field *rows = &s->dims[0], *cols = &s->dims[1], *i32 = &s->attrs[0], *f64 = &s->attrs[1];
+	tf_status rc;
+
+	switch (how) {
+	case 1: set_i32(rows->extent, 0); break;
+	case 2: set_i32(cols->extent, -16); break;
+	case 3: set_i32(cols->domain, 60); break;				/* [60, 59] */
+	case 4: f64->cell_val_num = 0; break;
+	case 5: f64->cell_val_num = 1u << 29; break;				/* 2^32 bytes: 0 in 32 bits */
+	case 6: i32->cell_val_num = 2; break;					/* a fill of one value */
+	case 7: rows->cell_val_num = 3; break;
+	case 8: rows->type = TF_DT_FLOAT32, set_f32(rows->domain, 0), set_f32(rows->domain + 4, 99),
+		set_f32(rows->extent, 0); break;
+	case 9: rows->type = TF_DT_FLOAT32, set_f32(rows->domain, 0), set_f32(rows->domain + 4, 99),
+		set_f32(rows->extent, NAN); break;
+	case 10: rows->type = TF_DT_FLOAT32, set_f32(rows->domain, NAN), set_f32(rows->domain + 4, 99),
+		 set_f32(rows->extent, 1); break;
+	case 11: rows->type = TF_DT_FLOAT32, set_f32(rows->domain, 0), set_f32(rows->domain + 4, 99),
+		 set_f32(rows->extent, 1e-38f); break;				/* tiny, but positive */
+	default: break;
+	}
+	tf_craft_schema_payload(s, &payload);
+	rc = tf_schema_parse(tf_span_of(payload.p, payload.len), &back, err);
+	tf_schema_free(back);
+	tf_schema_free(s);
+	tf_buf_free(&payload);
+	return rc;
+}
+
+/* A schema TileDB could not have written is refused when parsed, so no
+ * reader divides by its extent or sizes a buffer by its cells: a zero or
+ * negative extent (views: SIGFPE), a cell size that wraps 32 bits (a
+ * division by 0), a cell of a fill value it does not hold. */
+START_TEST(test_schema_never_written)
+{
+	static const struct { int how; const char *why; } bad[] = {
+		{ 1, "tile extent not positive" }, { 2, "tile extent not positive" },
+		{ 3, "domain bounds out of order" }, { 4, "no values per cell" },
+		{ 5, "more than a chunk holds" }, { 6, "a fill value of 4 bytes for cells of 8" },
+		{ 7, "3 values per cell" }, { 8, "tile extent not positive" }, { 9, "tile extent not positive" },
+		{ 10, "domain bounds out of order" },
+	};
+	char rel[300], name[256];
+	tf_craft c;
+	tf_error err;
+
+	if (!tf_test_corpus())
+		return;
+	snprintf(c.dir, sizeof(c.dir), "%s/dense_2d/array", tf_test_corpus());	/* read only */
+	tf_craft_only_file(&c, "__schema", name);
+	snprintf(rel, sizeof(rel), "__schema/%s", name);
+	ck_assert_msg(parse_changed(&c, rel, 0, &err) == TF_OK, "%s", err.msg);	/* written back as read */
+	ck_assert_msg(parse_changed(&c, rel, 11, &err) == TF_OK, "%s", err.msg);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_int_eq(parse_changed(&c, rel, bad[i].how, &err), TF_E_CORRUPT);
+		ck_assert_msg(strstr(err.msg, bad[i].why), "%d: %s", bad[i].how, err.msg);
+	}
+}
+END_TEST
+
+/* Formats before 6 store no fill values: a reader makes TileDB's default,
+ * one value per cell value.  40 attributes of 2^20 int32 values each made
+ * 160 MiB of them from a schema of a few KB; their total is bounded. */
+START_TEST(test_schema_default_fills_bounded)
+{
+	char rel[300], name[256];
+	tf_field copies[40], *own;
+	tf_buf payload = TF_BUF_INIT(SIZE_MAX);
+	tf_craft c;
+	tf_schema *s, *back = NULL;
+	size_t nown;
+	tf_error err;
+
+	if (!tf_test_corpus())
+		return;
+	snprintf(c.dir, sizeof(c.dir), "%s/dense_2d/array", tf_test_corpus());	/* read only */
+	tf_craft_only_file(&c, "__schema", name);
+	snprintf(rel, sizeof(rel), "__schema/%s", name);
+	s = tf_craft_schema(&c, rel);
+	s->version = s->layout_version = 5;
+	own = s->attrs, nown = s->nattrs;
+	for (size_t i = 0; i < 40; i++) {
+		copies[i] = own[0];
+		copies[i].cell_val_num = 1u << 20;
+	}
+	s->attrs = copies;
+	for (size_t n = 10; n <= 40; n += 30) {	/* 40 MiB, then 160 MiB */
+		s->nattrs = n;
+		payload.len = 0;
+		tf_craft_schema_payload(s, &payload);
+		if (n == 10) {
+			ck_assert_msg(tf_schema_parse(tf_span_of(payload.p, payload.len), &back, &err) == TF_OK, "%s",
+				      err.msg);
+			ck_assert_uint_eq(back->attrs[9].fill_size, 4 << 20);
+			tf_schema_free(back);
+		} else {
+			ck_assert_int_eq(tf_schema_parse(tf_span_of(payload.p, payload.len), &back, &err), TF_E_CORRUPT);
+			ck_assert_msg(strstr(err.msg, "default fill values of more than 64 MiB"), "%s", err.msg);
+		}
+	}
+	s->attrs = own, s->nattrs = nown;
+	tf_schema_free(s);
+	tf_buf_free(&payload);
+}
+END_TEST
+
+/* A dense tile's decoded size is its cells (the extents' product) times
+ * the cell size, from numbers the schema claims: (2^31 - 1)^2 cells of 8
+ * bytes wrapped 64 bits, and the tile was described with a size it does
+ * not have. */
+START_TEST(test_layout_cells_overflow)
+{
+	char rel[600], name[256], frag[256];
+	tf_craft c;
+	tf_schema *s;
+	tf_array *a;
+	tf_array_file af;
+	tf_error err;
+
+	if (!tf_craft_copy("dense_2d", &c))
+		return;
+	tf_craft_only_file(&c, "__schema", name);
+	snprintf(rel, sizeof(rel), "__schema/%s", name);
+	s = tf_craft_schema(&c, rel);
+	set_i32(s->dims[0].extent, INT32_MAX);
+	set_i32(s->dims[1].extent, INT32_MAX);
+	tf_craft_write_schema(&c, rel, s);	/* the fragment's own schema */
+	tf_schema_free(s);
+	tf_craft_only_file(&c, "__fragments", frag);
+	ck_assert(tf_array_open(tf_test_root(), c.dir + 1, NULL, &a, &err) == TF_OK);
+	snprintf(rel, sizeof(rel), "__fragments/%s/a0.tdb", frag);	/* int32: 2^64 - 2^34 + 4 bytes */
+	ck_assert_msg(tf_array_describe(a, rel, &af, &err) == TF_OK, "%s", err.msg);
+	ck_assert_uint_eq(af.spec.tiles[0].size, (uint64_t)INT32_MAX * INT32_MAX * 4);
+	tf_array_file_clear(&af);
+	snprintf(rel, sizeof(rel), "__fragments/%s/a1.tdb", frag);	/* float64: past 2^64 */
+	ck_assert_int_eq(tf_array_describe(a, rel, &af, &err), TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "cells of 8 bytes"), "%s", err.msg);
+	tf_array_free(a);
+	tf_craft_remove(&c);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("array");
@@ -239,6 +396,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_schema_damage);
 	tcase_add_test(tc, test_fragment_damage);
 	tcase_add_test(tc, test_decoded_names);
+	tcase_add_test(tc, test_schema_never_written);
+	tcase_add_test(tc, test_layout_cells_overflow);
+	tcase_add_test(tc, test_schema_default_fills_bounded);
 	suite_add_tcase(s, tc);
 	return s;
 }

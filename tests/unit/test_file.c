@@ -1493,6 +1493,45 @@ START_TEST(test_error_open)
 }
 END_TEST
 
+/* Issue 19 item 6: with header walks advised, a small read straddling the
+ * end of a 256 MiB residency window looked up the page cache residency of
+ * a page past the window: a one-byte heap over-read of the mincore() map
+ * (seen by ASan and valgrind).  A range the window does not hold whole is
+ * read directly; the bytes are right either way, and so is the end. */
+START_TEST(test_header_read_straddles_window)
+{
+	const uint64_t edge = (uint64_t)256 << 20, size = edge + 8192;
+	static const char mark[] = "before the edge|after the edge";
+	char path[PATH_MAX], *dir;
+	uint8_t got[sizeof(mark)];
+	tf_source *src;
+	tf_object *o;
+	tf_error err;
+	FILE *f;
+
+	tf_test_tmp_path(path, "big");
+	ck_assert_ptr_nonnull(f = fopen(path, "wb"));
+	ck_assert_int_eq(fseeko(f, (off_t)(edge - 15), SEEK_SET), 0);	/* sparse: no disk used */
+	ck_assert_uint_eq(fwrite(mark, 1, sizeof(mark), f), sizeof(mark));
+	ck_assert_int_eq(ftruncate(fileno(f), (off_t)size), 0);
+	ck_assert_int_eq(fclose(f), 0);
+	dir = strdup(path);
+	*strrchr(dir, '/') = '\0';
+	ck_assert_int_eq(tf_source_local(dir, &src, &err), TF_OK);
+	ck_assert_int_eq(tf_object_open(src, "big", NULL, &o, &err), TF_OK);
+	ck_assert(tf_object_advise(o, TF_ACCESS_HEADERS));
+	for (int pass = 0; pass < 2; pass++) {	/* cold, then cached: either way */
+		ck_assert_msg(tf_object_read(o, edge - 15, got, sizeof(got), &err) == TF_OK, "%s", err.msg);
+		ck_assert_mem_eq(got, mark, sizeof(mark));
+		ck_assert_int_eq(tf_object_read(o, size - 8, got, 8, &err), TF_OK);
+		ck_assert_int_ne(tf_object_read(o, size - 8, got, 16, &err), TF_OK);	/* past the end */
+	}
+	tf_object_close(o);
+	tf_source_free(src);
+	free(dir);
+}
+END_TEST
+
 /* ---- suite -------------------------------------------------------------------------------------- */
 
 static Suite *suite(void)
@@ -1509,6 +1548,7 @@ static Suite *suite(void)
 	tcase_add_test(files, test_error_names_tile_chunk_filter);
 	tcase_add_test(files, test_error_checksum_and_key);
 	tcase_add_test(files, test_error_open);
+	tcase_add_test(files, test_header_read_straddles_window);
 	tcase_set_timeout(files, 120);
 	suite_add_tcase(s, files);
 

@@ -13,6 +13,7 @@
 
 #include "tf_cells.h"
 #include "tf_condition.h"
+#include "tf_craft.h"
 #include "tf_merge.h"
 #include "tf_view.h"
 
@@ -238,6 +239,34 @@ START_TEST(test_npy_header)
 	ck_assert(tf_npy_dtype(TF_DT_CHAR, 8, dt, sizeof(dt), &inner) && !strcmp(dt, "|S8") && inner == 1);
 	ck_assert(tf_npy_dtype(TF_DT_BOOL, 1, dt, sizeof(dt), &inner) && !strcmp(dt, "|b1"));
 	ck_assert(!tf_npy_dtype(TF_DT_STRING_ASCII, TF_CELL_VAR, dt, sizeof(dt), &inner));
+	tf_buf_free(&b);
+}
+END_TEST
+
+/* A view's shape has up to 65 axes of up to 20 digits: the text was cut at
+ * 512 bytes, and the header written with the cut shape (no closing
+ * parenthesis).  All of it now, and refused only when it cannot be. */
+START_TEST(test_npy_header_long_shape)
+{
+	uint64_t shape[65];
+	char text[TF_NPY_SHAPE_MAX], small[16];
+	tf_buf b = TF_BUF_INIT(1 << 16);
+	size_t n;
+
+	for (size_t i = 0; i < 65; i++)
+		shape[i] = UINT64_MAX - i;
+	n = tf_npy_shape_text(shape, 65, text, sizeof(text));
+	ck_assert_uint_lt(n, sizeof(text));
+	ck_assert_uint_eq(strlen(text), n);
+	ck_assert(!strncmp(text, "(18446744073709551615, 18446744073709551614, ", 45));
+	ck_assert_str_eq(text + n - 23, ", 18446744073709551551)");
+	ck_assert_uint_eq(tf_npy_shape_text(shape, 65, small, sizeof(small)), n);	/* cut, length told */
+	ck_assert_uint_eq(strlen(small), sizeof(small) - 1);
+	ck_assert_int_eq(tf_npy_header("<f8", shape, 65, &b, NULL), TF_OK);
+	ck_assert_uint_eq(b.len % 64, 0);
+	ck_assert(b.len > 10 + n && b.p[b.len - 1] == '\n');
+	b.p[b.len - 1] = '\0';
+	ck_assert(strstr((char *)b.p + 10, text));
 	tf_buf_free(&b);
 }
 END_TEST
@@ -664,6 +693,477 @@ START_TEST(test_views_change)
 }
 END_TEST
 
+/* ---- hostile arrays (tf_craft.h): no lie crashes, hangs or starves ------------------------------------ */
+
+/* Views of a crafted copy: open's status (o->v set when TF_OK). */
+static tf_status open_crafted(const tf_craft *c, opened *o, tf_error *err)
+{
+	memset(o, 0, sizeof(*o));
+	ck_assert_int_eq(tf_source_locate(c->dir, NULL, &o->src, &o->rel, err), TF_OK);
+	ck_assert_int_eq(tf_array_open(o->src, o->rel, NULL, &o->a, err), TF_OK);
+	ck_assert_int_eq(tf_cache_new(8 << 20, 1, &o->cache, err), TF_OK);
+	return tf_views_open(o->a, o->cache, &o->v, err);
+}
+
+static void close_crafted(opened *o)
+{
+	if (o->v)
+		tf_views_unref(o->v);
+	tf_cache_free(o->cache);
+	tf_array_free(o->a);
+	free(o->rel);
+	tf_source_free(o->src);
+}
+
+/* The status of reading a whole view (its bytes counted into *n). */
+static tf_status read_status(tf_views *v, const char *rel, uint64_t *n, tf_error *err)
+{
+	tf_workspace *ws = tf_workspace_new();
+	uint8_t *buf = malloc(1 << 16);
+	size_t got = 0;
+	tf_view *w = NULL;
+	tf_status rc = tf_view_open(v, rel, &w, err);
+
+	*n = 0;
+	while (rc == TF_OK && (rc = tf_view_read(w, ws, *n, 1 << 16, buf, &got, err)) == TF_OK && got)
+		*n += got;
+	tf_view_close(w);
+	free(buf);
+	tf_workspace_free(ws);
+	return rc;
+}
+
+/* "__schema/<the one schema>" of a copy, in rel[300]. */
+static void schema_rel(const tf_craft *c, char *rel)
+{
+	char name[256];
+
+	tf_craft_only_file(c, "__schema", name);
+	snprintf(rel, 300, "__schema/%s", name);
+}
+
+/* A schema newer than the fragments' (a name that sorts after it),
+ * written from `s`. */
+static void add_newer_schema(const tf_craft *c, const tf_schema *s)
+{
+	char rel[300];
+
+	schema_rel(c, rel);
+	rel[strlen(rel) - 1] = rel[strlen(rel) - 1] == 'f' ? 'e' : 'f';	/* after: the timestamps lead */
+	memcpy(rel + strlen("__schema/__"), "2", 1);
+	tf_craft_write_schema(c, rel, s);
+}
+
+/* Issue 19 item 2: tf_dense took extents from the newest schema, the
+ * fragment had been checked against its own: `head @views/cells.csv`
+ * (and tiletool export) died of SIGFPE on a newer schema with a zero
+ * extent.  Such a schema is refused, and the views say why. */
+START_TEST(test_view_zero_extent_newer_schema)
+{
+	char rel[300];
+	tf_craft c;
+	tf_schema *s;
+	opened o;
+	uint64_t n;
+	tf_error err;
+	tf_status rc;
+
+	if (!tf_craft_copy("dense_2d", &c))
+		return;
+	schema_rel(&c, rel);
+	s = tf_craft_schema(&c, rel);
+	tf_put_le32(s->dims[0].extent, 0);
+	add_newer_schema(&c, s);
+	tf_schema_free(s);
+	if ((rc = open_crafted(&c, &o, &err)) == TF_OK)	/* before the fix: a signal below */
+		rc = read_status(o.v, "cells.csv", &n, &err);
+	ck_assert_int_eq(rc, TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "tile extent not positive"), "%s", err.msg);
+	close_crafted(&o);
+	tf_craft_remove(&c);
+}
+END_TEST
+
+/* A newer schema that tiles the array otherwise (extent 7, not 32): the
+ * fragment is laid out by its own schema, the merge by the newest; they
+ * must agree, or the array's views are EIO with the reason (the fragment's
+ * own view still reads, by its own schema). */
+START_TEST(test_view_newer_schema_other_tiling)
+{
+	char rel[300], frag[256], fcsv[600];
+	tf_craft c;
+	tf_schema *s;
+	opened o;
+	uint64_t n, before;
+	tf_view_stat st;
+	tf_error err;
+
+	if (!tf_craft_copy("dense_2d", &c))
+		return;
+	tf_craft_only_file(&c, "__fragments", frag);
+	snprintf(fcsv, sizeof(fcsv), "fragments/%s/cells.csv", frag);
+	ck_assert_int_eq(open_crafted(&c, &o, &err), TF_OK);
+	ck_assert_int_eq(read_status(o.v, fcsv, &before, &err), TF_OK);
+	close_crafted(&o);
+	schema_rel(&c, rel);
+	s = tf_craft_schema(&c, rel);
+	tf_put_le32(s->dims[0].extent, 7);
+	add_newer_schema(&c, s);
+	tf_schema_free(s);
+	ck_assert_int_eq(open_crafted(&c, &o, &err), TF_OK);
+	ck_assert_int_eq(read_status(o.v, "cells.csv", &n, &err), TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "tiles the array otherwise than the newest schema: dimension rows"), "%s",
+		      err.msg);
+	ck_assert_int_eq(tf_views_stat(o.v, "i32.raw", &st, &err), TF_E_INVAL);	/* no matrices */
+	ck_assert_int_eq(read_status(o.v, fcsv, &n, &err), TF_OK);
+	ck_assert_uint_eq(n, before);
+	close_crafted(&o);
+	tf_craft_remove(&c);
+}
+END_TEST
+
+/* A newer schema whose i32 is int64 (dropped and added again): a
+ * fragment's own view is read with the schema it was written with, and
+ * showed i32's fill value where it stores int32 values. */
+START_TEST(test_view_fragment_own_attribute)
+{
+	char rel[300], frag[256], fcsv[600];
+	tf_craft c;
+	tf_schema *s;
+	opened o;
+	uint64_t nb, na;
+	uint8_t *before, *after;
+	tf_view *w;
+	tf_error err;
+
+	if (!tf_craft_copy("dense_2d", &c))
+		return;
+	tf_craft_only_file(&c, "__fragments", frag);
+	snprintf(fcsv, sizeof(fcsv), "fragments/%s/cells.csv", frag);
+	ck_assert_int_eq(open_crafted(&c, &o, &err), TF_OK);
+	ck_assert_int_eq(tf_view_open(o.v, fcsv, &w, &err), TF_OK);
+	before = read_all(w, 65536, &nb);
+	tf_view_close(w);
+	close_crafted(&o);
+	schema_rel(&c, rel);
+	s = tf_craft_schema(&c, rel);
+	s->attrs[0].type = TF_DT_INT64;
+	free(s->attrs[0].fill);
+	s->attrs[0].fill = calloc(1, 8), s->attrs[0].fill_size = 8;
+	add_newer_schema(&c, s);
+	tf_schema_free(s);
+	ck_assert_int_eq(open_crafted(&c, &o, &err), TF_OK);
+	ck_assert_int_eq(tf_view_open(o.v, fcsv, &w, &err), TF_OK);
+	after = read_all(w, 65536, &na);
+	ck_assert_msg(na == nb && !memcmp(before, after, nb), "the fragment's own view changed");
+	tf_view_close(w);
+	free(before);
+	free(after);
+	close_crafted(&o);
+	tf_craft_remove(&c);
+}
+END_TEST
+
+/* Sparse: a newer schema whose dimension is int64 where the fragment's is
+ * int32.  Coordinates were compared as the newest schema's type: 8-byte
+ * reads of 4-byte values (a heap over-read at a tile's end). */
+START_TEST(test_view_sparse_newer_schema_other_dims)
+{
+	char rel[300];
+	tf_craft c;
+	tf_schema *s;
+	opened o;
+	uint64_t n;
+	tf_error err;
+
+	if (!tf_craft_copy("sparse_2d", &c))
+		return;
+	schema_rel(&c, rel);
+	s = tf_craft_schema(&c, rel);
+	s->dims[1].type = TF_DT_INT64;
+	tf_put_le64(s->dims[1].domain, 0), tf_put_le64(s->dims[1].domain + 8, 999);
+	tf_put_le64(s->dims[1].extent, 100);
+	add_newer_schema(&c, s);
+	tf_schema_free(s);
+	ck_assert_int_eq(open_crafted(&c, &o, &err), TF_OK);
+	ck_assert_int_eq(read_status(o.v, "cells.csv", &n, &err), TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "dimension 1 is d1 (int32), not d1 (int64)"), "%s", err.msg);
+	close_crafted(&o);
+	tf_craft_remove(&c);
+}
+END_TEST
+
+/* Peak resident memory (VmHWM) in KiB, after resetting it. */
+static long peak_kib(bool reset)
+{
+	FILE *f;
+	char line[256];
+	long kib = -1;
+
+	if (reset) {
+		ck_assert_ptr_nonnull(f = fopen("/proc/self/clear_refs", "w"));
+		ck_assert_int_ge(fputs("5", f), 0);
+		ck_assert_int_eq(fclose(f), 0);
+	}
+	ck_assert_ptr_nonnull(f = fopen("/proc/self/status", "r"));
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmHWM:", 6))
+			kib = atol(line + 6);
+	fclose(f);
+	ck_assert_int_ge(kib, 0);
+	return kib;
+}
+
+/* Issue 19 item 3: a dense tile's cells are the extents' product, which
+ * the schema claims; load_field allocated a validity byte per claimed cell
+ * before anything said the tile holds them.  Extents 32768 x 16384 over a
+ * 5 KB array: 512 MiB touched, then the read failed.  The tile's chunk
+ * headers are read first now: nothing is allocated for a tile that lies. */
+START_TEST(test_view_tile_cells_checked_first)
+{
+	char rel[300], frag[256], fcsv[600];
+	tf_craft c;
+	tf_schema *s;
+	opened o;
+	uint64_t n;
+	long before;
+	tf_error err;
+
+	if (!tf_craft_copy("dense_2d", &c))
+		return;
+	schema_rel(&c, rel);
+	s = tf_craft_schema(&c, rel);
+	tf_put_le32(s->dims[0].domain + 4, 32767), tf_put_le32(s->dims[0].extent, 32768);
+	tf_put_le32(s->dims[1].domain + 4, 16383), tf_put_le32(s->dims[1].extent, 16384);
+	tf_craft_write_schema(&c, rel, s);	/* the fragment's own */
+	tf_schema_free(s);
+	tf_craft_only_file(&c, "__fragments", frag);
+	snprintf(fcsv, sizeof(fcsv), "fragments/%s/cells.csv", frag);
+	ck_assert_int_eq(open_crafted(&c, &o, &err), TF_OK);
+	before = peak_kib(true);
+	ck_assert_int_eq(read_status(o.v, fcsv, &n, &err), TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "the fragment metadata says 2094 and 2147483648"), "%s", err.msg);
+	ck_assert_int_eq(read_status(o.v, "cells.csv", &n, &err), TF_E_CORRUPT);
+	ck_assert_msg(peak_kib(false) - before < 64 << 10, "%ld KiB more at the peak", peak_kib(false) - before);
+	close_crafted(&o);
+	tf_craft_remove(&c);
+}
+END_TEST
+
+/* The views campaign (tests/robust), str_rle_zstd with an extent of 2^27:
+ * its string offsets are folded into the data (§4.7), so the tile's
+ * count of cells comes from the schema and fragment metadata alone, with
+ * no chunk headers of its own to prove it; a validity byte set for each
+ * of the 2^27 cells of a non-nullable attribute touched 128 MiB before
+ * the read failed.  Non-nullable cells have no validity bytes now. */
+START_TEST(test_view_folded_tile_cells_untouched)
+{
+	char rel[300], frag[256], fcsv[600];
+	tf_craft c;
+	tf_schema *s;
+	opened o;
+	uint64_t n;
+	long before;
+	tf_error err;
+
+	if (!tf_craft_copy("str_rle_zstd", &c))
+		return;
+	schema_rel(&c, rel);
+	s = tf_craft_schema(&c, rel);
+	tf_put_le64(s->dims[0].domain + 8, ((uint64_t)1 << 27) - 1), tf_put_le64(s->dims[0].extent, (uint64_t)1 << 27);
+	tf_craft_write_schema(&c, rel, s);	/* the fragment's own */
+	tf_schema_free(s);
+	tf_craft_only_file(&c, "__fragments", frag);
+	snprintf(fcsv, sizeof(fcsv), "fragments/%s/cells.csv", frag);
+	ck_assert_int_eq(open_crafted(&c, &o, &err), TF_OK);
+	before = peak_kib(true);
+	ck_assert_int_ne(read_status(o.v, fcsv, &n, &err), TF_OK);
+	ck_assert_int_ne(read_status(o.v, "cells.csv", &n, &err), TF_OK);
+	ck_assert_msg(peak_kib(false) - before < 64 << 10, "%ld KiB more at the peak", peak_kib(false) - before);
+	close_crafted(&o);
+	tf_craft_remove(&c);
+}
+END_TEST
+
+/* Issue 19 item 6: a float64 attribute of 2^29 values per cell is 2^32
+ * bytes a cell, 0 in the 32 bits views kept it in: stat of f64.raw divided
+ * by zero.  Its schema holds a fill value of 8 bytes, not of one cell. */
+START_TEST(test_view_cell_size_wraps)
+{
+	char rel[300];
+	tf_craft c;
+	tf_schema *s;
+	opened o;
+	tf_view_stat st;
+	tf_error err;
+	tf_status rc;
+
+	if (!tf_craft_copy("dense_2d", &c))
+		return;
+	schema_rel(&c, rel);
+	s = tf_craft_schema(&c, rel);
+	s->attrs[1].cell_val_num = 1u << 29;
+	tf_craft_write_schema(&c, rel, s);
+	tf_schema_free(s);
+	if ((rc = open_crafted(&c, &o, &err)) == TF_OK)	/* before the fix: SIGFPE below */
+		rc = tf_views_stat(o.v, "f64.raw", &st, &err);
+	ck_assert_int_eq(rc, TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "attribute f64: cells of 4294967296 bytes"), "%s", err.msg);
+	close_crafted(&o);
+	tf_craft_remove(&c);
+}
+END_TEST
+
+/* Replace the one occurrence of `from` in file rel of the copy. */
+static void patch_once(const tf_craft *c, const char *rel, const void *from, const void *to, size_t n)
+{
+	char path[4096];
+	size_t len;
+	uint8_t *p, *at = NULL;
+
+	tf_craft_path(c, rel, path);
+	p = tf_test_read_file(path, &len);
+	for (size_t i = 0; i + n <= len; i++)
+		if (!memcmp(p + i, from, n)) {
+			ck_assert_msg(!at, "%s: more than one match", rel);
+			at = p + i;
+		}
+	ck_assert_ptr_nonnull(at);
+	memcpy(at, to, n);
+	tf_test_write_file(path, p, len);
+	free(p);
+}
+
+/* Issue 19 items 6 and 9: a matrix of 2^60 float64 cells is 2^63 bytes,
+ * which st_size (an off_t) cannot say: it showed as -2^63 bytes and failed
+ * with no log line.  Shown now with size 0, and opening it fails with the
+ * reason (the driver logs it); its shape is still there. */
+START_TEST(test_view_matrix_past_off_t)
+{
+	static const int32_t ned[4] = { 0, 99, 0, 59 }, huge[4] = { 0, INT32_MAX, 0, (1 << 29) - 1 };
+	char rel[600], frag[256], value[64];
+	tf_craft c;
+	tf_schema *s;
+	opened o;
+	tf_view_stat st;
+	tf_view *w;
+	size_t len;
+	tf_error err;
+
+	if (!tf_craft_copy("dense_2d", &c))
+		return;
+	schema_rel(&c, rel);
+	s = tf_craft_schema(&c, rel);
+	tf_put_le32(s->dims[0].domain + 4, INT32_MAX), tf_put_le32(s->dims[1].domain + 4, (1u << 29) - 1);
+	tf_craft_write_schema(&c, rel, s);
+	tf_schema_free(s);
+	tf_craft_only_file(&c, "__fragments", frag);
+	snprintf(rel, sizeof(rel), "__fragments/%s/__fragment_metadata.tdb", frag);
+	patch_once(&c, rel, ned, huge, sizeof(ned));	/* the footer's non-empty domain */
+	ck_assert_msg(open_crafted(&c, &o, &err) == TF_OK, "%s", err.msg);
+	ck_assert_int_eq(tf_views_stat(o.v, "i32.raw", &st, &err), TF_OK);	/* 2^62 bytes: fine */
+	ck_assert_uint_eq(st.size, (uint64_t)1 << 62);
+	ck_assert_int_eq(tf_views_stat(o.v, "f64.raw", &st, &err), TF_OK);
+	ck_assert(st.size_known && st.size == 0);
+	ck_assert_int_eq(tf_views_stat(o.v, "f64.npy", &st, &err), TF_OK);
+	ck_assert(st.size_known && st.size == 0);
+	ck_assert_int_eq(tf_view_open(o.v, "f64.raw", &w, &err), TF_E_UNSUPPORTED);
+	ck_assert_msg(strstr(err.msg, "@views/f64.raw: 1152921504606846976 cells of 8 bytes, more than a file "
+				      "can hold"), "%s", err.msg);
+	ck_assert_int_eq(tf_view_open(o.v, "f64.npy", &w, &err), TF_E_UNSUPPORTED);
+	ck_assert_int_eq(tf_views_getxattr(o.v, "f64.raw", "user.tilefs.shape", value, sizeof(value), &len, &err),
+			 TF_OK);
+	ck_assert(len == 23 && !memcmp(value, "(2147483648, 536870912)", len));
+	close_crafted(&o);
+	tf_craft_remove(&c);
+}
+END_TEST
+
+/* A space tile's last cell is its first plus the extent less one, which
+ * wrapped past 2^64 - 1 for an int64 domain of the full range with an
+ * extent of 2^63 - 1: the cells of the last tile became a run of ~2^64
+ * cells (a dense read then wrote past its batch).  The dense runs of
+ * gzip_level1 moved to the top of that domain add up to its cells. */
+START_TEST(test_view_tile_end_past_2_64)
+{
+	static const int64_t ned[2] = { 0, 1023 }, top[2] = { INT64_MAX - 1023, INT64_MAX };
+	char rel[600], frag[256];
+	tf_craft c;
+	tf_schema *s;
+	opened o;
+	tf_snapshot *snap;
+	tf_dense *d;
+	tf_run *runs = NULL;
+	size_t nruns = 0, cap = 0;
+	uint64_t total = 0, n;
+	tf_error err;
+
+	if (!tf_craft_copy("gzip_level1", &c))
+		return;
+	schema_rel(&c, rel);
+	s = tf_craft_schema(&c, rel);
+	tf_put_le64(s->dims[0].domain, (uint64_t)INT64_MIN), tf_put_le64(s->dims[0].domain + 8, INT64_MAX);
+	tf_put_le64(s->dims[0].extent, INT64_MAX);
+	tf_craft_write_schema(&c, rel, s);
+	tf_schema_free(s);
+	tf_craft_only_file(&c, "__fragments", frag);
+	snprintf(rel, sizeof(rel), "__fragments/%s/__fragment_metadata.tdb", frag);
+	patch_once(&c, rel, ned, top, sizeof(ned));
+	ck_assert_msg(open_crafted(&c, &o, &err) == TF_OK, "%s", err.msg);
+	ck_assert_int_eq(tf_snapshot_open(o.a, o.cache, &snap, &err), TF_OK);
+	ck_assert_msg(tf_dense_open(snap, &d, &err) == TF_OK, "%s", err.msg);
+	ck_assert_uint_eq(tf_dense_ncells(d), 1024);
+	ck_assert_int_eq(tf_dense_runs(d, 0, 1024, &runs, &nruns, &cap, &err), TF_OK);
+	for (size_t i = 0; i < nruns; i++) {
+		ck_assert_uint_le(runs[i].n, 1024);
+		total += runs[i].n;
+	}
+	ck_assert_uint_eq(total, 1024);
+	ck_assert_uint_eq(nruns, 2);	/* tiles 1 and 2 of the fragment */
+	ck_assert_uint_eq(runs[1].n, 2);
+	ck_assert_int_ne(read_status(o.v, "cells.csv", &n, &err), TF_OK);	/* tiles of 2^63 - 1 cells */
+	free(runs);
+	tf_dense_free(d);
+	tf_snapshot_unref(snap);
+	close_crafted(&o);
+	tf_craft_remove(&c);
+}
+END_TEST
+
+/* Issue 19 item 6: a real dimension's space tile is (v - low) / extent,
+ * truncated to an integer; with an extent of 1e-38 the quotient is
+ * infinite, and casting it was undefined (UBSan float-cast-overflow in a
+ * sanitizer build).  Clamped now; the merge reads every cell. */
+START_TEST(test_view_real_extent_quotient)
+{
+	static const float lo = -3e38f, hi = 3e38f, ext = 1e-38f;
+	char rel[300];
+	tf_craft c;
+	tf_schema *s;
+	opened o;
+	uint64_t n, before;
+	tf_error err;
+
+	if (!tf_craft_copy("sparse_1d_default_coords_filters", &c))
+		return;
+	ck_assert_int_eq(open_crafted(&c, &o, &err), TF_OK);
+	ck_assert_int_eq(read_status(o.v, "cells.csv", &before, &err), TF_OK);
+	close_crafted(&o);
+	schema_rel(&c, rel);
+	s = tf_craft_schema(&c, rel);
+	ck_assert_int_eq(s->dims[0].type, TF_DT_UINT32);	/* its 4-byte coordinates, read as floats */
+	s->dims[0].type = TF_DT_FLOAT32;
+	memcpy(s->dims[0].domain, &lo, 4), memcpy(s->dims[0].domain + 4, &hi, 4), memcpy(s->dims[0].extent, &ext, 4);
+	tf_craft_write_schema(&c, rel, s);
+	tf_schema_free(s);
+	ck_assert_int_eq(open_crafted(&c, &o, &err), TF_OK);
+	ck_assert_msg(read_status(o.v, "cells.csv", &n, &err) == TF_OK, "%s", err.msg);
+	ck_assert_uint_gt(n, before / 2);	/* every cell, its coordinate as a float */
+	close_crafted(&o);
+	tf_craft_remove(&c);
+}
+END_TEST
+
 /* ---- an endless CSV --------------------------------------------------------------------- */
 
 /* genarray, beside tiletool unless GENARRAY says where. */
@@ -750,7 +1250,7 @@ static Suite *view_suite(void)
 {
 	Suite *s = suite_create("view");
 	TCase *tc = tcase_create("text");
-	TCase *corpus;
+	TCase *corpus, *hostile;
 
 	tcase_set_timeout(tc, 60);	/* valgrind runs them too */
 	tcase_add_test(tc, test_float_shortest);
@@ -758,6 +1258,7 @@ static Suite *view_suite(void)
 	tcase_add_test(tc, test_fields);
 	tcase_add_test(tc, test_enumerations);
 	tcase_add_test(tc, test_npy_header);
+	tcase_add_test(tc, test_npy_header_long_shape);
 	tcase_add_test(tc, test_conditions);
 	tcase_add_test(tc, test_hilbert);
 	tcase_add_test(tc, test_views_index_bounded);
@@ -772,6 +1273,19 @@ static Suite *view_suite(void)
 		tcase_add_test(corpus, test_views_listing);
 		tcase_add_test(corpus, test_views_change);
 		suite_add_tcase(s, corpus);
+		hostile = tcase_create("hostile");
+		tcase_set_timeout(hostile, 120);
+		tcase_add_test(hostile, test_view_zero_extent_newer_schema);
+		tcase_add_test(hostile, test_view_newer_schema_other_tiling);
+		tcase_add_test(hostile, test_view_sparse_newer_schema_other_dims);
+		tcase_add_test(hostile, test_view_fragment_own_attribute);
+		tcase_add_test(hostile, test_view_tile_cells_checked_first);
+		tcase_add_test(hostile, test_view_folded_tile_cells_untouched);
+		tcase_add_test(hostile, test_view_cell_size_wraps);
+		tcase_add_test(hostile, test_view_matrix_past_off_t);
+		tcase_add_test(hostile, test_view_tile_end_past_2_64);
+		tcase_add_test(hostile, test_view_real_extent_quotient);
+		suite_add_tcase(s, hostile);
 	} else {
 		printf("corpus absent: only the text tests run\n");
 	}
