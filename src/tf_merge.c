@@ -37,8 +37,11 @@
  *    thread at most): four take half of the budget.
  *
  *  - A window takes as many cells as fit its share, never more than the
- *    rest of its tile; a fragment whose share is smaller than one cell gets
- *    one cell.  When fragments join, windows already loaded keep their size
+ *    rest of its tile nor 64 KiB (a cache slot, as decoded units are: a
+ *    merge of few fragments refills a 64 KiB window every ~1,600 cells, a
+ *    few microseconds, and malloc'd windows of megabytes kept their high
+ *    water beside the slabs); a fragment whose share is smaller than one
+ *    cell gets one cell.  When fragments join, windows already loaded keep their size
  *    until used up; a new one gets no more than what the share leaves, so
  *    the total stays within the share (plus one cell per fragment).
  */
@@ -51,6 +54,7 @@
 #define TILE_BYTES_LIMIT ((size_t)4 << 30)
 #define WINDOW_SHARE 8			/* the merge's windows: budget / 8 */
 #define WINDOW_MIN ((size_t)64 << 10)	/* ...but this much in a tiny cache */
+#define WINDOW_MAX ((size_t)64 << 10)	/* a window, at most: a cache slot */
 #define CANCEL_EVERY 4096		/* cells looked at between checks */
 
 #define ALIGN8(x) (((x) + 7) & ~(uint64_t)7)
@@ -1380,6 +1384,7 @@ static size_t allowance(const tf_sparse *it, const slot *sl)
 	size_t mine = sl->buf->loaded ? sl->buf->len : 0, others = it->held - mine;
 	size_t even = it->share / (it->nactive ? it->nactive : 1), left = it->share > others ? it->share - others : 0;
 
+	even = even < WINDOW_MAX ? even : WINDOW_MAX;
 	return even < left ? even : left;
 }
 
@@ -1468,6 +1473,8 @@ static tf_status start(tf_sparse *it, size_t s, tf_workspace *ws, tf_error *err)
 static tf_status rebalance(tf_sparse *it, size_t joining, tf_workspace *ws, tf_error *err)
 {
 	size_t even = it->share / (it->nactive ? it->nactive : 1);
+
+	even = even < WINDOW_MAX ? even : WINDOW_MAX;
 	tf_status rc = TF_OK;
 
 	if (it->held + joining * even <= it->share)

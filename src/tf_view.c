@@ -16,11 +16,17 @@
 #include "tf_merge.h"
 #include "tf_snapshot.h"
 
-#define BLOCK_TARGET ((size_t)128 << 10)	/* CSV text per indexed block, at most */
+/* CSV text per indexed block: a block ends at the first record past it, so
+ * it fits a piece of twice this, 64 KiB: a cache slot (tf_cache), as decoded
+ * units are.  Pieces of 256 KiB came from malloc while units came from the
+ * slabs, and each kept its high water: a full pass over 300 fragments grew
+ * the daemon to the budget twice over. */
+#define BLOCK_TARGET ((size_t)32 << 10)
 #define DENSE_BATCH 1024			/* dense cells gathered at once */
 #define CANCEL_ROWS 1024			/* rows formatted between cancel checks */
 #define INDEX_MIN ((size_t)4 << 10)		/* a CSV's index may hold budget / 64, this at least */
-#define WINDOW_PART 8				/* a fragment's window: budget / 8 */
+#define WINDOW_PART 8				/* a fragment's window: budget / 8, */
+#define WINDOW_MAX ((size_t)64 << 10)		/* 64 KiB at most (a cache slot: tf_merge.c) */
 #define CSV_NAME "cells.csv"
 #define FRAGMENTS "fragments"
 
@@ -406,12 +412,15 @@ static const tf_snap_frag *csv_frag(const csv *c)
 }
 
 /* The window holding cell `cell` of tile `tile` of the CSV's fragment: the
- * cells from there on, as many as a WINDOW_PART of the budget holds. */
+ * cells from there on, as many as WINDOW_MAX holds (a WINDOW_PART of a
+ * small budget). */
 static tf_status load_window(csv *c, producer *p, uint64_t tile, uint64_t cell, tf_workspace *ws, tf_error *err)
 {
 	const tf_snap_frag *f = csv_frag(c);
 	uint64_t tc = tf_frag_tile_cells(f, tile);
 	size_t bytes = tf_cache_budget(tf_snapshot_cache(c->v->s)) / WINDOW_PART;
+
+	bytes = bytes < WINDOW_MAX ? bytes : WINDOW_MAX;
 
 	if (tf_cellbuf_has(&p->buf, c->frag, tile, cell))
 		return TF_OK;

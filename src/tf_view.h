@@ -27,7 +27,7 @@
  * formatted: until then tf_view_size() says "unknown" and the driver serves
  * the file with direct I/O and size 0, as /proc does; readers get records
  * until a read returns 0 bytes.  Formatting builds, per tf_views, an index
- * of 128 KiB blocks (text offset and merge state where each starts), so a
+ * of 32 KiB blocks (text offset and merge state where each starts), so a
  * later read anywhere formats one block; once a full pass has been made the
  * size is known (tf_views_stat reports it) and stays so for that state.
  *
