@@ -933,7 +933,12 @@ static tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, ui
 
 		if ((rc = find_piece(c, ws, pos, cancel, &ps, &eof, err)) != TF_OK || eof)
 			break;
-		if ((rc = tf_cache_get(cache, c->owner, piece_key(ps.level, ps.at), ps.len, &cs, ws, &e, err)) != TF_OK)
+		rc = tf_cache_get(cache, c->owner, piece_key(ps.level, ps.at), ps.len, &cs, ws, &e, err);
+		if (rc == TF_E_INTR && !tf_cancelled(cancel)) {
+			rc = TF_OK;	/* the reader formatting it went away, not ours: again */
+			continue;
+		}
+		if (rc != TF_OK)
 			break;
 		n = ps.at + ps.len - pos < len - done ? (size_t)(ps.at + ps.len - pos) : len - done;
 		memcpy(dst + done, tf_cache_data(e) + (pos - ps.at), n);

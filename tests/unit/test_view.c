@@ -1179,13 +1179,18 @@ static void genarray(const char *args)
 	ck_assert_msg(system(cmd) == 0, "%s", cmd);
 }
 
+static bool cancel_third(void *ctx)
+{
+	return ++*(int *)ctx >= 3;
+}
+
 /*
  * Issue 19: a dense array with two cells at opposite corners of a box of
  * 2^62 cells has a CSV that never ends (the fill value everywhere else).
  * Its index (a state per ~20 KiB block under a 64 KiB cache) grew by 16 bytes
  * a block, forever; now it stays within its bound (4 KiB here), thinning,
  * and reads anywhere in the thinned stretch give the bytes the first pass
- * gave.
+ * gave.  A read far ahead is given up when its reader goes away.
  */
 START_TEST(test_views_index_bounded)
 {
@@ -1232,6 +1237,19 @@ START_TEST(test_views_index_bounded)
 		off = (seed >> 17) % (n - sizeof(buf));
 		ck_assert_msg(tf_view_read(w, ws, off, sizeof(buf), buf, &got, &err) == TF_OK, "%s", err.msg);
 		ck_assert(got == sizeof(buf) && !memcmp(buf, all + off, sizeof(buf)));
+	}
+	/* A read 10 GB further, given up when its reader goes away (the 3rd
+	 * time it is asked): TF_E_INTR soon, and the view reads on. */
+	{
+		int asked = 0;
+		tf_cancel gone = { cancel_third, &asked };
+		uint8_t buf[100];
+
+		ck_assert_int_eq(tf_view_read_cancellable(w, ws, (uint64_t)10 << 30, sizeof(buf), buf, &got, &gone,
+							  &err), TF_E_INTR);
+		ck_assert_int_eq(asked, 3);
+		ck_assert_int_eq(tf_view_read(w, ws, 0, sizeof(buf), buf, &got, &err), TF_OK);
+		ck_assert(got == sizeof(buf) && !memcmp(buf, all, sizeof(buf)));
 	}
 	tf_view_close(w);
 	tf_views_unref(v);
