@@ -22,6 +22,7 @@
 #define LEGACY_SCHEMA "__array_schema.tdb"
 #define NBUCKETS 256
 #define MAX_FRAGMENTS 1024		/* idle fragments kept, least recently used out */
+#define IDLE_BYTES ((size_t)16 << 20)	/* ...and their metadata's bytes, by default */
 #define RETRY_NS 1000000000LL		/* a failed schema or fragment is read again after this */
 
 /*
@@ -52,6 +53,7 @@ typedef struct frag_slot {
 	tf_error error;
 	int64_t failed_at;
 	int refs;		/* describers using fr */
+	size_t bytes;		/* fr's, when it went idle */
 	bool listed;		/* on the LRU list: loaded and idle */
 	struct frag_slot *next;	/* hash chain */
 	struct frag_slot *older, *newer;	/* LRU of idle loaded fragments */
@@ -67,6 +69,7 @@ struct tf_array {
 	frag_slot *frags[NBUCKETS];
 	frag_slot *oldest, *newest;	/* idle loaded fragments */
 	size_t nfrags;			/* loaded fragments, idle or not */
+	size_t idle_bytes, idle_limit;	/* the idle ones' metadata; its bound */
 	int legacy;			/* __array_schema.tdb: -1 not known, 0 absent, 1 present */
 	int64_t legacy_ns;		/* when that was found */
 };
@@ -103,6 +106,7 @@ tf_status tf_array_open(tf_source *src, const char *dir, const tf_key *key, tf_a
 	a->src = src;
 	a->key = key;
 	a->legacy = -1;
+	a->idle_limit = IDLE_BYTES;
 	pthread_mutex_init(&a->lock, NULL);
 	*out = a;
 	return TF_OK;
@@ -288,6 +292,7 @@ static void lru_unlink(tf_array *a, frag_slot *s)
 {
 	if (!s->listed)
 		return;
+	a->idle_bytes -= s->bytes;
 	*(s->older ? &s->older->newer : &a->oldest) = s->newer;
 	*(s->newer ? &s->newer->older : &a->newest) = s->older;
 	s->older = s->newer = NULL;
@@ -302,6 +307,7 @@ static void lru_push(tf_array *a, frag_slot *s)
 	*(a->newest ? &a->newest->newer : &a->oldest) = s;
 	a->newest = s;
 	s->listed = true;
+	a->idle_bytes += s->bytes;
 }
 
 static void frag_free(frag_slot *s)
@@ -311,11 +317,13 @@ static void frag_free(frag_slot *s)
 	free(s);
 }
 
-/* Idle fragments beyond MAX_FRAGMENTS go, oldest first (lock held).  The
- * list holds idle ones only: each step frees one. */
+/* Idle fragments beyond MAX_FRAGMENTS, or beyond idle_limit bytes of
+ * metadata (a fragment of a million tiles has 8 MB of offsets per field),
+ * go, oldest first (lock held).  The list holds idle ones only: each step
+ * frees one. */
 static void trim_fragments(tf_array *a)
 {
-	while (a->oldest && a->nfrags > MAX_FRAGMENTS) {
+	while (a->oldest && (a->nfrags > MAX_FRAGMENTS || a->idle_bytes > a->idle_limit)) {
 		frag_slot *s = a->oldest, **p = &a->frags[bucket(s->name)];
 
 		while (*p != s)
@@ -342,6 +350,7 @@ static frag_slot *publish_fragment(tf_array *a, frag_slot *mine)
 		s->fr = mine->fr;
 		mine->fr = NULL;
 		frag_free(mine);
+		s->bytes = tf_fragment_bytes(s->fr);
 		lru_push(a, s);
 		a->nfrags++;
 		return s;
@@ -349,6 +358,7 @@ static frag_slot *publish_fragment(tf_array *a, frag_slot *mine)
 	mine->next = a->frags[bucket(mine->name)];
 	a->frags[bucket(mine->name)] = mine;
 	if (mine->fr) {
+		mine->bytes = tf_fragment_bytes(mine->fr);
 		lru_push(a, mine);
 		a->nfrags++;
 	}
@@ -434,8 +444,10 @@ static tf_status get_fragment(tf_array *a, const char *name, const char *fdir, f
 /* Give a fragment back (lock held): idle again, the most recent. */
 static void release_fragment(tf_array *a, frag_slot *s)
 {
-	if (--s->refs == 0 && s->fr)
+	if (--s->refs == 0 && s->fr) {
+		s->bytes = tf_fragment_bytes(s->fr);	/* no one loads its lists now */
 		lru_push(a, s);
+	}
 	trim_fragments(a);
 }
 
@@ -784,6 +796,24 @@ tf_status tf_array_open_file(tf_array *a, const char *rel, tf_file **out, tf_err
 	rc = tf_file_open(a->src, af.path, rel, NULL, &af.spec, out, err);
 	tf_array_file_clear(&af);
 	return rc;
+}
+
+size_t tf_array_idle_bytes(tf_array *a)
+{
+	size_t n;
+
+	pthread_mutex_lock(&a->lock);
+	n = a->idle_bytes;
+	pthread_mutex_unlock(&a->lock);
+	return n;
+}
+
+void tf_array_set_idle_limit(tf_array *a, size_t bytes)
+{
+	pthread_mutex_lock(&a->lock);
+	a->idle_limit = bytes;
+	trim_fragments(a);
+	pthread_mutex_unlock(&a->lock);
 }
 
 const tf_key *tf_array_key(const tf_array *a)

@@ -87,6 +87,11 @@ tf_status tf_array_read_generic(tf_array *a, const char *rel, tf_buf *payload, t
  * array frees idle fragments only). */
 tf_status tf_array_fragment(tf_array *a, const char *rel_dir, tf_fragment **out, tf_error *err);
 void tf_array_fragment_put(tf_array *a, const tf_fragment *fr);
+/* Bytes of metadata the array keeps for idle fragments (16 MiB unless
+ * set; views set a 16th of their cache's budget): beyond, the least
+ * recently used go, whatever their number (1,024 at most). */
+void tf_array_set_idle_limit(tf_array *a, size_t bytes);
+size_t tf_array_idle_bytes(tf_array *a);	/* kept now, for tests */
 /* The key given at open (NULL if none), for generic tiles read from memory. */
 const tf_key *tf_array_key(const tf_array *a);
 /* Whether schema sc of the array (one it gave out) is encrypted: then so is

@@ -843,6 +843,19 @@ void tf_fragment_file_clear(tf_fragment_file *ff)
 
 /* ---- facts for readers of cells (views) ----------------------------------------------------- */
 
+size_t tf_fragment_bytes(tf_fragment *fr)
+{
+	size_t n = sizeof(*fr) + fr->ned_len + (fr->small ? (size_t)fr->file_size : 0) +
+		   fr->n * (S_KINDS + L_KINDS) * sizeof(uint64_t) + fr->n * L_KINDS * sizeof(u64_list);
+
+	pthread_mutex_lock(&fr->lists_lock);
+	for (int k = 0; k < L_KINDS; k++)
+		for (size_t i = 0; fr->lists[k] && i < fr->n; i++)
+			n += fr->lists[k][i].n * sizeof(uint64_t);
+	pthread_mutex_unlock(&fr->lists_lock);
+	return n;
+}
+
 const char *tf_fragment_name(const tf_fragment *fr) { return fr->name; }
 bool tf_fragment_dense(const tf_fragment *fr) { return fr->dense; }
 bool tf_fragment_has_timestamps(const tf_fragment *fr) { return fr->has_ts; }

@@ -63,6 +63,8 @@ void tf_fragment_file_clear(tf_fragment_file *ff);
 /* ---- facts for readers of cells (views, tf_snapshot) ---------------------------------- */
 
 const char *tf_fragment_name(const tf_fragment *fr);
+/* Bytes the fragment holds now (its lists grow as they are read). */
+size_t tf_fragment_bytes(tf_fragment *fr);
 /* Dense fragment (whole space tiles) or sparse (cells with coordinates). */
 bool tf_fragment_dense(const tf_fragment *fr);
 /* Per-cell timestamps (t.tdb) and delete metadata (dt.tdb, dci.tdb). */

@@ -1220,6 +1220,8 @@ tf_status tf_views_open(tf_array *a, tf_cache *cache, tf_views **out, tf_error *
 	atomic_init(&v->dense_tried, false);
 	pthread_mutex_init(&v->lock, NULL);
 	pthread_mutex_init(&v->dense_lock, NULL);
+	/* Fragment metadata the array keeps: within a 16th of the budget. */
+	tf_array_set_idle_limit(a, tf_cache_budget(cache) / 16);
 	if ((rc = tf_snapshot_open(a, cache, &v->s, err)) != TF_OK) {
 		tf_views_unref(v);
 		return rc;

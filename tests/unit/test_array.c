@@ -385,6 +385,51 @@ START_TEST(test_layout_cells_overflow)
 }
 END_TEST
 
+/* Issue 19: idle fragments' metadata is bounded by bytes, not only by
+ * number: four fragments of 25,000 tiles each hold 200 KB of tile offsets
+ * per field once their files are described; under a 256 KiB bound the
+ * array keeps what fits, and describing goes on working (before: all
+ * four, 3.2 MB; a fragment of a million tiles is 8 MB per field). */
+START_TEST(test_fragment_bytes_bounded)
+{
+	char dir[] = "/tmp/tf_frags.XXXXXX", cmd[8192], rel[600];
+	const char *g = getenv("GENARRAY"), *tt = getenv("TILETOOL");
+	tf_source *src;
+	tf_array *a;
+	glob_t gl;
+	char *root;
+	tf_error err;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	if (g)
+		snprintf(cmd, sizeof(cmd), "'%s' %s/a --sparse 1000000 4 10 > /dev/null", g, dir);
+	else
+		snprintf(cmd, sizeof(cmd), "'%.*s/../contrib/genarray' %s/a --sparse 1000000 4 10 > /dev/null",
+			 tt && strrchr(tt, '/') ? (int)(strrchr(tt, '/') - tt) : 1, tt && strrchr(tt, '/') ? tt : ".",
+			 dir);
+	ck_assert_msg(system(cmd) == 0, "%s", cmd);
+	snprintf(cmd, sizeof(cmd), "%s/a", dir);
+	ck_assert_int_eq(tf_source_locate(cmd, NULL, &src, &root, &err), TF_OK);
+	ck_assert_int_eq(tf_array_open(src, root, NULL, &a, &err), TF_OK);
+	tf_array_set_idle_limit(a, 256 << 10);
+	snprintf(cmd, sizeof(cmd), "%s/a/__fragments/*/*.tdb", dir);
+	ck_assert_int_eq(glob(cmd, 0, NULL, &gl), 0);
+	for (size_t i = 0; i < gl.gl_pathc; i++) {
+		tf_array_file af;
+		snprintf(rel, sizeof(rel), "%s", gl.gl_pathv[i] + strlen(dir) + 3);
+		ck_assert_msg(tf_array_describe(a, rel, &af, &err) == TF_OK, "%s: %s", rel, err.msg);
+		tf_array_file_clear(&af);
+		ck_assert_uint_le(tf_array_idle_bytes(a), 256 << 10);
+	}
+	globfree(&gl);
+	tf_array_free(a);
+	free(root);
+	tf_source_free(src);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("array");
@@ -399,6 +444,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_schema_never_written);
 	tcase_add_test(tc, test_layout_cells_overflow);
 	tcase_add_test(tc, test_schema_default_fills_bounded);
+	tcase_add_test(tc, test_fragment_bytes_bounded);
 	suite_add_tcase(s, tc);
 	return s;
 }
