@@ -1,10 +1,15 @@
 /*
  * indexer.c - the mount's persisted index store, and indexing ahead.
  *
- * The store (tf_index.h) is opened after daemonizing, in index_dir (the
- * default when none is configured; "none": counting only) and handed to the
- * catalog: every walk a lookup or an open makes is then stored, and every
- * index found there saves one.  A directory that cannot be used is a
+ * The store (tf_index.h) is opened before daemonizing (a relative -o
+ * index_dir is the caller's working directory's; what is wrong with it is
+ * said on the terminal), in index_dir (the default when none is
+ * configured; "none": counting only), and handed to the catalog after:
+ * every walk a lookup or an open makes is then stored, and every index
+ * found there saves one.  A directory that must not be used (a symlink on
+ * the way, another user's, or writable by others: anyone could forge its
+ * entries) fails the mount when configured, and is a warning (no store)
+ * when it is the default; one that cannot be made or written is a
  * warning, never a failed mount.
  *
  * With index_at_mount, one thread walks SOURCE after mounting, at the
@@ -138,17 +143,39 @@ static void *run(void *arg)
 
 /* ---- the store --------------------------------------------------------------------------- */
 
-int fs_index_open(tilefs *fs)
+int fs_index_open(tilefs *fs, bool from_option)
 {
 	const char *dir = fs->settings->index_dir;
 	char def[PATH_MAX];
 	tf_error err;
+	tf_status rc;
 
 	if (!dir)
 		dir = tf_index_default_dir(def, sizeof(def)) ? def : "none";
-	if (tf_index_open(strcmp(dir, "none") ? dir : NULL, fs->settings->index_max_size, warn_log, NULL,
-			  &fs->index, &err) != TF_OK)
-		return -1;
+	rc = tf_index_open(strcmp(dir, "none") ? dir : NULL, fs->settings->index_max_size, warn_log, NULL,
+			   &fs->index, &err);
+	if (rc == TF_E_ACCESS && from_option) {
+		fprintf(stderr, "tilefs: %s (-o index_dir)\n", err.msg);
+		return TFS_EXIT_CONFIG;
+	}
+	if (rc == TF_E_ACCESS && fs->settings->index_dir) {
+		fprintf(stderr, "tilefs: %s: %s\n", fs->settings->index_dir_at ? fs->settings->index_dir_at : "?",
+			err.msg);
+		return TFS_EXIT_CONFIG;
+	}
+	if (rc == TF_E_ACCESS) {	/* the default: no store, and say why */
+		fs_log(TF_LOG_WARN, "%s: indexes are not persisted", err.msg);
+		rc = tf_index_open(NULL, 0, warn_log, NULL, &fs->index, &err);
+	}
+	if (rc != TF_OK) {
+		fprintf(stderr, "tilefs: %s\n", err.msg);
+		return TFS_EXIT_FUSE;
+	}
+	return 0;
+}
+
+int fs_index_start(tilefs *fs)
+{
 	tf_catalog_set_index(fs->catalog, fs->index);
 	if (!fs->settings->index_at_mount)
 		return 0;

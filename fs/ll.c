@@ -19,16 +19,20 @@
 #include <string.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
 
 #define XATTR_PREFIX "user.tilefs."
 #define TIMEOUT 1.0	/* entries and attributes: a changed source is seen within a second */
 
-static tilefs *fs_of(fuse_req_t req)
-{
-	return fuse_req_userdata(req);
-}
-
 /* ---- per-thread scratch ------------------------------------------------------------------- */
+
+/* The request a FUSE thread serves, as the source's hooks tell it. */
+typedef struct fs_call {
+	tilefs *fs;
+	fuse_req_t req;		/* only compared, never used: it may be answered */
+	int64_t start_ns;
+} fs_call;
 
 typedef struct fs_thread {
 	tf_workspace *ws;
@@ -37,6 +41,7 @@ typedef struct fs_thread {
 	size_t iov_cap;
 	uint8_t *buf;		/* raw reads */
 	size_t buf_cap;
+	fs_call call;
 } fs_thread;
 
 static void thread_free(void *p)
@@ -64,9 +69,98 @@ static fs_thread *thread_of(tilefs *fs)
 	return t;
 }
 
-int fs_ll_thread_key(tilefs *fs)
+/* ---- requests: their deadlines, their callers gone --------------------------------------------- */
+
+/*
+ * A source bounds what it does for a request by a deadline from the
+ * request's start, and stops once the caller is gone (tf_source.h): a
+ * request the kernel still waits for keeps a killed caller in the kernel
+ * and the mount busy (fusermount3 -u: EBUSY).  The kernel tells of a caller
+ * gone with an INTERRUPT, which libfuse hands to the function registered
+ * for the request, maybe late, from another thread, even after the request
+ * was answered and freed (it holds the request meanwhile, so no new request
+ * has its address until it returns).  So the function only records the
+ * request's address in a ring; a request starting at an address recorded
+ * before wipes it first; and asking whether a caller is gone compares
+ * addresses, never touching a request that may be answered.
+ */
+static void on_interrupt(fuse_req_t req, void *data)
 {
-	return pthread_key_create(&fs->thread_key, thread_free);
+	tilefs *fs = data;
+
+	pthread_mutex_lock(&fs->gone_lock);
+	fs->gone[fs->gone_next++ % (sizeof(fs->gone) / sizeof(fs->gone[0]))] = req;
+	atomic_store(&fs->gone_seen, true);
+	pthread_mutex_unlock(&fs->gone_lock);
+}
+
+static bool caller_gone(void *arg)
+{
+	const fs_call *c = arg;
+	tilefs *fs = c->fs;
+	bool gone = false;
+
+	if (!atomic_load_explicit(&fs->gone_seen, memory_order_relaxed))
+		return false;
+	pthread_mutex_lock(&fs->gone_lock);
+	for (size_t i = 0; i < sizeof(fs->gone) / sizeof(fs->gone[0]); i++)
+		gone = gone || fs->gone[i] == c->req;
+	pthread_mutex_unlock(&fs->gone_lock);
+	return gone;
+}
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Every operation starts here: req is now the thread's request. */
+static tilefs *fs_of(fuse_req_t req)
+{
+	tilefs *fs = fuse_req_userdata(req);
+	fs_thread *t = thread_of(fs);
+
+	if (!t)
+		return fs;	/* no memory: the source bounds each operation alone */
+	if (atomic_load_explicit(&fs->gone_seen, memory_order_relaxed)) {
+		pthread_mutex_lock(&fs->gone_lock);
+		for (size_t i = 0; i < sizeof(fs->gone) / sizeof(fs->gone[0]); i++)
+			if (fs->gone[i] == req)
+				fs->gone[i] = NULL;	/* an earlier request's */
+		pthread_mutex_unlock(&fs->gone_lock);
+	}
+	t->call = (fs_call){ fs, req, mono_ns() };
+	fuse_req_interrupt_func(req, on_interrupt, fs);	/* at once if it already is */
+	return fs;
+}
+
+/* The source's hook: the request this thread serves (none on the cache's
+ * workers and other threads of ours). */
+static bool current_call(void *ctx, tf_call *out)
+{
+	fs_thread *t = pthread_getspecific(((tilefs *)ctx)->thread_key);
+
+	if (!t || !t->call.req)
+		return false;
+	*out = (tf_call){ t->call.start_ns, caller_gone, &t->call };
+	return true;
+}
+
+static void source_warning(void *ctx, const char *msg)
+{
+	(void)ctx;
+	fs_log_failure(msg);
+}
+
+int fs_ll_init(tilefs *fs)
+{
+	if (pthread_key_create(&fs->thread_key, thread_free) != 0 || pthread_mutex_init(&fs->gone_lock, NULL) != 0)
+		return -1;
+	tf_source_set_hooks(fs->src, &(tf_source_hooks){ current_call, source_warning, fs });
+	return 0;
 }
 
 /* ---- set-up ------------------------------------------------------------------------------- */
@@ -222,16 +316,20 @@ typedef struct dir_entry {
 
 typedef struct dir_handle {
 	fuse_ino_t ino;
+	uid_t uid;		/* who opened it (fs_user_open) */
 	bool listed, plus, stats;
 	dir_entry *v;
 	size_t n, cap;
+	size_t bytes;		/* the listing's memory, counted as uid's */
 } dir_handle;
 
 static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	tilefs *fs = fs_of(req);
 	fs_node *n = fs_node_get(fs, ino);
+	uid_t uid = fuse_req_ctx(req)->uid;
 	dir_handle *d;
+	int rc;
 
 	if (!n || !fs_node_is_dir(n)) {
 		if (n)
@@ -240,14 +338,23 @@ static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	}
 	fs_node_put(fs, n);
+	if ((rc = fs_user_open(fs, uid)) != 0) {
+		fuse_reply_err(req, rc);
+		return;
+	}
 	if (!(d = calloc(1, sizeof(*d)))) {
+		fs_user_close(fs, uid);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	d->ino = ino;
+	d->uid = uid;
 	fi->fh = (uintptr_t)d;
 	fi->cache_readdir = 0;
-	fuse_reply_open(req, fi);
+	if (fuse_reply_open(req, fi) != 0) {	/* interrupted: nobody will release it */
+		free(d);
+		fs_user_close(fs, uid);
+	}
 }
 
 typedef struct list_ctx {
@@ -294,12 +401,16 @@ static int add_view_entry(void *arg, const char *name, const tf_view_stat *vst)
 static tf_status list_entries(tilefs *fs, fs_node *n, list_ctx *l, bool plus)
 {
 	tf_stat dir = { .kind = TF_ENT_DIR };
+	tf_error err;
 	tf_status rc;
 
 	if (fs_node_views(n))	/* nothing is decoded to list views */
 		return tf_views_list(fs_node_views(n), fs_node_vrel(n), add_view_entry, l, NULL);
-	if ((rc = tf_source_list(fs->src, l->dir, plus, add_entry, l, NULL)) != TF_OK)
+	if ((rc = tf_source_list(fs->src, l->dir, plus, add_entry, l, &err)) != TF_OK) {
+		if (status_errno(rc) == EIO)
+			fs_log_failure(err.msg);
 		return rc;
+	}
 	if (fs->settings->views && tf_catalog_is_array(fs->catalog, l->dir) && add_entry(l, TF_VIEWS_DIR, &dir))
 		return TF_E_NOMEM;
 	return TF_OK;
@@ -317,14 +428,27 @@ static void prefetch_indexes(tilefs *fs, const char *dir, const dir_handle *d)
 			tf_catalog_prefetch(fs->catalog, rel, &d->v[i].st.v);
 }
 
+/* What d's listing holds in memory (the user's share, users.c). */
+static size_t listing_bytes(const dir_handle *d)
+{
+	size_t b = d->cap * sizeof(*d->v);
+
+	for (size_t i = 0; i < d->n; i++)
+		b += strlen(d->v[i].name) + 1;
+	return b;
+}
+
 static int list_dir(tilefs *fs, dir_handle *d, bool plus)
 {
-	fs_node *n = fs_node_get(fs, d->ino);
+	fs_node *n;
 	list_ctx l = { fs, d, NULL, fs->settings->hide_unmatched };
 	tf_stat dot = { .kind = TF_ENT_DIR };
 	tf_status rc;
+	int e;
 
-	if (!n)
+	if ((e = fs_user_may_list(fs, d->uid, d->bytes)) != 0)
+		return e;
+	if (!(n = fs_node_get(fs, d->ino)))
 		return ESTALE;
 	for (size_t i = 0; i < d->n; i++)
 		free(d->v[i].name);
@@ -343,6 +467,8 @@ static int list_dir(tilefs *fs, dir_handle *d, bool plus)
 	fs_node_put(fs, n);
 	d->listed = true;
 	d->plus = plus;
+	fs_user_listed(fs, d->uid, d->bytes, listing_bytes(d));
+	d->bytes = listing_bytes(d);
 	return rc == TF_OK ? 0 : status_errno(rc);
 }
 
@@ -435,8 +561,11 @@ static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	dir_handle *d = (dir_handle *)(uintptr_t)fi->fh;
+	tilefs *fs = fs_of(req);
 
 	(void)ino;
+	fs_user_listed(fs, d->uid, d->bytes, 0);
+	fs_user_close(fs, d->uid);
 	for (size_t i = 0; i < d->n; i++)
 		free(d->v[i].name);
 	free(d->v);
@@ -451,6 +580,7 @@ static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
  * released (files still open at unmount). */
 typedef struct handle {
 	fs_node *node;		/* held open (fs_node_closed) */
+	uid_t uid;		/* who opened it (fs_user_open) */
 	tf_handle *h;
 	tf_object *raw;
 	tf_view *view;
@@ -482,6 +612,7 @@ static void handle_free(tilefs *fs, handle *h)
 	if (h->h)
 		fs_node_closed(fs, h->node);
 	fs_node_put(fs, h->node);
+	fs_user_close(fs, h->uid);
 	free(h);
 }
 
@@ -535,10 +666,71 @@ static int open_view(tilefs *fs, fs_node *n, handle *h)
 	return 0;
 }
 
+/* A file shown as stored.  A failure is logged but for ESTALE (the kernel
+ * looks the name up again) and the source's refusals. */
+static int open_raw(tilefs *fs, fs_node *n, handle *h)
+{
+	tf_error err;
+	tf_status rc = tf_object_open(fs->src, fs_node_rel(n), fs_node_version(n), &h->raw, &err);
+
+	if (status_errno(rc) == EIO)
+		fs_log_failure(err.msg);
+	return status_errno(rc);
+}
+
+/* The caller's supplementary groups into *out (malloc'd; none if they
+ * cannot be read: it then gets what its user and primary group get). */
+static size_t caller_groups(fuse_req_t req, uint32_t **out)
+{
+	gid_t small[64], *list = small;
+	int n = fuse_req_getgroups(req, 64, small);
+	size_t k = 0;
+
+	*out = NULL;
+	if (n > 64 && (list = malloc((size_t)n * sizeof(*list))) && fuse_req_getgroups(req, n, list) != n)
+		n = -1;	/* changed meanwhile */
+	if (n > 0 && list && (*out = malloc((size_t)n * sizeof(**out))))
+		for (k = 0; k < (size_t)n; k++)
+			(*out)[k] = list[k];
+	if (list != small)
+		free(list);
+	return k;
+}
+
+/*
+ * Whether the caller may open n.  The kernel checked the modes it was
+ * shown (default_permissions); for views, plaintext and files decoded from
+ * two stored files those may predate what is known now (an index that
+ * failed at lookup, an input's mode changed within the attribute timeout),
+ * so the driver asks again with the caller's own user and groups.  Root
+ * reads everything, as the kernel lets it; other capabilities are not
+ * seen from here.  Returns 0 or EACCES.
+ */
+static int check_caller(fuse_req_t req, tilefs *fs, fs_node *n)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	tf_perm p = TF_PERM_INIT;
+	uint32_t *groups = NULL;
+	size_t ngroups = 0;
+	bool keyed, ok = true;
+
+	if (fs_node_access(fs, n, &p, &keyed) && ctx->uid != 0) {
+		if (keyed && ctx->uid != geteuid())
+			ok = false;	/* plaintext: the key holder's */
+		else if (tf_perm_needs_groups(&p, ctx->uid, ctx->gid))
+			ngroups = caller_groups(req, &groups);
+		ok = ok && tf_perm_allows(&p, ctx->uid, ctx->gid, groups, ngroups);
+	}
+	free(groups);
+	tf_perm_clear(&p);
+	return ok ? 0 : EACCES;
+}
+
 static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	tilefs *fs = fs_of(req);
 	fs_node *n = fs_node_get(fs, ino);
+	uid_t uid = fuse_req_ctx(req)->uid;
 	handle *h = NULL;
 	int rc = 0;
 
@@ -548,17 +740,35 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = EISDIR;
 	else if ((fi->flags & O_ACCMODE) != O_RDONLY)
 		rc = EROFS;
-	else if (!(h = calloc(1, sizeof(*h))))
+	else if ((rc = check_caller(req, fs, n)) != 0)
+		;	/* by what is known of n before opening it */
+	else if ((rc = fs_user_open(fs, uid)) != 0)
+		;	/* EMFILE: this user holds its share already */
+	else if (!(h = calloc(1, sizeof(*h)))) {
+		fs_user_close(fs, uid);
 		rc = ENOMEM;
-	else if (fs_node_views(n))
+	} else if (fs_node_views(n))
 		rc = open_view(fs, n, h);
 	else if (fs_node_is_decoded(n))
 		rc = open_decoded(fs, n, h);
 	else
-		rc = status_errno(tf_object_open(fs->src, fs_node_rel(n), fs_node_version(n), &h->raw, NULL));
+		rc = open_raw(fs, n, h);
+	if (h)
+		h->uid = uid;	/* counted by fs_user_open: handle_free uncounts */
+	/* A decoded file's index, built by the open, may say more (plaintext,
+	 * a dep). */
+	if (!rc && h->h && (rc = check_caller(req, fs, n))) {
+		h->node = n;
+		handle_link(fs, h);
+		handle_free(fs, h);	/* puts n */
+		n = NULL;
+		h = NULL;
+	}
 	/* ESTALE: the source changed since the kernel looked it up; the
 	 * kernel looks again and opens the new node. */
 	if (rc) {
+		if (h)	/* counted by fs_user_open */
+			fs_user_close(fs, uid);
 		free(h);
 		if (n)
 			fs_node_put(fs, n);
@@ -647,7 +857,23 @@ static void reply_slices(fuse_req_t req, fs_thread *t)
 	fuse_reply_buf(req, (const char *)t->buf, len);
 }
 
-static void read_decoded(fuse_req_t req, tilefs *fs, handle *h, size_t size, off_t off)
+/*
+ * Whether a read may be answered short: only a request the kernel makes for
+ * a reader's own buffer, never one filling the page cache.  FUSE takes a
+ * short reply to a page-cache fill for the end of the file: it zero-fills
+ * the rest of the pages it asked for, marks them up to date and lowers the
+ * file's size (readpage, readahead; fuse_short_read), so a reader would get
+ * zeros, or a truncated file, where the bytes are bad.  Requests made by
+ * the kernel's direct I/O path (a handle opened with direct I/O, or a
+ * reader's O_DIRECT) carry the reader's lock owner (FUSE_READ_LOCKOWNER);
+ * page-cache fills carry none, also those of an mmap of a direct I/O handle.
+ */
+static bool short_read_ok(const handle *h, const struct fuse_file_info *fi)
+{
+	return fi->lock_owner != 0 && (h->direct || (fi->flags & O_DIRECT));
+}
+
+static void read_decoded(fuse_req_t req, tilefs *fs, handle *h, size_t size, off_t off, bool short_ok)
 {
 	fs_thread *t = thread_of(fs);
 	/* Once replied to, the reader may close: the handle is freed by
@@ -659,14 +885,20 @@ static void read_decoded(fuse_req_t req, tilefs *fs, handle *h, size_t size, off
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	if (tf_handle_pin(h->h, fs->cache, t->ws, (uint64_t)off, size, &t->slices, &err) != TF_OK) {
-		/* Never a short read: FUSE takes one for the end of the file.
-		 * EIO whatever the cause: a size too large to hold is as much
+	if (tf_handle_pin_prefix(h->h, fs->cache, t->ws, (uint64_t)off, size, &t->slices, &err) != TF_OK) {
+		/* EIO whatever the cause: a size too large to hold is as much
 		 * a damaged file as a bad checksum (tilefs(1), ERRORS). */
 		fs_log_failure(err.msg);
 		fs_node_set_error(fs, h->node, err.msg);
-		fuse_reply_err(req, EIO);
-		return;
+		/* The bytes before the bad unit are a short read, as a disk
+		 * gives before a bad sector; EIO only when the first byte
+		 * asked for is bad.  A page-cache fill gets EIO (see
+		 * short_read_ok): the kernel then asks page by page. */
+		if (!short_ok || !t->slices.bytes) {
+			tf_handle_unpin(fs->cache, &t->slices, false);
+			fuse_reply_err(req, EIO);
+			return;
+		}
 	}
 	reply_slices(req, t);
 	tf_handle_unpin(fs->cache, &t->slices, passed_on);
@@ -720,7 +952,7 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 
 	(void)ino;
 	if (h->h)
-		read_decoded(req, fs, h, size, off);
+		read_decoded(req, fs, h, size, off, short_read_ok(h, fi));
 	else if (h->view)
 		read_view(req, fs, h, size, off);
 	else
@@ -795,6 +1027,23 @@ static char *file_attr(tilefs *fs, fs_node *n, const tf_file *f, const char *nam
 	return NULL;
 }
 
+/* user.tilefs.opens: the source's descriptor pool and the users' shares. */
+static char *opens_attr(tilefs *fs)
+{
+	tf_source_fds d;
+	uint64_t refused;
+	size_t users;
+	char *v;
+
+	tf_source_fd_stats(fs->src, &d);
+	fs_users_stats(fs, &users, &refused);
+	if (asprintf(&v, "fds=%u fd_max=%u reopens=%" PRIu64 " fd_evictions=%" PRIu64 " users=%zu"
+		     " refused=%" PRIu64 " max_user_opens=%u", d.held, d.max, d.reopens, d.evictions, users,
+		     refused, fs->users.max_opens) < 0)
+		return NULL;
+	return v;
+}
+
 static char *root_attr(tilefs *fs, const char *name)
 {
 	size_t nodes, indexes, index_bytes, handles;
@@ -803,6 +1052,8 @@ static char *root_attr(tilefs *fs, const char *name)
 
 	if (!strcmp(name, "index"))
 		return fs_index_attr(fs);
+	if (!strcmp(name, "opens"))
+		return opens_attr(fs);
 	if (strcmp(name, "cache") || !fs->cache)
 		return NULL;
 	tf_cache_get_stats(fs->cache, &s);
@@ -911,7 +1162,8 @@ static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	tf_file *f;
 
 	if (ino == FUSE_ROOT_ID) {
-		len = (size_t)snprintf(names, sizeof(names), XATTR_PREFIX "cache%c" XATTR_PREFIX "index", '\0') + 1;
+		len = (size_t)snprintf(names, sizeof(names), XATTR_PREFIX "cache%c" XATTR_PREFIX "index%c"
+				       XATTR_PREFIX "opens", '\0', '\0') + 1;
 	} else if ((n = fs_node_get(fs, ino))) {
 		if (fs_node_views(n) &&
 		    tf_views_listxattr(fs_node_views(n), fs_node_vrel(n), names, sizeof(names), &len, NULL) != TF_OK)

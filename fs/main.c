@@ -15,12 +15,15 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 typedef struct cli {
-	char *config, *cache_size, *source, *index_dir;
+	char *config, *cache_size, *source, *index_dir, *max_user_opens;
 	int help, version, views, direct_io, index_at_mount;
 } cli;
 
@@ -33,6 +36,7 @@ static const struct fuse_opt cli_spec[] = {
 	CLI_OPT("views", views),
 	CLI_OPT("direct_io", direct_io),
 	CLI_OPT("index_at_mount", index_at_mount),
+	CLI_OPT("max_user_opens=%s", max_user_opens),
 	FUSE_OPT_KEY("index_dir=", KEY_INDEX_DIR),
 	CLI_OPT("--help", help), CLI_OPT("-h", help),
 	CLI_OPT("--version", version), CLI_OPT("-V", version),
@@ -72,6 +76,8 @@ static void usage(const char *prog)
 	       "    -o index_dir=DIR|none  where indexes are kept across mounts (default\n"
 	       "                           $XDG_CACHE_HOME/tilefs, /var/cache/tilefs for root)\n"
 	       "    -o index_at_mount      index every file in the background after mounting\n"
+	       "    -o max_user_opens=N    files and directories one user may hold open (default\n"
+	       "                           16384; 0: no bound); more get EMFILE\n"
 	       "    -o allow_other         let other users read the mount\n"
 	       "    -f                     stay in the foreground, log to stderr\n"
 	       "    -s                     one thread\n"
@@ -85,7 +91,6 @@ static void usage(const char *prog)
 static int load_config(tilefs *fs, const cli *c)
 {
 	tf_error err;
-	uint64_t size;
 	tf_status rc = c->config ? tf_config_load(c->config, &fs->config, &err)
 				 : tf_config_default(&fs->config, &err);
 
@@ -95,12 +100,9 @@ static int load_config(tilefs *fs, const cli *c)
 	}
 	for (size_t i = 0; i < tf_config_nwarnings(fs->config); i++)	/* plugins skipped */
 		fprintf(stderr, "tilefs: warning: %s\n", tf_config_warning(fs->config, i));
-	if (c->cache_size) {
-		if (!tf_parse_size(c->cache_size, &size) || size < 65536) {
-			fprintf(stderr, "tilefs: cache_size: bad size '%s' (e.g. 256M)\n", c->cache_size);
-			return TFS_EXIT_USAGE;
-		}
-		tf_config_set_cache_size(fs->config, size);
+	if (c->cache_size && tf_config_set_cache_size(fs->config, c->cache_size, &err) != TF_OK) {
+		fprintf(stderr, "tilefs: -o %s\n", err.msg);
+		return TFS_EXIT_USAGE;
 	}
 	if (c->views)
 		tf_config_set_views(fs->config, true);
@@ -108,6 +110,16 @@ static int load_config(tilefs *fs, const cli *c)
 		return TFS_EXIT_CONFIG;
 	if (c->index_at_mount)
 		tf_config_set_index_at_mount(fs->config, true);
+	if (c->max_user_opens) {
+		char *end;
+		unsigned long n = strtoul(c->max_user_opens, &end, 10);
+		if (!*c->max_user_opens || *end || c->max_user_opens[0] == '-' || n > UINT_MAX) {
+			fprintf(stderr, "tilefs: max_user_opens: bad number '%s'\n", c->max_user_opens);
+			return TFS_EXIT_USAGE;
+		}
+		fs->users.max_opens = (unsigned)n;
+	}
+	fs->users.max_listing = (size_t)fs->users.max_opens * FS_USER_LISTING;
 	fs->settings = tf_config_settings(fs->config);
 	return 0;
 }
@@ -285,11 +297,14 @@ static int start(tilefs *fs)
 	 * handling thread; with an arena per thread each keeps its own copy.
 	 * Two arenas share them, keeping RSS near the cache budget. */
 	mallopt(M_ARENA_MAX, 2);
-	/* Files being read hold a descriptor each: allow as many as we may. */
+	/* Allow as many descriptors as we may, as most servers do; the
+	 * source's pool takes its share of them (half, less a reserve), and
+	 * the rest stays for listings and everything else. */
 	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
 		nofile.rlim_cur = nofile.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &nofile);
 	}
+	tf_source_set_max_fds(fs->src, 0);
 	if (!workers)
 		/* One per CPU and one more: a worker waits a little on each
 		 * run's stored bytes, and the spare keeps every core decoding
@@ -297,9 +312,9 @@ static int start(tilefs *fs)
 		 * workers, 179 with three, 185 with four). */
 		workers = (ncpu > 0 ? (unsigned)ncpu : 2) + 1;
 	if (tf_cache_new(fs->settings->cache_size, workers, &fs->cache, &err) != TF_OK ||
-	    tf_catalog_new(fs->src, fs->config, &fs->catalog, &err) != TF_OK || fs_index_open(fs) != 0 ||
+	    tf_catalog_new(fs->src, fs->config, &fs->catalog, &err) != TF_OK || fs_index_start(fs) != 0 ||
 	    fs_nodes_init(&fs->nodes, fs->settings->index_budget, fs->catalog) != 0 ||
-	    fs_ll_thread_key(fs) != 0 || make_root(fs) != 0) {
+	    fs_ll_init(fs) != 0 || make_root(fs) != 0) {
 		fs_log(TF_LOG_ERROR, "cannot start: out of memory, or SOURCE unreadable");
 		return -1;
 	}
@@ -327,6 +342,82 @@ static int loop(tilefs *fs, const struct fuse_cmdline_opts *o)
 	return rc;
 }
 
+/*
+ * Exiting never waits on a plugin (doc/plugins.md).  On its way out libfuse
+ * joins its threads, and one inside a plugin that never returns would hold
+ * the daemon for ever.  So once the daemon is on its way out (the kernel
+ * dropped the connection: unmount, abort; an exit signal; the loop ended)
+ * this thread stops every call into plugins (tf_config_stop_plugins): a
+ * thread waiting on one gets EIO and returns.  The plugin's own thread is
+ * left behind, and exit() ends it.
+ */
+static void *watch_connection(void *arg)
+{
+	tilefs *fs = arg;
+	struct pollfd p[2] = { { .fd = fuse_session_fd(fs->se) },	/* POLLERR: gone */
+			       { .fd = fs->watch_wake, .events = POLLIN } };
+
+	while (poll(p, 2, -1) < 0 && errno == EINTR)
+		;
+	tf_config_stop_plugins(fs->config);
+	return NULL;
+}
+
+/* libfuse's exit handlers (SIGHUP, SIGINT, SIGTERM), each followed by a
+ * word to the watcher: a handler reaches no state but a global's. */
+static const int exit_signals[] = { SIGHUP, SIGINT, SIGTERM };
+static struct sigaction libfuse_exit[3];
+static int exit_wake = -1;
+
+static void on_exit_signal(int sig, siginfo_t *info, void *uc)
+{
+	int saved = errno;
+	uint64_t one = 1;
+
+	for (size_t i = 0; i < 3; i++)
+		if (exit_signals[i] == sig && (libfuse_exit[i].sa_flags & SA_SIGINFO))
+			libfuse_exit[i].sa_sigaction(sig, info, uc);
+		else if (exit_signals[i] == sig && libfuse_exit[i].sa_handler != SIG_DFL &&
+			 libfuse_exit[i].sa_handler != SIG_IGN)
+			libfuse_exit[i].sa_handler(sig);
+	if (write(exit_wake, &one, sizeof(one)) < 0) {
+		/* a full eventfd has woken the watcher already */
+	}
+	errno = saved;
+}
+
+static int watch_start(tilefs *fs)
+{
+	struct sigaction sa = { .sa_sigaction = on_exit_signal, .sa_flags = SA_SIGINFO };
+
+	if ((fs->watch_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+		return -1;
+	if (pthread_create(&fs->watcher, NULL, watch_connection, fs) != 0) {
+		close(fs->watch_wake);
+		return -1;
+	}
+	exit_wake = fs->watch_wake;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < 3; i++)
+		sigaction(exit_signals[i], &sa, &libfuse_exit[i]);
+	return 0;
+}
+
+/* libfuse's handlers back (fuse_remove_signal_handlers removes only its
+ * own), the watcher woken and joined. */
+static void watch_stop(tilefs *fs)
+{
+	uint64_t one = 1;
+
+	for (size_t i = 0; i < 3; i++)
+		sigaction(exit_signals[i], &libfuse_exit[i], NULL);
+	if (write(fs->watch_wake, &one, sizeof(one)) != sizeof(one))
+		fs_log(TF_LOG_ERROR, "cannot wake the connection watcher: %s", strerror(errno));
+	pthread_join(fs->watcher, NULL);
+	exit_wake = -1;
+	close(fs->watch_wake);
+}
+
 static int serve(tilefs *fs, struct fuse_args *args, const struct fuse_cmdline_opts *o)
 {
 	int rc = TFS_EXIT_FUSE;
@@ -340,7 +431,13 @@ static int serve(tilefs *fs, struct fuse_args *args, const struct fuse_cmdline_o
 	if (fuse_daemonize(o->foreground) != 0 || start(fs) != 0 ||
 	    fuse_set_signal_handlers(fs->se) != 0)
 		goto unmount;
+	if (watch_start(fs) != 0) {
+		fs_log(TF_LOG_ERROR, "cannot start: %s", strerror(errno));
+		fuse_remove_signal_handlers(fs->se);
+		goto unmount;
+	}
 	rc = loop(fs, o) ? TFS_EXIT_FUSE : 0;
+	watch_stop(fs);
 	fuse_remove_signal_handlers(fs->se);
 unmount:
 	fuse_session_unmount(fs->se);
@@ -356,6 +453,8 @@ out:
  * references), the catalog. */
 static void teardown(tilefs *fs)
 {
+	if (fs->config)			/* a decode-ahead stuck in a plugin must not hold */
+		tf_config_stop_plugins(fs->config);	/* tf_cache_free's join */
 	fs_index_stop(fs);		/* its thread uses the catalog */
 	if (fs->nodes.by_id) {
 		fs_ll_free_handles(fs);
@@ -366,13 +465,15 @@ static void teardown(tilefs *fs)
 	fs_index_close(fs);		/* after every file restored from it */
 	tf_config_free(fs->config);	/* wipes the keys */
 	tf_source_free(fs->src);
+	fs_users_destroy(&fs->users);
 }
 
 int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts o = { 0 };
-	tilefs fs = { .handles_lock = PTHREAD_MUTEX_INITIALIZER };
+	tilefs fs = { .handles_lock = PTHREAD_MUTEX_INITIALIZER,
+		      .users = { .lock = PTHREAD_MUTEX_INITIALIZER, .max_opens = FS_USER_OPENS } };
 	cli c = { 0 };
 	int rc;
 
@@ -403,13 +504,14 @@ int main(int argc, char **argv)
 		    fuse_parse_cmdline(&args, &o) != 0 || !o.mountpoint) {
 			fprintf(stderr, "tilefs: missing MOUNTPOINT (see tilefs --help)\n");
 			rc = TFS_EXIT_USAGE;
-		} else if (!(rc = check_mountpoint(&fs, o.mountpoint))) {
+		} else if (!(rc = check_mountpoint(&fs, o.mountpoint)) &&
+			   !(rc = fs_index_open(&fs, c.index_dir != NULL))) {
 			rc = serve(&fs, &args, &o);
 		}
 	}
 	teardown(&fs);
 	free(o.mountpoint);
-	free(c.config), free(c.cache_size), free(c.source), free(c.index_dir);
+	free(c.config), free(c.cache_size), free(c.source), free(c.index_dir), free(c.max_user_opens);
 	fuse_opt_free_args(&args);
 	return rc;
 }

@@ -9,8 +9,9 @@
  * freed when the kernel has forgotten it and no handle or request holds it.
  *
  * Decoded nodes hold their index (tf_file).  Indexes of nodes nobody has
- * open are dropped, least recently used first, beyond the index budget,
- * and rebuilt (for the same version) when opened again.  A failed index is
+ * open and no request holds are dropped, least recently used first, beyond
+ * the index budget, and rebuilt (for the same version) when opened again:
+ * an index is never dropped between its building and its use.  A failed index is
  * tried again after INDEX_RETRY_NS: a fragment seen mid-commit, before
  * TileDB wrote its last file, reads once it is complete.
  *
@@ -32,7 +33,8 @@
 struct fs_node {
 	fuse_ino_t id;
 	char *rel;
-	tf_stat st;		/* the source as this node shows it (under the lock) */
+	tf_stat st;		/* the source as this node shows it (under the lock:
+				 * a directory's and a view's are refreshed) */
 	tf_ent_kind kind;	/* st.kind, which never changes: read without the lock */
 	bool decoded, current;	/* current: by_rel maps rel here */
 	uint64_t nlookup;	/* the kernel's references */
@@ -48,6 +50,7 @@ struct fs_node {
 	char *error;		/* last decode or index error */
 	char *dep_rel;		/* the other file the bytes come from (folded */
 	tf_version dep_v;	/* offsets: the data file), its version shown */
+	tf_perm dep_perm;	/* who may read the dep (empty: no dep known) */
 	bool failed;		/* a read failed: later opens get direct I/O */
 	bool keyed;		/* its bytes are decrypted: the mounter's alone */
 	/* view nodes: an entry of an array's @views folder (tf_view.h) */
@@ -152,12 +155,19 @@ static void drop_index(fs_nodes *t, fs_node *n)
 	n->bytes = 0;
 }
 
-/* Indexes of nodes nobody has open go, oldest first, beyond the budget. */
+/*
+ * Indexes of idle nodes go, oldest first, beyond the budget.  A node is
+ * idle when no request holds it (pins), no handle has it open and nobody
+ * builds its index: a request that pinned a node before asking for its
+ * index can use n->file until it unpins, whatever the budget (one index
+ * larger than the whole budget included).  Called wherever a node stops
+ * being busy, so the budget holds again once the requests are done.
+ */
 static void trim_indexes(fs_nodes *t)
 {
 	for (fs_node *n = t->lru_head, *next; n && t->index_bytes > t->index_budget; n = next) {
 		next = n->next;
-		if (!n->opens && !n->indexing)
+		if (!n->pins && !n->opens && !n->indexing)
 			drop_index(t, n);
 	}
 }
@@ -178,6 +188,7 @@ static void unmap_rel(fs_nodes *t, fs_node *n)
 static void free_node(fs_nodes *t, fs_node *n)
 {
 	tf_catalog_views_put(t->catalog, n->views, n->hold);
+	tf_perm_clear(&n->dep_perm);
 	free(n->vrel);
 	free(n->arr);
 	free(n->error);
@@ -200,6 +211,14 @@ static void maybe_free(fs_nodes *t, fs_node *n)
 	tf_facts_clear(&n->facts);
 	t->count--;
 	free_node(t, n);
+}
+
+/* A request lets go of n: its index may go now, and n with it. */
+static void unpin(fs_nodes *t, fs_node *n)
+{
+	n->pins--;
+	trim_indexes(t);
+	maybe_free(t, n);
 }
 
 static fs_node *add_node(fs_nodes *t, const char *rel, const tf_stat *st, bool decoded)
@@ -260,8 +279,8 @@ void fs_nodes_destroy(fs_nodes *t)
 /* ---- indexes -------------------------------------------------------------------------------- */
 
 /* Whether index f decodes from the versions node n shows (recording them
- * on the node's first index). */
-static bool same_dep(fs_node *n, const tf_file *f)
+ * on the node's first index, with who may read the dep: dp, taken over). */
+static bool same_dep(fs_node *n, const tf_file *f, tf_perm *dp)
 {
 	const tf_version *v;
 	const char *rel = tf_file_dep(f, &v);
@@ -271,18 +290,40 @@ static bool same_dep(fs_node *n, const tf_file *f)
 	if (!n->dep_rel) {
 		n->dep_rel = strdup(rel);
 		n->dep_v = *v;
+		tf_perm_clear(&n->dep_perm);
+		n->dep_perm = *dp;
+		*dp = (tf_perm)TF_PERM_INIT;
 		return n->dep_rel != NULL;
 	}
 	return !strcmp(n->dep_rel, rel) && tf_version_equal(&n->dep_v, v);
 }
 
+/* Who may read the other file index f decodes from, if any (lock not held:
+ * a stat).  A dep that cannot be stat'ed now is root's alone. */
+static void dep_perm(tilefs *fs, const tf_file *f, tf_perm *out)
+{
+	const tf_version *v;
+	const char *rel = tf_file_dep(f, &v);
+	tf_stat st;
+
+	if (!rel)
+		return;
+	if (tf_source_stat(fs->src, rel, &st, NULL) == TF_OK)
+		tf_perm_add_stat(out, &st);
+	else
+		tf_perm_close(out);
+}
+
 /* Build n's index unless it has one, or failed recently (lock held; it is
- * released while the catalog works).  flags: TF_OPEN_METADATA for a lookup
+ * released while the catalog works).  The caller has pinned n: on 0,
+ * n->file is there until it unpins.  flags: TF_OPEN_METADATA for a lookup
  * (only the size is wanted yet).  Returns 0 or -errno. */
 static int ensure_index(tilefs *fs, fs_node *n, unsigned flags)
 {
 	fs_nodes *t = &fs->nodes;
 	tf_file *f = NULL;
+	tf_perm dp = TF_PERM_INIT;
+	tf_version v;
 	tf_facts fx;
 	tf_error err;
 	tf_status rc;
@@ -294,10 +335,13 @@ static int ensure_index(tilefs *fs, fs_node *n, unsigned flags)
 	if (n->index_errno && now_ns() - n->failed_at < INDEX_RETRY_NS)
 		return -n->index_errno;
 	n->indexing = true;
+	v = n->st.v;
 	pthread_mutex_unlock(&t->lock);
-	rc = tf_catalog_open_for(fs->catalog, n->rel, &n->st.v, flags, &f, &fx, &err);
+	rc = tf_catalog_open_for(fs->catalog, n->rel, &v, flags, &f, &fx, &err);
 	if (rc != TF_OK && rc != TF_E_STALE)
 		fs_log(TF_LOG_ERROR, "%s", err.msg);
+	if (rc == TF_OK)
+		dep_perm(fs, f, &dp);
 	pthread_mutex_lock(&t->lock);
 	n->indexing = false;
 	pthread_cond_broadcast(&t->indexed);
@@ -310,16 +354,20 @@ static int ensure_index(tilefs *fs, fs_node *n, unsigned flags)
 	}
 	/* A node shows one version of every file its bytes come from: an
 	 * index of another version of the data file is another node's. */
-	if (!same_dep(n, f)) {
+	if (!same_dep(n, f, &dp)) {
+		tf_perm_clear(&dp);
 		tf_file_unref(f);
 		tf_facts_clear(&fx);
 		n->index_errno = ESTALE;
 		n->failed_at = now_ns();
 		return -ESTALE;
 	}
+	tf_perm_clear(&dp);
 	tf_facts_clear(&n->facts);
 	n->facts = fx;
-	n->keyed = fx.keyed;
+	/* Plaintext is known from the catalog before any index; the index
+	 * can only add to that (never take it back). */
+	n->keyed |= fx.keyed;
 	n->file = f;
 	n->size = tf_file_size(f);
 	n->bytes = tf_file_index_bytes(f);
@@ -390,33 +438,61 @@ static fs_node *node_for(tilefs *fs, const char *rel, const tf_stat *st, bool de
 
 static int stat_rel(tilefs *fs, const char *rel, tf_stat *st)
 {
-	tf_status rc = tf_source_stat(fs->src, rel, st, NULL);
+	tf_error err;
+	tf_status rc = tf_source_stat(fs->src, rel, st, &err);
 
+	if (rc != TF_OK && status_errno(rc) == EIO)	/* the source failed, not the name: say why */
+		fs_log_failure(err.msg);
 	return rc == TF_OK ? 0 : -status_errno(rc);
 }
 
 /* ---- views ------------------------------------------------------------------------------------ */
 
-/* What a view entry shows as a stored file would: read-only, owned like the
- * array's root (st, the entry's parent as the kernel sees it), sized if
- * known (a CSV not yet formatted to its end is served as size 0). */
+/* What a view entry shows as a stored file would: read-only, sized if
+ * known (a CSV not yet formatted to its end is served as size 0), times of
+ * the array's root (st, the entry's parent as the kernel sees it); owner
+ * and modes are view_access's (until then, root's alone). */
 static tf_stat view_stat(const tf_stat *parent, const tf_view_stat *vst)
 {
 	tf_stat st = *parent;
 
 	st.kind = vst->dir ? TF_ENT_DIR : TF_ENT_REG;
-	st.mode = vst->dir ? 0555 : 0444;
+	st.mode = 0;
 	st.nlink = vst->dir ? 2 : 1;
 	st.v.size = vst->size_known ? vst->size : 0;
 	st.v.ino = 0;
 	return st;
 }
 
+/*
+ * The owner, group and mode of view node n: those of what it is made of
+ * (tf_catalog_views_perm, tf_perm_show), so that the kernel lets in no
+ * user the source would refuse.  A source without modes: the owner of the
+ * array's root (as shown at lookup) and every class.  Lock not held (the
+ * catalog may list directories); the result is stored in n->st.
+ */
+static void view_access(tilefs *fs, fs_node *n)
+{
+	tf_perm p = TF_PERM_INIT;
+	uint32_t uid, gid;
+	unsigned classes;
+
+	if (!n->vrel || tf_catalog_views_perm(fs->catalog, n->hold, n->views, n->vrel, &p, NULL) != TF_OK)
+		tf_perm_close(&p);
+	tf_perm_show(&p, &uid, &gid, &classes);
+	pthread_mutex_lock(&fs->nodes.lock);
+	if (p.n || p.closed)
+		n->st.uid = uid, n->st.gid = gid;
+	n->st.mode = tf_perm_mode(classes, n->vst.dir);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	tf_perm_clear(&p);
+}
+
 /* Whether dir's entry `name` is a view: the views folder of an array, or
- * anything inside it. */
+ * anything inside it.  (Fields never changed after a node is made: no lock.) */
 static bool is_view(tilefs *fs, const fs_node *dir, const char *name)
 {
-	return dir && (dir->views || (fs->settings->views && dir->st.kind == TF_ENT_DIR &&
+	return dir && (dir->views || (fs->settings->views && dir->kind == TF_ENT_DIR &&
 				      !strcmp(name, TF_VIEWS_DIR) && tf_catalog_is_array(fs->catalog, dir->rel)));
 }
 
@@ -430,7 +506,7 @@ static int view_lookup(tilefs *fs, fs_node *dir, const char *name, const char *r
 	tf_catalog_hold *hold;
 	tf_view_stat vst;
 	tf_views *v;
-	tf_stat st;
+	tf_stat st, parent;
 	tf_error err;
 	fs_node *n;
 
@@ -439,19 +515,21 @@ static int view_lookup(tilefs *fs, fs_node *dir, const char *name, const char *r
 	else if (!tf_path_join(vrel, sizeof(vrel), dir->vrel[0] ? dir->vrel : ".", name))
 		return -ENAMETOOLONG;
 	if (tf_catalog_views(fs->catalog, arr, fs->cache, &v, &hold, &err) != TF_OK) {
-		fs_log(TF_LOG_ERROR, "%s", err.msg);	/* e.g. a newest schema that cannot be read */
+		fs_log_failure(err.msg);	/* the array's state could not be read: say why */
 		return -EIO;
 	}
 	if (tf_views_stat(v, vrel, &vst, NULL) != TF_OK) {
 		tf_catalog_views_put(fs->catalog, v, hold);
 		return -ENOENT;
 	}
-	st = view_stat(&dir->st, &vst);
 	pthread_mutex_lock(&fs->nodes.lock);
+	parent = dir->st;	/* a directory's is refreshed by getattr and lookups */
+	st = view_stat(&parent, &vst);
 	n = *rel_slot(&fs->nodes, rel);
 	if (n && n->views == v) {
 		tf_catalog_views_put(fs->catalog, v, hold);	/* it has its own */
 		n->vst = vst;
+		st.mode = n->st.mode, st.uid = n->st.uid, st.gid = n->st.gid;	/* view_access's */
 		n->st = st;
 	} else if ((n = add_node(&fs->nodes, rel, &st, false))) {
 		n->views = v, n->hold = hold, n->vst = vst;
@@ -475,7 +553,7 @@ int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *kn
 		   struct stat *attr)
 {
 	char rel[PATH_MAX];
-	bool decoded = false, moved;
+	bool decoded = false, keyed = false, moved;
 	fs_node *n;
 	tf_stat st;
 	int rc;
@@ -500,6 +578,9 @@ int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *kn
 			if (show == TF_SHOW_HIDDEN)
 				return -ENOENT;
 			decoded = show == TF_SHOW_DECODED;
+			/* Plaintext is the mounter's whether or not its index can
+			 * be built now: decided from the catalog alone. */
+			keyed = decoded && tf_catalog_keyed(fs->catalog, rel);
 		}
 		moved = decoded && dep_changed(fs, rel);
 		pthread_mutex_lock(&fs->nodes.lock);
@@ -507,17 +588,18 @@ int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *kn
 			pthread_mutex_unlock(&fs->nodes.lock);
 			return -ENOMEM;
 		}
+		n->keyed |= keyed;
 		n->pins++;
 		/* A file that cannot be indexed is listed empty; opening it says EIO.
 		 * One that changed since our stat is looked at again, once. */
 		rc = decoded ? ensure_index(fs, n, TF_OPEN_METADATA) : 0;
-		n->pins--;
 		if (rc == -ESTALE && tries == 0) {
-			maybe_free(&fs->nodes, n);
+			unpin(&fs->nodes, n);
 			pthread_mutex_unlock(&fs->nodes.lock);
 			continue;
 		}
 		n->nlookup++;
+		unpin(&fs->nodes, n);	/* its size stays if the index goes */
 		pthread_mutex_unlock(&fs->nodes.lock);
 		*out = n;
 		return fs_node_attr(fs, n, attr);
@@ -550,12 +632,34 @@ fs_node *fs_node_get(tilefs *fs, fuse_ino_t ino)
 void fs_node_put(tilefs *fs, fs_node *n)
 {
 	pthread_mutex_lock(&fs->nodes.lock);
-	n->pins--;
-	maybe_free(&fs->nodes, n);
+	unpin(&fs->nodes, n);
 	pthread_mutex_unlock(&fs->nodes.lock);
 }
 
 /* ---- attributes --------------------------------------------------------------------------------- */
+
+/* st (showing s, n's own file) restricted to who may also read n's dep:
+ * the classes it refuses lose their bits; owners that differ are shown as
+ * tf_perm_show says. */
+static void restrict_to_dep(const fs_node *n, const tf_stat *s, struct stat *st)
+{
+	tf_perm p = TF_PERM_INIT;
+	uint32_t uid, gid;
+	unsigned classes;
+
+	tf_perm_add_stat(&p, s);
+	tf_perm_add_perm(&p, &n->dep_perm);
+	tf_perm_show(&p, &uid, &gid, &classes);
+	tf_perm_clear(&p);
+	if (uid == s->uid && gid == s->gid) {
+		st->st_mode &= ~(mode_t)((classes & TF_PERM_OWNER ? 0 : 0700) | (classes & TF_PERM_GROUP ? 0 : 070) |
+					 (classes & TF_PERM_OTHER ? 0 : 07));
+	} else {
+		st->st_mode = fs_mode_type(s->kind) | tf_perm_mode(classes, false);
+		st->st_uid = uid;
+		st->st_gid = gid;
+	}
+}
 
 static void fill_stat(const fs_node *n, const tf_stat *s, struct stat *st)
 {
@@ -567,10 +671,14 @@ static void fill_stat(const fs_node *n, const tf_stat *s, struct stat *st)
 	st->st_nlink = s->nlink ? s->nlink : 1;
 	st->st_uid = s->uid;
 	st->st_gid = s->gid;
+	/* Bytes made from another stored file too (folded offsets: the data
+	 * file) are as readable as both. */
+	if (n->dep_rel)
+		restrict_to_dep(n, s, st);
 	/* Plaintext of an encrypted array is the key holder's, whatever the
 	 * ciphertext's modes: the user who mounted, and no one else. */
 	if (n->keyed) {
-		st->st_mode &= ~(mode_t)07077;
+		st->st_mode = fs_mode_type(s->kind) | (s->kind == TF_ENT_DIR ? 0500 : 0400);
 		st->st_uid = geteuid();
 		st->st_gid = getegid();
 	}
@@ -592,15 +700,20 @@ mode_t fs_mode_type(tf_ent_kind k)
 
 int fs_node_attr(tilefs *fs, fs_node *n, struct stat *attr)
 {
-	tf_stat st;
-
 	tf_view_stat vst;
+	tf_stat st;
+	bool unsized;
 
+	/* A view's owner and modes follow what it is made of. */
+	if (n->views)
+		view_access(fs, n);
+	/* st and vst are rewritten by lookups of the same name meanwhile. */
 	pthread_mutex_lock(&fs->nodes.lock);
 	st = n->st;
+	unsized = n->views && !n->vst.dir && !n->vst.size_known;
 	pthread_mutex_unlock(&fs->nodes.lock);
 	/* A view's size is known once it was formatted to its end. */
-	if (n->views && !n->vst.dir && !n->vst.size_known && tf_views_stat(n->views, n->vrel, &vst, NULL) == TF_OK) {
+	if (unsized && tf_views_stat(n->views, n->vrel, &vst, NULL) == TF_OK) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		n->vst = vst;
 		n->st.v.size = vst.size_known ? vst.size : 0;
@@ -608,7 +721,7 @@ int fs_node_attr(tilefs *fs, fs_node *n, struct stat *attr)
 		pthread_mutex_unlock(&fs->nodes.lock);
 	}
 	/* A directory shows its present modes and times; a file, its version. */
-	if (!n->views && st.kind == TF_ENT_DIR && stat_rel(fs, n->rel, &st) == 0 && st.kind == TF_ENT_DIR) {
+	if (!n->views && n->kind == TF_ENT_DIR && stat_rel(fs, n->rel, &st) == 0 && st.kind == TF_ENT_DIR) {
 		pthread_mutex_lock(&fs->nodes.lock);
 		n->st = st;
 		pthread_mutex_unlock(&fs->nodes.lock);
@@ -641,11 +754,31 @@ const tf_version *fs_node_version(const fs_node *n) { return &n->st.v; }
 
 /* ---- opens ------------------------------------------------------------------------------------- */
 
+bool fs_node_access(tilefs *fs, fs_node *n, tf_perm *p, bool *keyed)
+{
+	bool check;
+
+	tf_perm_clear(p);
+	if (n->views && (!n->vrel || tf_catalog_views_perm(fs->catalog, n->hold, n->views, n->vrel, p, NULL) != TF_OK))
+		tf_perm_close(p);
+	pthread_mutex_lock(&fs->nodes.lock);
+	*keyed = n->keyed;
+	if (n->dep_rel) {
+		tf_perm_add_stat(p, &n->st);
+		tf_perm_add_perm(p, &n->dep_perm);
+	}
+	check = n->views || n->keyed || n->dep_rel;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return check;
+}
+
 int fs_node_open_index(tilefs *fs, fs_node *n, tf_file **f)
 {
 	int rc;
 
 	pthread_mutex_lock(&fs->nodes.lock);
+	/* Pinned, so that the index published by ensure_index stays ours
+	 * until it is counted open, however far it is over the budget. */
 	n->pins++;
 	/* A failure older than the retry time is tried again; a fresh one is
 	 * the answer. */
@@ -656,7 +789,7 @@ int fs_node_open_index(tilefs *fs, fs_node *n, tf_file **f)
 		fs->nodes.open_handles++;
 		lru_touch(&fs->nodes, n);
 	}
-	n->pins--;
+	unpin(&fs->nodes, n);
 	pthread_mutex_unlock(&fs->nodes.lock);
 	return rc;
 }

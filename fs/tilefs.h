@@ -22,6 +22,7 @@
 #include "tf_catalog.h"
 #include "tf_config.h"
 #include "tf_file.h"
+#include "tf_perm.h"
 #include "tf_source.h"
 
 /* Exit statuses of the tilefs command (documented in tilefs(1)). */
@@ -51,6 +52,17 @@ typedef struct fs_nodes {
 typedef struct fs_indexer fs_indexer;
 struct tf_index;
 
+/* What each user holds open (users.c). */
+#define FS_USER_BUCKETS 64
+typedef struct fs_user fs_user;
+typedef struct fs_users {
+	pthread_mutex_t lock;
+	fs_user *bucket[FS_USER_BUCKETS];
+	unsigned max_opens;		/* files and directories per uid (0: no bound) */
+	size_t max_listing;		/* bytes of open listings per uid, then ENOMEM */
+	uint64_t refused;		/* opens and listings refused */
+} fs_users;
+
 /* The one state object of the driver (the session's userdata). */
 typedef struct tilefs {
 	tf_source *src;
@@ -70,11 +82,20 @@ typedef struct tilefs {
 	fs_indexer *indexer;		/* index_at_mount, or NULL */
 	pthread_mutex_t handles_lock;
 	struct handle *handles;		/* open files (ll.c) */
+	pthread_mutex_t gone_lock;	/* requests whose callers are gone (ll.c) */
+	fuse_req_t gone[32];		/* the latest, a ring */
+	unsigned gone_next;
+	atomic_bool gone_seen;		/* any ever (the common case is none) */
+	fs_users users;
+	pthread_t watcher;		/* stops plugin calls when the connection goes (main.c) */
+	int watch_wake;			/* eventfd: the watcher's end */
 } tilefs;
 
-/* ll.c: the operations, and the key of their per-thread scratch. */
+/* ll.c: the operations; their per-thread scratch, and the source's hooks
+ * (each request's start and whether its caller is gone, for the source's
+ * deadline; its warnings, to the log).  -1: no memory. */
 extern const struct fuse_lowlevel_ops tilefs_ll_ops;
-int fs_ll_thread_key(tilefs *fs);
+int fs_ll_init(tilefs *fs);
 /* Free the handles the kernel never released (at teardown). */
 void fs_ll_free_handles(tilefs *fs);
 
@@ -127,6 +148,15 @@ const tf_version *fs_node_version(const fs_node *n);
 int fs_node_open_index(tilefs *fs, fs_node *n, tf_file **f);
 void fs_node_closed(tilefs *fs, fs_node *n);
 
+/*
+ * Whether the driver must check who opens n itself, besides the kernel,
+ * which checked the modes it was last shown (perhaps before what they
+ * depend on was known, or a second ago): a view (*p: who may read what it
+ * is made of), plaintext (*keyed: the mounter's and root's alone), or a
+ * file decoded from two stored files (*p: both).  p is cleared first.
+ */
+bool fs_node_access(tilefs *fs, fs_node *n, tf_perm *p, bool *keyed);
+
 /* The last decode error of a node (for user.tilefs.error), malloc'd or NULL. */
 void fs_node_set_error(tilefs *fs, fs_node *n, const char *msg);
 char *fs_node_error(tilefs *fs, fs_node *n);
@@ -140,15 +170,40 @@ void fs_nodes_stats(tilefs *fs, size_t *nodes, size_t *indexes, size_t *index_by
 
 /* ---- indexer.c: the persisted index store and index_at_mount ----------------------------- */
 
-/* Open the store (a directory that cannot be used only warns) and give it
- * to the catalog; start indexing ahead with index_at_mount.  -1: no memory. */
-int fs_index_open(tilefs *fs);
+/* Open the store, before daemonizing: a configured index_dir that must not
+ * be used (a symlink on the way, not the user's alone) fails the mount
+ * (TFS_EXIT_CONFIG, said on stderr with the option or FILE:LINE that set
+ * it); the default one only warns, as does any directory that cannot be
+ * made or written.  0, or an exit status. */
+int fs_index_open(tilefs *fs, bool from_option);
+/* After daemonizing: give the store to the catalog, start indexing ahead
+ * with index_at_mount.  -1: no memory. */
+int fs_index_start(tilefs *fs);
 /* Stop indexing ahead (waits for the file in hand); then free the store. */
 void fs_index_stop(tilefs *fs);
 void fs_index_close(tilefs *fs);
 /* user.tilefs.index: the store's counters and the progress of indexing
  * ahead (malloc'd). */
 char *fs_index_attr(tilefs *fs);
+
+/* ---- users.c: each user's share of the daemon ------------------------------------------- */
+
+#define FS_USER_OPENS 16384	/* -o max_user_opens, by default */
+#define FS_USER_LISTING 4096	/* bytes of open listings per user, per open allowed */
+
+/* Count an open file or directory of uid: 0, or EMFILE when uid holds
+ * max_opens already (ENOMEM: no memory); fs_user_close when it closes. */
+int fs_user_open(tilefs *fs, uid_t uid);
+void fs_user_close(tilefs *fs, uid_t uid);
+/* Whether uid may list a directory now: 0, or ENOMEM while its other open
+ * listings (all of its listings less `mine`, the one to be replaced) hold
+ * max_listing bytes.  fs_user_listed: a listing of uid went from was to now
+ * bytes (now 0 when its directory is closed). */
+int fs_user_may_list(tilefs *fs, uid_t uid, size_t mine);
+void fs_user_listed(tilefs *fs, uid_t uid, size_t was, size_t now);
+/* Users holding something open, and opens and listings refused so far. */
+void fs_users_stats(tilefs *fs, size_t *users, uint64_t *refused);
+void fs_users_destroy(fs_users *u);
 
 /* ---- log.c ---------------------------------------------------------------------------------- */
 

@@ -18,6 +18,7 @@
 
 #include "tf_array.h"
 #include "tf_index.h"
+#include "tf_perm.h"
 
 #define NOT_ARRAY_TTL_NS 1000000000LL	/* the mount's entry timeout */
 #define MAX_DIRS 65536			/* then forget every non-array directory */
@@ -30,6 +31,12 @@ typedef struct dir_slot {
 	int refs;			/* callers using array (views holders too) */
 	tf_views *views;		/* its views as last seen, or NULL */
 	int64_t views_ns;		/* when they were last found current */
+	/* who may read its views (tf_catalog_views_perm), as last examined */
+	tf_perm base, whole;		/* its own inputs; with the fragments `views` reads */
+	const tf_views *whole_of;	/* views whole was taken for (NULL: none) */
+	int64_t base_ns, base_cost;	/* when examined, and how long that took */
+	int64_t whole_ns, whole_cost;
+	bool enc_known, encrypted;	/* its newest schema is encrypted */
 	struct dir_slot *hnext, *prev, *next;	/* hash chain; LRU of arrays */
 } dir_slot;
 
@@ -76,6 +83,8 @@ tf_status tf_catalog_new(tf_source *src, const tf_config *cfg, tf_catalog **out,
 
 static void slot_free(dir_slot *d)
 {
+	tf_perm_clear(&d->base);
+	tf_perm_clear(&d->whole);
 	tf_views_unref(d->views);	/* the last reference: holders hold the slot */
 	tf_array_free(d->array);
 	free(d->rel);
@@ -319,6 +328,7 @@ tf_status tf_catalog_views(tf_catalog *c, const char *dir, tf_cache *cache, tf_v
 		old = d->views;
 		d->views = tf_views_ref(v);
 		d->views_ns = now_ns();
+		d->whole_of = NULL;	/* old's address may come back */
 		pthread_mutex_unlock(&c->lock);
 		tf_views_unref(old);
 	}
@@ -332,6 +342,174 @@ void tf_catalog_views_put(tf_catalog *c, tf_views *v, tf_catalog_hold *hold)
 	tf_views_unref(v);
 	if (hold)
 		array_release(c, (dir_slot *)hold);
+}
+
+/* ---- who may read views and plaintext ------------------------------------------------------ */
+
+/*
+ * Whether inputs examined at `at`, which took `cost` to examine, are still
+ * the answer: for a second (the mount's attribute timeout), longer when
+ * examining costs more than a tenth of that (arrays of many fragments),
+ * so that checking never takes more than a tenth of the time.
+ */
+static bool fresh(int64_t at, int64_t cost)
+{
+	int64_t ttl = 10 * cost > NOT_ARRAY_TTL_NS ? 10 * cost : NOT_ARRAY_TTL_NS;
+
+	return at && now_ns() - at < ttl;
+}
+
+/* TileDB's own files at an array's root (legacy schema, commit markers and
+ * lists of formats before 12); its subdirectories are added by name. */
+static bool root_file(const char *name, const tf_stat *st)
+{
+	return st->kind != TF_ENT_DIR && !strncmp(name, "__", 2);
+}
+
+/* What every view of the array at dir reads: dir, its TileDB files, its
+ * schemas (and enumerations) and commits, and the __fragments folder. */
+static void add_base(tf_catalog *c, const char *dir, tf_perm *p)
+{
+	static const char *const subs[] = { "__schema", "__schema/__enumerations", "__commits" };
+	char path[4096];
+
+	tf_perm_add_dir(p, c->src, dir, true, root_file);
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
+		if (tf_path_join(path, sizeof(path), dir, subs[i]))
+			tf_perm_add_dir(p, c->src, path, true, NULL);
+		else
+			tf_perm_close(p);
+	if (tf_path_join(path, sizeof(path), dir, "__fragments"))
+		tf_perm_add_path(p, c->src, path);	/* the folder: fragments are added one by one */
+	else
+		tf_perm_close(p);
+}
+
+/* Fragment directory frag (relative to the array at dir) and its files. */
+static void add_fragment(tf_catalog *c, const char *dir, const char *frag, tf_perm *p)
+{
+	char path[4096];
+
+	if (tf_path_join(path, sizeof(path), dir, frag))
+		tf_perm_add_dir(p, c->src, path, true, NULL);
+	else
+		tf_perm_close(p);
+}
+
+/* The slot's base inputs into *out, examined again when not fresh. */
+static void base_perm(tf_catalog *c, dir_slot *d, tf_perm *out)
+{
+	tf_perm b = TF_PERM_INIT;
+	int64_t t0;
+
+	pthread_mutex_lock(&c->lock);
+	if (fresh(d->base_ns, d->base_cost)) {
+		tf_perm_copy(out, &d->base);
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	pthread_mutex_unlock(&c->lock);
+	t0 = now_ns();
+	add_base(c, d->rel, &b);
+	tf_perm_copy(out, &b);
+	pthread_mutex_lock(&c->lock);
+	tf_perm_clear(&d->base);
+	d->base = b;
+	d->base_ns = now_ns();
+	d->base_cost = d->base_ns - t0;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Base inputs and every fragment a read of v sees; kept for the slot's
+ * current views. */
+static void whole_perm(tf_catalog *c, dir_slot *d, tf_views *v, tf_perm *out)
+{
+	tf_perm w = TF_PERM_INIT;
+	int64_t t0;
+
+	pthread_mutex_lock(&c->lock);
+	if (d->whole_of == v && d->views == v && fresh(d->whole_ns, d->whole_cost)) {
+		tf_perm_copy(out, &d->whole);
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	pthread_mutex_unlock(&c->lock);
+	t0 = now_ns();
+	base_perm(c, d, &w);
+	for (size_t k = 0; k < tf_views_nvisible(v) && !w.closed; k++)
+		add_fragment(c, d->rel, tf_views_visible_dir(v, k), &w);
+	tf_perm_copy(out, &w);
+	pthread_mutex_lock(&c->lock);
+	if (d->views == v) {
+		tf_perm_clear(&d->whole);
+		d->whole = w;
+		d->whole_of = v;
+		d->whole_ns = now_ns();
+		d->whole_cost = d->whole_ns - t0;
+	} else {
+		tf_perm_clear(&w);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+tf_status tf_catalog_views_perm(tf_catalog *c, tf_catalog_hold *hold, tf_views *v, const char *vrel,
+				tf_perm *out, tf_error *err)
+{
+	dir_slot *d = (dir_slot *)hold;
+	tf_view_reads what;
+	const char *frag;
+	tf_status rc;
+
+	tf_perm_clear(out);
+	if ((rc = tf_views_reads(v, vrel, &what, &frag, err)) != TF_OK)
+		return rc;
+	if (!tf_source_has_modes(c->src))
+		return TF_OK;	/* every file has the same owner and modes */
+	if (what == TF_VIEW_READS_VISIBLE) {
+		whole_perm(c, d, v, out);
+		return TF_OK;
+	}
+	base_perm(c, d, out);
+	if (what == TF_VIEW_READS_ONE)
+		add_fragment(c, d->rel, frag, out);
+	return TF_OK;
+}
+
+/* Whether the array of slot d is encrypted, by its newest schema's
+ * header; not known (it cannot be read now) counts as encrypted. */
+static bool array_encrypted(tf_catalog *c, dir_slot *d)
+{
+	const tf_schema *sc;
+	bool known, enc;
+
+	pthread_mutex_lock(&c->lock);
+	known = d->enc_known, enc = d->encrypted;
+	pthread_mutex_unlock(&c->lock);
+	if (known)
+		return enc;
+	if (tf_array_latest_schema(d->array, &sc, NULL, NULL) != TF_OK)
+		return true;
+	enc = tf_array_schema_encrypted(d->array, sc);
+	pthread_mutex_lock(&c->lock);
+	d->enc_known = true, d->encrypted = enc;
+	pthread_mutex_unlock(&c->lock);
+	return enc;
+}
+
+bool tf_catalog_keyed(tf_catalog *c, const char *rel)
+{
+	const tf_rule *r = tf_config_match(c->cfg, rel);
+	const char *inner;
+	dir_slot *d;
+	bool keyed;
+
+	if (r)
+		return r->key != NULL;
+	if (!(d = array_of(c, rel, &inner)))
+		return false;
+	keyed = tf_array_key(d->array) && array_encrypted(c, d);
+	array_release(c, d);
+	return keyed;
 }
 
 tf_show tf_catalog_show(tf_catalog *c, const char *rel)

@@ -73,6 +73,28 @@ tf_status tf_catalog_views(tf_catalog *c, const char *dir, tf_cache *cache, tf_v
 void tf_catalog_views_put(tf_catalog *c, tf_views *v, tf_catalog_hold *hold);
 
 /*
+ * Who may read entry vrel of views v (held by hold), tf_perm.h: what it is
+ * made of in the source (tf_views_reads): the array's directory and its
+ * TileDB files, the __schema (and __enumerations), __commits and
+ * __fragments directories and their files, and the directory and files of
+ * each fragment the entry reads.  Taken again when a second old (longer
+ * for arrays so large that taking it costs more than a tenth of that).
+ * Empty for sources without modes (object stores): everything there is
+ * the same.  TF_E_INVAL: no such entry.
+ */
+struct tf_perm;
+tf_status tf_catalog_views_perm(tf_catalog *c, tf_catalog_hold *hold, tf_views *v, const char *vrel,
+				struct tf_perm *out, tf_error *err);
+
+/*
+ * Whether decoded file rel is plaintext of an encrypted array (or a file a
+ * [match] rule decrypts), decided without indexing it: its rule has a key;
+ * or its array has a key and its newest schema is encrypted, or cannot be
+ * read now.  tf_facts.keyed says it again, per file, once indexed.
+ */
+bool tf_catalog_keyed(tf_catalog *c, const char *rel);
+
+/*
  * Persisted indexes (tf_index.h): walked files are looked up in store and
  * stored to it, and every walk is counted there (borrowed; NULL: none).
  * Set before the catalog is used.

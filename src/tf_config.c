@@ -79,9 +79,11 @@ struct tf_config {
 	bool world_readable;	/* the config file itself */
 	char *plugin_path;	/* [tilefs] plugin_path, as written */
 	char *index_dir;	/* [tilefs] index_dir, resolved (s.index_dir) */
+	char *index_dir_at;	/* "FILE:LINE" of it (s.index_dir_at) */
 	int plugin_path_line;
 	tf_plugins *plugins;	/* loaded by resolve(); outlives every pipeline */
-	char **warnings;	/* plugins skipped, for the caller to show */
+	char *plugin_where;	/* "FILE:LINE" of plugin_path, or the variable, for warnings */
+	char **warnings;	/* plugins refused or skipped, for the caller to show */
 	size_t nwarnings;
 	tf_s3_settings s3;	/* [s3] */
 	bool s3_seen;
@@ -135,6 +137,87 @@ bool tf_parse_size(const char *s, uint64_t *out)
 		return false;
 	*out = (uint64_t)v << shift;
 	return true;
+}
+
+/* The lowest memory limit of cgroup `dir` and its parents, in the files
+ * `hier`DIR/`file` (cgroup v2: /sys/fs/cgroup, memory.max; v1:
+ * /sys/fs/cgroup/memory, memory.limit_in_bytes); 0 when none is set.  dir
+ * is modified. */
+static uint64_t cgroup_limit(const char *hier, const char *file, char *dir)
+{
+	uint64_t lowest = 0;
+
+	for (;;) {
+		char path[PATH_MAX + 32], text[32];
+		unsigned long long v;
+		char *slash, *end;
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s%s/%s", hier, dir, file);
+		if ((f = fopen(path, "re"))) {
+			if (fgets(text, sizeof(text), f) && isdigit((unsigned char)text[0]) &&
+			    (v = strtoull(text, &end, 10)) > 0 && (!lowest || v < lowest))
+				lowest = v;	/* "max": no limit at this level */
+			fclose(f);
+		}
+		if (!(slash = strrchr(dir, '/')) || slash == dir)
+			break;
+		*slash = '\0';
+	}
+	return lowest;
+}
+
+uint64_t tf_memory_bytes(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	uint64_t mem = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0, lim;
+	char line[PATH_MAX], *dir;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+
+	/* Lines "ID:CONTROLLERS:PATH": v2's is "0::PATH", v1's memory
+	 * controller "N:memory:PATH" (an unlimited v1 group says ~2^63). */
+	while (f && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		lim = 0;
+		if (!strncmp(line, "0::/", 4))
+			lim = cgroup_limit("/sys/fs/cgroup", "memory.max", line + 3);
+		else if ((dir = strstr(line, ":memory:/")))
+			lim = cgroup_limit("/sys/fs/cgroup/memory", "memory.limit_in_bytes", dir + 8);
+		if (lim && (!mem || lim < mem))
+			mem = lim;
+	}
+	if (f)
+		fclose(f);
+	return mem;
+}
+
+/* A size as a person writes it: 64K, 1M, 23.5G. */
+static const char *human_size(uint64_t v, char *buf, size_t n)
+{
+	if (v >= (uint64_t)1 << 30)
+		snprintf(buf, n, "%.1fG", (double)v / (double)((uint64_t)1 << 30));
+	else if (v >= (uint64_t)1 << 20)
+		snprintf(buf, n, "%lluM", (unsigned long long)(v >> 20));
+	else
+		snprintf(buf, n, "%lluK", (unsigned long long)(v >> 10));
+	return buf;
+}
+
+tf_status tf_parse_budget(const char *name, const char *text, uint64_t min, uint64_t *out, tf_error *err)
+{
+	uint64_t v, mem = tf_memory_bytes();
+	char h[32];
+
+	if (!tf_parse_size(text, &v))
+		return tf_err(err, TF_E_INVAL, "%s: bad size '%s' (e.g. 256M)", name, text);
+	if (v < min)
+		return tf_err(err, TF_E_INVAL, "%s: %s is less than the least it works with, %s", name, text,
+			      human_size(min, h, sizeof(h)));
+	if (mem && v > mem)
+		return tf_err(err, TF_E_INVAL, "%s: %s is more than this machine's memory, %s (%llu bytes)", name,
+			      text, human_size(mem, h, sizeof(h)), (unsigned long long)mem);
+	*out = v;
+	return TF_OK;
 }
 
 static bool parse_bool(const char *s, bool *v)
@@ -428,9 +511,13 @@ static int set_index(parser *ps, const char *name, const char *value)
 		free(ps->c->index_dir);
 		ps->c->index_dir = !value[0] ? NULL : !strcmp(value, "none") ? strdup("none")
 				 : resolve_path(ps->c, value);
-		if (value[0] && !ps->c->index_dir)
+		free(ps->c->index_dir_at);
+		if (asprintf(&ps->c->index_dir_at, "%s:%d", ps->c->path, ps->line) < 0)
+			ps->c->index_dir_at = NULL;
+		if ((value[0] && !ps->c->index_dir) || !ps->c->index_dir_at)
 			return fail(ps, ps->line, "out of memory");
 		s->index_dir = ps->c->index_dir;
+		s->index_dir_at = ps->c->index_dir_at;
 	} else if (!strcmp(name, "index_max_size")) {
 		if (!tf_parse_size(value, &s->index_max_size) || s->index_max_size < 65536)
 			return fail(ps, ps->line, "index_max_size: bad size '%s' (e.g. 1G; at least 64K)", value);
@@ -454,9 +541,11 @@ static int set_tilefs(parser *ps, const char *name, const char *value)
 	uint32_t n;
 
 	if (!strcmp(name, "cache_size") || !strcmp(name, "index_cache")) {
-		uint64_t *dst = name[0] == 'c' ? &s->cache_size : &s->index_budget;
-		if (!tf_parse_size(value, dst) || *dst < 65536)
-			return fail(ps, ps->line, "%s: bad size '%s' (e.g. 256M; at least 64K)", name, value);
+		bool cache = name[0] == 'c';
+		tf_error e;
+		if (tf_parse_budget(name, value, cache ? TF_CACHE_SIZE_MIN : TF_INDEX_CACHE_MIN,
+				    cache ? &s->cache_size : &s->index_budget, &e) != TF_OK)
+			return fail(ps, ps->line, "%s", e.msg);
 	} else if (!strcmp(name, "unmatched")) {
 		if (strcmp(value, "raw") && strcmp(value, "hide"))
 			return fail(ps, ps->line, "unmatched must be 'raw' or 'hide', not '%s'", value);
@@ -753,21 +842,19 @@ static void resolve_rule(parser *ps, match_sec *m)
 
 /* ---- plugins ---------------------------------------------------------------------------------- */
 
-typedef struct warn_ctx {
-	tf_config *c;
-	const char *where;	/* "FILE:LINE" or the environment variable */
-} warn_ctx;
-
+/* A plugin warning, kept for the caller to show, prefixed with where the
+ * plugin path was set.  Lookups load plugins (filters/plugin.h), so this
+ * runs while pipelines are built too: its context is the config itself. */
 static void keep_warning(void *ctx, const char *msg)
 {
-	warn_ctx *w = ctx;
-	char **v = realloc(w->c->warnings, (w->c->nwarnings + 1) * sizeof(*v));
+	tf_config *c = ctx;
+	char **v = realloc(c->warnings, (c->nwarnings + 1) * sizeof(*v));
 
 	if (!v)
 		return;
-	w->c->warnings = v;
-	if (asprintf(&v[w->c->nwarnings], "%s: %s", w->where, msg) >= 0)
-		w->c->nwarnings++;
+	c->warnings = v;
+	if (asprintf(&v[c->nwarnings], "%s: %s", c->plugin_where, msg) >= 0)
+		c->nwarnings++;
 }
 
 /* plugin_path with each relative directory made relative to the
@@ -789,20 +876,22 @@ static char *plugin_dirs(const tf_config *c)
 	return out;
 }
 
-/* Load the plugins before any pipeline is built: plugin_path, else the
- * environment's.  A plugin that cannot be used is a warning, not an error. */
+/* The plugins, before any pipeline is built (which loads those it names):
+ * plugin_path, else the environment's.  A plugin that cannot be used is a
+ * warning, not an error. */
 static tf_status load_plugins(tf_config *c, const char *where, tf_error *err)
 {
 	char *dirs = c->plugin_path ? plugin_dirs(c) : NULL;
 	const char *path = c->plugin_path ? dirs : tf_plugins_env_path();
-	warn_ctx w = { c, where };
 	tf_status rc;
 
-	if (c->plugin_path && !dirs)
-		return tf_err(err, TF_E_NOMEM, "out of memory");
 	if (!c->plugin_path)
-		w.where = getenv("TILEFS_PLUGIN_PATH") ? "TILEFS_PLUGIN_PATH" : "HDF5_PLUGIN_PATH";
-	rc = tf_plugins_load(path, keep_warning, &w, &c->plugins, err);
+		where = getenv("TILEFS_PLUGIN_PATH") ? "TILEFS_PLUGIN_PATH" : "HDF5_PLUGIN_PATH";
+	if ((c->plugin_path && !dirs) || !(c->plugin_where = strdup(where))) {
+		free(dirs);
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	rc = tf_plugins_load(path, keep_warning, c, &c->plugins, err);
 	free(dirs);
 	return rc;
 }
@@ -956,7 +1045,7 @@ void tf_config_free(tf_config *c)
 	tf_plugins_free(c->plugins);	/* after every pipeline holding its classes */
 	for (size_t i = 0; i < c->nwarnings; i++)
 		free(c->warnings[i]);
-	free(c->warnings), free(c->plugin_path), free(c->index_dir);
+	free(c->warnings), free(c->plugin_where), free(c->plugin_path), free(c->index_dir), free(c->index_dir_at);
 	tf_s3_settings_clear(&c->s3);
 	free(c);
 }
@@ -969,6 +1058,11 @@ const tf_settings *tf_config_settings(const tf_config *c)
 const tf_plugins *tf_config_plugins(const tf_config *c)
 {
 	return c->plugins;
+}
+
+void tf_config_stop_plugins(tf_config *c)
+{
+	tf_plugins_stop(c->plugins);
 }
 
 size_t tf_config_nwarnings(const tf_config *c)
@@ -993,9 +1087,9 @@ void tf_config_lock_keys(tf_config *c)
 			tf_key_lock(c->keys[i].key);
 }
 
-void tf_config_set_cache_size(tf_config *c, uint64_t bytes)
+tf_status tf_config_set_cache_size(tf_config *c, const char *size, tf_error *err)
 {
-	c->s.cache_size = bytes;
+	return tf_parse_budget("cache_size", size, TF_CACHE_SIZE_MIN, &c->s.cache_size, err);
 }
 
 bool tf_config_set_index_dir(tf_config *c, const char *dir)
@@ -1005,7 +1099,9 @@ bool tf_config_set_index_dir(tf_config *c, const char *dir)
 	if (!d)
 		return false;
 	free(c->index_dir);
+	free(c->index_dir_at);
 	c->s.index_dir = c->index_dir = d;
+	c->s.index_dir_at = c->index_dir_at = NULL;
 	return true;
 }
 

@@ -17,12 +17,13 @@
  * world-readable key file, bad glob) fails the load with "FILE:LINE: message".
  * Key material is never part of a message.
  *
- * Filter plugins (filters/plugin.h) are loaded from plugin_path (relative
+ * Filter plugins (filters/plugin.h) come from plugin_path (relative
  * directories are relative to the file), or with no plugin_path (and for
- * tf_config_default) from $TILEFS_PLUGIN_PATH, else $HDF5_PLUGIN_PATH,
- * before any filter spec is read, so specs may name them.  A plugin that
- * cannot be used is skipped with a warning (tf_config_warning); a spec
- * naming a filter no plugin provides fails the load at its line.
+ * tf_config_default) from $TILEFS_PLUGIN_PATH, else $HDF5_PLUGIN_PATH;
+ * specs may name them, and a plugin is loaded when a spec first does.  A
+ * place or plugin that cannot be used is skipped with a warning
+ * (tf_config_warning); a spec naming a filter no plugin provides fails the
+ * load at its line.
  */
 #ifndef TF_CONFIG_H
 #define TF_CONFIG_H
@@ -47,6 +48,7 @@ typedef struct tf_settings {
 	const tf_key *default_key;	/* for TileDB arrays with no [array] key */
 	bool views;			/* views = yes: each array's @views folder */
 	const char *index_dir;		/* persisted indexes: NULL the default, "none" */
+	const char *index_dir_at;	/* "FILE:LINE" that set it, NULL if no file did */
 	uint64_t index_max_size;	/* their bound in bytes (0: the default) */
 	bool index_at_mount;		/* index the whole source in the background */
 	bool metadata_headers;		/* metadata_walk = headers (default window) */
@@ -73,6 +75,9 @@ void tf_config_free(tf_config *c);
 const tf_settings *tf_config_settings(const tf_config *c);
 /* The loaded filter plugins (valid while c is). */
 const tf_plugins *tf_config_plugins(const tf_config *c);
+/* From now on no call into a plugin waits (tf_plugins_stop): for a daemon
+ * on its way out.  Safe from any thread. */
+void tf_config_stop_plugins(tf_config *c);
 /* What loading skipped ("FILE:LINE: plugin P skipped: why"), to be shown
  * once by the program. */
 size_t tf_config_nwarnings(const tf_config *c);
@@ -82,8 +87,9 @@ struct tf_s3_settings;
 const struct tf_s3_settings *tf_config_s3(const tf_config *c);
 /* Lock every key in memory again (locks do not survive fork()). */
 void tf_config_lock_keys(tf_config *c);
-/* Override the cache budget (mount option cache_size=). */
-void tf_config_set_cache_size(tf_config *c, uint64_t bytes);
+/* Override the cache budget (mount option cache_size=, text as in the
+ * file, checked as tf_parse_budget does). */
+tf_status tf_config_set_cache_size(tf_config *c, const char *size, tf_error *err);
 /* Turn the views folders on (mount option views). */
 void tf_config_set_views(tf_config *c, bool on);
 /* Override index_dir (a path, or "none") and index_at_mount (mount options). */
@@ -96,6 +102,21 @@ const tf_key *tf_config_array_key(const tf_config *c, const char *relpath);
 
 /* "256M", "1G", "4096" -> bytes; false on a bad size. */
 bool tf_parse_size(const char *s, uint64_t *out);
+
+/*
+ * Memory budgets.  A cache must hold the decode units of one read request
+ * (16 of 64 KiB: a smaller one failed every TileDB chunk), an index budget
+ * at least a small file's index; neither may be more than the memory this
+ * process can have (tf_memory_bytes).  Parses option `name`'s text into
+ * *out, or fails (TF_E_INVAL) with a message naming the option and the
+ * limit it broke.
+ */
+#define TF_CACHE_SIZE_MIN ((uint64_t)1 << 20)
+#define TF_INDEX_CACHE_MIN ((uint64_t)64 << 10)
+tf_status tf_parse_budget(const char *name, const char *text, uint64_t min, uint64_t *out, tf_error *err);
+/* Physical memory, or the memory limit of our cgroup (and its parents)
+ * when lower; 0 if unknown. */
+uint64_t tf_memory_bytes(void);
 /* Glob match: '*' and '?' within a path segment, '[...]' classes, '**' for
  * any number of segments; a pattern without '/' matches the last segment. */
 bool tf_glob_match(const char *pattern, const char *path);

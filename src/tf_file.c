@@ -214,6 +214,7 @@ static tf_status pseudo_table(const tile_ent *te, unit_table **out, tf_error *er
 	if (!(t = malloc(sizeof(*t) + sizeof(unit_ent))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	t->n = t->nchunks = 1;
+	t->agreed = NULL;
 	t->u[0] = (unit_ent){ te->off, te->kind == TILE_RAW ? te->start : te->data_start,
 			      te->kind == TILE_RAW ? te->stored : te->data_stored, (uint32_t)te->size, 1, 0 };
 	*out = t;
@@ -270,6 +271,8 @@ static tf_status check_empty_units(const tf_file *f, const tile_ent *te, tf_obje
 		buf = p;
 		if ((rc = tf_object_read(obj, u->src_off, buf, (size_t)u->src_len, err)) == TF_OK)
 			rc = tf_file_decode_unit(f, te, u, tf_span_of(buf, (size_t)u->src_len), ws, none, err);
+		if (rc == TF_OK && ut->agreed)	/* a restored table, not yet the tile's */
+			atomic_store_explicit(&ut->agreed[i], 1, memory_order_release);
 	}
 	free(buf);
 	tf_workspace_free(ws);
@@ -313,10 +316,10 @@ static tf_status build_table(const tf_file *f, const tile_ent *te, tf_object *ob
 
 /*
  * Tile t's units from the store entry f was restored from, checked as a
- * walk checks its own (their empty units decoded to prove them so).  Units
- * the entry gets wrong reject it, and the tile is walked instead, checked
- * against the size the entry gave (as an array's tile is against its
- * fragment metadata): never wrong bytes.
+ * walk checks its own (their empty units decoded to prove them so), with
+ * no other read: each unit's chunk headers are checked when it is decoded,
+ * and its place before its bytes are served (tf_file_prove).  Units the
+ * entry gets wrong reject it.
  */
 static tf_status restore_table(const tf_file *f, size_t t, tf_object *obj, unit_table **out, tf_error *err)
 {
@@ -325,10 +328,57 @@ static tf_status restore_table(const tf_file *f, size_t t, tf_object *obj, unit_
 
 	if (rc == TF_OK && (rc = check_empty_units(f, &f->tiles[t], obj, *out, &why)) != TF_OK)
 		free(*out);
-	if (rc == TF_OK || rc == TF_E_NOMEM)
-		return rc == TF_OK ? rc : tf_err(err, rc, "%s", why.msg);
-	tf_file_reject_saved(f, t, why.msg);
-	return build_table(f, &f->tiles[t], obj, out, err);
+	if (rc == TF_OK)
+		return TF_OK;
+	if (rc == TF_E_CORRUPT)
+		tf_file_reject_saved(f, t, why.msg);
+	return tf_err(err, rc, "%s", why.msg);
+}
+
+/* One unit's chunks as the walker reads their headers: they must fill it
+ * exactly and decode to its size. */
+static tf_status check_unit_headers(walker *w, const unit_ent *e, tf_error *err)
+{
+	uint8_t raw[TF_CHUNK_HEADER_SIZE];
+	uint64_t p = e->src_off, end = e->src_off + e->src_len, size = 0;
+	tf_status rc;
+
+	for (uint32_t c = 0; c < e->nchunks; c++) {
+		tf_chunk_header h;
+		uint64_t sz;
+
+		if (end - p < TF_CHUNK_HEADER_SIZE)
+			return tf_err(err, TF_E_CORRUPT, "chunk %u: no room for its header", e->first + c);
+		if ((rc = walk_read(w, p, raw, sizeof(raw), err)) != TF_OK)
+			return tf_err_prefix(err, "chunk %u", e->first + c);
+		tf_chunk_header_read(raw, &h);
+		if ((sz = tf_chunk_stored_size(&h)) > end - p || h.orig_len > e->size - size)
+			return tf_err(err, TF_E_CORRUPT, "chunk %u: header differs from the index", e->first + c);
+		p += sz;
+		size += h.orig_len;
+	}
+	if (p != end || size != e->size)
+		return tf_err(err, TF_E_CORRUPT, "chunks %u-%u: headers differ from the index", e->first,
+			      e->first + e->nchunks - 1);
+	return TF_OK;
+}
+
+tf_status tf_file_check_units(const tf_file *f, tf_object *obj, size_t t, size_t u0, size_t u1, tf_error *err)
+{
+	const tile_ent *te = &f->tiles[t];
+	const unit_table *ut = atomic_load_explicit(&te->units, memory_order_acquire);
+	walker *w;
+	tf_status rc = TF_OK;
+
+	if (u0 >= u1)
+		return TF_OK;
+	if (!(w = walker_new(obj, ut->u[u1 - 1].src_off + ut->u[u1 - 1].src_len, false)))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	for (size_t u = u0; u < u1 && rc == TF_OK; u++)
+		if ((rc = check_unit_headers(w, &ut->u[u], err)) == TF_OK)
+			atomic_store_explicit(&ut->agreed[u], 1, memory_order_release);
+	free(w);
+	return rc;
 }
 
 /* Lock-free: a racing loader's table may win; ours is then freed. */
@@ -784,6 +834,7 @@ static void file_free(tf_file *f)
 	free(f->tiles);
 	free(f->saved);
 	free(f->saved_tiles);
+	pthread_mutex_destroy(&f->proof_lock);
 	free(f->dec);
 	free(f->var_rel);
 	free(f->name);
@@ -848,6 +899,8 @@ tf_status tf_file_open_how(tf_source *src, const char *rel, const char *name, co
 	atomic_init(&f->cache, NULL);
 	atomic_init(&f->owner, 0);
 	atomic_init(&f->saved_bad, false);
+	atomic_init(&f->proved, 0);
+	pthread_mutex_init(&f->proof_lock, NULL);
 	f->src = src;
 	f->cell_val_num = spec->cell_val_num;
 	if ((rc = index_file(f, expect, spec, how, err)) != TF_OK) {
@@ -873,9 +926,10 @@ void tf_file_unref(tf_file *f)
 
 /* ---- decoding a unit --------------------------------------------------------------------- */
 
-/* The chunks of unit u, back to back in `stored`, into dst. */
+/* The chunks of unit u, back to back in `stored`, into dst.  *differs:
+ * their headers do not say what the index does. */
 static tf_status decode_chunks(const tf_file *f, const tile_ent *te, const unit_ent *u, tf_span stored,
-			       tf_workspace *ws, uint8_t *dst, tf_error *err)
+			       tf_workspace *ws, uint8_t *dst, bool *differs, tf_error *err)
 {
 	const decoder *d = &f->dec[te->dec];
 	size_t tile = (size_t)(te - f->tiles);
@@ -887,15 +941,15 @@ static tf_status decode_chunks(const tf_file *f, const tile_ent *te, const unit_
 		tf_status rc;
 
 		if (stored.n - at < TF_CHUNK_HEADER_SIZE)
-			return tf_err(err, TF_E_CORRUPT, "tile %zu, chunk %u: header past the unit", tile,
-				      u->first + i);
+			return *differs = true, tf_err(err, TF_E_CORRUPT, "tile %zu, chunk %u: header past the unit",
+						       tile, u->first + i);
 		tf_chunk_header_read(stored.p + at, &h);
 		sz = tf_chunk_stored_size(&h);
 		/* The index was made from these headers: they cannot differ
 		 * unless the bytes are not the version indexed. */
 		if (sz > stored.n - at || h.orig_len > u->size - pos)
-			return tf_err(err, TF_E_CORRUPT, "tile %zu, chunk %u: header differs from the index",
-				      tile, u->first + i);
+			return *differs = true, tf_err(err, TF_E_CORRUPT, "tile %zu, chunk %u: header differs "
+						       "from the index", tile, u->first + i);
 		rc = tf_chunk_decode(d->pipeline, &d->env, ws, tf_span_of(stored.p + at, (size_t)sz),
 				     dst + pos, NULL, err);
 		if (rc != TF_OK)
@@ -904,14 +958,27 @@ static tf_status decode_chunks(const tf_file *f, const tile_ent *te, const unit_
 		pos += h.orig_len;
 	}
 	if (pos != u->size || at != stored.n)
-		return tf_err(err, TF_E_CORRUPT, "tile %zu, chunks %u-%u: headers differ from the index", tile,
-			      u->first, u->first + u->nchunks - 1);
+		return *differs = true, tf_err(err, TF_E_CORRUPT, "tile %zu, chunks %u-%u: headers differ from "
+					       "the index", tile, u->first, u->first + u->nchunks - 1);
 	return TF_OK;
+}
+
+/* Mark unit u of te agreed with its headers, if te's table is a restored
+ * one and holds u (check_empty_units marks a table not yet te's). */
+static void mark_agreed(const tile_ent *te, const unit_ent *u)
+{
+	const unit_table *ut = atomic_load_explicit(&te->units, memory_order_acquire);
+
+	if (ut && ut->agreed && u >= ut->u && u < ut->u + ut->n)
+		atomic_store_explicit(&ut->agreed[u - ut->u], 1, memory_order_release);
 }
 
 tf_status tf_file_decode_unit(const tf_file *f, const tile_ent *te, const unit_ent *u, tf_span stored,
 			      tf_workspace *ws, uint8_t *dst, tf_error *err)
 {
+	bool differs = false;
+	tf_status rc;
+
 	if (stored.n != u->src_len)
 		return tf_err(err, TF_E_CORRUPT, "tile %zu: unit of %llu stored bytes given %zu",
 			      (size_t)(te - f->tiles), (unsigned long long)u->src_len, stored.n);
@@ -919,7 +986,11 @@ tf_status tf_file_decode_unit(const tf_file *f, const tile_ent *te, const unit_e
 		memcpy(dst, stored.p, u->size);
 		return TF_OK;
 	}
-	return decode_chunks(f, te, u, stored, ws, dst, err);
+	if ((rc = decode_chunks(f, te, u, stored, ws, dst, &differs, err)) == TF_OK)
+		mark_agreed(te, u);
+	else if (differs && f->saved)	/* the entry's claims, proved wrong */
+		tf_file_reject_saved(f, (size_t)(te - f->tiles), err ? err->msg : "headers differ from the index");
+	return rc;
 }
 
 tf_status tf_file_decode_folded(const tf_file *f, tf_object *var, tf_workspace *ws, const unit_ent *u,
@@ -995,7 +1066,7 @@ size_t tf_file_index_bytes(const tf_file *f)
 
 	for (size_t t = 0; t < f->ntiles; t++) {
 		const unit_table *ut = atomic_load(&f->tiles[t].units);
-		n += ut ? sizeof(*ut) + ut->n * sizeof(unit_ent) : 0;
+		n += ut ? sizeof(*ut) + ut->n * (sizeof(unit_ent) + (ut->agreed ? 1 : 0)) : 0;
 	}
 	return n;
 }

@@ -165,7 +165,10 @@ tf_file *tf_handle_file(const tf_handle *r);
  * that points straight at them.  Sequential readers get decode-ahead on
  * the cache's workers; a request's missing units are decoded in parallel
  * when workers are idle.  Any failing unit fails the whole request (its
- * error names file, tile, chunk and filter) and nothing stays pinned.
+ * error names file, tile, chunk and filter) and nothing stays pinned.  A
+ * file restored from the index store answers only what its own chunk
+ * headers prove the entry right about, up to the request's end (a wrong
+ * entry: TF_E_CORRUPT from there on).
  * s is the caller's, reused across calls (tf_slices_free at the end).
  */
 typedef struct tf_slice {
@@ -181,6 +184,15 @@ typedef struct tf_slices {
 } tf_slices;
 tf_status tf_handle_pin(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t off, size_t len,
 			tf_slices *s, tf_error *err);
+/*
+ * The same for a reader that can take fewer bytes than it asked for (a
+ * short read, as a disk gives before a bad sector): a failing unit ends
+ * the range instead of failing all of it.  On an error s still holds,
+ * pinned, the bytes before the first failing unit (none when off is in
+ * it); the caller unpins s either way.
+ */
+tf_status tf_handle_pin_prefix(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t off, size_t len,
+			       tf_slices *s, tf_error *err);
 /* Unpin.  passed_on: the caller handed the bytes to a cache of its own
  * (the kernel's page cache): whole units then go first (tf_cache.h). */
 void tf_handle_unpin(tf_cache *c, tf_slices *s, bool passed_on);

@@ -15,22 +15,38 @@
  * offset 0 and chunks back to back after each tile's count: a tile starts
  * where the last ended, its first unit 8 bytes in, each unit where the last
  * ended; decoded offsets add up.  So the only freedom an entry has is in
- * sizes, and every one is checked: at restore, that tiles cover the file
- * exactly, that each has room for its chunks' headers and its units for
- * their list; when a tile is first read, that its units cover it exactly,
- * add up to its decoded size and chunk count, that each chunk has room for
- * its header, and that a unit of several chunks keeps the walk's bounds.
- * The decode checks each chunk header against its unit again.
+ * sizes, and they are claims, trusted only as far as the file's own chunk
+ * headers bear them out:
  *
- * Why units are checked late: a lookup wants the size alone.  The payload is
+ *   - at restore, that tiles cover the file exactly, each with room for its
+ *     chunks' headers and its units for their list: all a lookup needs;
+ *   - when a tile is first read, that its units cover it exactly, add up to
+ *     its decoded size and chunk count, that each chunk has room for its
+ *     header, and that a unit of several chunks keeps the walk's bounds;
+ *   - when a unit is decoded, that its chunk headers say what the entry
+ *     does (stored and decoded sizes, chunk by chunk): a unit that differs
+ *     rejects the entry;
+ *   - before a read is answered (tf_file_prove), that every unit and tile
+ *     before its end has agreed with its headers, in file order.  Each
+ *     unit's place in the decoded file is the sum of the sizes before it,
+ *     so a lie about tile 0 would put every later unit's true bytes at a
+ *     wrong offset, their own headers agreeing; proved in order, the
+ *     offsets are facts.  A unit agrees by being decoded (free: a reader
+ *     from the start decodes everything in order anyway) or, far behind a
+ *     read that jumped ahead, by its headers being read (what a walk reads,
+ *     once); a tile's count is read (8 bytes) as the proof enters it.
+ *
+ * A rejected entry is removed from the store (warned), and this index of
+ * the file answers nothing beyond what was proved (EIO): the next index of
+ * it walks.  Never bytes at a wrong place.
+ *
+ * Why units are made late: a lookup wants the size alone.  The payload is
  * kept as it is (about 3 bytes a unit: 100 KB for a 2 GiB file of 64 KiB
  * chunks, against 1.3 MB of unit tables) and each tile's units are made
  * from it when first read (tf_file_restore_tile), like an array's tiles'.
  * Measured for that file (on a loaded machine): a restore costs 25-40 us;
  * scanning its 32,768 units as well, 140-185 us; building every table at
- * once, 730 us.  Units found wrong then reject the entry (warned, removed)
- * and that tile is walked instead, checked against its size as an
- * array's tile is against its fragment metadata: never wrong bytes.
+ * once, 730 us.
  */
 #include "tf_file_int.h"
 
@@ -38,9 +54,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tf_cache.h"
 #include "tf_index.h"
 
 #define KIND_WALKED 1u
+/* Units this close before a read's start are proved through the cache:
+ * another reader's decode awaited, or decoded here and kept for it
+ * (concurrent requests of one sequential reader arrive up to a few MiB out
+ * of order: tf_handle.c's SEQ_SLACK), never read twice.  Farther ones,
+ * behind a reader that jumped, have their headers read, not decoded. */
+#define PROVE_NEAR ((uint64_t)4 << 20)
 
 /* ---- varints ---------------------------------------------------------------------------- */
 
@@ -201,19 +224,148 @@ void tf_file_reject_saved(const tf_file *f, size_t t, const char *why)
 tf_status tf_file_restore_tile(const tf_file *f, size_t t, unit_table **out, tf_error *err)
 {
 	const saved_tile *sv = &f->saved_tiles[t];
-	unit_table *ut = malloc(sizeof(*ut) + (sv->nunits ? sv->nunits : 1) * sizeof(unit_ent));
+	size_t n = sv->nunits ? (size_t)sv->nunits : 1;
+	unit_table *ut = malloc(sizeof(*ut) + n * (sizeof(unit_ent) + sizeof(atomic_uchar)));
 	tf_status rc;
 
 	if (!ut)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	ut->n = (size_t)sv->nunits;
 	ut->nchunks = sv->nchunks;
+	ut->agreed = (atomic_uchar *)(void *)(ut->u + n);
+	for (size_t u = 0; u < n; u++)
+		atomic_init(&ut->agreed[u], 0);
 	if ((rc = parse_units(&f->tiles[t], sv, f->saved, ut, err)) != TF_OK) {
 		free(ut);
 		return rc;
 	}
 	*out = ut;
 	return TF_OK;
+}
+
+/* ---- proving ---------------------------------------------------------------------------------- */
+
+typedef struct unit_load {
+	tf_file *f;
+	tf_object *obj;
+	const tile_ent *te;
+	const unit_ent *u;
+} unit_load;
+
+/* Fill a claimed unit: its stored bytes read and decoded (which checks
+ * its headers). */
+static tf_status load_unit(void *ctx, uint64_t index, uint8_t *dst, tf_workspace *ws, tf_error *err)
+{
+	unit_load *l = ctx;
+	tf_buf *io = tf_workspace_buf(ws, TF_WS_IO);
+	tf_status rc;
+
+	(void)index;
+	if (l->u->src_len > SIZE_MAX)
+		return tf_err(err, TF_E_NOMEM, "unit too large");
+	if ((rc = tf_buf_reserve(io, (size_t)l->u->src_len, err)) == TF_OK &&
+	    (rc = tf_object_read(l->obj, l->u->src_off, io->p, (size_t)l->u->src_len, err)) == TF_OK)
+		rc = tf_file_decode_unit(l->f, l->te, l->u, tf_span_of(io->p, (size_t)l->u->src_len), ws, dst, err);
+	return rc;
+}
+
+/* Unit u of tile t through the cache: ready (decoded, so checked), being
+ * decoded by another reader (awaited), or decoded here.  Its own failure
+ * is not ours: its headers are read next. */
+static void prove_in_cache(tf_file *f, tf_object *obj, tf_cache *c, tf_workspace *ws, size_t t, size_t u)
+{
+	const unit_table *ut = atomic_load_explicit(&f->tiles[t].units, memory_order_acquire);
+	unit_load l = { f, obj, &f->tiles[t], &ut->u[u] };
+	tf_cache_source src = { &l, load_unit };
+	tf_cache_entry *e;
+
+	if (tf_cache_get(c, atomic_load(&f->owner), UNIT_KEY(t, u), ut->u[u].size, &src, ws, &e, NULL) == TF_OK)
+		tf_cache_release(c, e, false);
+}
+
+/* The tile count the proof enters tile t by: 8 bytes at its start. */
+static tf_status check_count(const tf_file *f, tf_object *obj, size_t t, tf_error *err)
+{
+	uint8_t raw[TF_TILE_HEADER_SIZE];
+	tf_status rc = tf_object_read(obj, f->tiles[t].start, raw, sizeof(raw), err);
+
+	if (rc == TF_OK && tf_le64(raw) != f->saved_tiles[t].nchunks)
+		rc = tf_err(err, TF_E_CORRUPT, "holds %llu chunks, the index says %llu",
+			    (unsigned long long)tf_le64(raw), (unsigned long long)f->saved_tiles[t].nchunks);
+	return rc;
+}
+
+/* Prove the next unit (or the next tile, when it has none), for a read
+ * from off.  Lock held. */
+static tf_status prove_next(tf_file *f, tf_object *obj, tf_cache *c, tf_workspace *ws, uint64_t off,
+			    tf_error *err)
+{
+	size_t t = f->proof_tile, u = f->proof_unit, u1;
+	const tile_ent *te = &f->tiles[t];
+	const unit_table *ut;
+	tf_status rc;
+
+	if (t >= f->ntiles) {	/* no tile at all */
+		atomic_store_explicit(&f->proved, UINT64_MAX, memory_order_release);
+		return TF_OK;
+	}
+	if (atomic_load(&f->saved_bad))
+		return tf_err(err, TF_E_CORRUPT, "tile %zu: not read: the index entry was found wrong (removed: "
+			      "the file is walked when next indexed)", t);
+	if ((rc = tf_file_load_tile(f, obj, t, &ut, err)) != TF_OK)
+		return rc;	/* a wrong unit list has rejected the entry */
+	if (u == 0 && (rc = check_count(f, obj, t, err)) != TF_OK) {
+		if (rc == TF_E_CORRUPT)
+			tf_file_reject_saved(f, t, err ? err->msg : "chunk count");
+		return tf_err_prefix(err, "tile %zu", t);
+	}
+	if (u < ut->n && !atomic_load_explicit(&ut->agreed[u], memory_order_acquire)) {
+		if (c && ut->u[u].off + ut->u[u].size + PROVE_NEAR > off)
+			prove_in_cache(f, obj, c, ws, t, u);
+		/* Not decoded: its headers, with those of the units after it
+		 * that are neither agreed nor near (one read for a long gap). */
+		for (u1 = u + 1; u1 < ut->n && !atomic_load(&ut->agreed[u1]) && ut->u[u1].off + PROVE_NEAR <= off;
+		     u1++)
+			;
+		if (!atomic_load_explicit(&ut->agreed[u], memory_order_acquire) &&
+		    (rc = tf_file_check_units(f, obj, t, u, u1, err)) != TF_OK) {
+			if (rc == TF_E_CORRUPT)
+				tf_file_reject_saved(f, t, err ? err->msg : "headers differ");
+			return tf_err_prefix(err, "tile %zu", t);
+		}
+	}
+	if (u < ut->n) {
+		f->proof_unit++;
+		atomic_store_explicit(&f->proved, ut->u[u].off + ut->u[u].size, memory_order_release);
+	}
+	if (f->proof_unit >= ut->n) {
+		f->proof_tile++;
+		f->proof_unit = 0;
+		/* All of it: its last (empty) tiles too, whatever end is asked. */
+		atomic_store_explicit(&f->proved, f->proof_tile == f->ntiles ? UINT64_MAX : te->off + te->size,
+				      memory_order_release);
+	}
+	return TF_OK;
+}
+
+tf_status tf_file_prove(const tf_file *cf, tf_object *obj, tf_cache *c, tf_workspace *ws, uint64_t off,
+			uint64_t end, tf_error *err)
+{
+	/* The proof is, with the tables, what a shared file changes. */
+	tf_file *f = (tf_file *)cf;
+	tf_status rc = TF_OK;
+
+	/* Up to end; a read to the end of the file, through its last tiles
+	 * (empty ones hold no byte, but a wrong one would hide some). */
+	if (end >= f->size)
+		end = UINT64_MAX;
+	if (atomic_load_explicit(&f->proved, memory_order_acquire) >= end)
+		return TF_OK;
+	pthread_mutex_lock(&f->proof_lock);
+	while (rc == TF_OK && atomic_load_explicit(&f->proved, memory_order_relaxed) < end)
+		rc = prove_next(f, obj, c, ws, off, err);
+	pthread_mutex_unlock(&f->proof_lock);
+	return rc == TF_OK ? rc : tf_err_prefix(err, "%s", f->name);
 }
 
 /* ---- restoring ---------------------------------------------------------------------------------- */

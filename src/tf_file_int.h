@@ -5,6 +5,7 @@
 #ifndef TF_FILE_INT_H
 #define TF_FILE_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "tf_file.h"
@@ -24,6 +25,9 @@ typedef enum { TILE_CHUNKED, TILE_FOLDED, TILE_RAW } tile_kind;
 #define UNIT_CHUNKS 65536u
 #define UNIT_STORED ((uint64_t)4 << 20)
 
+/* A unit's key in the cache, under its file's owner id. */
+#define UNIT_KEY(tile, u) ((uint64_t)(tile) << 32 | (uint64_t)(u))
+
 typedef struct unit_ent {
 	uint64_t off;		/* start in the decoded file */
 	uint64_t src_off;	/* its first chunk, header included */
@@ -36,6 +40,10 @@ typedef struct unit_ent {
 typedef struct unit_table {
 	size_t n;
 	uint64_t nchunks;	/* chunks of the tile */
+	/* A tile restored from the store: per unit, set once its chunk
+	 * headers agreed with the entry (when decoded, or walked); NULL for
+	 * tables made from headers. */
+	atomic_uchar *agreed;
 	unit_ent u[];
 } unit_table;
 
@@ -83,6 +91,13 @@ struct tf_file {
 	saved_tile *saved_tiles;	/* per tile, with saved */
 	struct tf_index *store;	/* where saved came from (outlives f) */
 	atomic_bool saved_bad;	/* its entry was found wrong and rejected */
+	/* With saved: decoded bytes [0, proved) are where the entry says,
+	 * every unit and tile before proved's end having agreed with its
+	 * headers; proof_tile and proof_unit are the next to prove, under
+	 * proof_lock (tf_file_index.c). */
+	_Atomic uint64_t proved;
+	pthread_mutex_t proof_lock;
+	size_t proof_tile, proof_unit;
 	uint32_t cell_val_num;
 	_Atomic(tf_cache *) cache; /* the one cache it is read through */
 	_Atomic uint64_t owner;	/* our id in that cache */
@@ -98,8 +113,21 @@ void tf_file_persist(const tf_file *f, struct tf_index *store);
  * (TF_E_CORRUPT: the entry is wrong). */
 tf_status tf_file_restore_tile(const tf_file *f, size_t t, unit_table **out, tf_error *err);
 /* The entry f was restored from is wrong (at tile t): warned and removed
- * from the store, once. */
+ * from the store, once; nothing beyond what is proved is read from then. */
 void tf_file_reject_saved(const tf_file *f, size_t t, const char *why);
+/*
+ * A restored file's bytes [off, end) were decoded: make sure they are
+ * where the entry put them, i.e. that every unit and tile up to end has
+ * agreed with its chunk headers (tf_file_index.c says how).  Units near
+ * off are awaited or decoded through cache c (owner f->owner); farther
+ * ones have their headers read from obj.  TF_E_CORRUPT once the entry is
+ * found wrong.
+ */
+tf_status tf_file_prove(const tf_file *f, tf_object *obj, tf_cache *c, tf_workspace *ws, uint64_t off,
+			uint64_t end, tf_error *err);
+/* Check units [u0, u1) of restored tile t against their chunk headers in
+ * obj (read, not decoded), marking them agreed; TF_E_CORRUPT: they differ. */
+tf_status tf_file_check_units(const tf_file *f, tf_object *obj, size_t t, size_t u0, size_t u1, tf_error *err);
 
 /* The unit list of tile t, read from obj (its chunk headers) the first time. */
 tf_status tf_file_load_tile(const tf_file *f, tf_object *obj, size_t t, const unit_table **out,

@@ -37,7 +37,6 @@ struct tf_handle {
 	atomic_bool planned;	/* the objects advised TF_ACCESS_PLANNED */
 };
 
-#define UNIT_KEY(tile, u) ((uint64_t)(tile) << 32 | (uint64_t)(u))
 #define AHEAD_MIN ((uint64_t)8 << 20)	/* decode-ahead window, at least */
 #define RUN_MIN ((uint64_t)1 << 20)	/* stored bytes per decode-ahead read, at first */
 #define SEQ_SLACK ((uint64_t)4 << 20)	/* concurrent requests arrive out of order */
@@ -535,35 +534,51 @@ static tf_status pin_unit(void *arg, size_t tile, size_t u, const unit_ent *e, t
 	return TF_OK;
 }
 
-/* Wait for every slice, turn offsets into pointers and clip the last. */
+/* Wait for every slice (claims shared with workers are filled under our
+ * pins), turn offsets into pointers and clip the last.  The slices before
+ * the first failing one stay, s->bytes of them; the others are unpinned
+ * and that failure returned. */
 static tf_status finish_pins(tf_cache *c, tf_slices *s, uint64_t off, uint64_t end, tf_error *err)
 {
-	tf_status rc = TF_OK, first = TF_OK;
+	tf_status rc, first = TF_OK;
+	uint64_t at = 0;
+	size_t good = s->n;
 
 	s->bytes = 0;
 	for (size_t i = 0; i < s->n; i++) {
 		tf_slice *sl = &s->v[i];
 		size_t from = (size_t)(uintptr_t)sl->p;
 
-		if ((rc = tf_cache_wait(c, sl->e, first == TF_OK ? err : NULL)) != TF_OK && first == TF_OK)
+		if ((rc = tf_cache_wait(c, sl->e, first == TF_OK ? err : NULL)) != TF_OK && first == TF_OK) {
 			first = rc;
+			good = i;
+		}
+		if (first != TF_OK)
+			continue;
 		sl->p = tf_cache_data(sl->e) + from;
-		if (s->bytes + sl->n > end - off) {
-			sl->n = (size_t)(end - off - s->bytes);
+		if (at + sl->n > end - off) {
+			sl->n = (size_t)(end - off - at);
 			sl->whole = false;
 		}
-		s->bytes += sl->n;
+		at += sl->n;
 	}
+	for (size_t i = good; i < s->n; i++)
+		tf_cache_release(c, s->v[i].e, false);
+	s->n = good;
+	s->bytes = at;
 	return first;
 }
 
-tf_status tf_handle_pin(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t off, size_t len,
-			tf_slices *s, tf_error *err)
+/* Pin [off, off+len): on a failure, the bytes before the failing unit stay
+ * pinned in s (a failure to find units counts from where it happened). */
+static tf_status pin_range(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t off, size_t len,
+			   tf_slices *s, tf_error *err)
 {
 	tf_file *f = r->f;
 	pin_job j = { r, c, owner_in(f, c), off, s, NULL, 0 };
+	tf_error werr;
+	tf_status rc, wrc;
 	uint64_t end;
-	tf_status rc;
 
 	s->n = 0;
 	s->bytes = 0;
@@ -578,14 +593,38 @@ tf_status tf_handle_pin(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t of
 	 * the range failed to be found: another reader may be waiting on one
 	 * of them, and its intact bytes must not fail with our error. */
 	fill_request(r, c, ws, j.claims, j.nclaims);
-	if (rc == TF_OK)
-		rc = finish_pins(c, s, off, end, err);
-	else	/* claims shared with workers are filled under our pins */
-		for (size_t i = 0; i < s->n; i++)
-			(void)tf_cache_wait(c, s->v[i].e, NULL);
+	/* A unit that failed comes before where finding units failed. */
+	if ((wrc = finish_pins(c, s, off, end, &werr)) != TF_OK) {
+		rc = wrc;
+		if (err)
+			*err = werr;
+	}
+	/* A layout from the index store is a claim until proved up to the
+	 * last byte served: a lie anywhere before it moves every offset. */
+	if (f->saved && s->bytes &&
+	    (wrc = tf_file_prove(f, r->obj, c, ws, off, off + s->bytes, &werr)) != TF_OK) {
+		tf_handle_unpin(c, s, false);
+		rc = wrc;
+		if (err)
+			*err = werr;
+	}
+	return rc;
+}
+
+tf_status tf_handle_pin(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t off, size_t len,
+			tf_slices *s, tf_error *err)
+{
+	tf_status rc = pin_range(r, c, ws, off, len, s, err);
+
 	if (rc != TF_OK)
 		tf_handle_unpin(c, s, false);
 	return rc;
+}
+
+tf_status tf_handle_pin_prefix(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t off, size_t len,
+			       tf_slices *s, tf_error *err)
+{
+	return pin_range(r, c, ws, off, len, s, err);
 }
 
 void tf_handle_unpin(tf_cache *c, tf_slices *s, bool passed_on)

@@ -40,7 +40,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define TF_INDEX_FORMAT 1u
+#define TF_INDEX_FORMAT 2u	/* 2: object stores keyed by endpoint (1's are ignored) */
 #define MAGIC "TFIDX\0\r\n"
 #define FIXED 26u			/* magic .. identity length */
 #define VERSION_BYTES 112u		/* 5 x 8 + 72 */
@@ -73,13 +73,13 @@ bool tf_index_key_make(tf_index_key *k, const tf_source *src, const char *rel, c
 
 	memset(k, 0, sizeof(*k));
 	k->v = *v;
-	/* An object store has no inode: its files are known by where they are
-	 * (the ETag in the version proves the bytes). */
-	if (!strcmp(tf_source_kind(src), "local"))
-		n = snprintf(k->id, sizeof(k->id), "local:%llu:%llu", (unsigned long long)v->dev,
-			     (unsigned long long)v->ino);
-	else
-		n = snprintf(k->id, sizeof(k->id), "%s:%s/%s", tf_source_kind(src), tf_source_name(src), rel);
+	/* An object store has no inode: its files are known by where they are,
+	 * endpoint included (an ETag proves the bytes at one endpoint only:
+	 * another may serve anything under any ETag). */
+	if (strcmp(tf_source_kind(src), "local"))
+		return tf_source_object_id(src, rel, k->id, sizeof(k->id));
+	n = snprintf(k->id, sizeof(k->id), "local:%llu:%llu", (unsigned long long)v->dev,
+		     (unsigned long long)v->ino);
 	return n > 0 && (size_t)n < sizeof(k->id);
 }
 
@@ -105,6 +105,13 @@ static bool is_entry_name(const char *s)
 		if (!strchr("0123456789abcdef", s[i]))
 			return false;
 	return true;
+}
+
+/* Whether sb is a file of ours that no one else can write: the only kind
+ * of file the store reads, replaces or removes. */
+static bool ours(const struct stat *sb)
+{
+	return S_ISREG(sb->st_mode) && sb->st_uid == geteuid() && !(sb->st_mode & (S_IWGRP | S_IWOTH));
 }
 
 /* ---- opening ------------------------------------------------------------------------- */
@@ -142,53 +149,98 @@ bool tf_index_default_dir(char *buf, size_t n)
 	return len > 0 && (size_t)len < n;
 }
 
-/* mkdir -p with mode 0700 for every directory made. */
-static int make_dirs(const char *dir)
+/* Component c of a path, under directory fd: opened without following a
+ * symlink (O_PATH: traversing needs no read permission), made mode 0700
+ * if missing.  TF_E_ACCESS: a symlink; TF_E_IO: anything else. */
+static tf_status open_component(int fd, const char *c, int *out, tf_error *err)
 {
-	char path[4096];
+	const int how = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+	struct stat sb;
+	int e;
 
-	if (snprintf(path, sizeof(path), "%s", dir) >= (int)sizeof(path))
-		return errno = ENAMETOOLONG, -1;
-	for (char *p = path + 1;; p++) {
-		if (*p != '/' && *p)
-			continue;
-		char c = *p;
-		*p = '\0';
-		if (mkdir(path, 0700) != 0 && errno != EEXIST)
-			return -1;
-		if (!(*p = c))
-			return 0;
-	}
+	if ((*out = openat(fd, c, how)) >= 0)
+		return TF_OK;
+	e = errno;
+	if (e == ENOENT && (mkdirat(fd, c, 0700) == 0 || errno == EEXIST) && (*out = openat(fd, c, how)) >= 0)
+		return TF_OK;
+	if (e != ENOENT)
+		errno = e;
+	if (fstatat(fd, c, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode))
+		return tf_err(err, TF_E_ACCESS, "'%s' is a symbolic link (never followed)", c);
+	return tf_err(err, TF_E_IO, "'%s': %s", c, strerror(errno));
 }
 
-/* Open the directory: ours, not a symlink, mode 0700 (made so if ours). */
-static int open_dir(tf_index *s, const char *dir)
+/*
+ * Open directory dir: each component from / (or the working directory)
+ * without following a symlink, the missing ones made mode 0700; nothing
+ * that exists is changed.  TF_E_ACCESS: it must not be used, because a
+ * symlink is on the way (it could lead anywhere) or it is not ours alone
+ * (another user's, or writable by others: its entries could be anyone's).
+ * TF_E_IO: it cannot be opened or made.
+ */
+static tf_status open_dir(const char *dir, int *out, tf_error *err)
 {
+	char path[4096], *save = NULL;
 	struct stat sb;
-	int fd;
+	tf_status rc = TF_OK;
+	int fd, next;
 
-	if (make_dirs(dir) != 0 || (fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		warnf(s, "index_dir %s: %s: indexes are not persisted", dir, strerror(errno));
-		return -1;
+	if (snprintf(path, sizeof(path), "%s", dir) >= (int)sizeof(path))
+		return tf_err(err, TF_E_IO, "path too long");
+	if ((fd = open(dir[0] == '/' ? "/" : ".", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return tf_err(err, TF_E_IO, "%s", strerror(errno));
+	for (char *c = strtok_r(path, "/", &save); c && rc == TF_OK; c = strtok_r(NULL, "/", &save)) {
+		if ((rc = open_component(fd, c, &next, err)) == TF_OK) {
+			close(fd);
+			fd = next;
+		}
 	}
-	if (fstat(fd, &sb) != 0 || sb.st_uid != geteuid()) {
-		warnf(s, "index_dir %s: not owned by this user: not used (indexes are not persisted)", dir);
-		close(fd);
-		return -1;
+	/* Reopened to be read (its entries are listed). */
+	next = rc == TF_OK ? openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	if (rc == TF_OK && next < 0)
+		rc = tf_err(err, TF_E_IO, "%s", strerror(errno));
+	close(fd);
+	if (rc != TF_OK)
+		return rc;
+	if (fstat(next, &sb) != 0) {
+		rc = tf_err(err, TF_E_IO, "%s", strerror(errno));
+	} else if (sb.st_uid != geteuid()) {
+		rc = tf_err(err, TF_E_ACCESS, "owned by uid %u, not by this user (uid %u)", (unsigned)sb.st_uid,
+			    (unsigned)geteuid());
+	} else if (sb.st_mode & (S_IWGRP | S_IWOTH)) {
+		rc = tf_err(err, TF_E_ACCESS, "writable by %s (mode %04o)",
+			    sb.st_mode & S_IWOTH ? "every user" : "its group", (unsigned)(sb.st_mode & 07777));
 	}
-	if ((sb.st_mode & 07777) != 0700 && fchmod(fd, 0700) != 0)
-		warnf(s, "index_dir %s: cannot make it mode 0700: %s", dir, strerror(errno));
-	return fd;
+	if (rc != TF_OK) {
+		close(next);
+		return rc;
+	}
+	*out = next;
+	return TF_OK;
 }
 
 tf_status tf_index_open(const char *dir, uint64_t max_size, tf_index_warn_fn warn, void *warn_ctx,
 			tf_index **out, tf_error *err)
 {
 	tf_index *s = calloc(1, sizeof(*s));
+	tf_error why;
+	tf_status rc;
 
+	*out = NULL;
 	if (!s || !(s->dir = strdup(dir ? dir : "none"))) {
 		free(s);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	s->dirfd = -1;
+	if (dir && (rc = open_dir(dir, &s->dirfd, &why)) != TF_OK) {
+		if (rc == TF_E_ACCESS) {
+			free(s->dir);
+			free(s);
+			return tf_err(err, rc, "index_dir %s: %s: refused (it must be a directory of this user's "
+				      "that no other user can write, reached without a symlink)", dir, why.msg);
+		}
+		s->warn = warn, s->warn_ctx = warn_ctx;
+		warnf(s, "index_dir %s: %s: indexes are not persisted", dir, why.msg);
 	}
 	s->warn = warn;
 	s->warn_ctx = warn_ctx;
@@ -199,7 +251,6 @@ tf_status tf_index_open(const char *dir, uint64_t max_size, tf_index_warn_fn war
 	s->sha256 = (EVP_MD *)EVP_sha256();
 #endif
 	pthread_mutex_init(&s->lock, NULL);
-	s->dirfd = dir ? open_dir(s, dir) : -1;
 	atomic_init(&s->writable, s->dirfd >= 0 && faccessat(s->dirfd, ".", W_OK, AT_EACCESS) == 0);
 	if (s->dirfd >= 0 && !atomic_load(&s->writable))
 		warnf(s, "index_dir %s: not writable (%s): indexes are read but not persisted", dir,
@@ -312,6 +363,9 @@ static tf_status load(tf_index *s, int fd, const tf_index_key *k, tf_buf *payloa
 
 	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
 		return tf_err(err, TF_E_CORRUPT, "not a regular file");
+	if (!ours(&sb))
+		return tf_err(err, TF_E_ACCESS, "owned by uid %u, mode %04o: not this user's alone, never trusted",
+			      (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
 	if ((uint64_t)sb.st_size > TF_INDEX_MAX_ENTRY || (uint64_t)sb.st_size > SIZE_MAX)
 		return tf_err(err, TF_E_CORRUPT, "%lld bytes: too large", (long long)sb.st_size);
 	if ((rc = tf_buf_reserve(payload, (size_t)sb.st_size, err)) != TF_OK ||
@@ -351,7 +405,8 @@ tf_status tf_index_get(tf_index *s, const tf_index_key *k, tf_buf *payload, tf_e
 		atomic_fetch_add(&s->stale, 1);
 	} else if (rc != TF_E_NOMEM) {
 		atomic_fetch_add(&s->corrupt, 1);
-		warnf(s, "index entry %s/%s (%s): %s: ignored, rebuilt", s->dir, name, k->id, why.msg);
+		warnf(s, "index entry %s/%s (%s): %s: ignored%s", s->dir, name, k->id, why.msg,
+		      rc == TF_E_ACCESS ? "" : ", rebuilt");
 		rc = TF_E_CORRUPT;
 	}
 	return tf_err(err, rc, "%s", why.msg);
@@ -390,12 +445,26 @@ static int by_mtime(const void *a, const void *b)
 	return x->mtime_ns < y->mtime_ns ? -1 : x->mtime_ns > y->mtime_ns;
 }
 
-/* A crash's temporary file (".NAME.RANDOM.tmp"), if old, goes. */
-static void reap_temp(tf_index *s, const char *name, const struct stat *sb)
+/* Whether name is one of our temporary names: ".NAME.RANDOM.tmp", NAME an
+ * entry's and RANDOM 16 hex digits (write_entry). */
+static bool is_temp_name(const char *name)
 {
+	char entry[NAME_HEX + 5];
 	size_t n = strlen(name);
 
-	if (name[0] == '.' && n > 4 && !strcmp(name + n - 4, ".tmp") && time(NULL) - sb->st_mtime > TEMP_STALE_S)
+	if (n != 1 + NAME_HEX + 4 + 1 + 16 + 4 || name[0] != '.' || name[NAME_HEX + 5] != '.' ||
+	    strcmp(name + n - 4, ".tmp") || strspn(name + NAME_HEX + 6, "0123456789abcdef") != 16)
+		return false;
+	memcpy(entry, name + 1, NAME_HEX + 4);
+	entry[NAME_HEX + 4] = '\0';
+	return is_entry_name(entry);
+}
+
+/* A temporary file a crash of ours left (old, ours, our name) goes;
+ * nothing else is ever removed. */
+static void reap_temp(tf_index *s, const char *name, const struct stat *sb)
+{
+	if (is_temp_name(name) && ours(sb) && time(NULL) - sb->st_mtime > TEMP_STALE_S)
 		unlinkat(s->dirfd, name, 0);
 }
 
@@ -422,6 +491,8 @@ static size_t list_entries(tf_index *s, ent_info **v)
 			reap_temp(s, de->d_name, &sb);
 			continue;
 		}
+		if (!ours(&sb))
+			continue;	/* neither counted nor ever removed */
 		if (n == cap) {
 			ent_info *nv = realloc(*v, (cap = cap ? 2 * cap : 256) * sizeof(**v));
 			if (!nv)
@@ -499,7 +570,8 @@ static uint8_t *build_entry(const tf_index_key *k, const void *payload, size_t p
 }
 
 /* Write e[n] to a fresh temporary name and rename it over `name`; *old
- * receives the bytes of the entry replaced (0: none). */
+ * receives the bytes of the entry replaced (0: none).  0, or -1 with
+ * errno, or 1: `name` is not ours to replace. */
 static int write_entry(tf_index *s, const char *name, const uint8_t *e, size_t n, uint64_t *old)
 {
 	struct stat sb;
@@ -517,7 +589,15 @@ static int write_entry(tf_index *s, const char *name, const uint8_t *e, size_t n
 	}
 	if (fd < 0)
 		return -1;
-	*old = fstatat(s->dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 ? disk_bytes((uint64_t)sb.st_size) : 0;
+	*old = 0;
+	if (fstatat(s->dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
+		*old = disk_bytes((uint64_t)sb.st_size);
+		if (!ours(&sb)) {	/* only root could have put it in our directory: left be */
+			close(fd);
+			unlinkat(s->dirfd, tmp, 0);
+			return 1;
+		}
+	}
 	if (write_all(fd, e, n) != 0 || close(fd) != 0 || renameat(s->dirfd, tmp, s->dirfd, name) != 0) {
 		e2 = errno;
 		unlinkat(s->dirfd, tmp, 0);
@@ -544,6 +624,7 @@ void tf_index_put(tf_index *s, const tf_index_key *k, const void *payload, size_
 	uint64_t old = 0;
 	uint8_t *e;
 	size_t n;
+	int rc;
 
 	if (s->dirfd < 0 || !atomic_load(&s->writable) || !entry_name(s, k, name))
 		return;
@@ -555,8 +636,14 @@ void tf_index_put(tf_index *s, const tf_index_key *k, const void *payload, size_
 		free(e);	/* larger than the whole store: not kept */
 		return;
 	}
-	if (write_entry(s, name, e, n, &old) != 0) {
-		write_failed(s, errno);
+	if ((rc = write_entry(s, name, e, n, &old)) != 0) {
+		if (rc > 0) {
+			atomic_fetch_add(&s->write_errors, 1);
+			warnf(s, "index entry %s/%s (%s): not this user's alone: left as it is, not replaced",
+			      s->dir, name, k->id);
+		} else {
+			write_failed(s, errno);
+		}
 		free(e);
 		return;
 	}
@@ -577,13 +664,15 @@ void tf_index_put(tf_index *s, const tf_index_key *k, const void *payload, size_
 void tf_index_reject(tf_index *s, const tf_index_key *k, const char *why)
 {
 	char name[NAME_HEX + 5];
+	struct stat sb;
 
 	atomic_fetch_add(&s->corrupt, 1);
 	atomic_fetch_sub(&s->hits, 1);	/* it was counted a hit by tf_index_get */
 	if (s->dirfd < 0 || !entry_name(s, k, name))
 		return;
-	warnf(s, "index entry %s/%s (%s): %s: ignored, rebuilt", s->dir, name, k->id, why);
-	if (atomic_load(&s->writable))
+	warnf(s, "index entry %s/%s (%s): %s: removed (the file is walked when next indexed)", s->dir, name,
+	      k->id, why);
+	if (atomic_load(&s->writable) && fstatat(s->dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && ours(&sb))
 		unlinkat(s->dirfd, name, 0);
 }
 

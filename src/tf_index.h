@@ -5,10 +5,16 @@
  * lookup.
  *
  * Contract:
- *   - One small file per stored file ("entry"), in one directory of mode
- *     0700 owned by the user (created if missing; one owned by anybody else,
- *     or reached through a symlink, is not used).  An entry holds offsets
- *     and sizes only: never decoded bytes, never keys.
+ *   - One small file per stored file ("entry"), in one directory that is
+ *     the user's alone: every component of its path is opened without
+ *     following a symlink, missing ones are made mode 0700, and the
+ *     directory must be owned by the user and writable by nobody else.
+ *     One that is not (/tmp's 1777, a group's, another user's, one reached
+ *     through a symlink) is refused (TF_E_ACCESS): anyone could have
+ *     written its entries.  Nothing that exists is ever chmod'ed; only
+ *     entries (and temporary files) of the user's, writable by nobody else,
+ *     are read, replaced or removed.  An entry holds offsets and sizes
+ *     only: never decoded bytes, never keys.
  *   - An entry is named by a hash of its stored file's identity and carries
  *     that identity and the file's tf_version (local: device, inode, size,
  *     mtime and ctime in ns; object stores: ETag and size) in full.  A get
@@ -26,7 +32,7 @@
  *     they see, so the bound can be overshot by what others wrote since
  *     their last scan.
  *   - A directory that cannot be written (or created) leaves a store that
- *     reads what it can and persists nothing: one warning, never an error.
+ *     reads what it can and persists nothing: one warning, not an error.
  *     With no directory at all (index_dir = none) the store only counts.
  *
  * Thread-safe.  Counters (tf_index_stats) cover every walk the caller
@@ -52,25 +58,29 @@ typedef struct tf_index tf_index;
 
 /* What an entry belongs to. */
 typedef struct tf_index_key {
-	char id[600];		/* identity: "local:DEV:INO" or "KIND:SOURCE/REL" */
+	char id[600];		/* identity: "local:DEV:INO" or "s3:SCHEME://HOST:PORT/BUCKET/KEY" */
 	tf_version v;		/* the version indexed */
 } tf_index_key;
 
 /*
  * The key of file rel of src as version v.  A local file is known by its
  * device and inode (so a rename keeps its entry, and every mount and
- * tiletool agree whatever path they reach it by); other kinds by the
- * source's name and the path in it.  False if the name is too long.
+ * tiletool agree whatever path they reach it by); an object by its
+ * endpoint (scheme, host, port), bucket and key (tf_source_object_id), so
+ * that the same names at another endpoint never share an entry.  False if
+ * the name is too long.
  */
 bool tf_index_key_make(tf_index_key *k, const tf_source *src, const char *rel, const tf_version *v);
 
 typedef void (*tf_index_warn_fn)(void *ctx, const char *msg);
 
 /*
- * The store in directory dir (NULL: none, counting only), at most max_size
- * bytes (0: TF_INDEX_DEFAULT_MAX_SIZE).  warn (may be NULL) hears of
- * entries ignored as corrupt and of a directory that cannot be used; it is
- * called from any thread.  Fails only for want of memory.
+ * The store in directory dir (NULL: none, counting only; relative: to the
+ * working directory), at most max_size bytes (0: TF_INDEX_DEFAULT_MAX_SIZE).
+ * warn (may be NULL) hears of entries ignored as corrupt and of a
+ * directory that cannot be made or written; it is called from any thread.
+ * Fails TF_E_ACCESS for a directory that must not be used (see above; the
+ * message says why and names it), else only for want of memory.
  */
 tf_status tf_index_open(const char *dir, uint64_t max_size, tf_index_warn_fn warn, void *warn_ctx,
 			tf_index **out, tf_error *err);

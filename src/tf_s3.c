@@ -17,7 +17,8 @@ void tf_s3_settings_init(tf_s3_settings *s)
 	*s = (tf_s3_settings){
 		.path_style = TF_S3_AUTO, .list_ttl = TF_S3_DEFAULT_LIST_TTL,
 		.timeout_ms = TF_S3_DEFAULT_TIMEOUT_MS, .retries = TF_S3_DEFAULT_RETRIES,
-		.max_requests = TF_S3_DEFAULT_MAX_REQUESTS,
+		.max_requests = TF_S3_DEFAULT_MAX_REQUESTS, .deadline_ms = TF_S3_DEFAULT_DEADLINE_MS,
+		.list_max_pages = TF_S3_DEFAULT_LIST_MAX_PAGES, .list_max_bytes = TF_S3_DEFAULT_LIST_MAX_BYTES,
 	};
 }
 
@@ -67,6 +68,28 @@ static bool parse_num(const char *v, double scale, double lo, double hi, uint32_
 	if (errno || *end || d < lo || d > hi)
 		return false;
 	*out = (uint32_t)(d + 0.5);
+	return true;
+}
+
+/* A byte count with an optional K, M or G (powers of 1024) in [lo, hi]. */
+static bool parse_bytes(const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	char *end;
+	unsigned long long n;
+	unsigned shift = 0;
+
+	if (!(v[0] >= '0' && v[0] <= '9'))
+		return false;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (*end && !end[1])
+		shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20
+		      : *end == 'G' || *end == 'g' ? 30 : 64;
+	else if (*end)
+		shift = 64;
+	if (errno || shift == 64 || n > (hi >> shift) || (n << shift) < lo)
+		return false;
+	*out = (uint64_t)n << shift;
 	return true;
 }
 
@@ -134,6 +157,16 @@ tf_status tf_s3_settings_set(tf_s3_settings *s, const char *name, const char *va
 	if (!strcmp(name, "retries"))
 		return parse_num(value, 1, 0, 20, &s->retries) ? TF_OK
 		       : tf_err(err, TF_E_INVAL, "retries must be 0 to 20, not '%s'", value);
+	if (!strcmp(name, "request_deadline"))
+		return parse_num(value, 1000, 100, 86400000, &s->deadline_ms) ? TF_OK
+		       : tf_err(err, TF_E_INVAL, "request_deadline must be 0.1 to 86400 seconds, not '%s'", value);
+	if (!strcmp(name, "list_max_pages"))
+		return parse_num(value, 1, 1, 1000000, &s->list_max_pages) ? TF_OK
+		       : tf_err(err, TF_E_INVAL, "list_max_pages must be 1 to 1000000, not '%s'", value);
+	if (!strcmp(name, "list_max_bytes"))
+		return parse_bytes(value, (uint64_t)64 << 10, (uint64_t)4 << 30, &s->list_max_bytes) ? TF_OK
+		       : tf_err(err, TF_E_INVAL, "list_max_bytes must be 64K to 4G (a number with K, M or G), "
+				"not '%s'", value);
 	if (!strcmp(name, "max_requests"))
 		return parse_num(value, 1, 1, 256, &s->max_requests) ? TF_OK
 		       : tf_err(err, TF_E_INVAL, "max_requests must be 1 to 256, not '%s'", value);

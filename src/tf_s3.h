@@ -42,12 +42,18 @@ typedef struct tf_s3_settings {
 	uint32_t timeout_ms;		/* one request, connect to last byte */
 	uint32_t retries;		/* further attempts of a failed request */
 	uint32_t max_requests;		/* requests in flight at once, per source */
+	uint32_t deadline_ms;		/* everything done for one caller's request */
+	uint32_t list_max_pages;	/* pages of one directory's listing */
+	uint64_t list_max_bytes;	/* memory one directory's listing may hold */
 } tf_s3_settings;
 
 #define TF_S3_DEFAULT_LIST_TTL 60
 #define TF_S3_DEFAULT_TIMEOUT_MS 30000
 #define TF_S3_DEFAULT_RETRIES 5
 #define TF_S3_DEFAULT_MAX_REQUESTS 16
+#define TF_S3_DEFAULT_DEADLINE_MS 60000
+#define TF_S3_DEFAULT_LIST_MAX_PAGES 2000
+#define TF_S3_DEFAULT_LIST_MAX_BYTES ((uint64_t)64 << 20)
 
 /* Defaults (nothing read from the environment yet). */
 void tf_s3_settings_init(tf_s3_settings *s);

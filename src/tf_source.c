@@ -4,9 +4,11 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sources/source_impl.h"
 
@@ -84,9 +86,56 @@ void tf_source_free(tf_source *s)
 		s->ops->free(s);
 }
 
+void tf_source_set_hooks(tf_source *s, const tf_source_hooks *h)
+{
+	s->hooks = *h;
+}
+
+void tf_source_call(const tf_source *s, tf_call *out)
+{
+	struct timespec ts;
+
+	if (s->hooks.call && s->hooks.call(s->hooks.ctx, out))
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	*out = (tf_call){ .start_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec };
+}
+
+void tf_source_warn(const tf_source *s, const char *fmt, ...)
+{
+	char msg[TF_ERRMSG_MAX];
+	va_list ap;
+
+	if (!s->hooks.warn)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	s->hooks.warn(s->hooks.ctx, msg);
+}
+
 const char *tf_source_kind(const tf_source *s) { return s->ops->kind; }
 const char *tf_source_name(const tf_source *s) { return s->name; }
 int tf_source_local_fd(const tf_source *s) { return s->local_fd; }
+bool tf_source_has_modes(const tf_source *s) { return s->local_fd >= 0; }
+
+void tf_source_fd_stats(tf_source *s, tf_source_fds *out)
+{
+	*out = (tf_source_fds){ 0 };
+	if (s->ops->fd_stats)
+		s->ops->fd_stats(s, out);
+}
+
+void tf_source_set_max_fds(tf_source *s, unsigned max)
+{
+	if (s->ops->set_max_fds)
+		s->ops->set_max_fds(s, max);
+}
+
+bool tf_source_object_id(const tf_source *s, const char *rel, char *buf, size_t n)
+{
+	return s->ops->object_id && check_rel(rel, NULL) == TF_OK && s->ops->object_id(s, rel, buf, n);
+}
 
 tf_status tf_source_stat(tf_source *s, const char *rel, tf_stat *st, tf_error *err)
 {

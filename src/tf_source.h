@@ -94,11 +94,73 @@ void tf_source_free(tf_source *s);
 tf_status tf_source_locate(const char *spec, const struct tf_s3_settings *s3, tf_source **src,
 			   char **rel, tf_error *err);
 
+/*
+ * Who the work is for.  A driver serving requests on many threads (the FUSE
+ * daemon) tells a source, through hooks, which request the calling thread
+ * serves: when it started and how to ask whether its caller has gone
+ * (killed, interrupted).  A source that can stall (S3) bounds all the work
+ * it does for one request by a deadline counted from that start, and gives
+ * up early once the caller is gone: no request outlives its caller or the
+ * deadline.  On a thread the hook does not know (a tool, the cache's
+ * decode-ahead workers, read-ahead), each operation is bounded from its own
+ * start.  The warn hook hears, one line at a time, of what a source passed
+ * over without failing (a listed key that is no file name).  Without hooks
+ * nothing is told and every operation has its own deadline.
+ */
+typedef struct tf_call {
+	int64_t start_ns;		/* CLOCK_MONOTONIC */
+	bool (*gone)(void *arg);	/* NULL: never; called from any thread */
+	void *arg;			/* valid until the request is answered */
+} tf_call;
+
+typedef struct tf_source_hooks {
+	bool (*call)(void *ctx, tf_call *out);	/* the calling thread's request; false: none */
+	void (*warn)(void *ctx, const char *msg);
+	void *ctx;
+} tf_source_hooks;
+
+/* Set the hooks (copied) before the source is shared between threads. */
+void tf_source_set_hooks(tf_source *s, const tf_source_hooks *h);
+
 /* "local" or "s3"; and how the user spelled the source (for messages). */
 const char *tf_source_kind(const tf_source *s);
 const char *tf_source_name(const tf_source *s);
+/*
+ * The name of rel's bytes in keys that outlive the process (the index
+ * store's): for an object store "s3:SCHEME://HOST[:PORT]/BUCKET/KEY", so
+ * that objects of one name at two endpoints never share a key.  False for
+ * a local source (its files are known by device and inode) or when it does
+ * not fit.
+ */
+bool tf_source_object_id(const tf_source *s, const char *rel, char *buf, size_t n);
 /* The root's descriptor of a local source (for statfs and mount checks), or -1. */
 int tf_source_local_fd(const tf_source *s);
+/* Whether stats carry the stored files' own owners and modes (a local
+ * source), rather than the same ones for everything (an object store). */
+bool tf_source_has_modes(const tf_source *s);
+
+/*
+ * Descriptors.  A local source lends descriptors to its objects from a
+ * pool of at most `max` (tf_source_local: half of RLIMIT_NOFILE's soft
+ * limit at the time, less a reserve; see source_local.c): an object idle
+ * for longest gives its descriptor up first, and opens its file again (the
+ * same confined resolution) when next read, which then fails TF_E_STALE if
+ * the name no longer holds the object's version.  So any number of objects
+ * may be open, and a process's other descriptors (listings, the FUSE
+ * device, indexes) never run out because of them.  Descriptors being read
+ * are never taken: `held` exceeds `max` by at most the reads in progress.
+ * Sources of other kinds hold no descriptors (all zero).
+ */
+typedef struct tf_source_fds {
+	unsigned max;		/* the pool's bound */
+	unsigned held;		/* descriptors objects hold now */
+	uint64_t reopens;	/* objects that opened their file again */
+	uint64_t evictions;	/* descriptors closed for other objects */
+} tf_source_fds;
+void tf_source_fd_stats(tf_source *s, tf_source_fds *out);
+/* Bound the pool at max descriptors (0: the default for RLIMIT_NOFILE as
+ * it is now, e.g. after raising it); idle ones beyond it close at once. */
+void tf_source_set_max_fds(tf_source *s, unsigned max);
 
 /* Stat rel without following a symlink (a symlink reports itself). */
 tf_status tf_source_stat(tf_source *s, const char *rel, tf_stat *st, tf_error *err);

@@ -303,11 +303,12 @@ static tf_status apply_args(const tf_filter_class *c, tf_filter_opts *o, char *a
 	return TF_OK;
 }
 
-/* Where plugins were looked for, for "unknown filter" messages: printf
- * arguments for "%s%s%s". */
+/* Where plugins were looked for, and what was refused there, for "unknown
+ * filter" messages: printf arguments for "%s%s%s%s%s". */
 #define PLUGIN_HINT(pl) \
 	(pl) && *tf_plugins_path(pl) ? "plugin path '" : "no plugin path is set", \
-	(pl) && *tf_plugins_path(pl) ? tf_plugins_path(pl) : "", (pl) && *tf_plugins_path(pl) ? "'" : ""
+	(pl) && *tf_plugins_path(pl) ? tf_plugins_path(pl) : "", (pl) && *tf_plugins_path(pl) ? "'" : "", \
+	tf_plugins_refused(pl) ? "; " : "", tf_plugins_refused(pl) ? tf_plugins_refused(pl) : ""
 
 static tf_status parse_named(const tf_plugins *pl, char *item, const tf_filter_class **c,
 			     tf_filter_opts *o, tf_error *err)
@@ -326,7 +327,7 @@ static tf_status parse_named(const tf_plugins *pl, char *item, const tf_filter_c
 	if (!*c)
 		*c = tf_plugins_by_name(pl, name, strlen(name));
 	if (!*c)
-		return tf_err(err, TF_E_INVAL, "unknown filter '%s' (not built in; %s%s%s)", name,
+		return tf_err(err, TF_E_INVAL, "unknown filter '%s' (not built in; %s%s%s%s%s)", name,
 			      PLUGIN_HINT(pl));
 	tf_filter_opts_default(*c, o);
 	return args ? apply_args(*c, o, args, err) : TF_OK;
@@ -339,7 +340,7 @@ static tf_status parse_hdf5(const tf_plugins *pl, long long id, char *rest, cons
 	if (id <= 0 || id > 65535)
 		return tf_err(err, TF_E_INVAL, "HDF5 filter id %lld is out of range (1-65535)", id);
 	if (!(*c = tf_plugins_by_hdf5_id(pl, (unsigned)id)))
-		return tf_err(err, TF_E_INVAL, "no HDF5 plugin provides filter %lld (%s%s%s)", id,
+		return tf_err(err, TF_E_INVAL, "no HDF5 plugin provides filter %lld (%s%s%s%s%s)", id,
 			      PLUGIN_HINT(pl));
 	tf_filter_opts_default(*c, o);
 	return rest ? cd_args(o, rest, err) : TF_OK;
@@ -361,7 +362,7 @@ static tf_status parse_numeric(const tf_plugins *pl, char *item, bool hdf5, cons
 	if (hdf5 || id > 255)
 		return parse_hdf5(pl, id, rest, c, o, err);
 	if (!(*c = tf_filter_by_id((unsigned)id)) && !(*c = tf_plugins_by_id(pl, (unsigned)id)))
-		return tf_err(err, TF_E_INVAL, "unknown filter id '%s' (not built in; %s%s%s)", trim(item),
+		return tf_err(err, TF_E_INVAL, "unknown filter id '%s' (not built in; %s%s%s%s%s)", trim(item),
 			      PLUGIN_HINT(pl));
 	tf_filter_opts_default(*c, o);
 	if (rest && strchr(rest, '='))

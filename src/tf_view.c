@@ -1093,6 +1093,31 @@ tf_status tf_views_stat(tf_views *v, const char *rel, tf_view_stat *st, tf_error
 	return rc;
 }
 
+tf_status tf_views_reads(tf_views *v, const char *rel, tf_view_reads *what, const char **frag, tf_error *err)
+{
+	vpath p;
+	tf_status rc = parse_path(v, rel, &p, err);
+
+	*frag = NULL;
+	if (rc != TF_OK)
+		return rc;
+	*what = p.kind == P_ROOT || p.kind == P_FRAGDIR ? TF_VIEW_READS_NONE
+	      : p.kind == P_FRAG || p.kind == P_FRAGCSV ? TF_VIEW_READS_ONE : TF_VIEW_READS_VISIBLE;
+	if (*what == TF_VIEW_READS_ONE)
+		*frag = tf_snapshot_frag(v->s, p.frag)->rel;
+	return TF_OK;
+}
+
+size_t tf_views_nvisible(const tf_views *v)
+{
+	return tf_snapshot_nvisible(v->s);
+}
+
+const char *tf_views_visible_dir(const tf_views *v, size_t k)
+{
+	return tf_snapshot_frag(v->s, tf_snapshot_visible(v->s, k))->rel;
+}
+
 static int list_one(tf_views *v, const vpath *p, const char *name, tf_views_list_fn fn, void *ctx)
 {
 	tf_view_stat st;

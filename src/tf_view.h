@@ -74,6 +74,20 @@ bool tf_views_current(tf_views *v);
  * which only the key holder may read. */
 bool tf_views_keyed(const tf_views *v);
 
+/*
+ * What the entries are made of, for who may read them (tf_catalog_views_perm):
+ * besides the array's own directories, schemas and commits, an entry reads
+ * the files of no fragment (the folders "" and "fragments"), of every
+ * fragment a read of the array sees (cells.csv, .raw, .npy), or of one
+ * (fragments/F and its cells.csv: *frag is F's directory).  Fragment
+ * directories are relative to the array ("__fragments/F", or "F" before
+ * format 12) and live as long as v.
+ */
+typedef enum { TF_VIEW_READS_NONE, TF_VIEW_READS_VISIBLE, TF_VIEW_READS_ONE } tf_view_reads;
+tf_status tf_views_reads(tf_views *v, const char *rel, tf_view_reads *what, const char **frag, tf_error *err);
+size_t tf_views_nvisible(const tf_views *v);
+const char *tf_views_visible_dir(const tf_views *v, size_t k);
+
 typedef struct tf_view_stat {
 	bool dir;
 	bool size_known;	/* false: a CSV not yet formatted to its end */

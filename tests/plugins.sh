@@ -4,7 +4,9 @@
 # id 32004) read back byte-exact with -F 'hdf5:307,9'; the plugin path from
 # --plugin-path, TILEFS_PLUGIN_PATH or HDF5_PLUGIN_PATH; the sample tilefs
 # plugin; _Filter and _Codecs in tiletool info; a corrupt plugin file, a
-# plugin of the wrong type, a missing plugin, corrupt data.
+# plugin of the wrong type, a missing plugin, corrupt data; places refused
+# as untrusted (none of their code runs), and plugins loaded only when a
+# pipeline needs them.  Needs root (it makes files of user nobody's).
 set -u
 : "${TILETOOL:?}" "${TF_SAMPLE_PLUGINS:?}" "${TF_TEST_PLUGINS:?}"
 fail() { echo "FAIL: $*"; exit 1; }
@@ -120,3 +122,69 @@ cp "$W/bz.tdb" "$W/bad.tdb"
 printf '\125\125\125\125' | dd of="$W/bad.tdb" bs=1 seek=100 conv=notrunc 2>/dev/null
 expect 1 "tile 0, chunk 0: filter 0 (hdf5:307): the HDF5 plugin's filter failed" "$TILETOOL" decode -F 'hdf5:307,9' "$W/bad.tdb"
 ok "damaged data through a plugin: exit 1 naming tile, chunk and filter"
+
+# Trust: plugins only from directories and files that only root and we could
+# have written (doc/plugins.md).  Each refused place holds the marker plugin
+# (tests/plugins/fake.c KIND_MARKER, HDF5 filter 40001), whose constructor
+# appends to $TF_PLUGIN_MARKER: it must never run, whatever names 40001.
+export TF_PLUGIN_MARKER="$W/marker"
+nobody=$(id -u nobody) || fail "no user nobody"
+M=$TF_TEST_PLUGINS/marker/marker.so
+place() {	# place DIR MODE: DIR (made with MODE) holding a copy of the marker plugin
+	mkdir -p "$(dirname "$1")" && mkdir -m "$2" "$1" && cp "$M" "$1/" && chmod 644 "$1/marker.so" ||
+		fail "cannot make $1"
+}
+place "$W/okm" 755
+place "$W/ww" 777
+place "$W/fw" 755 && chmod 646 "$W/fw/marker.so"
+place "$W/gw" 755 && chmod 664 "$W/gw/marker.so"
+place "$W/nob" 755 && chown nobody "$W/nob/marker.so"
+place "$W/nobdir" 755 && chown nobody "$W/nobdir"
+mkdir -m 777 "$W/open" && place "$W/open/plugins" 755
+mkdir -m 755 "$W/sym" && ln -s "$W/okm/marker.so" "$W/sym/marker.so"
+chmod 755 "$W"
+# The marker works: from a trusted directory, naming 40001 runs it.
+"$TILETOOL" encode --plugin-path "$W/okm" -F 'hdf5:40001' "$W/text" "$W/m.tdb" &&
+	"$TILETOOL" decode --plugin-path "$W/okm" -F 'hdf5:40001' "$W/m.tdb" | cmp -s - "$W/text" ||
+	fail "the marker plugin from a trusted directory"
+[ -s "$W/marker" ] || fail "the marker plugin ran and left no marker"
+rm -f "$W/marker"
+refused() {	# refused DIR WARNING
+	expect 0 "" "$TILETOOL" info --plugin-path "$1:$D" -F 'hdf5:307,9' "$W/bz.tdb"
+	[ ! -e "$W/marker" ] || fail "code of $1 ran on tiletool info"
+	grep -q "^tiletool: warning: $2" "$W/out" || fail "$1: no warning '$2': $(cat "$W/out")"
+	grep -qx '  _Filter:   307,9' "$W/out" || fail "info through $D beside $1: $(cat "$W/out")"
+	"$TILETOOL" decode --plugin-path "$1:$D" -F 'hdf5:307,9' "$W/bz.tdb" 2>/dev/null | cmp -s - "$W/text" ||
+		fail "decode through $D beside $1"
+	expect 2 "no HDF5 plugin provides filter 40001" "$TILETOOL" decode --plugin-path "$1" -F 'hdf5:40001' "$W/m.tdb"
+	grep -q "^tiletool: warning: $2" "$W/out" || fail "$1: no warning '$2': $(cat "$W/out")"
+	[ ! -e "$W/marker" ] || fail "code of $1 ran: $(cat "$W/out")"
+}
+refused "$W/ww" "plugin directory $W/ww refused: $W/ww is writable by others (mode 0777)"
+refused "$W/fw" "plugin $W/fw/marker.so refused: it is writable by others (mode 0646)"
+refused "$W/gw" "plugin $W/gw/marker.so refused: it is writable by its group (mode 0664)"
+refused "$W/nob" "plugin $W/nob/marker.so refused: it is owned by uid $nobody (not root or uid $(id -u))"
+refused "$W/nobdir" "plugin directory $W/nobdir refused: $W/nobdir is owned by uid $nobody (not root or uid $(id -u))"
+refused "$W/open/plugins" "plugin directory $W/open/plugins refused: $W/open is writable by others (mode 0777)"
+refused "$W/sym" "plugin $W/sym/marker.so refused: it is a symbolic link"
+ok "refused, with a warning naming why, and nothing of them run: a directory writable by others, its file writable by others or its group, owned by nobody, a directory owned by nobody, one below a directory writable by others, a symlinked plugin"
+
+# Loaded only when needed: a plugin runs only once a pipeline names a filter
+# no plugin before it in the path provides (doc/plugins.md).
+rm -f "$W/marker"
+"$TILETOOL" encode -F zstd "$W/text" "$W/z.tdb" || fail "encode zstd"
+"$TILETOOL" info --plugin-path "$W/okm:$D" -F zstd "$W/z.tdb" > /dev/null || fail "info of a zstd file"
+[ ! -e "$W/marker" ] || fail "tiletool info loaded a plugin no pipeline names"
+"$TILETOOL" decode --plugin-path "$W/okm:$D" -F zstd "$W/z.tdb" | cmp -s - "$W/text" || fail "decode zstd"
+[ ! -e "$W/marker" ] || fail "tiletool decode loaded a plugin no pipeline names"
+"$TILETOOL" decode --plugin-path "$D:$W/okm" -F 'hdf5:307,9' "$W/bz.tdb" | cmp -s - "$W/text" ||
+	fail "307 before the marker"
+"$TILETOOL" decode --plugin-path "$TF_SAMPLE_PLUGINS:$W/okm" -F 'bytexor(90) | lz4' "$W/x.tdb" |
+	cmp -s - "$W/text" || fail "bytexor before the marker"
+[ ! -e "$W/marker" ] || fail "a plugin after the one a pipeline names was loaded"
+# A file before the provider is tried, as HDF5 does: an HDF5 plugin says
+# its id only once loaded.
+"$TILETOOL" decode --plugin-path "$W/okm:$D" -F 'hdf5:307,9' "$W/bz.tdb" | cmp -s - "$W/text" ||
+	fail "307 after the marker"
+[ -s "$W/marker" ] || fail "the marker plugin before the provider was not tried"
+ok "plugins load only when a pipeline names a filter, up to the first that provides it in path order"

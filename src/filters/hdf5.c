@@ -4,7 +4,9 @@
  */
 #include "hdf5.h"
 
-#include <pthread.h>
+#include "callout.h"
+
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -14,39 +16,85 @@ _Static_assert(sizeof(unsigned int) == sizeof(uint32_t), "cd_values are unsigned
 struct tf_hdf5_filter {
 	tf_filter_class cls;		/* cls.impl points back here */
 	const tf_h5z_class2 *h5;	/* in the plugin's memory */
-	pthread_mutex_t lock;		/* one call into the plugin at a time */
+	tf_callout *callout;		/* one thread: calls into the plugin one at a time */
 	char name[16];			/* "hdf5:ID" */
 };
 
+/* One call of the plugin's filter function: everything it touches is the
+ * job's own, since a stopped caller leaves it behind (callout.h). */
+typedef struct h5_call {
+	tf_h5z_func_t filter;
+	unsigned flags;
+	size_t ncd;
+	unsigned cd[TF_MAX_CD_VALUES];
+	size_t nbytes, buf_size, got;
+	void *buf;			/* malloc'd: ours before and after the call */
+} h5_call;
+
+static void h5_run(void *job)
+{
+	h5_call *k = job;
+
+	k->got = k->filter(k->flags, k->ncd, k->cd, k->nbytes, &k->buf_size, &k->buf);
+}
+
+static void h5_drop(void *job)
+{
+	h5_call *k = job;
+
+	free(k->buf);	/* success or failure, *buf is still ours, whatever it points to */
+	free(k);
+}
+
 /*
  * Run the plugin over n bytes at src (flags: 0 forward, TF_H5Z_FLAG_REVERSE
- * back).  On success *out is a malloc'd buffer the caller frees, holding
- * *got bytes.
+ * back), on the filter's callout thread.  On success *out is a malloc'd
+ * buffer the caller frees, holding *got bytes.
  */
 static tf_status run(tf_hdf5_filter *h, const tf_filter_opts *o, unsigned flags,
 		     tf_span src, void **out, size_t *got, tf_error *err)
 {
-	void *buf = malloc(src.n);	/* the plugin's to free or keep */
-	size_t buf_size = src.n;
+	h5_call *k = calloc(1, sizeof(*k));
+	size_t room;
+	tf_status rc;
 
-	if (!buf)
+	if (!k || !(k->buf = malloc(src.n))) {	/* the plugin's to free or keep */
+		free(k);
 		return tf_err(err, TF_E_NOMEM, "cannot allocate %zu bytes", src.n);
-	memcpy(buf, src.p, src.n);
-	pthread_mutex_lock(&h->lock);
-	*got = h->h5->filter(flags, o->ncd, o->cd, src.n, &buf_size, &buf);
-	pthread_mutex_unlock(&h->lock);
-	if (*got == 0 || !buf) {
-		free(buf);	/* on failure *buf is still ours, whatever it points to */
+	}
+	memcpy(k->buf, src.p, src.n);
+	k->filter = h->h5->filter;
+	k->flags = flags;
+	k->ncd = o->ncd <= TF_MAX_CD_VALUES ? o->ncd : TF_MAX_CD_VALUES;
+	memcpy(k->cd, o->cd, k->ncd * sizeof(*k->cd));
+	k->nbytes = k->buf_size = src.n;
+	if ((rc = tf_callout_run(h->callout, h5_run, h5_drop, k, err)) != TF_OK)
+		return rc;	/* (k is the callout's now) */
+	if (k->got == 0 || !k->buf) {
+		h5_drop(k);
 		return tf_err(err, TF_E_CORRUPT, "the HDF5 plugin's filter failed (%s %zu bytes)",
 			      flags ? "decoding" : "encoding", src.n);
 	}
-	*out = buf;
+	/* What it says it wrote must lie inside the buffer it hands back.
+	 * Its *buf_size cannot tell (Debian's libh5lz4.so leaves it stale, and
+	 * HDF5 never reads it back); malloc can, since the buffer is malloc's
+	 * either way: we free() it. */
+	room = malloc_usable_size(k->buf);
+	if (k->got > room) {
+		rc = tf_err(err, TF_E_CORRUPT, "the HDF5 plugin returned %zu bytes in a buffer of %zu "
+			    "(%s %zu bytes)", k->got, room, flags ? "decoding" : "encoding", src.n);
+		h5_drop(k);
+		return rc;
+	}
+	*out = k->buf;
+	*got = k->got;
+	free(k);
 	return TF_OK;
 }
 
 static tf_status decode(const tf_filter_opts *o, const tf_stage *st, tf_stream *s, tf_error *err)
 {
-	tf_hdf5_filter *h = (tf_hdf5_filter *)st->cls->impl;	/* ours: only its lock changes */
+	tf_hdf5_filter *h = (tf_hdf5_filter *)st->cls->impl;	/* ours: never changed */
 	void *buf = NULL;
 	size_t got = 0;
 	tf_status rc;
@@ -135,9 +183,11 @@ tf_status tf_hdf5_filter_new(tf_h5pl_type_fn type, tf_h5pl_info_fn info, tf_hdf5
 	c = info();
 	if ((rc = check_class(c, err)) != TF_OK)
 		return rc;
-	if (!(h = calloc(1, sizeof(*h))) || pthread_mutex_init(&h->lock, NULL) != 0) {
-		free(h);
+	if (!(h = calloc(1, sizeof(*h))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
+	if ((rc = tf_callout_new(1, &h->callout, err)) != TF_OK) {
+		free(h);
+		return rc;
 	}
 	h->h5 = c;
 	snprintf(h->name, sizeof(h->name), "hdf5:%d", c->id);
@@ -149,12 +199,20 @@ tf_status tf_hdf5_filter_new(tf_h5pl_type_fn type, tf_h5pl_info_fn info, tf_hdf5
 	return TF_OK;
 }
 
-void tf_hdf5_filter_free(tf_hdf5_filter *h)
+void tf_hdf5_filter_stop(tf_hdf5_filter *h)
 {
+	tf_callout_stop(h->callout);
+}
+
+bool tf_hdf5_filter_free(tf_hdf5_filter *h)
+{
+	bool idle;
+
 	if (!h)
-		return;
-	pthread_mutex_destroy(&h->lock);
+		return true;
+	idle = tf_callout_free(h->callout);	/* a call left inside uses its copies only */
 	free(h);
+	return idle;
 }
 
 const tf_filter_class *tf_hdf5_filter_class(const tf_hdf5_filter *h)

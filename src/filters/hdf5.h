@@ -21,13 +21,20 @@
  * own (malloc, or H5allocate_memory, which is malloc in release builds of
  * libhdf5 such as Debian's).  We always free exactly the pointer *buf holds
  * when it returns, success or failure.  Its output size is checked against
- * the stage's limit and, for the first stage, the chunk header's original
- * length before a byte is copied out.  Calls into one plugin are serialized
- * (HDF5 itself never calls a filter from two threads at once).
+ * the buffer it hands back (malloc_usable_size: plugins leave *buf_size
+ * stale), the stage's limit and, for the first stage, the chunk header's
+ * original length before a byte is copied out.
+ *
+ * Calls into one plugin are serialized (HDF5 itself never calls a filter
+ * from two threads at once) and run on the filter's own thread (a
+ * callout.h callout), on copies: tf_hdf5_filter_stop releases every caller
+ * waiting for it with TF_E_IO, so a plugin that never returns holds no
+ * caller for ever.
  */
 #ifndef TF_HDF5_H
 #define TF_HDF5_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,7 +68,11 @@ typedef struct tf_hdf5_filter tf_hdf5_filter;
  * class; err says why a plugin is refused. */
 tf_status tf_hdf5_filter_new(tf_h5pl_type_fn type, tf_h5pl_info_fn info, tf_hdf5_filter **out,
 			     tf_error *err);
-void tf_hdf5_filter_free(tf_hdf5_filter *h);
+/* Release every caller waiting on the plugin and fail later calls (TF_E_IO). */
+void tf_hdf5_filter_stop(tf_hdf5_filter *h);
+/* Stop and free; false if a call is still inside the plugin (abandoned):
+ * then the plugin's code must stay loaded. */
+bool tf_hdf5_filter_free(tf_hdf5_filter *h);
 const tf_filter_class *tf_hdf5_filter_class(const tf_hdf5_filter *h);
 
 #endif

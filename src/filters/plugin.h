@@ -1,9 +1,21 @@
 /*
  * plugin.h - filters loaded at run time from a plugin path (doc/plugins.md).
  *
- * A tf_plugins object is what a configuration's plugin_path (or
- * TILEFS_PLUGIN_PATH, then HDF5_PLUGIN_PATH) loads: every regular file
- * named *.so in each directory, in name order, is dlopen'ed and is one of
+ * A tf_plugins object stands for a configuration's plugin_path (or
+ * TILEFS_PLUGIN_PATH, then HDF5_PLUGIN_PATH): the regular files named *.so
+ * in each directory, in path order and name order within a directory.
+ * Only trusted places count: directories (and every directory above them,
+ * and every symlink on the way) owned by root or the effective user and
+ * writable by no one else (a sticky directory above excepted), regular
+ * files (never a symlink) likewise; anything else is refused with a
+ * warning and nothing of it ever runs.
+ *
+ * Nothing is loaded until a lookup asks for a filter no loaded plugin
+ * provides: then the files not loaded yet are dlopen'ed one at a time, in
+ * order, until one provides it (an HDF5 plugin only says its id once
+ * loaded).  So the answer is the first provider in path order, and a file
+ * after it, or in a path no pipeline names a plugin filter of, never runs.
+ * Each file is one of
  *
  *   1. a tilefs filter plugin: it exports TF_PLUGIN_ENTRY, which returns a
  *      tf_plugin_info whose abi must equal TF_PLUGIN_ABI and whose class is
@@ -18,10 +30,11 @@
  * Anything else, and any plugin that fails to load or verify, is skipped
  * after one call of the warn callback naming the file.  The object owns
  * the loaded code: every class it returns (and every pipeline holding one)
- * is valid until tf_plugins_free().  Once loaded it is immutable, so many
- * threads may use it at once.  dlopen'ed code is trusted as whoever set the
- * plugin path trusted it; the bytes it decodes are not (hdf5.c checks what
- * it can).  There is no global state: each tf_plugins is independent.
+ * is valid until tf_plugins_free().  Lookups may run from many threads at
+ * once (loading is serialized inside).  dlopen'ed code is trusted as
+ * whoever set the plugin path trusted it; the bytes it decodes are not
+ * (hdf5.c checks what it can).  There is no global state: each tf_plugins
+ * is independent.
  */
 #ifndef TF_PLUGIN_H
 #define TF_PLUGIN_H
@@ -70,16 +83,31 @@ const tf_plugin_info *tilefs_filter_plugin(const tf_plugin_host *host);
 
 typedef struct tf_plugins tf_plugins;
 
-/* Told once per skipped file, with a message naming it. */
+/* Told once per refused or skipped directory or file, with a message
+ * naming it: by tf_plugins_load and by any lookup that loads files. */
 typedef void (*tf_plugin_warn_fn)(void *ctx, const char *msg);
 
 /*
- * Load every plugin under `path` (DIR[:DIR...]; NULL or "" loads nothing).
- * A directory that cannot be read is warned about and skipped like a bad
- * plugin; only running out of memory fails.
+ * The plugins under `path` (DIR[:DIR...]; NULL or "" has none): the
+ * directories are checked and listed, their files checked; nothing is
+ * loaded.  A directory that cannot be read is warned about and skipped like
+ * a bad plugin; only running out of memory fails.  warn (if not NULL) is
+ * kept, with ctx, until tf_plugins_free.
  */
 tf_status tf_plugins_load(const char *path, tf_plugin_warn_fn warn, void *ctx, tf_plugins **out,
 			  tf_error *err);
+/*
+ * Every decode through a plugin (and an HDF5 plugin's encode) runs on
+ * threads of the plugin's own (filters/callout.h), on copies of what it
+ * reads and writes; a tilefs plugin's decode gets no key, scratch or
+ * offsets in its tf_stage.  From
+ * tf_plugins_stop on, every call waiting for one fails at once with
+ * TF_E_IO, and so does every later call: a plugin that never returns
+ * keeps no thread of the caller's, so a daemon can exit (doc/plugins.md).
+ * Safe from any thread, at any time; tf_plugins_free stops too, and
+ * leaves loaded (and leaks) a plugin whose code a stopped call is still in.
+ */
+void tf_plugins_stop(tf_plugins *pl);
 void tf_plugins_free(tf_plugins *pl);
 
 /* The plugin path a program uses when nothing configures one:
@@ -87,14 +115,18 @@ void tf_plugins_free(tf_plugins *pl);
 const char *tf_plugins_env_path(void);
 /* The path given to tf_plugins_load ("" for none), for messages. */
 const char *tf_plugins_path(const tf_plugins *pl);
+/* The first directory or file refused as untrusted (its warning), or NULL:
+ * for "no plugin provides" messages, while no other thread looks up. */
+const char *tf_plugins_refused(const tf_plugins *pl);
 
-/* A tilefs plugin's class by name (case-insensitive) or TileDB-space id. */
+/* A tilefs plugin's class by name (case-insensitive) or TileDB-space id;
+ * loads files as the top of this header says.  NULL: none provides it. */
 const tf_filter_class *tf_plugins_by_name(const tf_plugins *pl, const char *name, size_t len);
 const tf_filter_class *tf_plugins_by_id(const tf_plugins *pl, unsigned id);
 /* An HDF5 plugin's class by its HDF5 filter id. */
 const tf_filter_class *tf_plugins_by_hdf5_id(const tf_plugins *pl, unsigned id);
 
-/* Every loaded class (in load order) and the file it came from. */
+/* Every class loaded so far (in load order) and the file it came from. */
 size_t tf_plugins_count(const tf_plugins *pl);
 const tf_filter_class *tf_plugins_class(const tf_plugins *pl, size_t i);
 const char *tf_plugins_file(const tf_plugins *pl, size_t i);

@@ -21,6 +21,7 @@
 #define ERROR_BODY_MAX ((size_t)64 << 10)
 #define BACKOFF_BASE_MS 100
 #define BACKOFF_MAX_MS 5000
+#define BACKOFF_SLICE_NS 100000000
 
 struct s3_client {
 	s3_http *http;
@@ -41,6 +42,7 @@ typedef struct s3_req {
 	const s3_kv *query;
 	size_t nquery;
 	const char *if_match;
+	_Atomic int64_t *mtime_ns;	/* Last-Modified every answer carries (0: none yet) */
 	uint64_t off, size;	/* a ranged GET of len bytes at off of size */
 	size_t len;
 	void *dst;
@@ -49,6 +51,14 @@ typedef struct s3_req {
 typedef enum { V_OK, V_RETRY, V_FAIL } verdict;
 
 const char *s3_client_where(const s3_client *c) { return c->where; }
+
+bool s3_client_id(const s3_client *c, char *buf, size_t n)
+{
+	const char *at = strrchr(c->host, '@');
+	int len = snprintf(buf, n, "%s://%s/%s", c->scheme, at ? at + 1 : c->host, c->bucket);
+
+	return len > 0 && (size_t)len < n;
+}
 
 /* ---- set-up --------------------------------------------------------------------------- */
 
@@ -222,13 +232,41 @@ static bool retryable_curl(CURLcode cc)
 	}
 }
 
-/* Whether a 2xx answer is exactly what r asked for; why not into why. */
-static verdict check_body(const s3_req *r, const s3_xfer *x, const char **why)
+/* Whether the answer's Last-Modified is the one every answer of r's
+ * version carried so far (the first answer's is kept). */
+static bool same_mtime(const s3_req *r, const s3_xfer *x)
 {
-	if (r->if_match && *r->if_match && x->has_etag && strcmp(x->etag, r->if_match)) {
+	int64_t seen = 0;
+
+	if (!r->mtime_ns || !x->mtime_ns)
+		return true;
+	return atomic_compare_exchange_strong(r->mtime_ns, &seen, x->mtime_ns) || seen == x->mtime_ns;
+}
+
+/*
+ * Whether a 2xx answer is exactly what r asked for, of the version r
+ * pins; why not into why, the status into code.  A store may ignore
+ * If-Match: so an answer must carry the ETag pinned (one carrying none
+ * proves nothing), the size pinned and the Last-Modified of the answers
+ * before it, or it is another version's.
+ */
+static verdict check_body(const s3_req *r, const s3_xfer *x, tf_status *code, const char **why)
+{
+	*code = TF_E_STALE;
+	if (r->if_match && *r->if_match && !x->has_etag) {
+		*code = TF_E_IO;
+		*why = "no ETag in the answer (so no proof it is the version opened)";
+		return V_FAIL;
+	}
+	if (r->if_match && *r->if_match && strcmp(x->etag, r->if_match)) {
 		*why = "the object was replaced (ETag changed)";
 		return V_FAIL;
 	}
+	if (!same_mtime(r, x)) {
+		*why = "the object was replaced (Last-Modified changed)";
+		return V_FAIL;
+	}
+	*code = TF_E_IO;
 	if (!r->dst)
 		return V_OK;
 	if (x->status == 200 && r->off == 0 && r->len == r->size && x->got == r->len)
@@ -238,6 +276,7 @@ static verdict check_body(const s3_req *r, const s3_xfer *x, const char **why)
 		return V_RETRY;
 	}
 	if (x->cr_total != r->size) {
+		*code = TF_E_STALE;
 		*why = "the object's size changed";
 		return V_FAIL;
 	}
@@ -262,21 +301,21 @@ static bool refused(const s3_xfer *x)
 
 static verdict judge(const s3_req *r, const s3_xfer *x, tf_status *code, const char **why)
 {
-	verdict v;
-
 	*code = TF_E_IO;
 	*why = NULL;
 	if (refused(x)) {
 		*code = status_code(x->status);
 		return x->status == 408 || x->status == 429 || x->status >= 500 ? V_RETRY : V_FAIL;
 	}
+	if (x->gone) {
+		*why = "the caller is gone";
+		return V_FAIL;
+	}
 	if (x->cc != CURLE_OK) {
 		*why = x->overflow ? "a body longer than asked for" : NULL;
 		return retryable_curl(x->cc) || x->overflow ? V_RETRY : V_FAIL;
 	}
-	v = check_body(r, x, why);
-	*code = v == V_FAIL ? TF_E_STALE : TF_E_IO;
-	return v;
+	return check_body(r, x, code, why);
 }
 
 /* "HTTP 503 (SlowDown)", "curl: Timeout was reached", ... */
@@ -298,39 +337,51 @@ static void describe(const s3_client *c, const s3_xfer *x, const char *why, char
 	}
 }
 
-/* Full jitter: a random wait in [0, min(5 s, 100 ms * 2^attempt)]. */
-static void backoff(s3_client *c, unsigned attempt)
+/* Full jitter: a random wait in [0, min(5 s, 100 ms * 2^attempt)], cut
+ * short by b (waking every SLICE to ask whether the caller is gone).
+ * Whether b leaves time for another attempt. */
+static bool backoff(s3_client *c, unsigned attempt, const s3_bound *b)
 {
 	uint64_t cap = attempt < 6 ? (uint64_t)BACKOFF_BASE_MS << attempt : BACKOFF_MAX_MS;
 	uint64_t s = atomic_fetch_add(&c->seed, 0x9E3779B97F4A7C15ull);
-	struct timespec ts;
+	int64_t until;
 
 	cap = cap < BACKOFF_MAX_MS ? cap : BACKOFF_MAX_MS;
 	s ^= s >> 31, s *= 0xBF58476D1CE4E5B9ull, s ^= s >> 29;
 	s %= cap + 1;
-	ts.tv_sec = (time_t)(s / 1000);
-	ts.tv_nsec = (long)(s % 1000) * 1000000;
-	while (nanosleep(&ts, &ts) != 0)
-		;
+	until = s3_now_ns() + (int64_t)s * 1000000;
+	until = until < b->at_ns ? until : b->at_ns;
+	while (!s3_bound_over(b)) {
+		int64_t left = until - s3_now_ns();
+		struct timespec ts;
+		if (left <= 0)
+			break;
+		left = left < BACKOFF_SLICE_NS ? left : BACKOFF_SLICE_NS;
+		ts = (struct timespec){ (time_t)(left / 1000000000), (long)(left % 1000000000) };
+		nanosleep(&ts, NULL);
+	}
+	return !s3_bound_over(b);
 }
 
-/* Run r with retries; x keeps the last answer (its body the caller's to free). */
-static tf_status run(s3_client *c, const s3_req *r, s3_xfer *x, const char *what, tf_error *err)
+/* Run r with retries within b; x keeps the last answer (its body the
+ * caller's to free). */
+static tf_status run(s3_client *c, const s3_bound *b, const s3_req *r, s3_xfer *x, const char *what,
+		     tf_error *err)
 {
 	char desc[CURL_ERROR_SIZE + 128];
-	const char *why = NULL;
+	const char *why = NULL, *end = " (gave up after every retry)";
 	tf_status code = TF_E_IO;
 	verdict v = V_FAIL;
 	unsigned a;
 
 	for (a = 0; a <= c->retries; a++) {
 		tf_status rc;
-		if (a)
-			backoff(c, a - 1);
+		if (a && !backoff(c, a - 1, b))
+			break;
 		x->dst = r->dst, x->dst_len = r->len, x->head = r->head;
 		x->body_max = r->dst ? ERROR_BODY_MAX : LIST_BODY_MAX;
 		if ((rc = build(c, r, x, err)) == TF_OK)
-			s3_http_perform(c->http, x);
+			s3_http_perform(c->http, x, b);
 		free((char *)x->url);
 		curl_slist_free_all(x->headers);
 		x->url = NULL, x->headers = NULL;
@@ -341,17 +392,25 @@ static tf_status run(s3_client *c, const s3_req *r, s3_xfer *x, const char *what
 	}
 	if (v == V_OK)
 		return TF_OK;
+	if (x->gone || (b->gone && b->gone(b->arg))) {
+		x->gone = true;
+		why = "the caller is gone";
+		end = "";
+	} else if (v == V_RETRY && (x->late || s3_now_ns() >= b->at_ns)) {
+		end = x->late ? " (at the request's deadline)" : " (the request's deadline passed while retrying)";
+	}
 	describe(c, x, why, desc, sizeof(desc));
-	return tf_err(err, code, "%s %s: %s%s", c->where, what, desc,
-		      v == V_RETRY ? " (gave up after every retry)" : "");
+	return tf_err(err, x->gone ? TF_E_IO : code, "%s %s: %s%s", c->where, what, desc,
+		      v == V_RETRY || x->gone ? end : "");
 }
 
 /* ---- requests ---------------------------------------------------------------------------- */
 
-tf_status s3_client_get(s3_client *c, const char *key, const char *etag, uint64_t size, uint64_t off,
+tf_status s3_client_get(s3_client *c, const s3_bound *b, const char *key, const s3_version *v, uint64_t off,
 			void *dst, size_t len, tf_error *err)
 {
-	s3_req r = { .key = key, .if_match = etag, .off = off, .size = size, .len = len, .dst = dst };
+	s3_req r = { .key = key, .if_match = v->etag, .mtime_ns = v->mtime_ns, .off = off, .size = v->size,
+		     .len = len, .dst = dst };
 	s3_xfer x = { 0 };
 	char what[1200];
 	tf_status rc;
@@ -359,12 +418,12 @@ tf_status s3_client_get(s3_client *c, const char *key, const char *etag, uint64_
 	if (!len)
 		return TF_OK;
 	snprintf(what, sizeof(what), "key '%.1024s' bytes %" PRIu64 "-%" PRIu64, key, off, off + len - 1);
-	rc = run(c, &r, &x, what, err);
+	rc = run(c, b, &r, &x, what, err);
 	s3_xfer_done(&x);
 	return rc;
 }
 
-tf_status s3_client_head(s3_client *c, const char *key, s3_entry *out, tf_error *err)
+tf_status s3_client_head(s3_client *c, const s3_bound *b, const char *key, s3_entry *out, tf_error *err)
 {
 	s3_req r = { .head = true, .key = key };
 	s3_xfer x = { 0 };
@@ -372,7 +431,7 @@ tf_status s3_client_head(s3_client *c, const char *key, s3_entry *out, tf_error 
 	tf_status rc;
 
 	snprintf(what, sizeof(what), "HEAD key '%.1024s'", key);
-	rc = run(c, &r, &x, what, err);
+	rc = run(c, b, &r, &x, what, err);
 	if (rc == TF_OK && (!x.has_clen || !x.has_etag))
 		rc = tf_err(err, TF_E_IO, "%s %s: no Content-Length or ETag in the answer", c->where, what);
 	if (rc == TF_OK) {
@@ -385,8 +444,8 @@ tf_status s3_client_head(s3_client *c, const char *key, s3_entry *out, tf_error 
 	return rc;
 }
 
-tf_status s3_client_list(s3_client *c, const char *prefix, const char *token, unsigned max_keys,
-			 s3_list_page *out, tf_error *err)
+tf_status s3_client_list(s3_client *c, const s3_bound *b, const char *prefix, const char *token,
+			 unsigned max_keys, s3_list_page *out, tf_error *err)
 {
 	char mk[16];
 	s3_kv q[6] = { { "list-type", "2" }, { "delimiter", "/" }, { "encoding-type", "url" },
@@ -398,7 +457,7 @@ tf_status s3_client_list(s3_client *c, const char *prefix, const char *token, un
 
 	snprintf(mk, sizeof(mk), "%u", max_keys);
 	snprintf(what, sizeof(what), "list '%.1024s'", prefix);
-	rc = run(c, &r, &x, what, err);
+	rc = run(c, b, &r, &x, what, err);
 	if (rc == TF_OK && (rc = s3_parse_list(x.body ? x.body : "", x.body_len, (size_t)max_keys * 2 + 16,
 					       out, err)) != TF_OK)
 		tf_err_prefix(err, "%s %s: ", c->where, what);

@@ -10,15 +10,19 @@
  * then the request fails TF_E_IO.  An answer that is not 2xx is judged by
  * its status alone (404, 403, 412 stay TF_E_NOTFOUND, TF_E_ACCESS,
  * TF_E_STALE however long the error page).  Each attempt is bounded by
- * `timeout`.
+ * `timeout`, and all of them (and the waits between) by the caller's
+ * s3_bound: at its deadline, or once its caller is gone, the request
+ * fails TF_E_IO at once, saying so.
  * Messages name the endpoint, bucket, key, range and HTTP status and S3
  * error code, never a credential or a signature.
  */
 #ifndef S3_CLIENT_H
 #define S3_CLIENT_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
+#include "sources/s3_http.h"
 #include "sources/s3_xml.h"
 #include "tf_s3.h"
 #include "tf_status.h"
@@ -30,21 +34,33 @@ tf_status s3_client_new(const tf_s3_settings *s, const char *bucket, s3_client *
 void s3_client_free(s3_client *c);
 /* "http://host:port bucket 'b'" for messages. */
 const char *s3_client_where(const s3_client *c);
+/* "SCHEME://HOST[:PORT]/BUCKET": the host requests go to (no user
+ * information) and the bucket, into buf[n]; false if it does not fit. */
+bool s3_client_id(const s3_client *c, char *buf, size_t n);
+
+/* The version a GET must read. */
+typedef struct s3_version {
+	const char *etag;		/* sent as If-Match; every answer must carry it */
+	uint64_t size;			/* every answer's Content-Range total */
+	_Atomic int64_t *mtime_ns;	/* NULL, or the Last-Modified the first answer
+					 * carried (0 before it), kept for the next */
+} s3_version;
 
 /*
- * Exactly len bytes of key at off into dst, from the version with ETag
- * etag (sent as If-Match and checked in the answer) and total size size:
- * TF_E_STALE when the object is no longer that version.
+ * Exactly len bytes of key at off into dst, of version v: TF_E_STALE when
+ * the answer is another version's (If-Match refused, or an answer with
+ * another ETag, size or Last-Modified: a store may ignore If-Match),
+ * TF_E_IO for one with no ETag at all (nothing proves its version).
  */
-tf_status s3_client_get(s3_client *c, const char *key, const char *etag, uint64_t size, uint64_t off,
+tf_status s3_client_get(s3_client *c, const s3_bound *b, const char *key, const s3_version *v, uint64_t off,
 			void *dst, size_t len, tf_error *err);
 
 /* HEAD key: size, ETag, mtime (entry->key is not set). */
-tf_status s3_client_head(s3_client *c, const char *key, s3_entry *out, tf_error *err);
+tf_status s3_client_head(s3_client *c, const s3_bound *b, const char *key, s3_entry *out, tf_error *err);
 
 /* One ListObjectsV2 page of prefix (delimiter '/'), after token (NULL:
  * the first); max_keys per page. */
-tf_status s3_client_list(s3_client *c, const char *prefix, const char *token, unsigned max_keys,
-			 s3_list_page *out, tf_error *err);
+tf_status s3_client_list(s3_client *c, const s3_bound *b, const char *prefix, const char *token,
+			 unsigned max_keys, s3_list_page *out, tf_error *err);
 
 #endif

@@ -12,6 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
+
+#define LOW_SPEED_BYTES 1024L		/* per second ... */
+#define LOW_SPEED_MAX_S 15L		/* ... for min(timeout, this) */
+#define WAIT_SLICE_NS 200000000		/* a wait for a free handle looks at gone this often */
+#define GONE_EVERY_NS 50000000		/* a transfer asks whether its caller is gone at most this often */
 
 struct s3_http {
 	CURLSH *share;
@@ -22,6 +28,19 @@ struct s3_http {
 	size_t nidle, total, max;
 	uint32_t timeout_ms;
 };
+
+int64_t s3_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+bool s3_bound_over(const s3_bound *b)
+{
+	return s3_now_ns() >= b->at_ns || (b->gone && b->gone(b->arg));
+}
 
 static void share_lock(CURL *c, curl_lock_data d, curl_lock_access a, void *user)
 {
@@ -38,6 +57,7 @@ static void share_unlock(CURL *c, curl_lock_data d, void *user)
 tf_status s3_http_new(uint32_t timeout_ms, uint32_t max_conns, s3_http **out, tf_error *err)
 {
 	s3_http *h = calloc(1, sizeof(*h));
+	pthread_condattr_t ca;
 
 	/* curl_global_init is idempotent and reference-counted. */
 	if (!h || curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
@@ -49,7 +69,10 @@ tf_status s3_http_new(uint32_t timeout_ms, uint32_t max_conns, s3_http **out, tf
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_init(&h->share_locks[i], NULL);
 	pthread_mutex_init(&h->mu, NULL);
-	pthread_cond_init(&h->cv, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);	/* waits end at a monotonic deadline */
+	pthread_cond_init(&h->cv, &ca);
+	pthread_condattr_destroy(&ca);
 	if (!(h->idle = calloc(h->max, sizeof(*h->idle))) || !(h->share = curl_share_init())) {
 		s3_http_free(h);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
@@ -80,19 +103,27 @@ void s3_http_free(s3_http *h)
 	curl_global_cleanup();
 }
 
-/* A handle from the pool (waiting while max are busy); NULL: no memory. */
-static CURL *acquire(s3_http *h)
+/* A handle from the pool, waiting while max are busy, but not past b;
+ * NULL: no memory (*cc CURLE_OUT_OF_MEMORY) or no handle within b. */
+static CURL *acquire(s3_http *h, const s3_bound *b, CURLcode *cc)
 {
 	CURL *c = NULL;
+	int64_t until;
+	struct timespec ts;
 
 	pthread_mutex_lock(&h->mu);
-	while (!h->nidle && h->total >= h->max)
-		pthread_cond_wait(&h->cv, &h->mu);
+	while (!h->nidle && h->total >= h->max && !s3_bound_over(b)) {
+		until = s3_now_ns() + WAIT_SLICE_NS;
+		until = until < b->at_ns ? until : b->at_ns;
+		ts = (struct timespec){ (time_t)(until / 1000000000), (long)(until % 1000000000) };
+		pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+	}
 	if (h->nidle) {
 		c = h->idle[--h->nidle];
-	} else if ((c = curl_easy_init())) {
+	} else if (h->total < h->max && (c = curl_easy_init())) {
 		h->total++;
 	}
+	*cc = c ? CURLE_OK : h->total < h->max ? CURLE_OUT_OF_MEMORY : CURLE_OPERATION_TIMEDOUT;
 	pthread_mutex_unlock(&h->mu);
 	if (c)
 		curl_easy_reset(c);	/* options go; the live connection stays */
@@ -222,8 +253,35 @@ static size_t on_body(char *buf, size_t size, size_t n, void *user)
 	return len;
 }
 
-static void set_options(s3_http *h, CURL *c, s3_xfer *x, void **user)
+/* Called by libcurl about once a second, and as data moves: asks whether
+ * the caller is gone at most every GONE_EVERY_NS. */
+static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
 {
+	s3_xfer *x = ((void **)user)[0];
+	const s3_bound *b = ((void **)user)[2];
+	int64_t now;
+
+	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	if (!b->gone || (now = s3_now_ns()) - x->gone_asked_ns < GONE_EVERY_NS)
+		return 0;
+	x->gone_asked_ns = now;
+	return b->gone(b->arg) ? (x->gone = true, 1) : 0;
+}
+
+/* The transfer's timeout: the pool's, or what is left of b. */
+static long timeout_ms(const s3_http *h, const s3_bound *b)
+{
+	int64_t left = (b->at_ns - s3_now_ns()) / 1000000;
+
+	left = left < 1 ? 1 : left;
+	return (long)(left < (int64_t)h->timeout_ms ? left : (int64_t)h->timeout_ms);
+}
+
+static void set_options(s3_http *h, CURL *c, s3_xfer *x, void **user, long timeout)
+{
+	long slow_s = (long)(h->timeout_ms / 1000);
+
+	slow_s = slow_s < 1 ? 1 : slow_s > LOW_SPEED_MAX_S ? LOW_SPEED_MAX_S : slow_s;
 	curl_easy_setopt(c, CURLOPT_URL, x->url);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, x->headers);
 	curl_easy_setopt(c, CURLOPT_NOBODY, x->head ? 1L : 0L);
@@ -233,8 +291,13 @@ static void set_options(s3_http *h, CURL *c, s3_xfer *x, void **user)
 	curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);	/* the path is encoded and signed as is */
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)h->timeout_ms);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(h->timeout_ms < 10000 ? h->timeout_ms : 10000));
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout < 10000 ? timeout : 10000L);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, LOW_SPEED_BYTES);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, slow_s);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, user);
 	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, x->curl_msg);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
@@ -243,27 +306,39 @@ static void set_options(s3_http *h, CURL *c, s3_xfer *x, void **user)
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, user);
 }
 
-void s3_http_perform(s3_http *h, s3_xfer *x)
+void s3_http_perform(s3_http *h, s3_xfer *x, const s3_bound *b)
 {
 	CURL *c;
-	void *user[2];
+	void *user[3];
+	long timeout;
+	bool waited;
 
 	s3_xfer_done(x);
 	x->cc = CURLE_OK;
 	x->curl_msg[0] = '\0';
 	x->status = 0;
-	x->has_etag = x->has_crange = x->has_clen = x->overflow = false;
+	x->has_etag = x->has_crange = x->has_clen = x->overflow = x->late = x->gone = false;
 	x->mtime_ns = 0;
 	x->bucket_region[0] = '\0';
 	x->got = 0;
-	if (!(c = acquire(h))) {
-		x->cc = CURLE_OUT_OF_MEMORY;
+	x->gone_asked_ns = 0;
+	waited = !s3_bound_over(b);
+	if (!waited || !(c = acquire(h, b, &x->cc))) {
+		x->gone = b->gone && b->gone(b->arg);
+		x->late = !x->gone && x->cc != CURLE_OUT_OF_MEMORY;
+		x->cc = x->cc == CURLE_OK ? CURLE_OPERATION_TIMEDOUT : x->cc;
+		if (x->late)
+			snprintf(x->curl_msg, sizeof(x->curl_msg), "%s",
+				 waited ? "no connection free in time" : "not sent: no time left");
 		return;
 	}
-	user[0] = x, user[1] = c;
-	set_options(h, c, x, user);
+	user[0] = x, user[1] = c, user[2] = (void *)(uintptr_t)b;
+	timeout = timeout_ms(h, b);
+	set_options(h, c, x, user, timeout);
 	x->cc = curl_easy_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &x->status);
+	/* Cut short by the deadline rather than by the pool's timeout. */
+	x->late = x->cc == CURLE_OPERATION_TIMEDOUT && s3_now_ns() >= b->at_ns;
 	release(h, c);
 }
 

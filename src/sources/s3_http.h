@@ -26,6 +26,24 @@
 
 typedef struct s3_http s3_http;
 
+/*
+ * What bounds a transfer: nothing is sent, waited for or received past
+ * at_ns (CLOCK_MONOTONIC), and a transfer stops within about a second of
+ * gone(arg) turning true (the caller gave up).  A transfer's own timeout
+ * is the pool's timeout or what is left before at_ns, whichever is less;
+ * and one that receives under 1 KiB/s for min(timeout, 15 s) is a timeout
+ * too, so that a body trickling in is retried (or given up) early.
+ */
+typedef struct s3_bound {
+	int64_t at_ns;
+	bool (*gone)(void *arg);	/* NULL: never */
+	void *arg;
+} s3_bound;
+
+int64_t s3_now_ns(void);
+/* Whether b leaves no time (past its deadline) or its caller is gone. */
+bool s3_bound_over(const s3_bound *b);
+
 typedef struct s3_xfer {
 	/* request */
 	bool head;			/* HEAD rather than GET */
@@ -46,6 +64,9 @@ typedef struct s3_xfer {
 	char bucket_region[64];		/* x-amz-bucket-region */
 	size_t got;			/* bytes put into dst */
 	bool overflow;			/* a body longer than allowed */
+	bool late;			/* stopped (or never started) at the deadline */
+	bool gone;			/* stopped because the caller is gone */
+	int64_t gone_asked_ns;		/* when the transfer last asked */
 	char *body;			/* collected body (malloc'd) */
 	size_t body_len;
 } s3_xfer;
@@ -53,9 +74,10 @@ typedef struct s3_xfer {
 tf_status s3_http_new(uint32_t timeout_ms, uint32_t max_conns, s3_http **out, tf_error *err);
 void s3_http_free(s3_http *h);
 
-/* Run one transfer (response fields reset first).  Never fails by itself:
- * x->cc and x->status say how it went. */
-void s3_http_perform(s3_http *h, s3_xfer *x);
+/* Run one transfer within b (response fields reset first).  Never fails
+ * by itself: x->cc and x->status say how it went (x->late, x->gone why it
+ * stopped early). */
+void s3_http_perform(s3_http *h, s3_xfer *x, const s3_bound *b);
 /* Free what a transfer collected (x->body). */
 void s3_xfer_done(s3_xfer *x);
 

@@ -24,7 +24,7 @@ typedef struct lparser {
 	char text[S3_MAX_NAME + 1];
 	size_t tlen;
 	s3_entry ent;			/* the Contents being read */
-	bool have_key, have_size, have_etag;
+	bool have_key, have_size;
 	bool url_encoded;
 	const char *fail;		/* the first problem */
 	char *code;			/* s3_parse_error_code's output */
@@ -68,7 +68,7 @@ static void on_start(void *user, const XML_Char *name, const XML_Char **attrs)
 		p->in_prefixes = !strcmp(name, "CommonPrefixes");
 		if (p->in_contents) {
 			memset(&p->ent, 0, sizeof(p->ent));
-			p->have_key = p->have_size = p->have_etag = false;
+			p->have_key = p->have_size = false;
 		}
 	}
 	if (p->depth > 16)
@@ -162,9 +162,6 @@ static void push_entry(lparser *p, bool prefix)
 	}
 	if (!p->have_key || !p->have_size)
 		return free(p->ent.key), p->ent.key = NULL, stop(p, "an object without Key or Size");
-	/* Reads carry If-Match with it, and stat compares it: none is no answer. */
-	if (!p->have_etag)
-		return free(p->ent.key), p->ent.key = NULL, stop(p, "an object without an ETag");
 	s3_entry *ne = realloc(pg->objects, (pg->nobjects + 1) * sizeof(*ne));
 	if (!ne)
 		return free(p->ent.key), p->ent.key = NULL, stop(p, "out of memory");
@@ -201,7 +198,6 @@ static void end_field(lparser *p)
 			return stop(p, "an ETag longer than 71 bytes");
 		memcpy(p->ent.etag, t, n);
 		p->ent.etag[n] = '\0';
-		p->have_etag = n > 0;
 		break;
 	}
 	case F_PREFIX: push_entry(p, true); break;
@@ -268,19 +264,23 @@ static const char *run(lparser *p, const char *xml, size_t len)
 	return p->fail;
 }
 
-/* Percent-decode s in place; false on a bad escape or an embedded NUL. */
+/* Percent-decode s in place; false on a bad escape or an embedded NUL
+ * (s is then as it was). */
 static bool url_decode(char *s)
 {
 	char *o = s;
 
+	for (const char *c = s; *c; c++) {
+		if (*c == '%' && (!isxdigit((unsigned char)c[1]) || !isxdigit((unsigned char)c[2]) ||
+				  (c[1] == '0' && c[2] == '0')))
+			return false;
+	}
 	for (; *s; s++) {
 		if (*s == '+') {
 			*o++ = ' ';
 		} else if (*s == '%') {
 			unsigned v;
-			if (!isxdigit((unsigned char)s[1]) || !isxdigit((unsigned char)s[2]) ||
-			    sscanf(s + 1, "%2x", &v) != 1 || v == 0)
-				return false;
+			sscanf(s + 1, "%2x", &v);
 			*o++ = (char)v;
 			s += 2;
 		} else {
@@ -291,14 +291,38 @@ static bool url_decode(char *s)
 	return true;
 }
 
+/* Move name to the page's undecodable names. */
+static bool set_aside(s3_list_page *pg, char *name)
+{
+	char **nb = realloc(pg->bad, (pg->nbad + 1) * sizeof(*nb));
+
+	if (!nb)
+		return false;
+	pg->bad = nb;
+	pg->bad[pg->nbad++] = name;
+	return true;
+}
+
+/* Decode every name; those that cannot be are set aside, as sent. */
 static bool decode_page(s3_list_page *pg)
 {
-	for (size_t i = 0; i < pg->nobjects; i++)
-		if (!url_decode(pg->objects[i].key))
-			return false;
-	for (size_t i = 0; i < pg->nprefixes; i++)
-		if (!url_decode(pg->prefixes[i]))
-			return false;
+	size_t o = 0;
+
+	for (size_t i = 0; i < pg->nobjects; i++) {
+		if (url_decode(pg->objects[i].key))
+			pg->objects[o++] = pg->objects[i];
+		else if (!set_aside(pg, pg->objects[i].key))
+			return free(pg->objects[i].key), pg->nobjects = o, false;
+	}
+	pg->nobjects = o;
+	o = 0;
+	for (size_t i = 0; i < pg->nprefixes; i++) {
+		if (url_decode(pg->prefixes[i]))
+			pg->prefixes[o++] = pg->prefixes[i];
+		else if (!set_aside(pg, pg->prefixes[i]))
+			return free(pg->prefixes[i]), pg->nprefixes = o, false;
+	}
+	pg->nprefixes = o;
 	return true;
 }
 
@@ -315,7 +339,7 @@ tf_status s3_parse_list(const char *xml, size_t len, size_t max_entries, s3_list
 	if (!why && out->truncated && (!out->next_token || !*out->next_token))
 		why = "truncated without a continuation token";
 	if (!why && p.url_encoded && !decode_page(out))
-		why = "a bad percent-escape in a name";
+		why = "out of memory";
 	if (!why)
 		return TF_OK;
 	s3_list_page_free(out);
@@ -328,7 +352,9 @@ void s3_list_page_free(s3_list_page *p)
 		free(p->objects[i].key);
 	for (size_t i = 0; i < p->nprefixes; i++)
 		free(p->prefixes[i]);
-	free(p->objects), free(p->prefixes), free(p->next_token);
+	for (size_t i = 0; i < p->nbad; i++)
+		free(p->bad[i]);
+	free(p->objects), free(p->prefixes), free(p->bad), free(p->next_token);
 	memset(p, 0, sizeof(*p));
 }
 

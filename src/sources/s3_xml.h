@@ -3,13 +3,15 @@
  * the S3 source).
  *
  * A ListObjectsV2 page (ListBucketResult): Contents (Key, Size,
- * LastModified, ETag), CommonPrefixes/Prefix, IsTruncated,
- * NextContinuationToken; with EncodingType "url" the names are
- * percent-decoded.  The answer is untrusted: a DOCTYPE (and so any entity
- * declaration) is refused, names longer than S3_MAX_NAME, more than
- * max_entries entries, an object without Key, Size or a non-empty ETag, a
- * size that is not a decimal below 2^63, or a page that is truncated
- * without a token fail the parse.
+ * LastModified, ETag: "" when it has none, which the source refuses to
+ * open), CommonPrefixes/Prefix, IsTruncated, NextContinuationToken; with
+ * EncodingType "url" the names are percent-decoded, and a name that
+ * cannot be (a bad escape, or a NUL) is set aside as sent, for the caller
+ * to report: one such key is no reason to fail its whole directory.  The
+ * answer is untrusted: a DOCTYPE (and so any entity declaration) is
+ * refused, names longer than S3_MAX_NAME, more than max_entries entries,
+ * an object without Key or Size, a size that is not a decimal below 2^63,
+ * or a page that is truncated without a token fail the parse.
  */
 #ifndef S3_XML_H
 #define S3_XML_H
@@ -35,6 +37,8 @@ typedef struct s3_list_page {
 	size_t nobjects;
 	char **prefixes;
 	size_t nprefixes;
+	char **bad;			/* names that do not decode, as sent */
+	size_t nbad;
 	bool truncated;
 	char *next_token;		/* when truncated */
 } s3_list_page;

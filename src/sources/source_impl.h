@@ -24,6 +24,11 @@ typedef struct tf_source_ops {
 	tf_status (*statfs)(tf_source *s, tf_source_fsstat *out, tf_error *err);
 	tf_status (*open)(tf_source *s, const char *rel, const tf_version *expect, tf_object **out,
 			  tf_error *err);
+	/* Kinds holding descriptors (may be NULL: none). */
+	void (*fd_stats)(tf_source *s, tf_source_fds *out);
+	void (*set_max_fds)(tf_source *s, unsigned max);
+	/* tf_source_object_id; may be NULL (false) */
+	bool (*object_id)(const tf_source *s, const char *rel, char *buf, size_t n);
 } tf_source_ops;
 
 typedef struct tf_object_ops {
@@ -38,6 +43,7 @@ struct tf_source {
 	const tf_source_ops *ops;
 	char *name;		/* as the user spelled it */
 	int local_fd;		/* the root directory of a local source, else -1 */
+	tf_source_hooks hooks;	/* all NULL unless set */
 };
 
 struct tf_object {
@@ -47,6 +53,12 @@ struct tf_object {
 	char *name;		/* rel, for messages */
 	uint64_t io_size;	/* preferred bytes per read */
 };
+
+/* The calling thread's request (tf_call): from the hook, else one that
+ * starts now and whose caller never goes. */
+void tf_source_call(const tf_source *s, tf_call *out);
+/* A line for the warn hook (nothing without one). */
+void tf_source_warn(const tf_source *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The S3 kind (source_s3.c): spec is "s3://BUCKET[/PREFIX]". */
 tf_status tf_source_s3(const char *spec, const struct tf_s3_settings *s3, tf_source **out,

@@ -4,23 +4,35 @@
  * Names.  Source path "a/b" is key PREFIX "a/b"; directory "a" is every key
  * under "PREFIX a/", listed with ListObjectsV2 and delimiter '/' (common
  * prefixes are the subdirectories).  Keys that cannot be a path component
- * ("", ".", "..", "a//b") are not shown; where a key and a prefix share a
- * name, the directory wins.  Files are 0444, directories 0555, both owned
- * by the user who opened the source.  There are no symlinks.
+ * (".", "..", "a//b", a NUL, a '/' or a bad escape once decoded, over 255
+ * bytes) are not shown, and the listing warns once (tf_source_warn),
+ * naming the first few; a folder marker ("dir/" itself) is not shown
+ * either, silently.  Where a key and a prefix share a name, the directory
+ * wins.  Files are 0444, directories 0555, both owned by the user who
+ * opened the source.  There are no symlinks.
  *
+ * Listings are fetched whole, page after page, within list_max_pages,
+ * list_max_bytes (an entry is 32 bytes and its name and ETag) and the
+ * request's deadline; a store that repeats a continuation token, or whose
+ * page does not advance past the names of the page before, is refused.
  * Listings are cached: sizes, ETags and mtimes come from them, so stat and
  * open cost no request of their own while a listing is fresh (list_ttl).
  * A TileDB fragment directory (one holding __fragment_metadata.tdb, which
- * TileDB writes last) never changes once written: its listing is kept for
- * the life of the source.  The cache holds at most CACHE_LISTINGS listings
+ * TileDB writes last) never changes once written: its listing is kept until
+ * the store says otherwise (a 404 or 412 for a file in it: vacuumed, its
+ * directory's listing is dropped too), or a fresh listing of its directory
+ * no longer holds it.  The cache holds at most CACHE_LISTINGS listings
  * and CACHE_BYTES of them, least recently used out first.
  *
  * Versions.  An object is its ETag and size; every GET of it sends
  * If-Match with that ETag, so an object replaced while open answers 412
  * and the read fails TF_E_STALE (and the cached listing of its directory
- * is dropped, so the next open sees the new object).  Mtimes are whole
- * seconds, as HEAD gives them, so a version from a listing equals the
- * same version from a HEAD.
+ * is dropped, so the next open sees the new object).  A store ignoring
+ * If-Match is caught by the answer: it must carry the ETag, the size and
+ * the Last-Modified of the object's answers before (s3_client_get).  An
+ * object listed without an ETag is refused at open (TF_E_IO).  Mtimes
+ * are whole seconds, as HEAD gives them, so a version from a listing
+ * equals the same version from a HEAD.
  *
  * Reads.  A read of RA_DIRECT bytes or more is fetched as it is, in up to
  * PARTS_MAX ranged GETs in parallel.  Smaller reads are where per-request
@@ -51,8 +63,6 @@
 #include "tf_s3.h"
 
 #define LIST_PAGE 1000
-#define LIST_MAX_PAGES 2000
-#define LIST_MAX_ENTRIES 500000
 #define CACHE_LISTINGS 4096
 #define CACHE_BYTES ((size_t)64 << 20)
 #define HASH_BUCKETS 1024
@@ -68,15 +78,21 @@
 
 /* ---- types -------------------------------------------------------------------------------- */
 
+/* One entry of a listing (32 bytes); its strings are in the listing's text. */
 typedef struct s3_dent {
-	char *name;
-	tf_stat st;
+	uint32_t name, etag;		/* offsets in text; a directory's ETag is "" (at 0) */
+	uint64_t size;
+	int64_t mtime_ns;		/* whole seconds */
+	bool dir;
 } s3_dent;
 
 typedef struct listing {
 	char *rel;
-	s3_dent *ents;			/* sorted by name */
-	size_t n, bytes;
+	s3_dent *ents;			/* sorted by name, one per name */
+	size_t n, cap;
+	char *text;			/* names and ETags, each NUL-terminated */
+	size_t tlen, tcap;
+	size_t bytes;			/* memory held */
 	int64_t at_ns;			/* when fetched */
 	bool immutable, cached;
 	unsigned refs;
@@ -89,6 +105,9 @@ typedef struct s3_source {
 	s3_client *client;
 	char *prefix;			/* "" or "some/prefix/" */
 	int64_t ttl_ns;
+	int64_t deadline_ns;		/* of everything done for one request */
+	uint32_t list_max_pages;
+	uint64_t list_max_bytes;	/* of one listing's entries and names */
 	uint32_t uid, gid;
 	pthread_mutex_t mu;
 	listing *hash[HASH_BUCKETS];
@@ -119,16 +138,34 @@ typedef struct s3_object {
 	bool planned;			/* TF_ACCESS_PLANNED: no read-ahead */
 	size_t window;
 	unsigned jobs;			/* background loads running */
+	_Atomic int64_t mtime_ns;	/* the Last-Modified of every answer (0 until one) */
+	pthread_mutex_t pin_mu;		/* the first answer, which pins mtime_ns: */
+	pthread_cond_t pin_cv;
+	_Atomic int pin;		/* PIN_NONE, PIN_BUSY (one GET awaits it), PIN_DONE */
 } s3_object;
+
+enum { PIN_NONE, PIN_BUSY, PIN_DONE };
 
 static const tf_object_ops s3_object_ops;
 
 static int64_t now_ns(void)
 {
-	struct timespec ts;
+	return s3_now_ns();
+}
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+/* The bound of the work done now for the calling thread's request. */
+static s3_bound bound_of(const s3_source *s)
+{
+	tf_call c;
+
+	tf_source_call(&s->base, &c);
+	return (s3_bound){ c.start_ns + s->deadline_ns, c.gone, c.arg };
+}
+
+/* Work nobody waits for (read-ahead): bounded from now, never cancelled. */
+static s3_bound bound_now(const s3_source *s)
+{
+	return (s3_bound){ now_ns() + s->deadline_ns, NULL, NULL };
 }
 
 /* ---- names -------------------------------------------------------------------------------- */
@@ -145,9 +182,11 @@ static char *key_of(const s3_source *s, const char *rel, bool dir)
 	return k;
 }
 
-static bool valid_name(const char *n)
+/* Why n (a name within its directory) can be no file name, or NULL. */
+static const char *bad_name(const char *n)
 {
-	return *n && strcmp(n, ".") && strcmp(n, "..") && !strchr(n, '/') && strlen(n) <= 255;
+	return !*n ? "an empty name" : !strcmp(n, ".") || !strcmp(n, "..") ? "'.' or '..'"
+	     : strchr(n, '/') ? "a '/' in a name" : strlen(n) > 255 ? "a name over 255 bytes" : NULL;
 }
 
 static tf_stat dir_stat(const s3_source *s)
@@ -170,109 +209,278 @@ static tf_stat file_stat(const s3_source *s, const s3_entry *e)
 
 static void listing_free(listing *l)
 {
-	for (size_t i = 0; l && i < l->n; i++)
-		free(l->ents[i].name);
 	if (l)
-		free(l->ents), free(l->rel);
+		free(l->ents), free(l->text), free(l->rel);
 	free(l);
 }
 
-static int cmp_dent(const void *a, const void *b)
+static tf_stat dent_stat(const s3_source *s, const listing *l, const s3_dent *d)
 {
-	int c = strcmp(((const s3_dent *)a)->name, ((const s3_dent *)b)->name);
+	tf_stat st = { .kind = TF_ENT_REG, .mode = 0444, .uid = s->uid, .gid = s->gid, .nlink = 1 };
 
-	/* Same name: the directory first (it wins). */
-	return c ? c : (int)(((const s3_dent *)b)->st.kind == TF_ENT_DIR) -
-		       (int)(((const s3_dent *)a)->st.kind == TF_ENT_DIR);
+	if (d->dir)
+		return dir_stat(s);
+	st.v.size = d->size;
+	st.v.mtime_ns = d->mtime_ns;
+	snprintf(st.v.etag, sizeof(st.v.etag), "%s", l->text + d->etag);
+	return st;
 }
 
-/* Sort, drop duplicate names (the directory stays), decide immutability. */
+static int cmp_dent(const void *a, const void *b, void *text)
+{
+	const s3_dent *x = a, *y = b;
+	int c = strcmp((const char *)text + x->name, (const char *)text + y->name);
+
+	return c ? c : (int)y->dir - (int)x->dir;	/* same name: the directory first (it wins) */
+}
+
+/* The entry named name (ents sorted, one per name), or NULL. */
+static const s3_dent *listing_lookup(const listing *l, const char *name)
+{
+	size_t lo = 0, hi = l->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(l->text + l->ents[mid].name, name);
+		if (!c)
+			return &l->ents[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* Sort, drop duplicate names (the directory stays), give back spare room,
+ * decide immutability. */
 static void listing_finish(listing *l)
 {
 	size_t o = 0;
+	void *p;
 
-	qsort(l->ents, l->n, sizeof(*l->ents), cmp_dent);
-	for (size_t i = 0; i < l->n; i++) {
-		if (o && !strcmp(l->ents[o - 1].name, l->ents[i].name)) {
-			free(l->ents[i].name);
-			continue;
-		}
-		l->ents[o++] = l->ents[i];
-		l->bytes += sizeof(s3_dent) + strlen(l->ents[i].name) + 1;
-	}
+	qsort_r(l->ents, l->n, sizeof(*l->ents), cmp_dent, l->text);
+	for (size_t i = 0; i < l->n; i++)
+		if (!o || strcmp(l->text + l->ents[o - 1].name, l->text + l->ents[i].name))
+			l->ents[o++] = l->ents[i];
 	l->n = o;
+	if (l->n && (p = realloc(l->ents, l->n * sizeof(*l->ents))))
+		l->ents = p, l->cap = l->n;
+	if ((p = realloc(l->text, l->tlen)))
+		l->text = p, l->tcap = l->tlen;
+	l->bytes = sizeof(*l) + strlen(l->rel) + 1 + l->cap * sizeof(*l->ents) + l->tcap;
 	/* A TileDB fragment directory: "__<t1>_<t2>_<uuid>[_<v>]" holding its
 	 * metadata file, which TileDB writes after every data file. */
 	const char *base = strrchr(l->rel, '/');
+	const s3_dent *md = listing_lookup(l, "__fragment_metadata.tdb");
 	base = base ? base + 1 : l->rel;
-	s3_dent key = { .name = "__fragment_metadata.tdb" };
-	l->immutable = !strncmp(base, "__", 2) && strchr(base + 2, '_') &&
-		       bsearch(&key, l->ents, l->n, sizeof(*l->ents), cmp_dent) != NULL;
+	l->immutable = !strncmp(base, "__", 2) && strchr(base + 2, '_') && md && !md->dir;
 }
 
-/* Add one entry named name (already checked) to l. */
-static bool listing_add(listing *l, size_t *cap, const char *name, tf_stat st)
+/* What fetching one listing keeps: the listing growing, and what proves
+ * the store's pages lead somewhere. */
+typedef struct builder {
+	s3_source *s;
+	listing *l;
+	const char *prefix;
+	size_t plen;
+	uint64_t *tokens;		/* hashes of the continuation tokens followed */
+	size_t ntokens;
+	char *last;			/* the greatest name of the page before */
+	size_t nskipped;		/* keys that are no name here, ... */
+	char skipped[3][120];		/* ... the first few, escaped, and why */
+} builder;
+
+/* Note a key skipped (one warning for the listing names the first few). */
+static void skip(builder *bd, const char *key, const char *why)
 {
-	if (l->n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 64;
-		s3_dent *ne = realloc(l->ents, nc * sizeof(*ne));
-		if (!ne)
-			return false;
-		l->ents = ne, *cap = nc;
+	char *o;
+	size_t i = 0;
+
+	if (bd->nskipped < sizeof(bd->skipped) / sizeof(bd->skipped[0])) {
+		o = bd->skipped[bd->nskipped];
+		*o++ = '\'';
+		for (; key[i] && o - bd->skipped[bd->nskipped] < 64; i++) {
+			unsigned char c = (unsigned char)key[i];
+			o += c >= 0x20 && c < 0x7f && c != '\\' ? sprintf(o, "%c", c) : sprintf(o, "\\x%02x", c);
+		}
+		snprintf(o, sizeof(bd->skipped[0]) - (size_t)(o - bd->skipped[bd->nskipped]), "%s' (%s)",
+			 key[i] ? "..." : "", why);
 	}
-	if (!(l->ents[l->n].name = strdup(name)))
-		return false;
-	l->ents[l->n++].st = st;
-	return true;
+	bd->nskipped++;
 }
 
-/* The entries of one page, named relative to prefix. */
-static tf_status add_page(s3_source *s, listing *l, size_t *cap, const char *prefix, const s3_list_page *pg,
-			  tf_error *err)
+/* Room for one more entry and len more bytes of text; what both arrays
+ * hold (their capacity, not only what is used) stays within the bound. */
+static tf_status reserve(builder *bd, size_t len, tf_error *err)
 {
-	size_t plen = strlen(prefix);
+	listing *l = bd->l;
+	size_t max = (size_t)bd->s->list_max_bytes, room, nc;
+	void *p;
 
-	if (l->n + pg->nobjects + pg->nprefixes > LIST_MAX_ENTRIES)
-		return tf_err(err, TF_E_NOMEM, "%s: more than %d entries in one directory", l->rel,
-			      LIST_MAX_ENTRIES);
-	for (size_t i = 0; i < pg->nobjects; i++) {
-		const s3_entry *e = &pg->objects[i];
-		if (strncmp(e->key, prefix, plen) || !valid_name(e->key + plen))
-			continue;
-		if (!listing_add(l, cap, e->key + plen, file_stat(s, e)))
+	if (l->n == l->cap) {
+		room = (max - l->tcap) / sizeof(*l->ents);
+		nc = l->cap ? l->cap * 2 : 64;
+		if ((nc = nc < room ? nc : room) <= l->n)
+			goto full;
+		if (!(p = realloc(l->ents, nc * sizeof(*l->ents))))
 			return tf_err(err, TF_E_NOMEM, "out of memory");
+		l->ents = p, l->cap = nc;
 	}
-	for (size_t i = 0; i < pg->nprefixes; i++) {
-		char *p = pg->prefixes[i];
-		size_t n = strlen(p);
-		if (strncmp(p, prefix, plen) || n < plen + 2 || p[n - 1] != '/')
-			continue;
-		p[n - 1] = '\0';
-		bool ok = !valid_name(p + plen) || listing_add(l, cap, p + plen, dir_stat(s));
-		p[n - 1] = '/';
-		if (!ok)
+	if (l->tlen + len > l->tcap) {
+		room = max - l->cap * sizeof(*l->ents);
+		nc = l->tcap ? l->tcap * 2 : 4096;
+		nc = nc > l->tlen + len ? nc : l->tlen + len;
+		if ((nc = nc < room ? nc : room) < l->tlen + len)
+			goto full;
+		if (!(p = realloc(l->text, nc)))
 			return tf_err(err, TF_E_NOMEM, "out of memory");
+		l->text = p, l->tcap = nc;
 	}
+	return TF_OK;
+full:
+	return tf_err(err, TF_E_IO, "%s list '%s': more than %zu bytes of entries (list_max_bytes)",
+		      s3_client_where(bd->s->client), bd->prefix, max);
+}
+
+static uint32_t add_text(listing *l, const char *t, size_t n)
+{
+	uint32_t at = (uint32_t)l->tlen;
+
+	memcpy(l->text + l->tlen, t, n);
+	l->text[l->tlen + n] = '\0';
+	l->tlen += n + 1;
+	return at;
+}
+
+/* Add the entry name[0..n) (already checked): a file of e, or a directory. */
+static tf_status listing_add(builder *bd, const char *name, size_t n, const s3_entry *e, tf_error *err)
+{
+	listing *l = bd->l;
+	size_t elen = e ? strlen(e->etag) : 0;
+	tf_status rc = reserve(bd, n + 1 + (elen ? elen + 1 : 0), err);
+	s3_dent *d;
+
+	if (rc != TF_OK)
+		return rc;
+	d = &l->ents[l->n];
+	*d = (s3_dent){ .dir = !e };
+	d->name = add_text(l, name, n);
+	if (e) {
+		d->size = e->size;
+		d->mtime_ns = e->mtime_ns - e->mtime_ns % 1000000000;
+		d->etag = elen ? add_text(l, e->etag, elen) : 0;
+	}
+	l->n++;
 	return TF_OK;
 }
 
-/* List directory rel from the store, every page. */
-static tf_status fetch_listing(s3_source *s, const char *rel, listing **out, tf_error *err)
+/*
+ * The entries of one page, named relative to the prefix.  A key that can
+ * be no name here (one that does not decode, lies outside the prefix, or
+ * whose name is empty, '.', '..', holds a '/' or runs past 255 bytes) is
+ * skipped and noted; but an object named by the prefix itself ("dir/", a
+ * folder marker) is skipped silently.
+ */
+static tf_status add_page(builder *bd, const s3_list_page *pg, tf_error *err)
 {
-	listing *l = calloc(1, sizeof(*l));
-	char *prefix = key_of(s, rel, true), *token = NULL;
-	s3_list_page pg = { 0 };
-	size_t cap = 0;
-	tf_status rc = l && prefix && (l->rel = strdup(rel)) ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
+	const char *prefix = bd->prefix, *why;
+	size_t plen = bd->plen;
+	tf_status rc = TF_OK;
 
-	for (int page = 0; rc == TF_OK; page++) {
-		if (page == LIST_MAX_PAGES) {
-			rc = tf_err(err, TF_E_IO, "%s: listing '%s' runs past %d pages", s3_client_where(s->client),
-				    prefix, LIST_MAX_PAGES);
+	for (size_t i = 0; i < pg->nbad; i++)
+		skip(bd, pg->bad[i], "a NUL or a bad escape");
+	for (size_t i = 0; i < pg->nobjects && rc == TF_OK; i++) {
+		const s3_entry *e = &pg->objects[i];
+		if (strncmp(e->key, prefix, plen))
+			skip(bd, e->key, "outside the prefix");
+		else if (!(why = bad_name(e->key + plen)))
+			rc = listing_add(bd, e->key + plen, strlen(e->key + plen), e, err);
+		else if (e->key[plen])	/* not the folder marker */
+			skip(bd, e->key, why);
+	}
+	for (size_t i = 0; i < pg->nprefixes && rc == TF_OK; i++) {
+		char *p = pg->prefixes[i];
+		size_t n = strlen(p);
+		if (strncmp(p, prefix, plen) || n <= plen || p[n - 1] != '/') {
+			skip(bd, p, "not a directory of the prefix");
+			continue;
+		}
+		p[n - 1] = '\0';
+		if (!(why = bad_name(p + plen)))
+			rc = listing_add(bd, p + plen, n - 1 - plen, NULL, err);
+		p[n - 1] = '/';
+		if (why)
+			skip(bd, p, why);
+	}
+	return rc;
+}
+
+static uint64_t hash_token(const char *t)
+{
+	uint64_t h = 14695981039346656037ull;
+
+	for (; *t; t++)
+		h = (h ^ (unsigned char)*t) * 1099511628211ull;
+	return h;
+}
+
+/* Whether the store's page pg leads on: a token never followed before,
+ * and (when it has names) a greatest name past the page before's, as
+ * pages in key order do.  A store looping or standing still is an error. */
+static tf_status page_advances(builder *bd, const s3_list_page *pg, unsigned page, tf_error *err)
+{
+	const char *max = NULL;
+	uint64_t h = pg->truncated ? hash_token(pg->next_token) : 0;
+	void *p;
+
+	for (size_t i = 0; i < bd->ntokens && pg->truncated; i++)
+		if (bd->tokens[i] == h)
+			return tf_err(err, TF_E_IO, "%s list '%s': page %u repeats a continuation token "
+				      "(not followed again)", s3_client_where(bd->s->client), bd->prefix, page + 1);
+	for (size_t i = 0; i < pg->nobjects; i++)
+		if (!max || strcmp(pg->objects[i].key, max) > 0)
+			max = pg->objects[i].key;
+	for (size_t i = 0; i < pg->nprefixes; i++)
+		if (!max || strcmp(pg->prefixes[i], max) > 0)
+			max = pg->prefixes[i];
+	if (max && bd->last && strcmp(max, bd->last) <= 0)
+		return tf_err(err, TF_E_IO, "%s list '%s': page %u does not advance (names up to '%.100s' again)",
+			      s3_client_where(bd->s->client), bd->prefix, page + 1, max);
+	if (max) {
+		free(bd->last);
+		if (!(bd->last = strdup(max)))
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	if (!pg->truncated)
+		return TF_OK;
+	if (!(p = realloc(bd->tokens, (bd->ntokens + 1) * sizeof(*bd->tokens))))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	bd->tokens = p;
+	bd->tokens[bd->ntokens++] = h;
+	return TF_OK;
+}
+
+/* List directory rel from the store, every page, within b and the bounds
+ * on pages and bytes. */
+static tf_status fetch_listing(s3_source *s, const s3_bound *b, const char *rel, listing **out, tf_error *err)
+{
+	char *prefix = key_of(s, rel, true), *token = NULL;
+	builder bd = { .s = s, .l = calloc(1, sizeof(listing)), .prefix = prefix };
+	s3_list_page pg = { 0 };
+	tf_status rc = bd.l && prefix && (bd.l->rel = strdup(rel)) ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
+
+	bd.plen = prefix ? strlen(prefix) : 0;
+	if (rc == TF_OK && (rc = reserve(&bd, 1, err)) == TF_OK)
+		add_text(bd.l, "", 0);	/* "" at 0: every directory's ETag */
+	for (unsigned page = 0; rc == TF_OK; page++) {
+		if (page == s->list_max_pages) {
+			rc = tf_err(err, TF_E_IO, "%s list '%s': more than %u pages (list_max_pages)",
+				    s3_client_where(s->client), prefix, s->list_max_pages);
 			break;
 		}
-		if ((rc = s3_client_list(s->client, prefix, token, LIST_PAGE, &pg, err)) != TF_OK ||
-		    (rc = add_page(s, l, &cap, prefix, &pg, err)) != TF_OK)
+		if ((rc = s3_client_list(s->client, b, prefix, token, LIST_PAGE, &pg, err)) != TF_OK ||
+		    (rc = page_advances(&bd, &pg, page, err)) != TF_OK || (rc = add_page(&bd, &pg, err)) != TF_OK)
 			break;
 		free(token);
 		token = pg.truncated ? pg.next_token : NULL;
@@ -282,14 +490,20 @@ static tf_status fetch_listing(s3_source *s, const char *rel, listing **out, tf_
 			break;
 	}
 	s3_list_page_free(&pg);
-	free(token), free(prefix);
+	if (rc == TF_OK && bd.nskipped)
+		tf_source_warn(&s->base, "%s list '%s': %zu key%s skipped, no file name here: %s%s%s%s%s%s",
+			       s3_client_where(s->client), prefix, bd.nskipped, bd.nskipped > 1 ? "s" : "",
+			       bd.skipped[0], bd.nskipped > 1 ? ", " : "", bd.nskipped > 1 ? bd.skipped[1] : "",
+			       bd.nskipped > 2 ? ", " : "", bd.nskipped > 2 ? bd.skipped[2] : "",
+			       bd.nskipped > 3 ? ", ..." : "");
+	free(token), free(prefix), free(bd.tokens), free(bd.last);
 	if (rc != TF_OK) {
-		listing_free(l);
+		listing_free(bd.l);
 		return rc;
 	}
-	listing_finish(l);
-	l->at_ns = now_ns();
-	*out = l;
+	listing_finish(bd.l);
+	bd.l->at_ns = now_ns();
+	*out = bd.l;
 	return TF_OK;
 }
 
@@ -369,7 +583,7 @@ static void cache_insert(s3_source *s, listing *l)
 /* ---- using listings ------------------------------------------------------------------------ */
 
 /* Directory rel's listing, referenced (listing_put when done). */
-static tf_status listing_get(s3_source *s, const char *rel, listing **out, tf_error *err)
+static tf_status listing_get(s3_source *s, const s3_bound *b, const char *rel, listing **out, tf_error *err)
 {
 	listing *l;
 	tf_status rc;
@@ -384,7 +598,7 @@ static tf_status listing_get(s3_source *s, const char *rel, listing **out, tf_er
 		return TF_OK;
 	}
 	pthread_mutex_unlock(&s->mu);
-	if ((rc = fetch_listing(s, rel, &l, err)) != TF_OK)
+	if ((rc = fetch_listing(s, b, rel, &l, err)) != TF_OK)
 		return rc;
 	pthread_mutex_lock(&s->mu);
 	cache_insert(s, l);
@@ -402,18 +616,6 @@ static void listing_put(s3_source *s, listing *l)
 	pthread_mutex_unlock(&s->mu);
 }
 
-static const s3_dent *listing_lookup(const listing *l, const char *name)
-{
-	s3_dent key = { .name = (char *)name, .st.kind = TF_ENT_DIR };
-	const s3_dent *d = bsearch(&key, l->ents, l->n, sizeof(*l->ents), cmp_dent);
-
-	if (!d) {	/* not a directory: as a file */
-		key.st.kind = TF_ENT_REG;
-		d = bsearch(&key, l->ents, l->n, sizeof(*l->ents), cmp_dent);
-	}
-	return d;
-}
-
 /* rel's parent directory ("." at the top) into buf, its last name into *name. */
 static bool split_rel(const char *rel, char *buf, size_t n, const char **name)
 {
@@ -426,24 +628,54 @@ static bool split_rel(const char *rel, char *buf, size_t n, const char **name)
 }
 
 /* Forget the listing of rel's directory (it changed under us). */
+/*
+ * Forget the listing of rel's directory: the store has just said rel is
+ * not the version listed (HTTP 412, another ETag) or not there at all
+ * (404).  A fragment directory's listing too, although such a directory
+ * never changes: it may have been vacuumed whole, so its own directory's
+ * listing goes as well, and the next lookup asks the store whether it is
+ * still there (ENOENT, not EIO, for what vacuuming removed).
+ */
 static void forget_parent(s3_source *s, const char *rel)
 {
-	char parent[4096];
+	char parent[4096], up[4096];
 	const char *name;
 	listing *l;
 
 	if (!split_rel(rel, parent, sizeof(parent), &name))
 		return;
 	pthread_mutex_lock(&s->mu);
-	if ((l = cache_find(s, parent)) && !l->immutable)
+	if ((l = cache_find(s, parent))) {
+		if (l->immutable && strcmp(parent, ".") && split_rel(parent, up, sizeof(up), &name) &&
+		    (l = cache_find(s, up)))
+			cache_drop(s, l);
+		if ((l = cache_find(s, parent)))
+			cache_drop(s, l);
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Forget directory rel's own listing (its directory no longer lists it). */
+static void forget_listing(s3_source *s, const char *rel)
+{
+	listing *l;
+
+	pthread_mutex_lock(&s->mu);
+	if ((l = cache_find(s, rel)))
 		cache_drop(s, l);
 	pthread_mutex_unlock(&s->mu);
+}
+
+/* Whether a failure of rc says rel's listed version is gone. */
+static bool gone_status(tf_status rc)
+{
+	return rc == TF_E_STALE || rc == TF_E_NOTFOUND;
 }
 
 /* ---- stat, list ------------------------------------------------------------------------------ */
 
 /* rel's entry in its directory's listing (copied), or TF_E_NOTFOUND. */
-static tf_status lookup(s3_source *s, const char *rel, tf_stat *st, tf_error *err)
+static tf_status lookup(s3_source *s, const s3_bound *b, const char *rel, tf_stat *st, tf_error *err)
 {
 	char parent[4096];
 	const char *name;
@@ -457,40 +689,47 @@ static tf_status lookup(s3_source *s, const char *rel, tf_stat *st, tf_error *er
 	}
 	if (!split_rel(rel, parent, sizeof(parent), &name))
 		return tf_err(err, TF_E_INVAL, "%s: name too long", rel);
-	if ((rc = listing_get(s, parent, &l, err)) != TF_OK)
+	if ((rc = listing_get(s, b, parent, &l, err)) != TF_OK)
 		return rc;
 	if ((d = listing_lookup(l, name)))
-		*st = d->st;
+		*st = dent_stat(s, l, d);
 	listing_put(s, l);
+	if (!d)	/* a directory gone (a fragment vacuumed) may have left its listing behind */
+		forget_listing(s, rel);
 	return d ? TF_OK : tf_err(err, TF_E_NOTFOUND, "%s: no such file or directory", rel);
 }
 
 static tf_status s3_stat(tf_source *base, const char *rel, tf_stat *st, tf_error *err)
 {
-	return lookup((s3_source *)base, rel, st, err);
+	s3_bound b = bound_of((s3_source *)base);
+
+	return lookup((s3_source *)base, &b, rel, st, err);
 }
 
 static tf_status s3_list(tf_source *base, const char *rel, bool want_stat, tf_list_fn fn, void *ctx,
 			 tf_error *err)
 {
 	s3_source *s = (s3_source *)base;
+	s3_bound b = bound_of(s);
 	listing *l;
 	tf_stat st;
 	tf_status rc;
 
 	(void)want_stat;	/* sizes come with the listing: always full */
-	if ((rc = listing_get(s, rel, &l, err)) != TF_OK)
+	if ((rc = listing_get(s, &b, rel, &l, err)) != TF_OK)
 		return rc;
 	/* An empty prefix is no directory, unless it is the top. */
 	if (!l->n && strcmp(rel, ".")) {
 		listing_put(s, l);
-		rc = lookup(s, rel, &st, err);
+		rc = lookup(s, &b, rel, &st, err);
 		return rc != TF_OK ? rc : st.kind == TF_ENT_DIR ? TF_OK
 		       : tf_err(err, TF_E_INVAL, "%s: not a directory", rel);
 	}
-	for (size_t i = 0; i < l->n; i++)
-		if (fn(ctx, l->ents[i].name, &l->ents[i].st))
+	for (size_t i = 0; i < l->n; i++) {
+		st = dent_stat(s, l, &l->ents[i]);
+		if (fn(ctx, l->text + l->ents[i].name, &st))
 			break;
+	}
 	listing_put(s, l);
 	return TF_OK;
 }
@@ -516,16 +755,16 @@ static bool peek(s3_source *s, const char *rel, tf_stat *st)
 		return false;
 	pthread_mutex_lock(&s->mu);
 	if ((l = cache_find(s, parent)) && fresh(s, l) && (d = listing_lookup(l, name)))
-		*st = d->st;
+		*st = dent_stat(s, l, d);
 	pthread_mutex_unlock(&s->mu);
 	return d != NULL;
 }
 
-static tf_status head_stat(s3_source *s, const char *rel, tf_stat *st, tf_error *err)
+static tf_status head_stat(s3_source *s, const s3_bound *b, const char *rel, tf_stat *st, tf_error *err)
 {
 	char *key = key_of(s, rel, false);
 	s3_entry e;
-	tf_status rc = key ? s3_client_head(s->client, key, &e, err) : tf_err(err, TF_E_NOMEM, "out of memory");
+	tf_status rc = key ? s3_client_head(s->client, b, key, &e, err) : tf_err(err, TF_E_NOMEM, "out of memory");
 
 	free(key);
 	if (rc == TF_OK)
@@ -539,8 +778,8 @@ static bool same_version(const tf_version *a, const tf_version *b)
 }
 
 /* The version rel is now: cached if fresh, else asked; checked against expect. */
-static tf_status current_stat(s3_source *s, const char *rel, const tf_version *expect, tf_stat *st,
-			      tf_error *err)
+static tf_status current_stat(s3_source *s, const s3_bound *b, const char *rel, const tf_version *expect,
+			      tf_stat *st, tf_error *err)
 {
 	bool cached = peek(s, rel, st);
 	tf_status rc;
@@ -549,8 +788,11 @@ static tf_status current_stat(s3_source *s, const char *rel, const tf_version *e
 		return tf_err(err, TF_E_INVAL, "%s: not a regular file", rel);
 	/* A cached version unlike the one expected may be the stale one. */
 	if (!cached || (expect && !same_version(expect, &st->v))) {
-		if ((rc = head_stat(s, rel, st, err)) != TF_OK)
+		if ((rc = head_stat(s, b, rel, st, err)) != TF_OK) {
+			if (cached && rc == TF_E_NOTFOUND)
+				forget_parent(s, rel);
 			return rc;
+		}
 	}
 	if (expect && !same_version(expect, &st->v)) {
 		forget_parent(s, rel);
@@ -565,12 +807,19 @@ static tf_status s3_open(tf_source *base, const char *rel, const tf_version *exp
 			 tf_error *err)
 {
 	s3_source *s = (s3_source *)base;
+	s3_bound b = bound_of(s);
 	s3_object *o;
+	pthread_condattr_t ca;
 	tf_stat st;
 	tf_status rc;
 
-	if ((rc = current_stat(s, rel, expect, &st, err)) != TF_OK)
+	if ((rc = current_stat(s, &b, rel, expect, &st, err)) != TF_OK)
 		return rc;
+	/* A GET's answer proves its version by its ETag: without one, no read
+	 * could tell the version opened from one written since. */
+	if (!st.v.etag[0])
+		return tf_err(err, TF_E_IO, "%s key '%s%s': the store gives it no ETag: its version cannot be "
+			      "pinned", s3_client_where(s->client), s->prefix, rel);
 	if (!(o = calloc(1, sizeof(*o))) || !(o->base.name = strdup(rel)) || !(o->key = key_of(s, rel, false))) {
 		if (o)
 			free(o->base.name), free(o->key);
@@ -586,24 +835,70 @@ static tf_status s3_open(tf_source *base, const char *rel, const tf_version *exp
 	o->src = s;
 	pthread_mutex_init(&o->mu, NULL);
 	pthread_cond_init(&o->cv, NULL);
+	atomic_init(&o->mtime_ns, 0);
+	atomic_init(&o->pin, PIN_NONE);
+	pthread_mutex_init(&o->pin_mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);	/* waits end at a monotonic deadline */
+	pthread_cond_init(&o->pin_cv, &ca);
+	pthread_condattr_destroy(&ca);
 	*out = &o->base;
 	return TF_OK;
 }
 
 /* ---- fetching ------------------------------------------------------------------------------------ */
 
-static tf_status get(s3_object *o, uint64_t off, void *dst, size_t len, tf_error *err)
+/*
+ * Whether this GET is to bring the object's first answer, which pins its
+ * Last-Modified for every later one.  Until one has, GETs go one at a
+ * time: two at once could be answered by two versions (a store ignoring
+ * If-Match), and the later one's, checked first, would be pinned and
+ * served.  A wait ends at b (the GET then fails at once, as b is over).
+ */
+static bool pin_begin(s3_object *o, const s3_bound *b)
 {
-	tf_status rc = s3_client_get(o->src->client, o->key, o->base.st.v.etag, o->base.st.v.size, off, dst,
-				     len, err);
+	bool mine;
 
-	if (rc == TF_E_STALE)
+	if (atomic_load(&o->pin) == PIN_DONE)
+		return false;
+	pthread_mutex_lock(&o->pin_mu);
+	while (atomic_load(&o->pin) == PIN_BUSY && !s3_bound_over(b)) {
+		int64_t until = now_ns() + 200000000;
+		struct timespec ts;
+		until = until < b->at_ns ? until : b->at_ns;
+		ts = (struct timespec){ (time_t)(until / 1000000000), (long)(until % 1000000000) };
+		pthread_cond_timedwait(&o->pin_cv, &o->pin_mu, &ts);
+	}
+	if ((mine = atomic_load(&o->pin) == PIN_NONE))
+		atomic_store(&o->pin, PIN_BUSY);
+	pthread_mutex_unlock(&o->pin_mu);
+	return mine;
+}
+
+static void pin_end(s3_object *o, bool pinned)
+{
+	pthread_mutex_lock(&o->pin_mu);
+	atomic_store(&o->pin, pinned ? PIN_DONE : PIN_NONE);
+	pthread_cond_broadcast(&o->pin_cv);
+	pthread_mutex_unlock(&o->pin_mu);
+}
+
+static tf_status get(s3_object *o, const s3_bound *b, uint64_t off, void *dst, size_t len, tf_error *err)
+{
+	s3_version v = { o->base.st.v.etag, o->base.st.v.size, &o->mtime_ns };
+	bool first = pin_begin(o, b);
+	tf_status rc = s3_client_get(o->src->client, b, o->key, &v, off, dst, len, err);
+
+	if (first)
+		pin_end(o, rc == TF_OK);
+	if (gone_status(rc))
 		forget_parent(o->src, o->base.name);
 	return rc;
 }
 
 typedef struct part {
 	s3_object *o;
+	const s3_bound *b;
 	uint64_t off;
 	uint8_t *dst;
 	size_t len;
@@ -617,12 +912,12 @@ static void *part_main(void *arg)
 {
 	part *p = arg;
 
-	p->rc = get(p->o, p->off, p->dst, p->len, &p->err);
+	p->rc = get(p->o, p->b, p->off, p->dst, p->len, &p->err);
 	return NULL;
 }
 
 /* [off, off+len) in up to PARTS_MAX ranged GETs at once. */
-static tf_status fetch(s3_object *o, uint64_t off, void *dst, size_t len, tf_error *err)
+static tf_status fetch(s3_object *o, const s3_bound *b, uint64_t off, void *dst, size_t len, tf_error *err)
 {
 	size_t n = len / PART_MIN, step;
 	part parts[PARTS_MAX];
@@ -630,11 +925,11 @@ static tf_status fetch(s3_object *o, uint64_t off, void *dst, size_t len, tf_err
 
 	n = n < 1 ? 1 : n > PARTS_MAX ? PARTS_MAX : n;
 	if (n == 1)
-		return get(o, off, dst, len, err);
+		return get(o, b, off, dst, len, err);
 	step = (len / n + 4095) & ~(size_t)4095;
 	for (size_t i = 0; i < n; i++) {
 		size_t at = i * step;
-		parts[i] = (part){ .o = o, .off = off + at, .dst = (uint8_t *)dst + at,
+		parts[i] = (part){ .o = o, .b = b, .off = off + at, .dst = (uint8_t *)dst + at,
 				   .len = i + 1 == n ? len - at : step };
 		/* The last part runs here; the others in threads of their own. */
 		parts[i].started = i + 1 < n && pthread_create(&parts[i].th, NULL, part_main, &parts[i]) == 0;
@@ -705,15 +1000,17 @@ static ra_block *block_new(s3_object *o, uint64_t off, size_t len)
 	return b;
 }
 
-/* Load b (o->mu not held: b is LOADING, so nobody else touches its data). */
-static void block_load(s3_object *o, ra_block *b)
+/* Load blk within b (o->mu not held: blk is LOADING, so nobody else
+ * touches its data). */
+static tf_status block_load(s3_object *o, const s3_bound *b, ra_block *blk, tf_error *err)
 {
-	tf_status rc = fetch(o, b->off, b->data, b->len, NULL);
+	tf_status rc = fetch(o, b, blk->off, blk->data, blk->len, err);
 
 	pthread_mutex_lock(&o->mu);
-	b->state = rc == TF_OK ? B_READY : B_FAILED;
+	blk->state = rc == TF_OK ? B_READY : B_FAILED;
 	pthread_cond_broadcast(&o->cv);
 	pthread_mutex_unlock(&o->mu);
+	return rc;
 }
 
 typedef struct bg_job {
@@ -725,8 +1022,9 @@ static void *bg_main(void *arg)
 {
 	bg_job *j = arg;
 	s3_object *o = j->o;
+	s3_bound b = bound_now(o->src);
 
-	block_load(o, j->b);
+	block_load(o, &b, j->b, NULL);
 	free(j);
 	pthread_mutex_lock(&o->mu);
 	o->jobs--;
@@ -788,29 +1086,40 @@ static void take_from(s3_object *o, ra_block *b, uint64_t *off, uint8_t **dst, s
 		start_bg(o, b->off + b->len, o->window);
 }
 
+/* Forget block b (failed: never served). */
+static void block_drop(s3_object *o, ra_block *b)
+{
+	for (int i = 0; i < RA_SLOTS; i++)
+		if (o->blocks[i] == b)
+			block_free(o, i);
+}
+
 /*
- * One step of a small read: serve from a block, or start one, or say the
- * rest is to be fetched directly (*direct).  o->mu held.
+ * One step of a small read: serve from a block, or load one, or say the
+ * rest is to be fetched directly (*direct).  A block this reader loaded
+ * and that failed is its error (another attempt would only repeat those
+ * the load made).  o->mu held.
  */
-static void read_step(s3_object *o, uint64_t *off, uint8_t **dst, size_t *len, bool *direct)
+static tf_status read_step(s3_object *o, const s3_bound *bd, uint64_t *off, uint8_t **dst, size_t *len,
+			   bool *direct, tf_error *err)
 {
 	uint64_t size = o->base.st.v.size;
 	ra_block *b;
+	tf_status rc;
 
 	while ((b = block_at(o, *off)) && b->state == B_LOADING)
 		pthread_cond_wait(&o->cv, &o->mu);
-	if (b && b->state == B_READY)
-		return take_from(o, b, off, dst, len);
-	if (b) {	/* failed: dropped, and this reader asks for itself */
-		for (int i = 0; i < RA_SLOTS; i++)
-			if (o->blocks[i] == b)
-				block_free(o, i);
+	if (b && b->state == B_READY) {
+		take_from(o, b, off, dst, len);
+		return TF_OK;
 	}
+	if (b)	/* failed: dropped, and this reader asks for itself */
+		block_drop(o, b);
 	if (b || !continues(o, *off)) {	/* a failed block, or a jump */
 		o->streaming = false;
 		o->window = 0;
 		*direct = true;
-		return;
+		return TF_OK;
 	}
 	o->window = !o->streaming || !o->window ? RA_FIRST : o->window * 2 > RA_MAX ? RA_MAX : o->window * 2;
 	o->streaming = true;
@@ -818,29 +1127,40 @@ static void read_step(s3_object *o, uint64_t *off, uint8_t **dst, size_t *len, b
 	want = want < size - *off ? want : (size_t)(size - *off);
 	if (!(b = block_new(o, *off, want))) {
 		*direct = true;
-		return;
+		return TF_OK;
 	}
 	pthread_mutex_unlock(&o->mu);
-	block_load(o, b);	/* retakes and drops the lock */
+	rc = block_load(o, bd, b, err);	/* retakes and drops the lock */
 	pthread_mutex_lock(&o->mu);
+	if (rc != TF_OK) {	/* b stays, failed, for whoever finds it (it may be gone already) */
+		o->streaming = false;
+		o->window = 0;
+	}
+	return rc;
 }
 
 static tf_status s3_read(tf_object *base, uint64_t off, void *dst, size_t len, tf_error *err)
 {
 	s3_object *o = (s3_object *)base;
+	s3_bound b = bound_of(o->src);
 	uint8_t *p = dst;
 	bool direct;
+	tf_status rc = TF_OK;
 
 	pthread_mutex_lock(&o->mu);
 	direct = o->planned || len >= RA_DIRECT;
-	while (len && !direct)
-		read_step(o, &off, &p, &len, &direct);
+	while (len && !direct && rc == TF_OK)
+		rc = read_step(o, &b, &off, &p, &len, &direct, err);
+	if (rc != TF_OK) {
+		pthread_mutex_unlock(&o->mu);
+		return rc;
+	}
 	if (direct) {	/* the reader's own GETs: whatever happens, no block is served */
 		o->tick++;
 		o->seq_end = off + len;
 	}
 	pthread_mutex_unlock(&o->mu);
-	return len ? fetch(o, off, p, len, err) : TF_OK;
+	return len ? fetch(o, &b, off, p, len, err) : TF_OK;
 }
 
 static void s3_prefetch(tf_object *base, uint64_t off, uint64_t len)
@@ -872,13 +1192,16 @@ static bool s3_advise(tf_object *base, tf_access how)
 static tf_status s3_check(tf_object *base, tf_error *err)
 {
 	s3_object *o = (s3_object *)base;
+	s3_bound b = bound_of(o->src);
 	tf_stat st;
-	tf_status rc = head_stat(o->src, o->base.name, &st, err);
+	tf_status rc = head_stat(o->src, &b, o->base.name, &st, err);
 
 	if (rc == TF_OK && !same_version(&st.v, &o->base.st.v)) {
 		forget_parent(o->src, o->base.name);
 		return tf_err(err, TF_E_STALE, "%s: replaced in the object store while open", o->base.name);
 	}
+	if (rc == TF_E_NOTFOUND)
+		forget_parent(o->src, o->base.name);
 	return rc;
 }
 
@@ -894,6 +1217,8 @@ static void s3_close(tf_object *base)
 			block_free(o, i);
 	pthread_mutex_unlock(&o->mu);
 	pthread_mutex_destroy(&o->mu);
+	pthread_mutex_destroy(&o->pin_mu);
+	pthread_cond_destroy(&o->pin_cv);
 	pthread_cond_destroy(&o->cv);
 	free(o->key), free(o->base.name);
 	free(o);
@@ -918,9 +1243,23 @@ static void s3_free(tf_source *base)
 	free(s);
 }
 
+/* "s3:" endpoint, bucket and key: the same name at another endpoint is
+ * another object (tf_source_object_id). */
+static bool s3_object_id(const tf_source *base, const char *rel, char *buf, size_t n)
+{
+	const s3_source *s = (const s3_source *)base;
+	char where[512];
+	int len;
+
+	if (!s3_client_id(s->client, where, sizeof(where)))
+		return false;
+	len = snprintf(buf, n, "s3:%s/%s%s", where, s->prefix, strcmp(rel, ".") ? rel : "");
+	return len > 0 && (size_t)len < n;
+}
+
 static const tf_source_ops s3_source_ops = {
 	.kind = "s3", .free = s3_free, .stat = s3_stat, .list = s3_list, .readlink = NULL,
-	.statfs = s3_statfs, .open = s3_open,
+	.statfs = s3_statfs, .open = s3_open, .object_id = s3_object_id,
 };
 
 /* "s3://BUCKET[/PREFIX]" -> bucket and "PREFIX/" ("" for none). */
@@ -964,7 +1303,8 @@ static tf_status parse_spec(const char *spec, char **bucket, char **prefix, tf_e
 static tf_status probe(s3_source *s, tf_error *err)
 {
 	s3_list_page pg;
-	tf_status rc = s3_client_list(s->client, s->prefix, NULL, 1, &pg, err);
+	s3_bound b = bound_of(s);
+	tf_status rc = s3_client_list(s->client, &b, s->prefix, NULL, 1, &pg, err);
 	bool empty = rc == TF_OK && !pg.nobjects && !pg.nprefixes;
 
 	if (rc == TF_OK)
@@ -988,6 +1328,9 @@ static tf_status s3_new(const char *spec, const tf_s3_settings *set, s3_source *
 	s->base.ops = &s3_source_ops;
 	s->base.local_fd = -1;
 	s->ttl_ns = (int64_t)set->list_ttl * 1000000000;
+	s->deadline_ns = (int64_t)set->deadline_ms * 1000000;
+	s->list_max_pages = set->list_max_pages;
+	s->list_max_bytes = set->list_max_bytes < UINT32_MAX ? set->list_max_bytes : UINT32_MAX;
 	s->uid = (uint32_t)getuid(), s->gid = (uint32_t)getgid();
 	pthread_mutex_init(&s->mu, NULL);
 	atomic_init(&s->ra_bytes, 0);

@@ -350,6 +350,7 @@ static int setup(run *r, const index_opts *o, const char *source)
 		fprintf(stderr, "%s: %s\n", prog, err.msg);
 		return 1;
 	}
+	tf_source_set_hooks(r->src, &(tf_source_hooks){ .warn = warn });	/* keys it skips */
 	tf_catalog_set_index(r->cat, r->store);
 	return -1;
 }

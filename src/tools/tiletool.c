@@ -273,6 +273,16 @@ static void plugin_warning(void *ctx, const char *msg)
 	fprintf(stderr, "%s: warning: %s\n", prog, msg);
 }
 
+/* tf_source_locate, the source's warnings (keys it skips) on stderr. */
+static tf_status locate(const opts *o, const char *path, tf_source **src, char **rel, tf_error *err)
+{
+	tf_status rc = tf_source_locate(path, o->s3, src, rel, err);
+
+	if (rc == TF_OK)
+		tf_source_set_hooks(*src, &(tf_source_hooks){ .warn = plugin_warning });
+	return rc;
+}
+
 /* Turn option text into objects; errors are usage (spec) or data (key). */
 static int resolve(opts *o)
 {
@@ -370,7 +380,7 @@ static tf_status open_file(const opts *o, const char *path, tf_file **f, tf_sour
 	bool found = false;
 	tf_status rc;
 
-	if ((rc = tf_source_locate(path, o->s3, src, &rel, err)) != TF_OK)
+	if ((rc = locate(o, path, src, &rel, err)) != TF_OK)
 		return rc;
 	/* A file inside a TileDB array needs no flags: its schema says it all. */
 	if (!o->explicit)
@@ -819,7 +829,7 @@ static int cmd_schema(opts *o, int nfiles, char **files)
 
 	if (nfiles != 1)
 		return usage_error("%s", "schema takes one ARRAY directory");
-	if (tf_source_locate(files[0], o->s3, &src, &rel, &err) != TF_OK) {
+	if (locate(o, files[0], &src, &rel, &err) != TF_OK) {
 		fprintf(stderr, "%s: %s\n", prog, err.msg);
 		return EXIT_DATA;
 	}
@@ -952,7 +962,7 @@ static int cmd_export(opts *o, int nfiles, char **files)
 	if (nfiles != 1)
 		return usage_error("%s", "export takes one ARRAY directory");
 	/* ARRAY may be s3://BUCKET/PREFIX, as for schema. */
-	if (tf_source_locate(files[0], o->s3, &src, &rel, &err) != TF_OK) {
+	if (locate(o, files[0], &src, &rel, &err) != TF_OK) {
 		fprintf(stderr, "%s: %s\n", prog, err.msg);
 		return EXIT_DATA;
 	}

@@ -119,9 +119,10 @@ static void load(const uint8_t *data, size_t size, const char *extra)
 	tf_config *c;
 	tf_error err;
 
-	/* plugin_path dlopen()s every *.so of the directories it names (an
-	 * absolute path, or ../ out of ours) and runs their code: what this
-	 * target tests is the parser, not whatever a mutation points at.
+	/* plugin_path dlopen()s the *.so of the directories it names (an
+	 * absolute path, or ../ out of ours) when a rule names a plugin
+	 * filter, and runs their code: what this target tests is the parser,
+	 * not whatever a mutation points at.
 	 * test_plugins.c and tests/mount/plugins.sh cover plugin paths. */
 	if (memmem(data, size, "plugin_path", 11))
 		return;

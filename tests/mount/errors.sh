@@ -69,6 +69,93 @@ head -c 5120 "$MNT/d/small.tdb" | cmp -s - "$(head -c 5120 "$WORK/small.bin" > "
 	fail "the 5 tiles before the bad one do not read in one read"
 ok "1 KiB tiles: after a bad tile, its neighbours in the same page read to the byte; only its own range fails"
 
+# Short reads (issue 19, item 8): 1 KiB tiles, tile 2 bad.  A read gets
+# the bytes before the bad tile (a short read, as from a disk with a bad
+# sector) and EIO only when its first byte is bad, so buffered readers
+# (stdio, Python, cat) and dd conv=noerror, ddrescue get every intact byte.
+# Through the page cache the kernel fills whole pages and takes a short
+# reply for the end of the file, so there the unit is the page: page 0 fails
+# on the first open; once the node has failed, opens get direct I/O, and an
+# O_DIRECT reader is served to the byte at once.  A page-cache fill (an mmap
+# of a direct I/O handle) is never answered short: the kernel would have
+# cached zeros and cut the file's size.
+mkdir -p "$src/short"
+head -c 20480 /dev/urandom > "$WORK/two.bin"
+"$TILETOOL" encode -F 'sha256 | zstd' -t uint8 --tile-size 1024 "$WORK/two.bin" "$src/short/two.tdb" ||
+	fail "encode 1 KiB tiles"
+at=$("$TILETOOL" info -v -F 'sha256 | zstd' "$src/short/two.tdb" | awk '$1 == 2 && $2 == 0 { print $5 + $6 - 3 }')
+[ -n "$at" ] || fail "no tile 2 in the 1 KiB-tile file"
+printf '\125' | dd of="$src/short/two.tdb" bs=1 seek="$at" conv=notrunc 2>/dev/null
+printf '[match two.tdb]\nfilters = sha256 | zstd\ndatatype = uint8\n' > "$WORK/short.ini"
+umount_fs
+mount_fs "$WORK/short.ini" "$src"
+python3 - "$MNT/short/two.tdb" "$WORK/two.bin" <<'PY' || fail "short reads around a bad tile"
+import errno, mmap, os, signal, subprocess, sys
+path, want = sys.argv[1], open(sys.argv[2], "rb").read()
+
+def pread(fd, n, off):
+    try:
+        return os.pread(fd, n, off)
+    except OSError as e:
+        return e.errno
+
+def expect(got, off, n, what):
+    if isinstance(got, int) or got != want[off:off + n]:
+        sys.exit("%s: got %s, want %d good bytes" % (what, got if isinstance(got, int) else
+                                                     "%d bytes" % len(got), n))
+
+def expect_eio(got, what):
+    if got != errno.EIO:
+        sys.exit("%s: got %s, want EIO" % (what, got if isinstance(got, int) else "%d bytes" % len(got)))
+
+# First open, through the page cache: the unit is the page.
+fd = os.open(path, os.O_RDONLY)
+expect_eio(pread(fd, 8192, 0), "page cache, [0, 8192) (page 0 holds tile 2)")
+expect(pread(fd, 4096, 4096), 4096, 4096, "page cache, page 1")
+os.close(fd)
+# O_DIRECT, on a handle that uses the page cache: to the byte.
+fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+buf = mmap.mmap(-1, 8192)
+n = os.preadv(fd, [buf], 0)
+expect(buf[:n], 0, 2048, "O_DIRECT [0, 8192)")
+os.close(fd)
+# The node has failed: a plain open gets direct I/O.
+fd = os.open(path, os.O_RDONLY)
+expect(pread(fd, 8192, 0), 0, 2048, "[0, 8192)")
+expect_eio(pread(fd, 8192, 2048), "a read starting at the bad tile")
+expect_eio(pread(fd, 1, 3071), "the bad tile's last byte")
+expect(pread(fd, 10, 2047), 2047, 1, "[2047, 2057)")
+expect(pread(fd, 8192, 3072), 3072, 8192, "[3072, 11264)")
+expect(pread(fd, 1 << 20, 3072), 3072, 20480 - 3072, "from 3072 to the end")
+os.close(fd)
+with open(path, "rb") as f:
+    if f.read(100) != want[:100]:
+        sys.exit("a buffered reader's first 100 bytes")
+# mmap of a direct I/O handle: page cache fills, never short.
+probe = ("import mmap, os, sys\n"
+         "m = mmap.mmap(os.open(sys.argv[1], os.O_RDONLY), 0, mmap.MAP_PRIVATE, mmap.PROT_READ)\n"
+         "sys.stdout.buffer.write(m[int(sys.argv[2]):int(sys.argv[2]) + 1024])\n")
+r = subprocess.run([sys.executable, "-c", probe, path, "8192"], capture_output=True)
+if r.returncode or r.stdout != want[8192:9216]:
+    sys.exit("mmap, page 2 of a direct I/O handle: status %d, %d bytes" % (r.returncode, len(r.stdout)))
+r = subprocess.run([sys.executable, "-c", probe, path, "0"], capture_output=True)
+if r.returncode != -signal.SIGBUS:
+    sys.exit("mmap, page 0 (holds the bad tile): status %d, want SIGBUS" % r.returncode)
+if os.stat(path).st_size != 20480:
+    sys.exit("the size after an mmap fault in the bad page: %d" % os.stat(path).st_size)
+fd = os.open(path, os.O_RDONLY)
+expect(pread(fd, 4096, 4096), 4096, 4096, "page 1 after the mmap fault")
+os.close(fd)
+PY
+cat "$MNT/short/two.tdb" > "$WORK/got" 2> "$WORK/err" && fail "cat of a file with a bad tile succeeded"
+head -c 2048 "$WORK/two.bin" | cmp -s - "$WORK/got" || fail "cat did not get the 2048 bytes before the bad tile"
+grep -q "Input/output error" "$WORK/err" || fail "cat: $(cat "$WORK/err")"
+python3 -c 'import sys; d = bytearray(open(sys.argv[1], "rb").read()); d[2048:3072] = bytes(1024); sys.stdout.buffer.write(d)' \
+	"$WORK/two.bin" > "$WORK/want"
+dd if="$MNT/short/two.tdb" of="$WORK/got" bs=1k conv=noerror,sync 2>/dev/null
+cmp -s "$WORK/got" "$WORK/want" || fail "dd conv=noerror,sync bs=1k: not every intact byte, or not zeros for the bad tile"
+ok "1 KiB tiles, tile 2 bad: reads end short before it, EIO only from inside it; cat, dd conv=noerror, mmap behave as on a disk"
+
 # Tiles of 256 bytes: a 1 MiB read spans 4,096 units, each a slice of the
 # cache.  The kernel takes at most 1024 vectors in one reply; a reply of
 # more was refused and the reader waited for ever.

@@ -10,7 +10,20 @@
 #   5. tiletool index on a tree of 10,000 files shows progress and builds
 #      the index the daemon then uses: ls -lR walks nothing (counted in
 #      user.tilefs.index), and -o index_at_mount does the same in the
-#      background.
+#      background;
+#   6. (issue 20) an index_dir that must not be used - writable by others
+#      (1777, holding an entry of nobody's and an old temporary file of
+#      nobody's), another user's, or reached through a symlink - fails the
+#      mount (status 3) with a message naming the option or FILE:LINE, and
+#      is left as it was (modes, owners, contents); as the default
+#      ($TILEFS_INDEX_DIR) it is a warning and the mount has no store; a
+#      relative -o index_dir is the caller's working directory's (it was
+#      /'s: the store was opened after daemonizing);
+#   7. (issue 20) a forged entry - tile 0 and its last unit claimed 4 bytes
+#      longer, made by tiletool and patched with a valid checksum, which
+#      passed every check - serves no byte at a shifted offset: a read of
+#      tile 1 first is EIO, the entry is removed, and the next mount walks
+#      and serves the true bytes.
 . "$(dirname "$0")/lib.sh"
 
 MNT2=$WORK/mnt2
@@ -75,6 +88,16 @@ if __name__ == "__main__":
     if what == "versions":      # same stored size (2032), other layouts and sizes
         open(out + "/v1.raw", "wb").write(tile_file(out + "/v1.tdb", [1000, 1000], 1))
         open(out + "/v2.raw", "wb").write(tile_file(out + "/v2.tdb", [2012], 2))
+    elif what == "tiles":       # three tiles: 3, 2 and 1 chunks, and OUT.raw
+        rnd, raw = random.Random(4), b""
+        with open(out, "wb") as f:
+            for chunks in [[65536] * 3, [65536, 1000], [5000]]:
+                data = [bytes(rnd.getrandbits(8) for _ in range(n)) for n in chunks]
+                f.write(struct.pack("<Q", len(chunks)))
+                for d in data:
+                    f.write(struct.pack("<III", len(d), len(d), 0) + d)
+                raw += b"".join(data)
+        open(out + ".raw", "wb").write(raw)
     elif what == "tree":        # N files in directories of 1000
         n = int(sys.argv[3])
         rnd = random.Random(3)
@@ -229,3 +252,155 @@ ls -lR "$MNT" > /dev/null
 expect_field walks 10000
 umount_fs
 ok "index_at_mount indexed 10,000 files in the background; ls -lR then walked none"
+
+# ---- 6. index directories that must not be used ----------------------------------------------------
+# snap DIR: mode and owner of DIR and of everything in it, and a digest of
+# every file's bytes.
+snap() {
+	stat -c '%a %U %G %n' "$1"
+	find "$1" -mindepth 1 -printf '%m %u %P\n' | sort
+	find "$1" -mindepth 1 -type f -exec sha1sum {} + | sort
+}
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; }
+# refused WHAT DIR MESSAGE: mounting with -o index_dir=DIR fails with
+# status 3 and MESSAGE, naming the option, and WHAT is left as it was.
+refused() {
+	before=$(snap "$1")
+	timeout 60 "$TILEFS" -o config="$WORK/t.ini",index_dir="$2" "$WORK/src6" "$MNT" 2> "$WORK/err6"
+	rc=$?
+	mountpoint -q "$MNT" && { umount_fs; fail "mounted with index_dir=$2"; }
+	[ $rc = 3 ] || fail "index_dir=$2: exit $rc, not 3: $(cat "$WORK/err6")"
+	grep -q "index_dir $2: $3.*refused.*(-o index_dir)" "$WORK/err6" || fail "index_dir=$2: $(cat "$WORK/err6")"
+	[ "$(snap "$1")" = "$before" ] || fail "index_dir=$2 changed $1: $before -> $(snap "$1")"
+}
+mkdir -p "$WORK/src6"
+python3 "$WORK/mk.py" tiles "$WORK/src6/f.tdb" || fail "making a file of three tiles"
+mv "$WORK/src6/f.tdb.raw" "$WORK/f6.raw"
+# nobody indexes the file into a store of its own and drops the entry,
+# with an old temporary file, into a root-owned 1777 directory.
+chmod 755 "$WORK" "$WORK/src6"
+mkdir -p "$WORK/sticky" "$WORK/nobody"
+chmod 1777 "$WORK/sticky"
+chown nobody "$WORK/nobody"
+as_nobody "$TILETOOL" index -c "$WORK/t.ini" --index-dir "$WORK/nobody/idx" "$WORK/src6" > /dev/null ||
+	fail "tiletool index as nobody"
+as_nobody cp "$WORK"/nobody/idx/*.idx "$WORK/sticky/" || fail "dropping the entry"
+as_nobody touch -d '3 hours ago' "$WORK/sticky/.session.tmp" || fail "an old file of nobody's"
+chmod 700 "$WORK"
+refused "$WORK/sticky" "$WORK/sticky" "writable by every user (mode 1777)"
+# Another user's directory, and one reached through a symlink: in the
+# middle (link -> victim, index_dir = link/data, as in the issue: data is
+# root's, 0755), at the end, or before a directory still to be made.
+mkdir -p "$WORK/theirs" "$WORK/victim/data"
+chmod 700 "$WORK/theirs"
+chmod 755 "$WORK/victim/data"
+chown nobody "$WORK/theirs"
+refused "$WORK/theirs" "$WORK/theirs" "owned by uid 65534"
+ln -s "$WORK/victim" "$WORK/link"
+refused "$WORK/victim" "$WORK/link/data" "'link' is a symbolic link"
+refused "$WORK/victim" "$WORK/link/new" "'link' is a symbolic link"
+refused "$WORK/victim" "$WORK/link" "'link' is a symbolic link"
+# Set in a configuration file: FILE:LINE named.
+printf '[tilefs]\nindex_dir = %s\n[match *.tdb]\nfilters =\n' "$WORK/sticky" > "$WORK/t6.ini"
+timeout 60 "$TILEFS" -o config="$WORK/t6.ini" "$WORK/src6" "$MNT" 2> "$WORK/err6"
+rc=$?
+mountpoint -q "$MNT" && { umount_fs; fail "mounted with a 1777 index_dir from the configuration"; }
+[ $rc = 3 ] && grep -q "^tilefs: $WORK/t6.ini:2: index_dir $WORK/sticky: writable by every user" "$WORK/err6" ||
+	fail "index_dir in a configuration file: exit $rc: $(cat "$WORK/err6")"
+# The default directory ($TILEFS_INDEX_DIR here): a warning, no store.
+before=$(snap "$WORK/sticky")
+TILEFS_INDEX_DIR=$WORK/sticky timeout 60 "$TILEFS" -o config="$WORK/t.ini" "$WORK/src6" "$MNT" 2> "$WORK/err6" ||
+	fail "the default index_dir refused the mount: $(cat "$WORK/err6")"
+grep -q "index_dir $WORK/sticky: writable by every user.*refused.*not persisted" "$WORK/err6" ||
+	{ umount_fs; fail "no warning for the default index_dir: $(cat "$WORK/err6")"; }
+cmp -s "$MNT/f.tdb" "$WORK/f6.raw" || { umount_fs; fail "bytes without a store"; }
+expect_field persist no
+umount_fs
+[ "$(snap "$WORK/sticky")" = "$before" ] || fail "the default index_dir was changed"
+# A relative -o index_dir: under the working directory, not under /.
+rel=tilefs-test-relidx-$$
+(cd "$WORK" && mount_fs "$WORK/t.ini" "$WORK/src6" -o index_dir="$rel") || fail "relative index_dir"
+stat "$MNT/f.tdb" > /dev/null
+umount_fs
+[ -d "/$rel" ] && { rm -rf "/${rel:?}"; fail "-o index_dir=$rel made /$rel"; }
+ls "$WORK/$rel" | grep -q '\.idx$' || fail "-o index_dir=$rel: no entry in $WORK/$rel"
+ok "index_dir writable by others, another user's or through a symlink: refused, left as it was"
+# ---- 7. a forged entry: tile 0 claimed 4 bytes longer --------------------------------------------
+# The entry's format (src/tf_index.c, src/tf_file_index.c; formats 1 and 2
+# hold the same payload), patched with its checksum made valid again: tile
+# 0's decoded size + 4, and its last unit's.
+cat > "$WORK/forge.py" <<'PY'
+import struct, sys, zlib
+
+def vget(b, at):
+    v = s = 0
+    while True:
+        c = b[at]; at += 1
+        v |= (c & 0x7f) << s; s += 7
+        if not c & 0x80:
+            return v, at
+
+def vput(v):
+    out = bytearray()
+    while True:
+        c, v = v & 0x7f, v >> 7
+        out.append(c | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+e = open(sys.argv[1], "rb").read()
+plen, = struct.unpack_from("<Q", e, 16)
+head, p = e[:len(e) - plen], e[len(e) - plen:]
+kind, at = vget(p, 0)
+n, at = vget(p, at)
+out = vput(kind) + vput(n)
+for t in range(n):
+    stored, at = vget(p, at); size, at = vget(p, at); nch, at = vget(p, at)
+    nu, at = vget(p, at); ulen, at = vget(p, at)
+    units, prev = [], (65536, 1)
+    for _ in range(nu):
+        v, at = vget(p, at)
+        sz, c = prev
+        if v & 1:
+            sz, at = vget(p, at); c, at = vget(p, at)
+        units.append([v >> 1, sz, c]); prev = (sz, c)
+    if t == 0:
+        units[-1][1] += 4
+    u = b"".join(vput(s << 1 | 1) + vput(z) + vput(c) for s, z, c in units)
+    out += vput(stored) + vput(size + 4 if t == 0 else size) + vput(nch)
+    out += vput(len(units)) + vput(len(u)) + u
+assert at == len(p)
+e = bytearray(head + out)
+struct.pack_into("<Q", e, 16, len(out))
+struct.pack_into("<I", e, 12, zlib.crc32(bytes(e[16:])) & 0xffffffff)
+open(sys.argv[1], "wb").write(bytes(e))
+PY
+"$TILETOOL" index -c "$WORK/t.ini" --index-dir "$WORK/idx6" "$WORK/src6" > /dev/null || fail "tiletool index"
+python3 "$WORK/forge.py" "$WORK"/idx6/*.idx || fail "forging the entry"
+true_size=$(stat -c %s "$WORK/f6.raw")
+mount_fs "$WORK/t.ini" "$WORK/src6" -o index_dir="$WORK/idx6"
+[ "$(stat -c %s "$MNT/f.tdb")" = $((true_size + 4)) ] || fail "the forged entry was not used"
+# Tile 1 read before tile 0 (pages wholly inside it as claimed): the true
+# bytes of that range, or EIO - never tile 1's bytes shifted by 4.
+python3 - "$MNT/f.tdb" "$WORK/f6.raw" $((65536 * 3 + 8192)) <<'PY' || fail "tile 1 read first"
+import errno, os, sys
+raw, at = open(sys.argv[2], "rb").read(), int(sys.argv[3])
+fd = os.open(sys.argv[1], os.O_RDONLY)
+try:
+    got = os.pread(fd, 4096, at)
+except OSError as e:
+    assert e.errno == errno.EIO, e
+    sys.exit(0)
+assert got == raw[at:at + len(got)], "wrong bytes: %s" % (
+    "tile 1 shifted by 4" if got == raw[at - 4:at - 4 + len(got)] else "?")
+PY
+cmp -s "$MNT/f.tdb" "$WORK/f6.raw" && fail "the forged file read whole"
+expect_field corrupt 1
+umount_fs
+ls "$WORK/idx6" | grep -q '\.idx$' && fail "the forged entry was kept"
+mount_fs "$WORK/t.ini" "$WORK/src6" -o index_dir="$WORK/idx6"
+[ "$(stat -c %s "$MNT/f.tdb")" = "$true_size" ] || fail "size after the forged entry: $(stat -c %s "$MNT/f.tdb")"
+cmp -s "$MNT/f.tdb" "$WORK/f6.raw" || fail "bytes after the forged entry"
+expect_field walks 1
+umount_fs
+ok "a forged entry (tile 0 + 4 bytes) serves no shifted byte, is removed, and the next mount walks"

@@ -629,11 +629,14 @@ def main():
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--cache-size", default="64M")
     ap.add_argument("--nofile", type=int, default=1024, help="the daemon's fd limit")
-    ap.add_argument("--max-fds", type=int, default=768)
+    ap.add_argument("--max-fds", type=int, default=0,
+                    help="default: half the fd limit (the pool's bound and the reserve, tilefs(1)"
+                    " LIMITS) and one per request in flight")
     ap.add_argument("--sanitizers", action="store_true", help="no RSS bound")
     ap.add_argument("--progress", type=int, default=0)
     args = ap.parse_args()
     args.cache_bytes = size_bytes(args.cache_size)
+    args.max_fds = args.max_fds or args.nofile // 2 + 16
     arrays = find_arrays(args.corpus)
     if args.case:
         arrays = {k: v for k, v in arrays.items() if k in args.case or k == args.control}

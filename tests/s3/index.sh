@@ -4,7 +4,10 @@
 # loopback) are walked once, by a mount or by tiletool index, and a later
 # mount of s3://BUCKET finds every index in the store (0 walks, counted in
 # user.tilefs.index) with the same bytes; an object replaced by one of the
-# same size (a new ETag) is walked again, never read with the old index.
+# same size (a new ETag) is walked again, never read with the old index;
+# the same bucket and keys through another endpoint (another host name for
+# the same store) find no entry of the first (issue 20: entries are keyed
+# by endpoint).
 # A cat of a 32 MiB zstd file through such a mount fetches its stored
 # bytes once (GETs counted by tests/s3/faultproxy.py, which injects no
 # faults here): decode-ahead's reads and the store's read-ahead must not
@@ -91,6 +94,15 @@ expect walks 0 "second mount"
 expect hits 21 "second mount"
 fusermount3 -u "$MNT"
 ok "s3://tiles: indexes stored by one mount, found by the next (0 walks)"
+
+# ---- another endpoint: the same bucket, keys, ETags and sizes, no entry used
+sed "s|127.0.0.1:$PORT|localhost:$PORT|" "$WORK/s3.ini" > "$WORK/s3b.ini"
+timeout 60 "$TILEFS" -o config="$WORK/s3b.ini",index_dir="$WORK/idx" s3://tiles "$MNT" || fail "mount via localhost"
+same_bytes "another endpoint" "$WORK/v/v1.raw"
+expect walks 21 "another endpoint"
+expect hits 0 "another endpoint"
+fusermount3 -u "$MNT"
+ok "s3://tiles through another endpoint: no entry of the first used (21 walks)"
 
 # ---- the same key replaced, same size: a new ETag, walked again
 "$here/store" upload "$WORK/store" tiles "$WORK/up2" || fail "upload v2"

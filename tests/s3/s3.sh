@@ -9,7 +9,9 @@
 # time give exit 1 in bounded time, naming object, range and status; a
 # wrong secret or bucket fails the mount (exit 5) with one line and no
 # secret; an object replaced while open reads STALE, never mixed bytes;
-# array views (tiletool export) from the store equal the local ones.
+# array views (tiletool export) from the store equal the local ones; under
+# allow_other, plaintext is the mounter's alone (0400) even when the store
+# fails every ranged read, the rest 0444.
 #
 # Needs: the corpus (TF_CORPUS, skips with 77 when absent), swift (skips
 # with 77 when absent unless TILEFS_CI=1), python3, built TILETOOL, TILEFS
@@ -137,6 +139,41 @@ if [ -n "${TILEFS:-}" ] && [ -x "$TILEFS" ]; then
 		ok "tilefs, unknown bucket: exit 5: $(cat "$WORK/err")" || fail "tilefs unknown bucket: rc=$rc $(cat "$WORK/err")"
 fi
 
+# ---- under allow_other (issue 20): objects have no modes, so every file and
+# view is 0444, the mounter's, but plaintext is the mounter's alone (0400),
+# decided before any index: also when the store fails every ranged read
+# (the array's schema and fragment metadata cannot be read).
+allow_other_check() {	# WHAT ENDPOINT_PORT
+	printf '[tilefs]\ndefault_key = k\nviews = yes\n[key k]\nfile = %s\n[s3]\nendpoint = http://127.0.0.1:%s\ntimeout = 1\nretries = 1\n' \
+		"$WORK/k.key" "$2" > "$WORK/k.ini"
+	timeout 60 "$TILEFS" -o config="$WORK/k.ini" -o allow_other -o index_dir=none s3://corpus "$WORK/mnt" ||
+		{ fail "$1: mount"; return; }
+	a0=$WORK/mnt/${enc%/manifest.json}/$encf
+	why=
+	[ "$(stat -c '%a %u' "$a0")" = "400 $(id -u)" ] || why="$why plaintext shows $(stat -c '%a %u' "$a0");"
+	as_nobody cat "$a0" > /dev/null 2> "$WORK/err" || grep -q "Permission denied" "$WORK/err" ||
+		why="$why nobody's open of plaintext: $(cat "$WORK/err");"
+	as_nobody cat "$a0" > /dev/null 2>&1 && why="$why nobody read plaintext;"
+	if [ "$1" = store ]; then
+		as_nobody cat "$WORK/mnt/${enc%/manifest.json}/array/@views/cells.csv" > /dev/null 2>&1 &&
+			why="$why nobody read the views of an encrypted array;"
+		v=$WORK/mnt/multifrag_sparse/array/@views/cells.csv
+		[ "$(stat -c %a "$v")" = 444 ] || why="$why views of a plain array show $(stat -c %a "$v");"
+		cat "$v" > "$WORK/root.csv" && as_nobody cat "$v" | cmp -s - "$WORK/root.csv" ||
+			why="$why nobody cannot read the views of a plain array;"
+	fi
+	fusermount3 -u "$WORK/mnt"
+	[ -z "$why" ] && ok "tilefs s3:// -o allow_other ($1): plaintext the mounter's alone, the rest 0444" ||
+		fail "tilefs s3:// -o allow_other ($1):$why"
+}
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; }
+if [ -x "${TILEFS:-}" ] && [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+	chmod 755 "$WORK"	# nobody must reach the mountpoint
+	printf '%s' 54696c6544422d6f7261636c652d6b65792d3031323334353637383941424344 > "$WORK/k.key"
+	chmod 600 "$WORK/k.key"
+	allow_other_check store "$PORT"
+fi
+
 # ---- through the fault proxy
 start_proxy() {	# ARGS...
 	rm -f "$WORK/proxy.ready"
@@ -155,6 +192,12 @@ faults=$(grep -vc ' - ' "$WORK/proxy.log")
 	ok "tilefs s3://corpus through the fault proxy: the corpus byte-exact ($faults faults injected)" ||
 	fail "the corpus through the mount and the fault proxy"
 stop_proxy
+
+if [ -x "${TILEFS:-}" ] && [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+	start_proxy --faults 503 --every 1 --ranged-only
+	allow_other_check "every ranged read fails" "$PROXY"
+	stop_proxy
+fi
 
 start_proxy --faults delay --every 2 --delay 2.5
 f1=$(cd "$CORPUS" && find "$arr/__fragments" -name 'a0.tdb' | head -1)

@@ -415,6 +415,55 @@ START_TEST(test_budget_after_release)
 }
 END_TEST
 
+#define MANY_PINNED 300000
+
+/* More pinned entries than the budget holds, as a request over a file of
+ * one-byte tiles pins (issue 19): claiming each must not walk past the
+ * pinned ones.  Eviction walked the LRU through them, ~N^2/2 steps: through
+ * the mount a 200 KB file of such tiles took 63 s.  A guard, far beyond
+ * what the claims take (milliseconds; seconds under valgrind), tells a
+ * quadratic walk from a slow build.  Released, the budget holds again. */
+START_TEST(test_many_pinned)
+{
+	const size_t budget = 64 << 10;
+	tf_cache *c = new_cache(budget, 0);
+	tf_cache_entry **pins = malloc(MANY_PINNED * sizeof(*pins));
+	uint64_t o = tf_cache_owner(c);
+	struct timespec t0, t;
+	size_t bad = 0;
+
+	ck_assert_ptr_nonnull(pins);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* No ck_assert in the loops: Check records every one (a write each). */
+	for (size_t i = 0; i < MANY_PINNED; i++) {
+		tf_cache_state st;
+		uint8_t *dst;
+
+		if (tf_cache_acquire(c, o, i, 1, &pins[i], &st, NULL) != TF_OK || st != TF_CACHE_CLAIMED ||
+		    !(dst = tf_cache_fill_buffer(c, pins[i])))
+			ck_abort_msg("claim %zu", i);
+		*dst = (uint8_t)(i * 7);
+		tf_cache_publish(c, pins[i], TF_OK, NULL);
+		if (i % 4096 == 0) {
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			if (t.tv_sec - t0.tv_sec >= HANG_GUARD_S)
+				ck_abort_msg("%zu claims took %d s: eviction walks the pinned entries", i, HANG_GUARD_S);
+		}
+	}
+	ck_assert_uint_eq(stats_of(c).pinned, MANY_PINNED);
+	ck_assert_uint_eq(stats_of(c).evictions, 0);
+	for (size_t i = 0; i < MANY_PINNED; i++) {
+		bad += tf_cache_len(pins[i]) != 1 || *tf_cache_data(pins[i]) != (uint8_t)(i * 7);
+		tf_cache_release(c, pins[i], i % 2);
+	}
+	ck_assert_uint_eq(bad, 0);
+	ck_assert_uint_eq(stats_of(c).pinned, 0);
+	ck_assert_uint_le(stats_of(c).used, budget);
+	free(pins);
+	tf_cache_free(c);
+}
+END_TEST
+
 /* Held chunks stay valid and cached through heavy eviction pressure. */
 START_TEST(test_pinned_survive_pressure)
 {
@@ -1415,6 +1464,7 @@ static Suite *suite(void)
 	tcase_add_test(basic, test_done_chunks);
 	tcase_add_test(basic, test_entry_cost);
 	tcase_add_test(basic, test_table_growth);
+	tcase_add_test(basic, test_many_pinned);
 	tcase_add_test(threads, test_single_flight);
 	tcase_add_test(threads, test_single_flight_failure);
 	tcase_add_test(threads, test_parallel_misses);

@@ -166,8 +166,8 @@ START_TEST(test_defaults)
 
 	ck_assert_int_eq(tf_config_default(&c, &err), TF_OK);
 	expect_default_settings(c);
-	tf_config_set_cache_size(c, 12345);
-	ck_assert_uint_eq(tf_config_settings(c)->cache_size, 12345);
+	ck_assert_int_eq(tf_config_set_cache_size(c, "3M", &err), TF_OK);
+	ck_assert_uint_eq(tf_config_settings(c)->cache_size, 3 << 20);
 	tf_config_free(c);
 
 	c = load_ok("");
@@ -210,10 +210,10 @@ END_TEST
 START_TEST(test_tilefs_enums)
 {
 	static const struct { const char *text; tf_log_level level; bool hide; uint64_t cache; } cases[] = {
-		{ "log_level = error\nunmatched = raw\ncache_size = 64K\n", TF_LOG_ERROR, false, 65536 },
-		{ "log_level = warn\nunmatched = hide\ncache_size = 100000\n", TF_LOG_WARN, true, 100000 },
+		{ "log_level = error\nunmatched = raw\ncache_size = 1M\n", TF_LOG_ERROR, false, 1 << 20 },
+		{ "log_level = warn\nunmatched = hide\ncache_size = 1100000\n", TF_LOG_WARN, true, 1100000 },
 		{ "log_level = info\ncache_size = 3MiB\n", TF_LOG_INFO, false, 3 << 20 },
-		{ "log_level = debug\ncache_size = 2TB\n", TF_LOG_DEBUG, false, (uint64_t)2 << 40 },
+		{ "log_level = debug\ncache_size = 20MB\n", TF_LOG_DEBUG, false, 20 << 20 },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -608,10 +608,17 @@ START_TEST(test_err_values)
 {
 	static const struct { const char *text; const char *needle; } cases[] = {
 		{ "[tilefs]\ncache_size = 12X\n", "cache_size: bad size '12X'" },
-		{ "[tilefs]\ncache_size = 1K\n", "at least 64K" },
+		{ "[tilefs]\ncache_size = 1K\n", "cache_size: 1K is less than the least it works with, 1M" },
+		/* One 64 KiB chunk did not fit a 64K budget: every read failed. */
+		{ "[tilefs]\ncache_size = 64K\n", "cache_size: 64K is less than the least it works with, 1M" },
+		{ "[tilefs]\ncache_size = 1048575\n", "less than the least it works with, 1M" },
 		{ "[tilefs]\ncache_size = -1\n", "bad size '-1'" },
 		{ "[tilefs]\ncache_size =\n", "bad size ''" },
-		{ "[tilefs]\nindex_cache = 65535\n", "index_cache: bad size '65535'" },
+		{ "[tilefs]\ncache_size = 18446744073709551615\n",
+		  "cache_size: 18446744073709551615 is more than this machine's memory, " },
+		{ "[tilefs]\ncache_size = 16383T\n", "is more than this machine's memory" },
+		{ "[tilefs]\nindex_cache = 65535\n", "index_cache: 65535 is less than the least it works with, 64K" },
+		{ "[tilefs]\nindex_cache = 18446744073709551615\n", "index_cache: 18446744073709551615 is more than" },
 		{ "[tilefs]\nunmatched = show\n", "unmatched must be 'raw' or 'hide', not 'show'" },
 		{ "[tilefs]\nlog_level = verbose\n", "not 'verbose'" },
 		{ "[tilefs]\nworkers = 257\n", "workers must be 0" },
@@ -906,6 +913,33 @@ START_TEST(test_parse_size)
 }
 END_TEST
 
+/* A memory budget is at least its minimum and at most this machine's
+ * memory, exactly; a refusal names the option and the limit, and leaves
+ * the budget as it was. */
+START_TEST(test_parse_budget)
+{
+	uint64_t mem = tf_memory_bytes(), v = 7;
+	char text[32];
+	tf_error err;
+
+	ck_assert_uint_gt(mem, TF_CACHE_SIZE_MIN);
+	ck_assert_int_eq(tf_parse_budget("cache_size", "1M", TF_CACHE_SIZE_MIN, &v, &err), TF_OK);
+	ck_assert_uint_eq(v, 1 << 20);
+	FORMAT(text, "%llu", (unsigned long long)mem);
+	ck_assert_int_eq(tf_parse_budget("index_cache", text, TF_INDEX_CACHE_MIN, &v, &err), TF_OK);
+	ck_assert_uint_eq(v, mem);
+	v = 7;
+	FORMAT(text, "%llu", (unsigned long long)mem + 1);
+	ck_assert_int_eq(tf_parse_budget("index_cache", text, TF_INDEX_CACHE_MIN, &v, &err), TF_E_INVAL);
+	ck_assert_msg(strstr(err.msg, "index_cache: ") == err.msg && strstr(err.msg, "more than this machine's memory"),
+		      "%s", err.msg);
+	ck_assert_int_eq(tf_parse_budget("cache_size", "1023K", TF_CACHE_SIZE_MIN, &v, &err), TF_E_INVAL);
+	ck_assert_str_eq(err.msg, "cache_size: 1023K is less than the least it works with, 1M");
+	ck_assert_int_eq(tf_parse_budget("cache_size", "lots", TF_CACHE_SIZE_MIN, &v, &err), TF_E_INVAL);
+	ck_assert_uint_eq(v, 7);
+}
+END_TEST
+
 /* Signs and unit letters out of place are not sizes. */
 START_TEST(test_parse_size_strict)
 {
@@ -966,6 +1000,7 @@ static Suite *suite(void)
 	tcase_add_test(parsers, test_glob_trailing_slash);
 	tcase_add_test(parsers, test_parse_size);
 	tcase_add_test(parsers, test_parse_size_strict);
+	tcase_add_test(parsers, test_parse_budget);
 	suite_add_tcase(s, load);
 	suite_add_tcase(s, errors);
 	suite_add_tcase(s, parsers);

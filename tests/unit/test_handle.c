@@ -1032,6 +1032,113 @@ END_TEST
 
 /* ---- suite -------------------------------------------------------------------------------------- */
 
+/* Pin [off, off+len) for a reader that takes a short read: the status, and
+ * the pinned bytes before the first failing unit compared with plain. */
+static tf_status pin_prefix(tf_handle *h, tf_cache *c, tf_workspace *ws, const uint8_t *plain, uint64_t off,
+			    size_t len, uint64_t want_bytes, tf_error *err)
+{
+	tf_slices s = { 0 };
+	tf_status rc = tf_handle_pin_prefix(h, c, ws, off, len, &s, err);
+
+	check_slices(&s, plain, off, want_bytes);
+	tf_handle_unpin(c, &s, false);
+	tf_slices_free(&s);
+	ck_assert_uint_eq(stats_of(c).pinned, 0);
+	return rc;
+}
+
+#define KIB_TILES 8
+#define BAD_TILE 2
+
+/* A short read (issue 19): 1 KiB tiles, tile 2 damaged.  A reader that can
+ * take fewer bytes gets those before the bad unit and its error; none when
+ * it starts in it; all when it starts after.  tf_handle_pin still fails the
+ * whole request. */
+START_TEST(test_prefix_before_bad_unit)
+{
+	static const size_t tiles[KIB_TILES] = { 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024 };
+	tf_workspace *ws = tf_workspace_new();
+	tf_cache *c = new_cache(MIB, 0);
+	tf_slices s = { 0 };
+	test_file a;
+	tf_chunk_header hd;
+	chunk_list l;
+	tf_error err;
+	tf_handle *h;
+	tf_file *f;
+
+	test_file_make(&a, "kib.tdb", "zstd | checksum_md5", TF_DT_UINT8, tiles, KIB_TILES, TF_GEN_RANDOM, 19);
+	f = tf_test_file_ok(a.path, &a.spec);
+	h = tf_test_handle_ok(f);
+	l = chunks_of(h, ws, BAD_TILE);
+	tf_chunk_header_read(a.stored.p + l.v[0].src_off, &hd);
+	patch(a.path, l.v[0].src_off + TF_CHUNK_HEADER_SIZE + hd.md_len, 0x40);
+	free(l.v);
+	tf_handle_close(h);	/* the version indexed is gone */
+	tf_file_unref(f);
+	f = tf_test_file_ok(a.path, &a.spec);
+	h = tf_test_handle_ok(f);
+
+	ck_assert_int_eq(pin_prefix(h, c, ws, a.plain, 0, 8192, 2048, &err), TF_E_CHECKSUM);
+	ck_assert_msg(strstr(err.msg, "kib.tdb: tile 2, chunk 0"), "%s", err.msg);
+	ck_assert_int_eq(pin_prefix(h, c, ws, a.plain, 100, 5000, 1948, &err), TF_E_CHECKSUM);
+	ck_assert_int_eq(pin_prefix(h, c, ws, a.plain, 2047, 2, 1, &err), TF_E_CHECKSUM);
+	ck_assert_int_eq(pin_prefix(h, c, ws, a.plain, 2048, 8192, 0, &err), TF_E_CHECKSUM);
+	ck_assert_int_eq(pin_prefix(h, c, ws, a.plain, 3071, 1, 0, &err), TF_E_CHECKSUM);
+	ck_assert_int_eq(pin_prefix(h, c, ws, a.plain, 3072, 8192, 5120, &err), TF_OK);
+	ck_assert_int_eq(pin_prefix(h, c, ws, a.plain, 0, 2048, 2048, &err), TF_OK);
+	/* The whole request fails for a reader that cannot take less. */
+	ck_assert_int_eq(tf_handle_pin(h, c, ws, 0, 8192, &s, &err), TF_E_CHECKSUM);
+	ck_assert_uint_eq(s.n, 0);
+	ck_assert_uint_eq(s.bytes, 0);
+	ck_assert_uint_eq(stats_of(c).pinned, 0);
+	tf_slices_free(&s);
+	tf_handle_close(h);
+	tf_file_unref(f);
+	tf_cache_free(c);
+	test_file_free(&a);
+	tf_workspace_free(ws);
+}
+END_TEST
+
+/* The same when the failure is in finding a tile's units (an array's
+ * chunk list read lazily): the bytes of the tiles before it. */
+START_TEST(test_prefix_before_bad_tile_list)
+{
+	tf_chunk_env env = { .type = TF_DT_UINT8, .cell_size = 1, .version = 22 };
+	tf_buf file = TF_BUF_INIT(SIZE_MAX);
+	tf_workspace *ws = tf_workspace_new();
+	tf_pipeline *none = tf_pipeline_new();
+	uint8_t *data = tf_test_data(4096, TF_GEN_RANDOM, 1, 20);
+	tf_tile_layout lay[2];
+	tf_file_spec spec = { .pipeline = none, .type = TF_DT_UINT8, .cell_val_num = 1, .tiles = lay, .ntiles = 2 };
+	tf_cache *c = new_cache(MIB, 0);
+	char path[PATH_MAX];
+	tf_handle *h;
+	tf_file *f;
+	tf_error err;
+
+	ck_assert(tf_tile_encode(none, &env, ws, tf_span_of(data, 4096), NULL, 0, &file, NULL) == TF_OK);
+	lay[0] = (tf_tile_layout){ 0, file.len, 4096 };
+	lay[1] = (tf_tile_layout){ file.len, 16, 4096 };	/* 5 chunks claimed in 8 bytes */
+	ck_assert(tf_buf_put_u64(&file, 5, NULL) == TF_OK);
+	ck_assert(tf_buf_put_u64(&file, 0, NULL) == TF_OK);
+	tf_test_tmp_path(path, "a2.tdb");
+	tf_test_write_file(path, file.p, file.len);
+	f = tf_test_file_ok(path, &spec);
+	h = tf_test_handle_ok(f);
+	ck_assert_int_ne(pin_prefix(h, c, ws, data, 1000, 8192, 3096, &err), TF_OK);
+	ck_assert_int_ne(pin_prefix(h, c, ws, data, 4096, 100, 0, &err), TF_OK);
+	tf_handle_close(h);
+	tf_file_unref(f);
+	tf_cache_free(c);
+	tf_buf_free(&file);
+	tf_pipeline_free(none);
+	tf_workspace_free(ws);
+	free(data);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("handle");
@@ -1042,6 +1149,8 @@ static Suite *suite(void)
 	tcase_add_test(units, test_tiny_chunks_units);
 	tcase_add_test(units, test_corrupt_chunk_in_unit);
 	tcase_add_test(units, test_failed_request_fills_its_claims);
+	tcase_add_test(units, test_prefix_before_bad_unit);
+	tcase_add_test(units, test_prefix_before_bad_tile_list);
 	tcase_add_test(stale, test_stale_replaced);
 	tcase_add_test(stale, test_stale_rewritten);
 	tcase_add_test(stale, test_stale_truncated);

@@ -13,11 +13,15 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "filters/callout.h"
 #include "filters/plugin.h"
 #include "tf_config.h"
 
@@ -140,8 +144,8 @@ START_TEST(test_sample_plugin)
 	char *text;
 
 	ck_assert_int_eq(w.n, 0);
-	ck_assert_uint_eq(tf_plugins_count(pl), 1);
 	ck_assert_ptr_eq(tf_plugins_by_name(pl, "BYTEXOR", 7), tf_plugins_by_id(pl, 200));
+	ck_assert_uint_eq(tf_plugins_count(pl), 1);
 	ck_assert_ptr_null(tf_plugins_by_hdf5_id(pl, 200));
 	p = parse(pl, "bytexor(90) | zstd");
 	q = parse(pl, "200,90 | 2");
@@ -154,6 +158,11 @@ START_TEST(test_sample_plugin)
 	tf_pipeline_free(q);
 	q = parse(pl, "bytexor");	/* default key */
 	roundtrip(q, TF_DT_UINT8, in, 1000, NULL);
+	tf_pipeline_free(q);
+	/* Metadata of the filters before it passes through it (decoded on its
+	 * own thread, on copies: filters/plugin.c native_decode). */
+	q = parse(pl, "checksum_md5 | bytexor(3) | byteshuffle | checksum_sha256");
+	roundtrip(q, TF_DT_INT32, in, 200000, NULL);
 	expect_parse_error(pl, "bytexor(300)", "key byte");
 	expect_parse_error(pl, "bytexor(1, 2)", "key byte");
 	expect_parse_error(NULL, "bytexor", "unknown filter 'bytexor' (not built in; no plugin path is set)");
@@ -181,17 +190,138 @@ START_TEST(test_refused_plugins)
 	fclose(f);
 	snprintf(path, sizeof(path), "%s:%s:/nonexistent/plugins", dir_of("TF_TEST_PLUGINS", "/bad", bad, sizeof(bad)), tmp);
 	pl = load(path, &w);
+	ck_assert_msg(w.n == 1 && strstr(w.all, "plugin directory /nonexistent/plugins skipped: No such file"),
+		      "%s", w.all);
+	/* Each file is tried when a pipeline names a filter no plugin before it provides. */
+	expect_parse_error(pl, "hdf5:40000", "no HDF5 plugin provides filter 40000 (plugin path '");
 	ck_assert_uint_eq(tf_plugins_count(pl), 0);
 	ck_assert_msg(w.n == 5, "%d warnings:\n%s", w.n, w.all);
 	ck_assert_msg(strstr(w.all, "/abi.so skipped: built for plugin ABI 99, this tilefs has 1"), "%s", w.all);
 	ck_assert_msg(strstr(w.all, "/builtin.so skipped: filter id 2 is TileDB's zstd: a plugin cannot replace it"), "%s", w.all);
 	ck_assert_msg(strstr(w.all, "/h5type.so skipped: H5PLget_plugin_type() is 1, not a filter (0)"), "%s", w.all);
 	ck_assert_msg(strstr(w.all, "/corrupt.so skipped: "), "%s", w.all);
-	ck_assert_msg(strstr(w.all, "plugin directory /nonexistent/plugins skipped: No such file"), "%s", w.all);
-	expect_parse_error(pl, "hdf5:40000", "no HDF5 plugin provides filter 40000 (plugin path '");
 	expect_parse_error(pl, "newer", "unknown filter 'newer' (not built in; plugin path '");
+	ck_assert_int_eq(w.n, 5);	/* once each */
 	tf_plugins_free(pl);
 	unlink(corrupt);
+	rmdir(tmp);
+}
+END_TEST
+
+/* Which plugin directories are trusted: every directory on the way and
+ * every symlink followed (filters/plugin.c open_trusted_dir). */
+static size_t count_in(const char *path, warns *w)
+{
+	tf_plugins *pl;
+	size_t n;
+
+	memset(w, 0, sizeof(*w));
+	pl = load(path, w);
+	n = tf_plugins_by_name(pl, "bytexor", 7) ? 1 : 0;
+	tf_plugins_free(pl);
+	return n;
+}
+
+START_TEST(test_plugin_dir_trust)
+{
+	char tmp[] = "/tmp/tf_plugtrust.XXXXXX", sample[PATH_MAX], p[3][PATH_MAX + 64], want[3 * PATH_MAX];
+	struct passwd *nobody = getpwnam("nobody");
+	warns w;
+
+	ck_assert_ptr_nonnull(nobody);
+	dir_of("TF_SAMPLE_PLUGINS", "", sample, sizeof(sample));
+	ck_assert_ptr_nonnull(mkdtemp(tmp));
+	/* A symlink of ours to a trusted directory is followed, "." and ".." too. */
+	snprintf(p[0], sizeof(p[0]), "%s/mine", tmp);
+	ck_assert_int_eq(symlink(sample, p[0]), 0);
+	ck_assert_uint_eq(count_in(p[0], &w), 1);
+	snprintf(p[1], sizeof(p[1]), "%s/./../%s/mine/", tmp, strrchr(tmp, '/') + 1);
+	ck_assert_uint_eq(count_in(p[1], &w), 1);
+	ck_assert_msg(w.n == 0, "%s", w.all);
+	/* Someone else's symlink chooses where we would go: refused. */
+	snprintf(p[1], sizeof(p[1]), "%s/theirs", tmp);
+	ck_assert_int_eq(symlink(sample, p[1]), 0);
+	ck_assert_int_eq(lchown(p[1], nobody->pw_uid, (gid_t)-1), 0);
+	ck_assert_uint_eq(count_in(p[1], &w), 0);
+	snprintf(want, sizeof(want), "plugin directory %s refused: symlink %s is owned by uid %u (not root or uid %u)\n",
+		 p[1], p[1], (unsigned)nobody->pw_uid, (unsigned)geteuid());
+	ck_assert_str_eq(w.all, want);
+	/* A sticky directory others may write: fine above a plugin directory,
+	 * not as one (anyone could add a file to it). */
+	snprintf(p[2], sizeof(p[2]), "%s/sticky", tmp);
+	ck_assert_int_eq(mkdir(p[2], 0755), 0);
+	ck_assert_int_eq(chmod(p[2], 01777), 0);
+	strcat(p[2], "/mine");
+	ck_assert_int_eq(symlink(sample, p[2]), 0);
+	ck_assert_uint_eq(count_in(p[2], &w), 1);
+	ck_assert_msg(w.n == 0, "%s", w.all);
+	*strrchr(p[2], '/') = '\0';
+	ck_assert_uint_eq(count_in(p[2], &w), 0);
+	ck_assert_msg(strstr(w.all, "/sticky is writable by others (mode 1777)"), "%s", w.all);
+	/* A symlink loop is an error, not a hang. */
+	snprintf(want, sizeof(want), "%s/loop", tmp);
+	ck_assert_int_eq(symlink(want, want), 0);
+	ck_assert_uint_eq(count_in(want, &w), 0);
+	ck_assert_msg(strstr(w.all, "skipped: Too many levels of symbolic links"), "%s", w.all);
+	unlink(want);
+	strcat(p[2], "/mine");
+	unlink(p[2]);
+	*strrchr(p[2], '/') = '\0';
+	rmdir(p[2]);
+	unlink(p[1]);
+	unlink(p[0]);
+	rmdir(tmp);
+}
+END_TEST
+
+/* Nothing is loaded until a pipeline names a filter no loaded plugin
+ * provides, and then only the files up to the first that does, in path
+ * order (tests/plugins/fake.c: the marker plugin's constructor appends to
+ * $TF_PLUGIN_MARKER). */
+static bool marked(const char *marker)
+{
+	struct stat st;
+
+	return stat(marker, &st) == 0;
+}
+
+START_TEST(test_lazy_loading)
+{
+	char good[PATH_MAX], marker_dir[PATH_MAX], path[2 * PATH_MAX + 2], tmp[] = "/tmp/tf_pluglazy.XXXXXX";
+	char marker[sizeof(tmp) + 8];
+	tf_pipeline *p;
+	tf_plugins *pl;
+	warns w = { 0 };
+
+	dir_of("TF_TEST_PLUGINS", "/good", good, sizeof(good));
+	dir_of("TF_TEST_PLUGINS", "/marker", marker_dir, sizeof(marker_dir));
+	ck_assert_ptr_nonnull(mkdtemp(tmp));
+	snprintf(marker, sizeof(marker), "%s/marker", tmp);
+	setenv("TF_PLUGIN_MARKER", marker, 1);
+	/* Listed, even first: not loaded while nothing names a plugin filter. */
+	snprintf(path, sizeof(path), "%s:%s", marker_dir, good);
+	pl = load(path, &w);
+	p = parse(pl, "tiledb:19,-1,1 | zstd | 2");
+	tf_pipeline_free(p);
+	ck_assert_uint_eq(tf_plugins_count(pl), 0);
+	tf_plugins_free(pl);
+	ck_assert(!marked(marker));
+	/* Named: the files up to the first provider, in path order. */
+	snprintf(path, sizeof(path), "%s:%s", good, marker_dir);
+	pl = load(path, &w);
+	p = parse(pl, "hdf5:40000");
+	ck_assert_uint_eq(tf_plugins_count(pl), 1);
+	ck_assert(!marked(marker));
+	tf_pipeline_free(p);
+	p = parse(pl, "hdf5:40001 | 40000");	/* now the marker, the one that provides it */
+	ck_assert(marked(marker));
+	ck_assert_uint_eq(tf_plugins_count(pl), 2);
+	ck_assert_str_eq(tf_plugins_file(pl, 1), strcat(marker_dir, "/marker.so"));
+	tf_pipeline_free(p);
+	tf_plugins_free(pl);
+	ck_assert_msg(w.n == 0, "%s", w.all);
+	unsetenv("TF_PLUGIN_MARKER");
+	unlink(marker);
 	rmdir(tmp);
 }
 END_TEST
@@ -206,6 +336,7 @@ START_TEST(test_duplicate_plugins)
 	dir_of("TF_SAMPLE_PLUGINS", "", sample, sizeof(sample));
 	snprintf(path, sizeof(path), "%s:%s:%s:%s", good, sample, good, sample);
 	pl = load(path, &w);
+	ck_assert_ptr_null(tf_plugins_by_hdf5_id(pl, 40009));	/* every file tried */
 	ck_assert_uint_eq(tf_plugins_count(pl), 2);
 	ck_assert_msg(w.n == 2 && strstr(w.all, "HDF5 filter 40000 is provided by ") &&
 		      strstr(w.all, "filter 200 'bytexor' clashes with 200 'bytexor' of "), "%s", w.all);
@@ -237,6 +368,22 @@ START_TEST(test_hdf5_buffers)
 	ck_assert_int_eq(decode_tile(lie, TF_DT_INT16, tf_span_of(stored.p, stored.len), &out, &err), TF_E_CORRUPT);
 	ck_assert_msg(strstr(err.msg, "chunk 0: filter 0 (hdf5:40000): output of 65636 bytes exceeds its "
 			     "expected size 65536"), "%s", err.msg);
+	/* A plugin saying it wrote more than the buffer it hands back holds, in
+	 * *buf_size (3) or only by what malloc gave it (4): refused before a
+	 * byte is copied (the copy read past its buffer: garbage, or a crash). */
+	for (unsigned mode = 3; mode <= 4; mode++) {
+		char spec[32];
+		tf_pipeline *over;
+
+		snprintf(spec, sizeof(spec), "hdf5:40000,%u", mode);
+		over = parse(pl, spec);
+		out.len = 0;
+		ck_assert_int_eq(decode_tile(over, TF_DT_INT16, tf_span_of(stored.p, stored.len), &out, &err),
+				 TF_E_CORRUPT);
+		ck_assert_msg(strstr(err.msg, "chunk 0: filter 0 (hdf5:40000): the HDF5 plugin returned 65536 "
+				     "bytes in a buffer of "), "%s", err.msg);
+		tf_pipeline_free(over);
+	}
 	/* A stream the plugin refuses: its failure, named. */
 	stored.p[TF_TILE_HEADER_SIZE + TF_CHUNK_HEADER_SIZE + 3] ^= 1;
 	out.len = 0;
@@ -254,6 +401,124 @@ START_TEST(test_hdf5_buffers)
 	tf_pipeline_free(inner);
 	tf_plugins_free(pl);
 	free(in);
+}
+END_TEST
+
+/* A tilefs plugin's output must lie in the buffers it was given (its input,
+ * its outputs): one elsewhere is refused, not copied from (fake.c KIND_WILD). */
+START_TEST(test_native_output_bounds)
+{
+	char wild[PATH_MAX];
+	warns w = { 0 };
+	tf_plugins *pl = load(dir_of("TF_TEST_PLUGINS", "/wild", wild, sizeof(wild)), &w);
+	tf_pipeline *none = parse(pl, ""), *p = parse(pl, "wild");
+	static const uint8_t in[16] = "the data, 16 B.";
+	tf_buf stored, out = TF_BUF_INIT(SIZE_MAX);
+	tf_error err;
+
+	roundtrip(none, TF_DT_UINT8, in, sizeof(in), &stored);
+	ck_assert_int_eq(decode_tile(p, TF_DT_UINT8, tf_span_of(stored.p, stored.len), &out, &err), TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "filter 0 (wild): the plugin left its output outside the buffers it was given"),
+		      "%s", err.msg);
+	tf_buf_free(&stored);
+	tf_buf_free(&out);
+	tf_pipeline_free(none), tf_pipeline_free(p);
+	tf_plugins_free(pl);
+}
+END_TEST
+
+/* ---- calls into plugin code that never return (filters/callout.c) ------------------------- */
+
+/* A job that tells it started, then waits for its gate; drop tells it ran. */
+typedef struct blocker {
+	int started[2], gate[2], dropped[2];	/* pipes */
+	tf_callout *c;
+	tf_status rc;
+} blocker;
+
+static void block_job(void *job)
+{
+	blocker *b = job;
+	char x = 1;
+
+	ck_assert_int_eq(write(b->started[1], &x, 1), 1);
+	ck_assert_int_eq(read(b->gate[0], &x, 1), 1);
+}
+
+static void drop_job(void *job)
+{
+	blocker *b = job;
+	char x = 1;
+
+	ck_assert_int_eq(write(b->dropped[1], &x, 1), 1);
+}
+
+static void *call_blocker(void *arg)
+{
+	blocker *b = arg;
+	tf_error err;
+
+	b->rc = tf_callout_run(b->c, block_job, drop_job, b, &err);
+	return NULL;
+}
+
+static bool readable(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, 0) == 1;
+}
+
+static void blocker_init(blocker *b, tf_callout *c)
+{
+	memset(b, 0, sizeof(*b));
+	ck_assert(pipe(b->started) == 0 && pipe(b->gate) == 0 && pipe(b->dropped) == 0);
+	b->c = c;
+}
+
+static void blocker_close(blocker *b)
+{
+	for (int i = 0; i < 2; i++)
+		close(b->started[i]), close(b->gate[i]), close(b->dropped[i]);
+}
+
+START_TEST(test_callout_stop)
+{
+	blocker hung, queued, late;
+	pthread_t t1, t2;
+	tf_callout *c;
+	tf_error err;
+	char x = 1;
+
+	ck_assert(tf_callout_new(1, &c, &err) == TF_OK);
+	blocker_init(&hung, c), blocker_init(&queued, c), blocker_init(&late, c);
+	/* A call that returns: TF_OK, the job is the caller's (not dropped). */
+	ck_assert_int_eq(write(late.gate[1], &x, 1), 1);
+	ck_assert_int_eq(tf_callout_run(c, block_job, drop_job, &late, &err), TF_OK);
+	ck_assert(!readable(late.dropped[0]));
+	/* One stuck in the plugin, one queued behind it (one thread). */
+	ck_assert_int_eq(pthread_create(&t1, NULL, call_blocker, &hung), 0);
+	ck_assert_int_eq(read(hung.started[0], &x, 1), 1);
+	ck_assert_int_eq(pthread_create(&t2, NULL, call_blocker, &queued), 0);
+	/* Stopped: both callers come back with EIO at once. */
+	tf_callout_stop(c);
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+	ck_assert_int_eq(hung.rc, TF_E_IO);
+	ck_assert_int_eq(queued.rc, TF_E_IO);
+	ck_assert(readable(queued.dropped[0]) && !readable(queued.started[0]));	/* never ran */
+	ck_assert(!readable(hung.dropped[0]));		/* still running */
+	ck_assert_int_eq(tf_callout_run(c, block_job, drop_job, &late, &err), TF_E_IO);
+	ck_assert_msg(strstr(err.msg, "abandoned"), "%s", err.msg);
+	ck_assert(readable(late.dropped[0]));
+	/* Freed with a thread still inside: it is left to finish alone. */
+	ck_assert(!tf_callout_free(c));
+	ck_assert_int_eq(write(hung.gate[1], &x, 1), 1);
+	ck_assert_int_eq(read(hung.dropped[0], &x, 1), 1);	/* dropped when it returned */
+	blocker_close(&hung), blocker_close(&queued), blocker_close(&late);
+	/* Freed idle: joined. */
+	ck_assert(tf_callout_new(2, &c, &err) == TF_OK);
+	ck_assert(tf_callout_free(c));
 }
 END_TEST
 
@@ -448,9 +713,10 @@ START_TEST(test_config_plugin_path)
 	snprintf(bad, sizeof(bad), "%s/bad/x.so", tmp);
 	ck_assert_ptr_nonnull(f = fopen(bad, "w"));
 	fclose(f);
-	/* Relative directories are relative to the file; a bad plugin warns. */
+	/* Relative directories are relative to the file; a bad plugin tried
+	 * before the one a rule names warns. */
 	ck_assert_msg(tf_config_load(write_config(tmp, "[match *.x]\nfilters = bytexor(7) | zstd\n"
-						  "[tilefs]\nplugin_path = plugins:bad\n"), &c, &err) == TF_OK, "%s", err.msg);
+						  "[tilefs]\nplugin_path = bad:plugins\n"), &c, &err) == TF_OK, "%s", err.msg);
 	r = tf_config_match(c, "a.x");
 	s = tf_pipeline_text(r->pipeline);
 	ck_assert_str_eq(s, "bytexor(7) | zstd(level=-1)");
@@ -466,12 +732,13 @@ START_TEST(test_config_plugin_path)
 	snprintf(text, sizeof(text), "%s/t.ini:4: filters: filter 2 'hdf5:32001': no HDF5 plugin provides "
 		 "filter 32001 (plugin path '%s/plugins')", tmp, tmp);
 	ck_assert_str_eq(err.msg, text);
-	/* No plugin_path: the environment's. */
+	/* No plugin_path: the environment's, loaded when a rule names one. */
 	setenv("TILEFS_PLUGIN_PATH", sample, 1);
 	ck_assert(tf_config_default(&c, &err) == TF_OK);
-	ck_assert_uint_eq(tf_plugins_count(tf_config_plugins(c)), 1);
+	ck_assert_uint_eq(tf_plugins_count(tf_config_plugins(c)), 0);
 	tf_config_free(c);
 	ck_assert(tf_config_load(write_config(tmp, "[match *.x]\nfilters = 200\n"), &c, &err) == TF_OK);
+	ck_assert_uint_eq(tf_plugins_count(tf_config_plugins(c)), 1);
 	tf_config_free(c);
 	unsetenv("TILEFS_PLUGIN_PATH");
 	ck_assert_int_eq(tf_config_load(write_config(tmp, "[match *.x]\nfilters = 200\n"), &c, &err), TF_E_INVAL);
@@ -492,6 +759,10 @@ static Suite *plugins_suite(void)
 
 	tcase_add_test(own, test_sample_plugin);
 	tcase_add_test(own, test_refused_plugins);
+	tcase_add_test(own, test_plugin_dir_trust);
+	tcase_add_test(own, test_lazy_loading);
+	tcase_add_test(own, test_callout_stop);
+	tcase_add_test(own, test_native_output_bounds);
 	tcase_add_test(own, test_duplicate_plugins);
 	tcase_add_test(own, test_hdf5_buffers);
 	tcase_add_test(own, test_netcdf_constants);

@@ -179,8 +179,6 @@ START_TEST(test_list_hostile)
 	list_refused(LIST_HEAD "<IsTruncated>true</IsTruncated></ListBucketResult>", 100, "continuation token");
 	list_refused(LIST_HEAD "<Contents><Key>a", 100, "");
 	list_refused("<Error><Code>NoSuchBucket</Code></Error>", 100, "not a ListBucketResult");
-	list_refused(LIST_HEAD "<EncodingType>url</EncodingType><Contents><Key>a%00b</Key><Size>1</Size>"
-		     "<ETag>\"e\"</ETag></Contents></ListBucketResult>", 100, "percent");
 	/* A name past 4096 bytes, and more entries than a page may hold. */
 	big = malloc(8192 + 200);
 	n = (size_t)sprintf(big, LIST_HEAD "<Contents><Key>");
@@ -198,16 +196,51 @@ START_TEST(test_list_hostile)
 }
 END_TEST
 
-/* Without an ETag a file could be read without If-Match and would look
- * replaced at the next listing: such a listing is as bad as one without Size. */
-START_TEST(test_list_needs_etag)
+/* A name that does not decode (a NUL, a bad escape) is set aside as sent,
+ * for the source to skip and report; the rest of the page stands. */
+START_TEST(test_list_bad_names)
 {
-	list_refused(LIST_HEAD "<Contents><Key>a</Key><Size>1</Size></Contents></ListBucketResult>", 100,
-		     "without an ETag");
-	list_refused(LIST_HEAD "<Contents><Key>a</Key><Size>1</Size><ETag></ETag></Contents></ListBucketResult>",
-		     100, "without an ETag");
-	list_refused(LIST_HEAD "<Contents><Key>a</Key><Size>1</Size><ETag>\"\"</ETag></Contents>"
-		     "</ListBucketResult>", 100, "without an ETag");
+	const char *xml = LIST_HEAD "<EncodingType>url</EncodingType>"
+		"<Contents><Key>a%00b</Key><Size>1</Size><ETag>\"e\"</ETag></Contents>"
+		"<Contents><Key>good%2Bone</Key><Size>1</Size><ETag>\"e\"</ETag></Contents>"
+		"<Contents><Key>esc%zz</Key><Size>1</Size><ETag>\"e\"</ETag></Contents>"
+		"<Contents><Key>cut%4</Key><Size>1</Size><ETag>\"e\"</ETag></Contents>"
+		"<CommonPrefixes><Prefix>p%00/</Prefix></CommonPrefixes>"
+		"<CommonPrefixes><Prefix>q%2F/</Prefix></CommonPrefixes></ListBucketResult>";
+	s3_list_page pg;
+	tf_error err;
+
+	ck_assert_msg(s3_parse_list(xml, strlen(xml), 100, &pg, &err) == TF_OK, "%s", err.msg);
+	ck_assert_uint_eq(pg.nobjects, 1);
+	ck_assert_str_eq(pg.objects[0].key, "good+one");
+	ck_assert_uint_eq(pg.nprefixes, 1);
+	ck_assert_str_eq(pg.prefixes[0], "q//");	/* decodes: the source judges the name */
+	ck_assert_uint_eq(pg.nbad, 4);
+	ck_assert_str_eq(pg.bad[0], "a%00b");
+	ck_assert_str_eq(pg.bad[1], "esc%zz");
+	ck_assert_str_eq(pg.bad[2], "cut%4");
+	ck_assert_str_eq(pg.bad[3], "p%00/");
+	s3_list_page_free(&pg);
+}
+END_TEST
+
+/* An object without an ETag is listed with an empty one (the source
+ * refuses to open it: no GET of it could prove its version); the rest of
+ * the page stands. */
+START_TEST(test_list_without_etag)
+{
+	const char *xml = LIST_HEAD "<Contents><Key>a</Key><Size>1</Size></Contents>"
+		"<Contents><Key>b</Key><Size>2</Size><ETag>\"\"</ETag></Contents>"
+		"<Contents><Key>c</Key><Size>3</Size><ETag>\"e3\"</ETag></Contents></ListBucketResult>";
+	s3_list_page pg;
+	tf_error err;
+
+	ck_assert_msg(s3_parse_list(xml, strlen(xml), 100, &pg, &err) == TF_OK, "%s", err.msg);
+	ck_assert_uint_eq(pg.nobjects, 3);
+	ck_assert_str_eq(pg.objects[0].etag, "");
+	ck_assert_str_eq(pg.objects[1].etag, "");
+	ck_assert_str_eq(pg.objects[2].etag, "e3");
+	s3_list_page_free(&pg);
 }
 END_TEST
 
@@ -536,6 +569,9 @@ static void fake_stop(fake *f)
 	close(f->lfd);
 }
 
+/* A bound no test reaches. */
+static const s3_bound forever = { INT64_MAX, NULL, NULL };
+
 /* A client of bucket at endpoint (NULL: AWS), eu-west-1, anonymous unless
  * AWS_ACCESS_KEY_ID is set; path_style NULL: auto. */
 static s3_client *client_ok(const char *endpoint, const char *bucket, const char *path_style, const char *retries)
@@ -580,7 +616,7 @@ START_TEST(test_client_long_token)
 	setenv("AWS_SESSION_TOKEN", token, 1);
 	fake_start(&f, "HTTP/1.1 200 OK\r\nETag: \"e1\"\r\n", 10);
 	c = client_ok(f.url, "b", NULL, "0");
-	ck_assert_msg(s3_client_head(c, "k", &e, &err) == TF_OK, "%s", err.msg);
+	ck_assert_msg(s3_client_head(c, &forever, "k", &e, &err) == TF_OK, "%s", err.msg);
 	fake_stop(&f);
 	ck_assert_uint_eq(e.size, 10);
 	ck_assert_str_eq(e.etag, "e1");
@@ -601,7 +637,9 @@ static void error_case(const char *head, tf_status want, unsigned want_hits, con
 
 	fake_start(&f, head, 200000);
 	c = client_ok(f.url, "b", NULL, "2");
-	ck_assert_int_eq(s3_client_get(c, "k", "e1", 100, 0, buf, sizeof(buf), &err), want);
+	s3_version v = { "e1", 100, NULL };
+
+	ck_assert_int_eq(s3_client_get(c, &forever, "k", &v, 0, buf, sizeof(buf), &err), want);
 	fake_stop(&f);
 	ck_assert_uint_eq(atomic_load(&f.hits), want_hits);
 	ck_assert_msg(strstr(err.msg, msg), "'%s' lacks '%s'", err.msg, msg);
@@ -616,6 +654,87 @@ START_TEST(test_client_error_body)
 	error_case("HTTP/1.1 404 Not Found\r\n", TF_E_NOTFOUND, 1, "HTTP 404");
 	error_case("HTTP/1.1 403 Forbidden\r\n", TF_E_ACCESS, 1, "HTTP 403");
 	error_case("HTTP/1.1 503 Slow Down\r\n", TF_E_IO, 3, "HTTP 503");
+	quiet_env();
+}
+END_TEST
+
+/* A store may ignore If-Match: an answer proves its version by its ETag,
+ * size and Last-Modified (the first answer's, kept for the object), or
+ * it is refused, never served; no ETag at all proves nothing. */
+static void version_case(const char *head, int64_t seen, tf_status want, const char *msg)
+{
+	uint8_t buf[10];
+	_Atomic int64_t mtime;
+	s3_version v = { "e1", 100, &mtime };
+	s3_client *c;
+	tf_error err = { 0 };
+	fake f;
+
+	atomic_init(&mtime, seen);
+	fake_start(&f, head, 10);
+	c = client_ok(f.url, "b", NULL, "2");
+	ck_assert_int_eq(s3_client_get(c, &forever, "k", &v, 0, buf, sizeof(buf), &err), want);
+	fake_stop(&f);
+	ck_assert_uint_eq(atomic_load(&f.hits), 1);	/* never retried */
+	ck_assert_msg(strstr(err.msg, msg), "'%s' lacks '%s'", err.msg, msg);
+	s3_client_free(c);
+}
+
+START_TEST(test_client_version)
+{
+	const char *range = "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/100\r\n";
+	char head[300];
+
+	quiet_env();
+	version_case(range, 0, TF_E_IO, "no ETag in the answer");
+	snprintf(head, sizeof(head), "%sETag: \"e2\"\r\n", range);
+	version_case(head, 0, TF_E_STALE, "ETag changed");
+	snprintf(head, sizeof(head), "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/101\r\nETag: \"e1\"\r\n");
+	version_case(head, 0, TF_E_STALE, "size changed");
+	snprintf(head, sizeof(head), "%sETag: \"e1\"\r\nLast-Modified: Mon, 12 Oct 2009 17:50:00 GMT\r\n", range);
+	version_case(head, 1255369800000000000LL + 1000000000, TF_E_STALE, "Last-Modified changed");
+	version_case(head, 0, TF_OK, "");
+	version_case(head, 1255369800000000000LL, TF_OK, "");
+	quiet_env();
+}
+END_TEST
+
+static bool always_gone(void *arg)
+{
+	(void)arg;
+	return true;
+}
+
+/* Nothing runs past a request's bound: not sent once it has passed, not
+ * retried past it, and given up once the caller is gone. */
+START_TEST(test_client_bound)
+{
+	uint8_t buf[10];
+	s3_version v = { "e1", 100, NULL };
+	s3_bound past = { s3_now_ns() - 1, NULL, NULL }, gone = { INT64_MAX, always_gone, NULL }, soon;
+	s3_client *c;
+	tf_error err;
+	int64_t t0;
+	fake f;
+
+	quiet_env();
+	fake_start(&f, "HTTP/1.1 503 Slow Down\r\n", 0);
+	c = client_ok(f.url, "b", NULL, "20");
+	ck_assert_int_eq(s3_client_get(c, &past, "k", &v, 0, buf, sizeof(buf), &err), TF_E_IO);
+	ck_assert_msg(strstr(err.msg, "not sent: no time left"), "%s", err.msg);
+	ck_assert_uint_eq(atomic_load(&f.hits), 0);
+	ck_assert_int_eq(s3_client_get(c, &gone, "k", &v, 0, buf, sizeof(buf), &err), TF_E_IO);
+	ck_assert_msg(strstr(err.msg, "the caller is gone"), "%s", err.msg);
+	ck_assert_uint_eq(atomic_load(&f.hits), 0);
+	/* 20 retries with backoff would take a minute: the bound ends them. */
+	t0 = s3_now_ns();
+	soon = (s3_bound){ t0 + 500000000, NULL, NULL };
+	ck_assert_int_eq(s3_client_get(c, &soon, "k", &v, 0, buf, sizeof(buf), &err), TF_E_IO);
+	ck_assert_msg(s3_now_ns() - t0 < 1500000000, "%lld ns", (long long)(s3_now_ns() - t0));
+	ck_assert_msg(strstr(err.msg, "HTTP 503") && strstr(err.msg, "deadline"), "%s", err.msg);
+	fake_stop(&f);
+	ck_assert_uint_lt(atomic_load(&f.hits), 21);
+	s3_client_free(c);
 	quiet_env();
 }
 END_TEST
@@ -638,7 +757,7 @@ START_TEST(test_client_last_modified)
 	for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
 		fake_start(&f, heads[i], 1);
 		c = client_ok(f.url, "b", NULL, "0");
-		ck_assert_msg(s3_client_head(c, "k", &e, &err) == TF_OK, "%s", err.msg);
+		ck_assert_msg(s3_client_head(c, &forever, "k", &e, &err) == TF_OK, "%s", err.msg);
 		fake_stop(&f);
 		ck_assert_int_eq(e.mtime_ns, want[i]);
 		s3_client_free(c);
@@ -659,7 +778,7 @@ static void aws_host(const char *bucket, const char *path_style, const char *wan
 	fake_start(&f, "HTTP/1.1 502 Bad Gateway\r\n", 0);
 	setenv("https_proxy", f.url, 1);
 	c = client_ok(NULL, bucket, path_style, "0");
-	ck_assert_int_ne(s3_client_head(c, "k", &e, &err), TF_OK);
+	ck_assert_int_ne(s3_client_head(c, &forever, "k", &e, &err), TF_OK);
 	fake_stop(&f);
 	snprintf(line, sizeof(line), "CONNECT %s:443 ", want);
 	ck_assert_msg(!strncmp(f.req, line, strlen(line)), "bucket '%s': '%.80s', not '%s'", bucket, f.req, line);
@@ -697,6 +816,22 @@ START_TEST(test_settings)
 	ck_assert_int_eq(tf_s3_settings_set(&s, "retries", "3", NULL, &err), TF_OK);
 	ck_assert_int_eq(tf_s3_settings_set(&s, "max_requests", "8", NULL, &err), TF_OK);
 	ck_assert_int_eq(tf_s3_settings_set(&s, "list_ttl", "0", NULL, &err), TF_OK);
+	ck_assert_uint_eq(s.deadline_ms, 60000);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "request_deadline", "1.5", NULL, &err), TF_OK);
+	ck_assert_uint_eq(s.deadline_ms, 1500);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "request_deadline", "0", NULL, &err), TF_E_INVAL);
+	ck_assert_uint_eq(s.list_max_pages, 2000);
+	ck_assert_uint_eq(s.list_max_bytes, 64 << 20);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "list_max_pages", "10", NULL, &err), TF_OK);
+	ck_assert_uint_eq(s.list_max_pages, 10);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "list_max_bytes", "2G", NULL, &err), TF_OK);
+	ck_assert_uint_eq(s.list_max_bytes, (uint64_t)2 << 30);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "list_max_bytes", "100000", NULL, &err), TF_OK);
+	ck_assert_uint_eq(s.list_max_bytes, 100000);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "list_max_bytes", "1K", NULL, &err), TF_E_INVAL);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "list_max_bytes", "5G", NULL, &err), TF_E_INVAL);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "list_max_bytes", "1MB", NULL, &err), TF_E_INVAL);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "list_max_pages", "0", NULL, &err), TF_E_INVAL);
 	ck_assert_int_eq(tf_s3_settings_set(&s, "credentials", "c.ini", "/etc/tilefs", &err), TF_OK);
 	ck_assert_str_eq(s.credentials, "/etc/tilefs/c.ini");
 	ck_assert_int_eq(tf_s3_settings_set(&s, "endpoint", "ftp://x", NULL, &err), TF_E_INVAL);
@@ -782,7 +917,8 @@ static Suite *s3_suite(void)
 	tcase_add_test(sign, test_encoding);
 	tcase_add_test(xml, test_list_parse);
 	tcase_add_test(xml, test_list_hostile);
-	tcase_add_test(xml, test_list_needs_etag);
+	tcase_add_test(xml, test_list_bad_names);
+	tcase_add_test(xml, test_list_without_etag);
 	tcase_add_test(xml, test_time_range);
 	tcase_add_test(xml, test_error_code);
 	tcase_add_unchecked_fixture(creds, creds_setup, creds_teardown);
@@ -792,6 +928,8 @@ static Suite *s3_suite(void)
 	tcase_add_test(creds, test_creds_symlink);
 	tcase_add_test(creds, test_client_long_token);
 	tcase_add_test(creds, test_client_error_body);
+	tcase_add_test(creds, test_client_version);
+	tcase_add_test(creds, test_client_bound);
 	tcase_add_test(creds, test_client_last_modified);
 	tcase_add_test(creds, test_client_path_style);
 	tcase_add_test(creds, test_settings);
