@@ -20,9 +20,11 @@
 
 #include "tf_cache.h"
 #include "tf_config.h"
+#include "tf_craft.h"
 #include "tf_file.h"
 #include "tf_fragment.h"
 #include "tf_keys.h"
+#include "tf_view.h"
 
 /* dir/name holding n bytes of p, mode 0600 (a configuration that holds
  * keys must be private); its path in out[PATH_MAX]. */
@@ -288,6 +290,58 @@ START_TEST(test_ahead_step_of_lying_layout)
 }
 END_TEST
 
+/* fuzz_view (run on ebc7eab to check the target finds what review found:
+ * 490,000 executions), UBSan "division by zero" in load_field: str_empty_tiles
+ * with its attribute s made a DATETIME_MONTH of 0 values per cell, so cells
+ * of 0 bytes, by which a tile's byte limit was divided.  Such a schema is
+ * refused (tf_schema.c check_attribute): the views fail to open, saying so. */
+START_TEST(test_view_cells_of_no_values)
+{
+	char rel[300], name[256];
+	tf_craft c;
+	tf_schema *s;
+	tf_source *src;
+	char *arel;
+	tf_array *a;
+	tf_cache *cache;
+	tf_views *v;
+	tf_view *w;
+	tf_error err;
+	tf_status rc;
+	uint8_t buf[4096];
+	size_t got;
+
+	if (!tf_craft_copy("str_empty_tiles", &c))
+		return;
+	tf_craft_only_file(&c, "__schema", name);
+	snprintf(rel, sizeof(rel), "__schema/%s", name);
+	s = tf_craft_schema(&c, rel);
+	s->attrs[0].type = TF_DT_DATETIME_YEAR + 1;
+	s->attrs[0].cell_val_num = 0;
+	tf_craft_write_schema(&c, rel, s);
+	tf_schema_free(s);
+	ck_assert_int_eq(tf_source_locate(c.dir, NULL, &src, &arel, &err), TF_OK);
+	ck_assert_int_eq(tf_array_open(src, arel, NULL, &a, &err), TF_OK);
+	ck_assert_int_eq(tf_cache_new(1 << 20, 0, &cache, &err), TF_OK);
+	if ((rc = tf_views_open(a, cache, &v, &err)) == TF_OK) {	/* before the fix: on to the division */
+		tf_workspace *ws = tf_workspace_new();
+		if (tf_view_open(v, "cells.csv", &w, &err) == TF_OK) {
+			tf_view_read(w, ws, 0, sizeof(buf), buf, &got, &err);
+			tf_view_close(w);
+		}
+		tf_workspace_free(ws);
+		tf_views_unref(v);
+	}
+	ck_assert_int_eq(rc, TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "attribute s: no values per cell"), "%s", err.msg);
+	tf_cache_free(cache);
+	tf_array_free(a);
+	free(arel);
+	tf_source_free(src);
+	tf_craft_remove(&c);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("fuzz");
@@ -300,6 +354,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_chunk_claim_refused_before_allocating);
 	tcase_add_test(tc, test_v1v2_fragment_version);
 	tcase_add_test(tc, test_ahead_step_of_lying_layout);
+	tcase_add_test(tc, test_view_cells_of_no_values);
 	suite_add_tcase(s, tc);
 	return s;
 }
