@@ -28,6 +28,7 @@
 #include "config.h"
 
 #include "tf_snapshot.h"
+#include "tf_fanout.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -799,105 +800,40 @@ tf_status tf_snapshot_load(tf_snapshot *s, size_t frag, tf_error *err)
 }
 
 /*
- * Reading every visible fragment's metadata is a few opens and reads per
- * fragment (200,000 fragments: 600,000 system calls), so the cache's idle
- * workers share it with the caller: each takes the next LOAD_STEP
- * fragments until none is left.  The caller's thread always works too, so
- * it finishes even when every worker is busy decoding.
+ * Reading every visible fragment's metadata is an open and a read or two
+ * per fragment (200,000 fragments: 600,000 system calls, and as many
+ * blocks from the disk when cold), so it runs on TF_FANOUT_IO threads:
+ * on the cache's 3 workers and the caller, the first record of
+ * 200,000 one-cell fragments' cells.csv took 5.9 s once their
+ * directories were walked (cold data), 3.3 s on 48 threads.  The
+ * caller's thread asks whether to stop between steps.
  */
 #define LOAD_STEP 64
 
 typedef struct bulk_load {
-	tf_snapshot *s;		/* used only while next < n: the caller waits for that */
-	size_t n;		/* visible fragments */
-	atomic_size_t next;	/* the next visible fragment to take */
-	atomic_bool stop;	/* cancelled */
-	atomic_int refs;	/* the caller and each queued job */
-	pthread_mutex_t lock;
-	pthread_cond_t idle;
-	int running;		/* jobs taken but not finished (under lock) */
+	tf_snapshot *s;
+	const tf_cancel *cancel;
 } bulk_load;
 
-static void bulk_put(bulk_load *b)
-{
-	if (atomic_fetch_sub(&b->refs, 1) != 1)
-		return;
-	pthread_mutex_destroy(&b->lock);
-	pthread_cond_destroy(&b->idle);
-	free(b);
-}
-
-/* Take steps of fragments until none is left (or stop). */
-static void bulk_work(bulk_load *b)
-{
-	size_t k;
-
-	while (!atomic_load(&b->stop) && (k = atomic_fetch_add(&b->next, LOAD_STEP)) < b->n)
-		for (size_t i = k; i < k + LOAD_STEP && i < b->n; i++)
-			tf_snapshot_load(b->s, b->s->visible[i], NULL);
-}
-
-static void bulk_run(void *ctx, tf_cache *c, tf_workspace *ws)
+static bool bulk_step(void *ctx, size_t lo, size_t hi, unsigned slot)
 {
 	bulk_load *b = ctx;
 
-	(void)c, (void)ws;
-	pthread_mutex_lock(&b->lock);
-	b->running++;
-	pthread_mutex_unlock(&b->lock);
-	bulk_work(b);
-	pthread_mutex_lock(&b->lock);
-	b->running--;
-	pthread_cond_broadcast(&b->idle);
-	pthread_mutex_unlock(&b->lock);
-	bulk_put(b);
-}
-
-static void bulk_drop(void *ctx)
-{
-	bulk_put(ctx);
+	for (size_t i = lo; i < hi; i++)
+		tf_snapshot_load(b->s, b->s->visible[i], NULL);
+	return slot == 0 && tf_cancelled(b->cancel);
 }
 
 tf_status tf_snapshot_load_visible(tf_snapshot *s, const tf_cancel *cancel, tf_error *err)
 {
-	bulk_load *b = calloc(1, sizeof(*b));
-	unsigned workers = tf_cache_workers(s->cache);
+	bulk_load b = { s, cancel };
+	unsigned threads = s->nvisible > 4 * LOAD_STEP ? TF_FANOUT_IO : 1;
+	bool stopped;
 	tf_status rc = TF_OK;
-	size_t k;
 
-	if (b) {
-		b->s = s;
-		b->n = s->nvisible;
-		atomic_init(&b->next, 0);
-		atomic_init(&b->stop, false);
-		atomic_init(&b->refs, 1);
-		pthread_mutex_init(&b->lock, NULL);
-		pthread_cond_init(&b->idle, NULL);
-		for (unsigned i = 0; s->nvisible > 4 * LOAD_STEP && i < workers; i++) {
-			tf_cache_job job = { bulk_run, bulk_drop, b };
-			atomic_fetch_add(&b->refs, 1);
-			if (!tf_cache_submit(s->cache, &job)) {
-				atomic_fetch_sub(&b->refs, 1);
-				break;
-			}
-		}
-		/* This thread too, a step at a time, asking whether to stop. */
-		while (!atomic_load(&b->stop) && (k = atomic_fetch_add(&b->next, LOAD_STEP)) < s->nvisible) {
-			for (size_t i = k; i < k + LOAD_STEP && i < s->nvisible; i++)
-				tf_snapshot_load(s, s->visible[i], NULL);
-			if (tf_cancelled(cancel))
-				atomic_store(&b->stop, true);
-		}
-		/* Jobs still queued find nothing left; wait for those running. */
-		atomic_store(&b->next, s->nvisible);
-		pthread_mutex_lock(&b->lock);
-		while (b->running)
-			pthread_cond_wait(&b->idle, &b->lock);
-		pthread_mutex_unlock(&b->lock);
-		if (atomic_load(&b->stop))
-			rc = tf_err(err, TF_E_INTR, "interrupted reading fragment metadata");
-		bulk_put(b);
-	}
+	tf_fanout(s->nvisible, LOAD_STEP, threads, bulk_step, &b, &stopped);
+	if (stopped)
+		return tf_err(err, TF_E_INTR, "interrupted reading fragment metadata");
 	for (size_t i = 0; i < s->nvisible && rc == TF_OK; i++)
 		rc = tf_snapshot_load(s, s->visible[i], err);	/* every answer, in order */
 	return rc;

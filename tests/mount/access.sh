@@ -41,6 +41,9 @@ mkdir -p "$src"
 for a in open files600 dir700 mixed group; do
 	"$GENARRAY" "$src/$a" 30 40 10 10 3 zstd > /dev/null || fail "genarray"
 done
+for a in many many600; do	# walked on many threads (tf_fanout), 64 fragments a step
+	"$GENARRAY" "$src/$a" --sparse 600 600 100 disjoint > /dev/null || fail "genarray"
+done
 cp -r "$data/multifrag_sparse/array" "$src/sparse"
 cp -r "$data/str_rle/array" "$src/str"
 chmod -R a+rX,u+w "$src"
@@ -49,6 +52,7 @@ chmod 700 "$(newest "$src/dir700")"
 chown -R 65534:65534 "$(newest "$src/mixed")"
 chgrp -R 4242 "$(newest "$src/group")" && chmod 640 "$(newest "$src/group")"/*
 chmod 600 "$src"/str/__fragments/*/a0_var.tdb
+chmod 600 "$(find "$src/many600/__fragments" -mindepth 1 -maxdepth 1 -type d | sort | sed -n 451p)/a1_var.tdb"
 printf '[tilefs]\nviews = yes\n' > "$WORK/t.ini"
 mount_fs "$WORK/t.ini" "$src" -o allow_other
 
@@ -75,6 +79,14 @@ for a in files600 dir700; do
 	cat "$MNT/$a/@views/cells.csv" | grep -q . || fail "root cannot read $a/@views/cells.csv"
 done
 ok "a fragment 0600 or its directory 0700: cells.csv, .raw, .npy and its own cells.csv refused to others (EACCES)"
+
+# --- 600 fragments, one file of the 451st 0600: the walk on many threads misses none
+same as_nobody "$MNT/many/@views/cells.csv"
+refused as_nobody "$MNT/many600/@views/cells.csv"
+refused as_capable "$MNT/many600/@views/cells.csv"
+[ "$(stat -c '%a %u' "$MNT/many600/@views/cells.csv")" = "400 0" ] ||
+	fail "many600/@views/cells.csv shows $(stat -c '%a %u' "$MNT/many600/@views/cells.csv")"
+ok "600 fragments, one file 0600 in the 451st: cells.csv refused to others; without it, read by all"
 
 # --- owners that differ, all readable: still readable by all
 same as_nobody "$MNT/mixed/@views/cells.csv"

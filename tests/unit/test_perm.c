@@ -5,14 +5,20 @@
  * kernel to enforce (exact with one owner and group; never letting in
  * anybody the exact answer refuses otherwise: 20,000 random input sets,
  * 10 callers each), root, closed sets, and directories listed through a
- * source.
+ * source; tf_fanout, the walk's threads: every item once, on slots below
+ * the count returned; a stop is reported and takes nothing twice.
  */
 #include "tf_test.h"
 
 #include <limits.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "tf_fanout.h"
 #include "tf_perm.h"
 
 #define ALL (TF_PERM_OWNER | TF_PERM_GROUP | TF_PERM_OTHER)
@@ -269,6 +275,53 @@ START_TEST(test_add_dir)
 }
 END_TEST
 
+typedef struct visits {
+	_Atomic unsigned char *seen;
+	_Atomic unsigned max_slot;
+	size_t stop_at;	/* SIZE_MAX: never */
+} visits;
+
+static bool visit(void *ctx, size_t lo, size_t hi, unsigned slot)
+{
+	visits *v = ctx;
+	unsigned m = atomic_load(&v->max_slot);
+
+	while (slot > m && !atomic_compare_exchange_weak(&v->max_slot, &m, slot))
+		;
+	for (size_t i = lo; i < hi; i++)
+		atomic_fetch_add(&v->seen[i], 1);
+	return lo <= v->stop_at && v->stop_at < hi;
+}
+
+START_TEST(test_fanout)
+{
+	const size_t n = 100003;	/* a short last step */
+	visits v = { calloc(n, 1), 0, SIZE_MAX };
+	bool stopped = true;
+	unsigned used = tf_fanout(n, 64, TF_FANOUT_IO, visit, &v, &stopped);
+
+	ck_assert(v.seen && !stopped);
+	ck_assert_uint_ge(used, 1);
+	ck_assert_uint_le(used, TF_FANOUT_IO);
+	ck_assert_uint_lt(atomic_load(&v.max_slot), used);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_uint_eq(v.seen[i], 1);
+	/* fewer steps than threads: a thread per step at most */
+	memset((void *)v.seen, 0, n);
+	ck_assert_uint_le(tf_fanout(3, 1, TF_FANOUT_IO, visit, &v, NULL), 3);
+	ck_assert(v.seen[0] == 1 && v.seen[1] == 1 && v.seen[2] == 1 && v.seen[3] == 0);
+	/* a stop: the step holding item 500 ends the run; nothing is taken twice */
+	memset((void *)v.seen, 0, n);
+	v.stop_at = 500;
+	tf_fanout(n, 64, TF_FANOUT_IO, visit, &v, &stopped);
+	ck_assert(stopped);
+	ck_assert_uint_eq(v.seen[500], 1);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_uint_le(v.seen[i], 1);
+	free((void *)v.seen);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("perm");
@@ -282,6 +335,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_closed);
 	tcase_add_test(t, test_shown_is_safe);
 	tcase_add_test(t, test_add_dir);
+	tcase_add_test(t, test_fanout);
 	suite_add_tcase(s, t);
 	return s;
 }
