@@ -16,8 +16,9 @@
  *
  *  - Buffers for chunks of 32-64 KiB (TileDB's usual size) are 64 KiB
  *    slots carved from 2 MiB slabs that the kernel may back with a huge
- *    page; freed slots are reused, never returned.  Other sizes are
- *    malloc'd by the filler, outside the lock.
+ *    page; freed slots are reused, those beyond a 16th of the budget
+ *    given back to the kernel (put_slot).  Other sizes are malloc'd by
+ *    the filler, outside the lock.
  *
  *  - Two lists of idle entries: the LRU (least recent first) and the done
  *    list.  A pinned entry is on neither (it joins one at its last
@@ -43,6 +44,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 typedef enum { E_LOADING, E_READY, E_FAILED } entry_state;
 typedef enum { L_NONE, L_LRU, L_DONE } list_id;
@@ -86,7 +91,12 @@ struct tf_cache {
 	uint64_t next_owner, hits, misses, evictions, prefetches, recycled;
 	tf_cache_entry *spare;		/* recycled entry structs */
 	size_t nspare;
-	free_slot *slots;		/* recycled slots */
+	free_slot *slots;		/* recycled slots, their pages kept */
+	free_slot *cold;		/* recycled slots given back to the kernel */
+	size_t nslots, slots_keep;	/* slots on `slots`; beyond keep they go cold */
+	size_t page;			/* the system's page size (<= a slot) */
+	size_t heap_freed, trim_at;	/* malloc'd bytes freed since the last trim */
+	bool trim_due;
 	void **slabs;
 	size_t nslabs, slab_cap, slab_used;
 	pthread_t *threads;
@@ -231,6 +241,11 @@ static uint8_t *get_slot(tf_cache *c)
 
 	if (f) {
 		c->slots = f->next;
+		c->nslots--;
+		return (uint8_t *)f;
+	}
+	if ((f = c->cold)) {
+		c->cold = f->next;
 		return (uint8_t *)f;
 	}
 	if ((!c->nslabs || c->slab_used == SLAB_BYTES) && !add_slab(c))
@@ -239,16 +254,64 @@ static uint8_t *get_slot(tf_cache *c)
 	return (uint8_t *)c->slabs[c->nslabs - 1] + c->slab_used - SLOT_BYTES;
 }
 
-/* Slots are exactly SLOT_BYTES; no other buffer has that cap. */
-static void put_buffer(tf_cache *c, uint8_t *p, size_t cap)
+/*
+ * Memory the daemon no longer uses goes back to the kernel, so that what
+ * one array's reads left behind is not added to the next one's peak: one
+ * daemon serving 200,000 one-cell fragments' cells.csv, then 300
+ * fragments of 1,000,000-cell tiles, peaked at 153 MB under a 64 MiB
+ * budget (the first left ~60 MB of small freed blocks in malloc's heap,
+ * the second took 64 MiB of fresh slabs), 131,072 KiB allowed.  Slots
+ * freed beyond slots_keep (a 16th of the budget; a scan reuses its few
+ * hot ones at once) are madvise(MADV_DONTNEED)'d, a syscall under the lock
+ * only when slots pile up unused; malloc'd buffers and charges freed past
+ * trim_at (an 8th of the budget) make the next thread to leave the lock
+ * trim malloc's heaps (glibc's malloc_trim gives back free pages anywhere
+ * in them).
+ */
+static void put_slot(tf_cache *c, uint8_t *p)
 {
 	free_slot *f = (free_slot *)p;
 
-	if (p && cap == SLOT_BYTES) {
+	if (c->nslots < c->slots_keep) {
 		f->next = c->slots;
 		c->slots = f;
+		c->nslots++;
+		return;
+	}
+	f->next = c->cold;	/* in the first page, which is kept */
+	c->cold = f;
+	madvise(p + c->page, SLOT_BYTES - c->page, MADV_DONTNEED);	/* zeros until written */
+}
+
+static void heap_freed(tf_cache *c, size_t bytes)
+{
+	if ((c->heap_freed += bytes) >= c->trim_at) {
+		c->heap_freed = 0;
+		c->trim_due = true;
+	}
+}
+
+/* Unlock c, trimming malloc's heaps first if due (outside the lock). */
+static void unlock_trim(tf_cache *c)
+{
+	bool due = c->trim_due;
+
+	c->trim_due = false;
+	pthread_mutex_unlock(&c->lock);
+#ifdef __GLIBC__
+	if (due)
+		malloc_trim(0);
+#endif
+}
+
+/* Slots are exactly SLOT_BYTES; no other buffer has that cap. */
+static void put_buffer(tf_cache *c, uint8_t *p, size_t cap)
+{
+	if (p && cap == SLOT_BYTES) {
+		put_slot(c, p);
 	} else {
 		free(p);
+		heap_freed(c, cap);
 	}
 }
 
@@ -365,7 +428,7 @@ tf_status tf_cache_acquire(tf_cache *c, uint64_t owner, uint64_t index, uint32_t
 		c->prefetches += pthread_getspecific(c->in_worker) != NULL;
 		*state = TF_CACHE_CLAIMED;
 	}
-	pthread_mutex_unlock(&c->lock);
+	unlock_trim(c);
 	if (!e)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	*out = e;
@@ -450,7 +513,7 @@ void tf_cache_release(tf_cache *c, tf_cache_entry *e, bool done)
 	}
 	if (done)
 		trim_done(c);
-	pthread_mutex_unlock(&c->lock);
+	unlock_trim(c);
 }
 
 tf_status tf_cache_get(tf_cache *c, uint64_t owner, uint64_t index, uint32_t len,
@@ -571,6 +634,9 @@ tf_status tf_cache_new(size_t budget, unsigned workers, tf_cache **out, tf_error
 	c->budget = budget;
 	/* Done chunks kept for a kernel that asks again (a retry page by page
 	 * after an error, a page cache under pressure): a little. */
+	c->slots_keep = budget / 16 / SLOT_BYTES;
+	c->page = sysconf(_SC_PAGESIZE) > 0 && (size_t)sysconf(_SC_PAGESIZE) < SLOT_BYTES ? (size_t)sysconf(_SC_PAGESIZE) : SLOT_BYTES;
+	c->trim_at = budget / 8;
 	c->done_keep = budget / 16 < ((size_t)4 << 20) ? budget / 16 : (size_t)4 << 20;
 	list_init(&c->lru);
 	list_init(&c->done);
@@ -643,7 +709,9 @@ void tf_cache_charge(tf_cache *c, ptrdiff_t bytes)
 	c->charged += (size_t)bytes;
 	if (bytes > 0)
 		make_room(c, 0, NULL, NULL);
-	pthread_mutex_unlock(&c->lock);
+	else
+		heap_freed(c, (size_t)-bytes);
+	unlock_trim(c);
 }
 
 void tf_cache_get_stats(tf_cache *c, tf_cache_stats *s)
