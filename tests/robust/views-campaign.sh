@@ -3,9 +3,8 @@
 # says what each case lies about and what is asserted (no crash, no hang,
 # peak RSS within cache_size + 64 MiB, open fds bounded, a control array
 # still reading the same bytes).  Quick mode (make check): 300 cases (150
-# under the sanitizers) of the
-# curated arrays (tests/data/corpus) and, when the corpus is beside the
-# project, of all of its arrays.  Long mode, by hand:
+# under the sanitizers) of the curated arrays (tests/data/corpus) and, when
+# the corpus is beside the project, of all of its arrays.  Long mode, by hand:
 #   TILEFS_CAMPAIGN=long make check TESTS=tests/robust/views-campaign.sh
 # 5,000 cases, every corpus array in turn, fragments cloned up to 2,000
 # times.  TILEFS_CAMPAIGN_COUNT and TILEFS_CAMPAIGN_SEED override the count
