@@ -351,11 +351,10 @@ tf_status tf_csv_text(tf_buf *out, const void *src, size_t n, tf_error *err)
 
 /* UTF-16/UCS-2 (w 2) or UTF-32/UCS-4 (w 4) little-endian code units to
  * UTF-8; unpaired surrogates and values past U+10FFFF become U+FFFD. */
-static tf_status utf8_from_wide(tf_buf *tmp, const uint8_t *p, size_t n, unsigned w, tf_error *err)
+tf_status tf_utf8_append_wide(tf_buf *tmp, const uint8_t *p, size_t n, unsigned w, tf_error *err)
 {
 	tf_status rc = TF_OK;
 
-	tmp->len = 0;
 	for (size_t i = 0; i + w <= n && rc == TF_OK; i += w) {
 		uint32_t c = w == 2 ? tf_le16(p + i) : tf_le32(p + i);
 		uint8_t u[4];
@@ -391,7 +390,7 @@ static tf_status fmt_string(tf_buf *out, tf_datatype t, const uint8_t *p, size_t
 	if (t != TF_DT_STRING_UTF16 && t != TF_DT_STRING_UCS2 && t != TF_DT_STRING_UTF32 &&
 	    t != TF_DT_STRING_UCS4)
 		return tf_csv_text(out, p, n, err);
-	rc = utf8_from_wide(&tmp, p, n, tf_datatype_size(t), err);
+	rc = tf_utf8_append_wide(&tmp, p, n, tf_datatype_size(t), err);
 	if (rc == TF_OK)
 		rc = tf_csv_text(out, tmp.p ? tmp.p : (const uint8_t *)"", tmp.len, err);
 	tf_buf_free(&tmp);
@@ -473,20 +472,36 @@ static tf_status fmt_numbers(tf_buf *out, tf_datatype t, const uint8_t *p, size_
 	return TF_OK;
 }
 
-static tf_status fmt_enum_value(tf_buf *out, const tf_cellfmt *f, const uint8_t *p, size_t n,
-				tf_error *err)
+tf_cellfmt tf_enum_valfmt(const tf_enum *e)
+{
+	return (tf_cellfmt){ e->type, e->cell_val_num, NULL };
+}
+
+bool tf_enum_value(const tf_cellfmt *f, const uint8_t *p, size_t n, const uint8_t **v, size_t *vn)
 {
 	const tf_enum *e = f->enumeration;
 	unsigned size = tf_datatype_size(f->type);
 	uint64_t u = n >= size ? tf_le_n(p, size) : UINT64_MAX;
-	tf_cellfmt vf = { e->type, e->cell_val_num, NULL };
 
 	if (tf_datatype_is_signed(f->type) && size < 8 && (u >> (8 * size - 1)))
-		return TF_OK;	/* a negative index: no value */
+		return false;	/* a negative index: no value */
 	if (n != size || u >= e->n)
+		return false;
+	*v = e->data + e->starts[u];
+	*vn = (size_t)(e->starts[u + 1] - e->starts[u]);
+	return true;
+}
+
+static tf_status fmt_enum_value(tf_buf *out, const tf_cellfmt *f, const uint8_t *p, size_t n,
+				tf_error *err)
+{
+	tf_cellfmt vf = tf_enum_valfmt(f->enumeration);
+	const uint8_t *v;
+	size_t vn;
+
+	if (!tf_enum_value(f, p, n, &v, &vn))
 		return TF_OK;
-	return tf_cell_format(out, &vf, e->data + e->starts[u], (size_t)(e->starts[u + 1] - e->starts[u]),
-			      true, err);
+	return tf_cell_format(out, &vf, v, vn, true, err);
 }
 
 /* One plain integer (the common cell): no dispatch, one reservation. */

@@ -52,6 +52,14 @@ typedef struct tf_cellfmt {
 	const tf_enum *enumeration;	/* NULL: none */
 } tf_cellfmt;
 
+/* An enumeration's values' type (enumeration NULL), and the value at a
+ * cell's index (f->enumeration set): false if the index has none. */
+tf_cellfmt tf_enum_valfmt(const tf_enum *e);
+bool tf_enum_value(const tf_cellfmt *f, const uint8_t *p, size_t n, const uint8_t **v, size_t *vn);
+/* Append UTF-16/UCS-2 (w 2) or UTF-32/UCS-4 (w 4) little-endian code
+ * units as UTF-8, as cells.csv shows them. */
+tf_status tf_utf8_append_wide(tf_buf *out, const uint8_t *p, size_t n, unsigned w, tf_error *err);
+
 /* Append the CSV field of one cell of n bytes at p (a fixed cell is
  * cell_val_num values); valid = false: a null cell (nothing appended). */
 tf_status tf_cell_format(tf_buf *out, const tf_cellfmt *f, const uint8_t *p, size_t n, bool valid,

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tf_arrow.h"
 #include "tf_cells.h"
 #include "tf_merge.h"
 #include "tf_snapshot.h"
@@ -28,6 +29,8 @@
 #define WINDOW_PART 8				/* a fragment's window: budget / 8, */
 #define WINDOW_MAX ((size_t)64 << 10)		/* 64 KiB at most (a cache slot: tf_merge.c) */
 #define CSV_NAME "cells.csv"
+#define ARROW_NAME "cells.arrow"
+#define ARROW_BATCH_MIN ((size_t)64 << 10)	/* a batch's bytes: budget / 8, at least this */
 #define FRAGMENTS "fragments"
 
 typedef enum { CSV_ARRAY_DENSE, CSV_ARRAY_SPARSE, CSV_FRAG_DENSE, CSV_FRAG_SPARSE } csv_kind;
@@ -60,6 +63,9 @@ typedef struct producer {
 	const tf_cancel *cancel;	/* this request's */
 	size_t rows;		/* formatted: the cancel is asked every CANCEL_ROWS */
 	bool ready;
+	tf_arrow_batch *batch;	/* cells.arrow: the record batch being built, */
+	tf_arrow_cell *cells;	/* the row's cells, */
+	uint8_t (*small)[8];	/* and copies of the small ones (coordinates) */
 } producer;
 
 /*
@@ -102,6 +108,14 @@ typedef struct csv {
 	size_t limit;		/* bytes the index may hold */
 	size_t charged;		/* its memory, charged to the cache's budget */
 	bool complete;
+	/* cells.arrow (arrow set): the same cells as record batches; the
+	 * header is the file's head, and once complete the tail follows the
+	 * last block (tf_arrow.h) */
+	bool arrow;
+	tf_arrow *ar;
+	tf_arrow_block *blocks;	/* every batch written, for the footer */
+	size_t nblocks, bcap;
+	tf_buf tail;
 	pthread_mutex_t ext;	/* one thread extends the index at a time */
 	producer prod;		/* the extender's (under ext) */
 } csv;
@@ -134,6 +148,8 @@ struct tf_views {
 	pthread_mutex_t lock;	/* guards the CSV states below */
 	csv *array_csv;
 	csv **frag_csv;		/* per snapshot fragment; made on first need */
+	csv *array_arrow;	/* the same as cells.arrow */
+	csv **frag_arrow;
 };
 
 typedef enum { V_CSV, V_RAW, V_NPY } view_kind;
@@ -157,9 +173,41 @@ static tf_status put_field(tf_buf *text, const column *col, size_t i, const uint
 	return rc == TF_OK ? tf_cell_format(text, &col->fmt, p ? p : (const uint8_t *)"", n, valid, err) : rc;
 }
 
+/* A cell of the row being formatted: CSV text, or kept for the batch. */
+static tf_status emit(csv *c, producer *p, tf_buf *text, size_t j, const uint8_t *v, size_t n, bool valid,
+		      tf_error *err)
+{
+	const column *col = &c->cols[j];
+
+	if (!c->arrow)
+		return put_field(text, col, j, v, n, valid, err);
+	if (valid && col->fmt.enumeration)
+		valid = tf_enum_value(&col->fmt, v, n, &v, &n);
+	if (valid && n <= 8) {	/* a coordinate's buffer is reused for the next */
+		memcpy(p->small[j], v, n);
+		v = p->small[j];
+	}
+	p->cells[j] = (tf_arrow_cell){ v, n, valid };
+	return TF_OK;
+}
+
+static tf_status emit_end(csv *c, producer *p, tf_buf *text, tf_error *err)
+{
+	return c->arrow ? tf_arrow_put_row(p->batch, p->cells, text, err) : tf_buf_put_u8(text, '\n', err);
+}
+
+/* Whether the block is done: its text, or its record batch, full. */
+static bool block_full(const csv *c, const producer *p, const tf_buf *text)
+{
+	return c->arrow ? tf_arrow_batch_full(p->batch) : text->len >= c->target;
+}
+
 static tf_status make_header(csv *c, tf_error *err)
 {
 	tf_status rc = TF_OK;
+
+	if (c->arrow)
+		return tf_arrow_file_head(c->ar, &c->header, err);
 
 	for (size_t i = 0; i < c->ncols && rc == TF_OK; i++) {
 		if (i)
@@ -260,6 +308,13 @@ static tf_status prod_init(csv *c, producer *p, const tf_cancel *cancel, tf_erro
 	tf_status rc = TF_OK;
 
 	memset(p, 0, sizeof(*p));
+	if (c->arrow) {
+		if (!(p->cells = calloc(c->ncols + 1, sizeof(*p->cells))) ||
+		    !(p->small = calloc(c->ncols + 1, sizeof(*p->small))))
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		if ((rc = tf_arrow_batch_new(c->ar, &p->batch, err)) != TF_OK)
+			return rc;
+	}
 	switch (c->kind) {
 	case CSV_ARRAY_DENSE:
 		if (!(p->g = calloc(nattrs + 1, sizeof(*p->g))))
@@ -291,6 +346,9 @@ static void prod_free(csv *c, producer *p)
 	tf_sparse_free(p->it);
 	tf_row_free(&p->row);
 	tf_cellbuf_free(&p->buf);
+	tf_arrow_batch_free(p->batch);
+	free(p->cells);
+	free(p->small);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -346,7 +404,7 @@ static tf_status produce_dense(csv *c, producer *p, tf_workspace *ws, const uint
 	uint8_t coord[8];
 	tf_status rc = c->ndims <= 64 ? TF_OK : tf_err(err, TF_E_UNSUPPORTED, "%zu dimensions", c->ndims);
 
-	while (rc == TF_OK && text->len < c->target && cell < total && (rc = row_done(p, err)) == TF_OK) {
+	while (rc == TF_OK && !block_full(c, p, text) && cell < total && (rc = row_done(p, err)) == TF_OK) {
 		uint64_t n = total - cell < DENSE_BATCH ? total - cell : DENSE_BATCH;
 
 		rc = tf_dense_runs(d, cell, n, &p->runs, &p->nruns, &p->runcap, err);
@@ -360,7 +418,7 @@ static tf_status produce_dense(csv *c, producer *p, tf_workspace *ws, const uint
 				unsigned size = tf_datatype_size(dim->type);
 
 				tf_put_le_n(coord, size, tf_le_n(dim->domain, size) + x[j]);
-				rc = put_field(text, &c->cols[j], j, coord, size, true, err);
+				rc = emit(c, p, text, j, coord, size, true, err);
 			}
 			for (size_t j = c->ndims; j-- > 0;) {	/* the next cell, row-major */
 				if (++x[j] < lo[j] + shape[j])
@@ -369,11 +427,11 @@ static tf_status produce_dense(csv *c, producer *p, tf_workspace *ws, const uint
 			}
 			for (size_t j = c->ndims; j < c->ncols && rc == TF_OK; j++) {
 				const gathered *g = &p->g[j - c->ndims];
-				rc = put_field(text, &c->cols[j], j, g->data.p + g->starts[i],
+				rc = emit(c, p, text, j, g->data.p + g->starts[i],
 					       (size_t)(g->starts[i + 1] - g->starts[i]), g->valid[i], err);
 			}
 			if (rc == TF_OK)
-				rc = tf_buf_put_u8(text, '\n', err);
+				rc = emit_end(c, p, text, err);
 		}
 		cell += n;
 	}
@@ -390,14 +448,14 @@ static tf_status produce_sparse(csv *c, producer *p, tf_workspace *ws, const uin
 	bool done = false;
 	tf_status rc = in ? tf_sparse_seek(p->it, ws, in, err) : TF_OK;
 
-	while (rc == TF_OK && text->len < c->target && (rc = row_done(p, err)) == TF_OK) {
+	while (rc == TF_OK && !block_full(c, p, text) && (rc = row_done(p, err)) == TF_OK) {
 		if ((rc = tf_sparse_next(p->it, ws, &p->row, &done, err)) != TF_OK || done)
 			break;
 		for (size_t j = 0; j < c->ncols && rc == TF_OK; j++)
-			rc = put_field(text, &c->cols[j], j, p->row.bytes.p + p->row.off[j], p->row.len[j],
+			rc = emit(c, p, text, j, p->row.bytes.p + p->row.off[j], p->row.len[j],
 				       p->row.valid[j], err);
 		if (rc == TF_OK)
-			rc = tf_buf_put_u8(text, '\n', err);
+			rc = emit_end(c, p, text, err);
 	}
 	if (rc != TF_OK)
 		return rc;
@@ -438,7 +496,7 @@ static tf_status produce_frag_sparse(csv *c, producer *p, tf_workspace *ws, cons
 	uint64_t pos = in[0], total, cap = f->schema->capacity;
 	tf_status rc = tf_frag_sparse_cells(f, &total, err);
 
-	while (rc == TF_OK && text->len < c->target && pos < total && (rc = row_done(p, err)) == TF_OK) {
+	while (rc == TF_OK && !block_full(c, p, text) && pos < total && (rc = row_done(p, err)) == TF_OK) {
 		uint64_t tile = pos / cap, cell = pos % cap;
 
 		if ((rc = load_window(c, p, tile, cell, ws, err)) != TF_OK)
@@ -449,10 +507,10 @@ static tf_status produce_frag_sparse(csv *c, producer *p, tf_workspace *ws, cons
 			bool valid;
 
 			tf_cellbuf_get(&p->buf, j, cell, &v, &n, &valid);
-			rc = put_field(text, &c->cols[j], j, v, n, valid, err);
+			rc = emit(c, p, text, j, v, n, valid, err);
 		}
 		if (rc == TF_OK)
-			rc = tf_buf_put_u8(text, '\n', err);
+			rc = emit_end(c, p, text, err);
 		pos++;
 	}
 	out[0] = pos;
@@ -544,7 +602,7 @@ static tf_status produce_frag_dense(csv *c, producer *p, tf_workspace *ws, const
 	tf_status rc = c->ndims <= 64 && total ? TF_OK : tf_err(err, TF_E_UNSUPPORTED, "fragment %s: tiles",
 								   f->name);
 
-	while (rc == TF_OK && text->len < c->target && pos < total && (rc = row_done(p, err)) == TF_OK) {
+	while (rc == TF_OK && !block_full(c, p, text) && pos < total && (rc = row_done(p, err)) == TF_OK) {
 		uint64_t tile = pos / tc, cell;
 
 		tile_box(c, f, tile, base, a, b);
@@ -561,7 +619,7 @@ static tf_status produce_frag_dense(csv *c, producer *p, tf_workspace *ws, const
 			uint8_t v[8];
 
 			tf_put_le_n(v, size, tf_le_n(d->domain, size) + base[j] + o[j]);
-			rc = put_field(text, &c->cols[j], j, v, size, true, err);
+			rc = emit(c, p, text, j, v, size, true, err);
 		}
 		for (size_t j = c->ndims; j < c->ncols && rc == TF_OK; j++) {
 			const uint8_t *v;
@@ -569,10 +627,10 @@ static tf_status produce_frag_dense(csv *c, producer *p, tf_workspace *ws, const
 			bool valid;
 
 			tf_cellbuf_get(&p->buf, j - c->ndims, cell, &v, &n, &valid);
-			rc = put_field(text, &c->cols[j], j, v, n, valid, err);
+			rc = emit(c, p, text, j, v, n, valid, err);
 		}
 		if (rc == TF_OK)
-			rc = tf_buf_put_u8(text, '\n', err);
+			rc = emit_end(c, p, text, err);
 		pos++;
 	}
 	out[0] = pos;
@@ -581,8 +639,8 @@ static tf_status produce_frag_dense(csv *c, producer *p, tf_workspace *ws, const
 }
 
 
-static tf_status produce(csv *c, producer *p, tf_workspace *ws, const uint64_t *in, tf_buf *text,
-			 uint64_t *out, bool *end, tf_error *err)
+static tf_status produce_rows(csv *c, producer *p, tf_workspace *ws, const uint64_t *in, tf_buf *text,
+			      uint64_t *out, bool *end, tf_error *err)
 {
 	switch (c->kind) {
 	case CSV_ARRAY_DENSE:
@@ -594,6 +652,21 @@ static tf_status produce(csv *c, producer *p, tf_workspace *ws, const uint64_t *
 	default:
 		return produce_frag_sparse(c, p, ws, in, text, out, end, err);
 	}
+}
+
+/* One block: CSV text, or the record batch(es) of cells.arrow, whose
+ * messages' places the batch keeps for the extender (tf_arrow_take_blocks). */
+static tf_status produce(csv *c, producer *p, tf_workspace *ws, const uint64_t *in, tf_buf *text,
+			 uint64_t *out, bool *end, tf_error *err)
+{
+	tf_status rc;
+
+	if (c->arrow)
+		tf_arrow_batch_clear(p->batch);
+	rc = produce_rows(c, p, ws, in, text, out, end, err);
+	if (rc == TF_OK && c->arrow)
+		rc = tf_arrow_flush(p->batch, text, err);
+	return rc;
 }
 
 /* ---- the index ------------------------------------------------------------------------------- */
@@ -656,7 +729,8 @@ static void thin(csv *c)
 /* The index's memory charged to the cache (lock held). */
 static void index_charge(csv *c)
 {
-	size_t now = c->ecap * (sizeof(uint64_t) + sizeof(size_t)) + c->stcap;
+	size_t now = c->ecap * (sizeof(uint64_t) + sizeof(size_t)) + c->stcap + c->bcap * sizeof(tf_arrow_block) +
+		     c->tail.cap;
 
 	if (now != c->charged)
 		tf_cache_charge(tf_snapshot_cache(c->v->s), (ptrdiff_t)now - (ptrdiff_t)c->charged);
@@ -818,6 +892,27 @@ static tf_status load_piece(void *ctx, uint64_t index, uint8_t *dst, tf_workspac
 	return rc;
 }
 
+/* The record batches of the block formatted at text offset `start`, for
+ * the footer (ext and lock held). */
+static tf_status add_blocks(csv *c, uint64_t start, tf_error *err)
+{
+	size_t n;
+	const tf_arrow_block *b = c->prod.batch ? tf_arrow_take_blocks(c->prod.batch, &n) : NULL;
+
+	for (size_t i = 0; b && i < n; i++) {
+		if (c->nblocks == c->bcap) {
+			size_t cap = c->bcap ? 2 * c->bcap : 16;
+			tf_arrow_block *nb = realloc(c->blocks, cap * sizeof(*nb));
+			if (!nb)
+				return tf_err(err, TF_E_NOMEM, "out of memory");
+			c->blocks = nb, c->bcap = cap;
+		}
+		c->blocks[c->nblocks] = b[i];
+		c->blocks[c->nblocks++].offset += c->header.len + start;
+	}
+	return TF_OK;
+}
+
 /* Format the next block at the frontier and index it (ext held).  Its
  * text goes to the cache as the pieces of the new segment. */
 static tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, tf_error *err)
@@ -849,12 +944,18 @@ static tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, t
 		prod_end(c, &c->prod);
 	}
 	pthread_mutex_lock(&c->lock);
+	if (rc == TF_OK && c->arrow)
+		rc = add_blocks(c, start, err);
 	if (rc == TF_OK && text.len) {	/* the index first: the pieces' keys depend on its level */
 		rc = append_entry(c, start + text.len, out, err);
 		level = c->level;
 	}
+	if (rc == TF_OK && (end || !text.len) && c->arrow)
+		rc = tf_arrow_file_tail(c->ar, c->blocks, c->nblocks, &c->tail, err);
 	if (rc == TF_OK && (end || !text.len))
 		c->complete = true;
+	if (c->arrow)
+		index_charge(c);
 	pthread_mutex_unlock(&c->lock);
 	for (size_t k = 0; rc == TF_OK && k < text.len; k += c->piece) {
 		size_t n = text.len - k < c->piece ? text.len - k : c->piece;
@@ -918,6 +1019,7 @@ static tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, ui
 	tf_cache *cache = tf_snapshot_cache(c->v->s);
 	piece_src ps = { 0 };
 	size_t done = 0;
+	bool eof = false;
 	tf_status rc = TF_OK;
 
 	if (off < c->header.len) {
@@ -929,7 +1031,6 @@ static tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, ui
 		tf_cache_source cs = { &ps, load_piece };
 		tf_cache_entry *e;
 		size_t n;
-		bool eof;
 
 		if ((rc = find_piece(c, ws, pos, cancel, &ps, &eof, err)) != TF_OK || eof)
 			break;
@@ -948,6 +1049,16 @@ static tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, ui
 		 * driver serves a CSV of unknown size with direct I/O). */
 		tf_cache_release(cache, e, false);
 	}
+	if (rc == TF_OK && eof && c->arrow && done < len) {	/* the tail after the last block */
+		pthread_mutex_lock(&c->lock);
+		uint64_t at = off + done - c->header.len - frontier(c);
+		if (at < c->tail.len) {
+			size_t n = c->tail.len - at < len - done ? (size_t)(c->tail.len - at) : len - done;
+			memcpy(dst + done, c->tail.p + at, n);
+			done += n;
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
 	*got = done;
 	return rc;
 }
@@ -964,6 +1075,9 @@ static void csv_free(csv *c)
 	if (c->charged)
 		tf_cache_charge(tf_snapshot_cache(c->v->s), -(ptrdiff_t)c->charged);
 	tf_buf_free(&c->header);
+	tf_buf_free(&c->tail);
+	free(c->blocks);
+	tf_arrow_free(c->ar);
 	free(c->cols);
 	free(c->specs);
 	free(c->off);
@@ -988,6 +1102,31 @@ static tf_status add_column(csv *c, tf_col_kind kind, const tf_field *f, const t
 	return rc;
 }
 
+/* cells.arrow's columns: the CSV's, an enumeration's values in its
+ * values' type (nullable: an index without a value is null). */
+static tf_status arrow_schema(csv *c, tf_error *err)
+{
+	size_t budget = tf_cache_budget(tf_snapshot_cache(c->v->s));
+	tf_arrow_limits lim = { TF_ARROW_CELLS, budget / 8, TF_ARROW_VAR_MAX };
+	tf_arrow_col *ac = calloc(c->ncols + 1, sizeof(*ac));
+	tf_status rc;
+
+	if (!ac)
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	lim.max_bytes = lim.max_bytes < ARROW_BATCH_MIN ? ARROW_BATCH_MIN
+		      : lim.max_bytes > TF_ARROW_BYTES ? TF_ARROW_BYTES : lim.max_bytes;
+	for (size_t i = 0; i < c->ncols; i++) {
+		const column *col = &c->cols[i];
+		tf_cellfmt f = col->fmt.enumeration ? tf_enum_valfmt(col->fmt.enumeration) : col->fmt;
+
+		ac[i] = (tf_arrow_col){ col->spec.name, f.type, f.cell_val_num,
+					i >= c->ndims && (col->spec.field->nullable || col->fmt.enumeration) };
+	}
+	rc = tf_arrow_new(ac, c->ncols, &lim, &c->ar, err);
+	free(ac);
+	return rc;
+}
+
 /* Columns: dimensions then attributes (A.df[:]'s order); what is read. */
 static tf_status csv_columns(csv *c, tf_error *err)
 {
@@ -1007,17 +1146,20 @@ static tf_status csv_columns(csv *c, tf_error *err)
 	/* Dense cells compute their coordinates; sparse ones read them. */
 	for (size_t i = c->kind == CSV_FRAG_DENSE || c->kind == CSV_ARRAY_DENSE ? c->ndims : 0; i < c->ncols; i++)
 		c->specs[c->nspecs++] = c->cols[i].spec;
+	if (rc == TF_OK && c->arrow)
+		rc = arrow_schema(c, err);
 	return rc == TF_OK ? make_header(c, err) : rc;
 }
 
-static tf_status csv_new(tf_views *v, csv_kind kind, size_t frag, csv **out, tf_error *err)
+static tf_status csv_new(tf_views *v, csv_kind kind, size_t frag, bool arrow, csv **out, tf_error *err)
 {
 	csv *c = calloc(1, sizeof(*c));
 	tf_status rc;
 
 	if (!c)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
-	c->v = v, c->kind = kind, c->frag = frag;
+	c->v = v, c->kind = kind, c->frag = frag, c->arrow = arrow;
+	tf_buf_init(&c->tail, SIZE_MAX);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->ext, NULL);
 	tf_buf_init(&c->header, (size_t)1 << 20);
@@ -1048,7 +1190,7 @@ static tf_status csv_new(tf_views *v, csv_kind kind, size_t frag, csv **out, tf_
 
 /* The CSV state of the array (frag == SIZE_MAX) or of one fragment,
  * made once per tf_views. */
-static tf_status get_csv(tf_views *v, size_t frag, csv **out, tf_error *err)
+static tf_status get_csv(tf_views *v, size_t frag, bool arrow, csv **out, tf_error *err)
 {
 	const tf_snap_frag *f = frag == SIZE_MAX ? NULL : tf_snapshot_frag(v->s, frag);
 	csv **slot;
@@ -1065,13 +1207,14 @@ static tf_status get_csv(tf_views *v, size_t frag, csv **out, tf_error *err)
 	kind = f ? (f->dense ? CSV_FRAG_DENSE : CSV_FRAG_SPARSE)
 		 : (tf_snapshot_schema(v->s)->dense ? CSV_ARRAY_DENSE : CSV_ARRAY_SPARSE);
 	pthread_mutex_lock(&v->lock);
-	if (f && !v->frag_csv && !(v->frag_csv = calloc(tf_snapshot_nfrags(v->s) + 1, sizeof(csv *)))) {
+	csv ***frags = arrow ? &v->frag_arrow : &v->frag_csv;
+	if (f && !*frags && !(*frags = calloc(tf_snapshot_nfrags(v->s) + 1, sizeof(csv *)))) {
 		pthread_mutex_unlock(&v->lock);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
-	slot = f ? &v->frag_csv[frag] : &v->array_csv;
+	slot = f ? &(*frags)[frag] : arrow ? &v->array_arrow : &v->array_csv;
 	if (!*slot)
-		rc = csv_new(v, kind, frag, slot, err);
+		rc = csv_new(v, kind, frag, arrow, slot, err);
 	*out = *slot;
 	pthread_mutex_unlock(&v->lock);
 	return rc;
@@ -1083,7 +1226,7 @@ static bool csv_size(csv *c, uint64_t *size)
 
 	pthread_mutex_lock(&c->lock);
 	known = c->complete;
-	*size = c->header.len + frontier(c);
+	*size = c->header.len + frontier(c) + c->tail.len;
 	pthread_mutex_unlock(&c->lock);
 	return known;
 }
@@ -1267,8 +1410,14 @@ void tf_views_unref(tf_views *v)
 	if (!v || atomic_fetch_sub(&v->refs, 1) != 1)
 		return;
 	csv_free(v->array_csv);
-	for (size_t i = 0; v->frag_csv && i < tf_snapshot_nfrags(v->s); i++)
-		csv_free(v->frag_csv[i]);
+	csv_free(v->array_arrow);
+	for (size_t i = 0; i < tf_snapshot_nfrags(v->s); i++) {
+		if (v->frag_csv)
+			csv_free(v->frag_csv[i]);
+		if (v->frag_arrow)
+			csv_free(v->frag_arrow[i]);
+	}
+	free(v->frag_arrow);
 	for (size_t i = 0; i < v->nmats; i++)
 		tf_buf_free(&v->mats[i].npy);
 	free(v->mats);
@@ -1294,7 +1443,7 @@ bool tf_views_keyed(const tf_views *v)
 
 /* ---- paths ----------------------------------------------------------------------------------------- */
 
-typedef enum { P_ROOT, P_CSV, P_RAW, P_NPY, P_FRAGDIR, P_FRAG, P_FRAGCSV } path_kind;
+typedef enum { P_ROOT, P_CSV, P_RAW, P_NPY, P_FRAGDIR, P_FRAG, P_FRAGCSV, P_ARROW, P_FRAGARROW } path_kind;
 
 typedef struct vpath {
 	path_kind kind;
@@ -1321,6 +1470,8 @@ static tf_status parse_path(tf_views *v, const char *rel, vpath *p, tf_error *er
 		return p->kind = P_ROOT, TF_OK;
 	if (!strcmp(rel, CSV_NAME))
 		return p->kind = P_CSV, TF_OK;
+	if (!strcmp(rel, ARROW_NAME))
+		return p->kind = P_ARROW, TF_OK;
 	if (!strcmp(rel, FRAGMENTS))
 		return p->kind = P_FRAGDIR, TF_OK;
 	if (!strncmp(rel, FRAGMENTS "/", sizeof(FRAGMENTS))) {
@@ -1332,6 +1483,8 @@ static tf_status parse_path(tf_views *v, const char *rel, vpath *p, tf_error *er
 			return p->kind = P_FRAG, TF_OK;
 		if (p->frag != SIZE_MAX && !strcmp(slash + 1, CSV_NAME))
 			return p->kind = P_FRAGCSV, TF_OK;
+		if (p->frag != SIZE_MAX && !strcmp(slash + 1, ARROW_NAME))
+			return p->kind = P_FRAGARROW, TF_OK;
 	} else if (ends_with(rel, ".raw", &stem) || ends_with(rel, ".npy", &stem)) {
 		views_dense(v);
 		for (size_t i = 0; i < v->nmats; i++)
@@ -1360,7 +1513,9 @@ static void stat_of(tf_views *v, const vpath *p, tf_view_stat *st)
 	default: {	/* a CSV: known once formatted to its end */
 		csv *c;
 		pthread_mutex_lock(&v->lock);
-		c = p->kind == P_CSV ? v->array_csv : v->frag_csv ? v->frag_csv[p->frag] : NULL;
+		c = p->kind == P_CSV ? v->array_csv : p->kind == P_ARROW ? v->array_arrow
+		  : p->kind == P_FRAGCSV ? (v->frag_csv ? v->frag_csv[p->frag] : NULL)
+		  : v->frag_arrow ? v->frag_arrow[p->frag] : NULL;
 		pthread_mutex_unlock(&v->lock);
 		st->size_known = c && csv_size(c, &st->size);
 		if (!st->size_known)
@@ -1390,7 +1545,8 @@ tf_status tf_views_reads(tf_views *v, const char *rel, tf_view_reads *what, char
 	if (rc != TF_OK)
 		return rc;
 	*what = p.kind == P_ROOT || p.kind == P_FRAGDIR ? TF_VIEW_READS_NONE
-	      : p.kind == P_FRAG || p.kind == P_FRAGCSV ? TF_VIEW_READS_ONE : TF_VIEW_READS_VISIBLE;
+	      : p.kind == P_FRAG || p.kind == P_FRAGCSV || p.kind == P_FRAGARROW ? TF_VIEW_READS_ONE
+	      : TF_VIEW_READS_VISIBLE;
 	if (*what == TF_VIEW_READS_ONE && !tf_snapshot_frag_dir(v->s, p.frag, frag, n))
 		return tf_err(err, TF_E_INVAL, "%s: name too long", rel);
 	return TF_OK;
@@ -1428,6 +1584,9 @@ tf_status tf_views_list(tf_views *v, const char *rel, tf_views_list_fn fn, void 
 		e.kind = P_CSV;
 		if (list_one(v, &e, CSV_NAME, fn, ctx))
 			return TF_OK;
+		e.kind = P_ARROW;
+		if (list_one(v, &e, ARROW_NAME, fn, ctx))
+			return TF_OK;
 		e.kind = P_FRAGDIR;
 		if (list_one(v, &e, FRAGMENTS, fn, ctx))
 			return TF_OK;
@@ -1449,7 +1608,10 @@ tf_status tf_views_list(tf_views *v, const char *rel, tf_views_list_fn fn, void 
 				return TF_OK;
 	} else if (p.kind == P_FRAG) {
 		e.kind = P_FRAGCSV, e.frag = p.frag;
-		list_one(v, &e, CSV_NAME, fn, ctx);
+		if (list_one(v, &e, CSV_NAME, fn, ctx))
+			return TF_OK;
+		e.kind = P_FRAGARROW;
+		list_one(v, &e, ARROW_NAME, fn, ctx);
 	} else {
 		return tf_err(err, TF_E_INVAL, "%s/%s: not a directory", TF_VIEWS_DIR, rel);
 	}
@@ -1523,7 +1685,8 @@ tf_status tf_view_open(tf_views *v, const char *rel, tf_view **out, tf_error *er
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	w->kind = p.kind == P_RAW ? V_RAW : p.kind == P_NPY ? V_NPY : V_CSV;
 	w->m = p.m;
-	if (w->kind == V_CSV && (rc = get_csv(v, p.kind == P_CSV ? SIZE_MAX : p.frag, &w->c, err)) != TF_OK) {
+	if (w->kind == V_CSV && (rc = get_csv(v, p.kind == P_CSV || p.kind == P_ARROW ? SIZE_MAX : p.frag,
+					      p.kind == P_ARROW || p.kind == P_FRAGARROW, &w->c, err)) != TF_OK) {
 		free(w);
 		return rc;
 	}

@@ -7,7 +7,7 @@
  *   tiletool info [-v] [decode options] FILE...
  *   tiletool verify [decode options] FILE...
  *   tiletool encode -F SPEC -t TYPE [-n CELLS] [--tile-size BYTES] [-k KEYFILE] IN OUT
- *   tiletool export [--csv | --raw ATTR | --npy ATTR] [--fragment NAME] [-k KEYFILE]
+ *   tiletool export [--csv | --arrow | --raw ATTR | --npy ATTR] [--fragment NAME] [-k KEYFILE]
  *                   [-c CONFIG] [-o OUT] ARRAY
  *   tiletool index [-j N] [-c CONFIG] [--index-dir DIR] SOURCE   (tools/index.c)
  *   (every command: [--plugin-path DIR[:DIR...]], default $TILEFS_PLUGIN_PATH,
@@ -48,6 +48,7 @@ typedef struct opts {
 	uint64_t tile_size, tile_cells;
 	const char *offsets_in, *offsets_out, *offsets_spec;
 	const char *raw_attr, *npy_attr, *fragment;	/* export */
+	bool arrow;			/* export: cells.arrow */
 	uint64_t cache_size;
 	const char *plugin_path;
 	bool generic, verbose, have_spec, all;
@@ -117,13 +118,15 @@ static void print_help(const char *cmd)
 		printf("Usage: %s verify [OPTIONS] FILE...\n\nDecode every chunk (checking checksums"
 		       " and authentication tags); report each error.\n\n%s", prog, decode_opts);
 	} else if (!strcmp(cmd, "export")) {
-		printf("Usage: %s export [--csv | --raw ATTR | --npy ATTR] [--fragment NAME] [-k KEYFILE]\n"
-		       "                [-c CONFIG] [-o OUT] ARRAY\n\n"
+		printf("Usage: %s export [--csv | --arrow | --raw ATTR | --npy ATTR] [--fragment NAME]\n"
+		       "                [-k KEYFILE] [-c CONFIG] [-o OUT] ARRAY\n\n"
 		       "Write what tilefs shows in ARRAY/" TF_VIEWS_DIR "/ (tilefs(1), Views), decoding only\n"
 		       "the tiles needed:\n"
 		       "      --csv              the cells a read of the whole array returns now, as\n"
 		       "                         CSV: dimensions, then attributes (the default)\n"
-		       "      --fragment NAME    the cells fragment NAME stores, in storage order (CSV)\n"
+		       "      --arrow            the same cells as an Apache Arrow IPC file\n"
+		       "      --fragment NAME    the cells fragment NAME stores, in storage order (CSV,\n"
+		       "                         or Arrow with --arrow)\n"
 		       "      --raw ATTR         a dense array's attribute over its non-empty domain,\n"
 		       "                         row-major, little-endian\n"
 		       "      --npy ATTR         the same as a NumPy .npy file\n"
@@ -154,7 +157,7 @@ static void print_help(const char *cmd)
 /* ---- options ------------------------------------------------------------------------- */
 
 enum { OPT_VAR_DATA = 256, OPT_VAR_FILTERS, OPT_VAR_TYPE, OPT_TILE_SIZE, OPT_TILE_CELLS,
-       OPT_OFFSETS, OPT_OFFSETS_OUT, OPT_OFFSETS_FILTERS, OPT_PLUGIN_PATH, OPT_HELP, OPT_CSV, OPT_RAW,
+       OPT_OFFSETS, OPT_OFFSETS_OUT, OPT_OFFSETS_FILTERS, OPT_PLUGIN_PATH, OPT_HELP, OPT_CSV, OPT_ARROW, OPT_RAW,
        OPT_NPY, OPT_FRAGMENT, OPT_CACHE_SIZE };
 
 static const struct option long_opts[] = {
@@ -179,6 +182,7 @@ static const struct option long_opts[] = {
 	{ "plugin-path", required_argument, NULL, OPT_PLUGIN_PATH },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "csv", no_argument, NULL, OPT_CSV },
+	{ "arrow", no_argument, NULL, OPT_ARROW },
 	{ "raw", required_argument, NULL, OPT_RAW },
 	{ "npy", required_argument, NULL, OPT_NPY },
 	{ "fragment", required_argument, NULL, OPT_FRAGMENT },
@@ -253,9 +257,10 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts *o)
 		case OPT_OFFSETS_FILTERS: o->offsets_spec = optarg; break;
 		case OPT_PLUGIN_PATH: o->plugin_path = optarg; break;
 		case OPT_HELP: print_help(cmd); return 0;
-		case OPT_CSV: o->raw_attr = o->npy_attr = NULL; break;
-		case OPT_RAW: o->raw_attr = optarg; o->npy_attr = NULL; break;
-		case OPT_NPY: o->npy_attr = optarg; o->raw_attr = NULL; break;
+		case OPT_CSV: o->raw_attr = o->npy_attr = NULL, o->arrow = false; break;
+		case OPT_ARROW: o->raw_attr = o->npy_attr = NULL, o->arrow = true; break;
+		case OPT_RAW: o->raw_attr = optarg; o->npy_attr = NULL, o->arrow = false; break;
+		case OPT_NPY: o->npy_attr = optarg; o->raw_attr = NULL, o->arrow = false; break;
 		case OPT_FRAGMENT: o->fragment = optarg; break;
 		case OPT_CACHE_SIZE:
 			if (!tf_parse_size(optarg, &o->cache_size) || o->cache_size < (1u << 20))
@@ -859,17 +864,17 @@ static int export_path(const opts *o, char *rel, size_t n)
 	const char *attr = o->raw_attr ? o->raw_attr : o->npy_attr;
 
 	if (o->fragment && attr)
-		return usage_error("%s", "--fragment gives a CSV; it does not go with --raw or --npy");
+		return usage_error("%s", "--fragment gives cells (CSV or Arrow); it does not go with --raw or --npy");
 	if (o->fragment && (strchr(o->fragment, '/') || !*o->fragment))
 		return usage_error("bad fragment name '%s'", o->fragment);
 	if (attr && (strchr(attr, '/') || !*attr))
 		return usage_error("bad attribute name '%s'", attr);
 	if (o->fragment)
-		snprintf(rel, n, "fragments/%s/cells.csv", o->fragment);
+		snprintf(rel, n, "fragments/%s/cells.%s", o->fragment, o->arrow ? "arrow" : "csv");
 	else if (attr)
 		snprintf(rel, n, "%s.%s", attr, o->raw_attr ? "raw" : "npy");
 	else
-		snprintf(rel, n, "cells.csv");
+		snprintf(rel, n, "cells.%s", o->arrow ? "arrow" : "csv");
 	return -1;
 }
 
