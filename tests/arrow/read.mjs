@@ -79,6 +79,8 @@ function polarsColumn(df, name, dtype) {
     return s(pl.col(name)).map((v) => (v === null ? null : floatBits(v, /Float32/.test(d) ? 4 : 8)));
   if (/Float/.test(d))
     return s(pl.col(name)).map((v) => (v === null ? null : Array.from(v, (x) => floatBits(x, /Float32/.test(d) ? 4 : 8))));
+  if (/List/.test(d) && /Bool/.test(d))
+    return s(pl.col(name)).map((v) => (v === null ? null : Array.from(v, (x) => (x ? '1' : '0'))));
   if (/List/.test(d))
     return s(pl.col(name).cast(pl.List(pl.Utf8))).map((v) => (v === null ? null : Array.from(v)));
   if (/Bool/.test(d)) return s(pl.col(name)).map((v) => (v === null ? null : v ? '1' : '0'));

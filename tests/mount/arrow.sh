@@ -4,10 +4,10 @@
 # Arrow readers from npm (apache-arrow, nodejs-polars; pinned, installed
 # into the build tree by tests/arrow/clients.sh), hold exactly the cells
 # TileDB's own read gives (read_back; each fragment's unfiltered tiles),
-# nulls included (tests/arrow/check.py).  Then the writer's edge cases
-# (tests/arrow/edges: no cells, one, batch boundaries, nulls, the 32-bit
-# offsets limit) through both readers.  Runs on the full corpus when it is
-# there, else on the subset in tests/data/corpus.
+# nulls included (tests/arrow/check.py); then generated arrays of several
+# record batches against their cells.csv.  Runs on the full corpus when it
+# is there, else on the subset in tests/data/corpus.  (The writer's edge
+# cases: tests/arrow.sh.)
 . "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")/.." && pwd)
 . "$here/arrow/clients.sh"
@@ -27,9 +27,20 @@ grep -v ' ok$' "$WORK/check.out" | tail -n 30
 ok "$(tail -n 1 "$WORK/check.out")"
 umount_fs
 
-# The writer's edge cases, each read by both readers.
-[ -x "${ARROWEDGES:-}" ] || ARROWEDGES=$(dirname "$TILETOOL")/../tests/arrow/edges
-"$ARROWEDGES" "$WORK/edges" > "$WORK/edges.list" || fail "tests/arrow/edges failed"
-timeout 300 node "$here/arrow/edges.mjs" "$WORK/edges" > "$WORK/edges.out" 2>&1 || {
-	cat "$WORK/edges.out"; fail "an edge case reads wrong"; }
-ok "$(tail -n 1 "$WORK/edges.out")"
+# Arrays of several record batches (64 Ki cells each): a dense one of three
+# fragments (contrib/genarray: 600 x 400 int32, 240,000 cells) and a sparse
+# one of 200,000 cells (int64, int32, strings; duplicates, overwrites),
+# against their cells.csv.
+GENARRAY=${GENARRAY:-$(dirname "$TILETOOL")/../contrib/genarray}
+mkdir -p "$WORK/g"
+"$GENARRAY" "$WORK/g/dense" 600 400 100 100 3 zstd > /dev/null || fail "genarray dense"
+"$GENARRAY" "$WORK/g/sparse" --sparse 200000 3 10000 dups lz4 > /dev/null || fail "genarray sparse"
+mount_fs "$WORK/t.ini" "$WORK/g"
+for a in dense sparse; do
+	cat "$MNT/$a/@views/cells.csv" > "$WORK/$a.csv" || fail "$a/@views/cells.csv"
+	timeout 300 python3 "$here/arrow/compare.py" csv node "$here/arrow/read.mjs" \
+		"$MNT/$a/@views/cells.arrow" "$WORK/$a.csv" 3 > "$WORK/$a.out" 2>&1 || {
+		cat "$WORK/$a.out"; fail "$a/@views/cells.arrow differs from its cells.csv"; }
+	ok "$(tail -n 1 "$WORK/$a.out")"
+done
+umount_fs
