@@ -182,6 +182,7 @@ struct tf_arrow {
 	acol *cols;
 	size_t ncols;
 	tf_arrow_limits lim;
+	bool var;		/* a var-sized column */
 };
 
 static bool is_text(tf_datatype t)
@@ -252,8 +253,10 @@ tf_status tf_arrow_new(const tf_arrow_col *cols, size_t ncols, const tf_arrow_li
 		a->lim.max_cells = 1;
 	if (!a->lim.max_var || a->lim.max_var > TF_ARROW_VAR_MAX)
 		a->lim.max_var = TF_ARROW_VAR_MAX;
-	for (; a->ncols < ncols && rc == TF_OK; a->ncols++)
+	for (; a->ncols < ncols && rc == TF_OK; a->ncols++) {
 		rc = col_init(&a->cols[a->ncols], &cols[a->ncols], err);
+		a->var |= a->cols[a->ncols].kind == K_BYTES || a->cols[a->ncols].list;
+	}
 	if (rc != TF_OK) {
 		tf_arrow_free(a);
 		return rc;
@@ -591,6 +594,13 @@ static tf_status put_cell(tf_arrow_batch *b, size_t i, const tf_arrow_cell *cell
 		return put_offset(c, c->nvals, err);
 	}
 	uint64_t nv = ac->fixed ? ac->fixed : 1;
+	if (ac->kind == K_FIXED && nv == 1 && cell->valid && cell->n == ac->width &&
+	    c->vals.cap - c->vals.len >= ac->width) {	/* the common cell: one number */
+		memcpy(c->vals.p + c->vals.len, p, ac->width);
+		c->vals.len += ac->width;
+		c->nvals++;
+		return TF_OK;
+	}
 	if (cell->valid && cell->n != nv * ac->width)
 		return tf_err(err, TF_E_CORRUPT, "%s: a cell of %zu bytes, not %llu", ac->name, cell->n,
 			      (unsigned long long)(nv * ac->width));
@@ -640,6 +650,54 @@ tf_status tf_arrow_put_row(tf_arrow_batch *b, const tf_arrow_cell *row, tf_buf *
 	if (rc == OVER)
 		rc = tf_err(err, TF_E_UNSUPPORTED, "a value of more than %llu bytes: more than an Arrow batch "
 			    "holds here", (unsigned long long)b->a->lim.max_var);
+	return rc;
+}
+
+bool tf_arrow_columnar(const tf_arrow *a)
+{
+	return !a->var;
+}
+
+tf_status tf_arrow_put_rows(tf_arrow_batch *b, size_t n, const uint8_t *const *data, const uint8_t *const *valid,
+			    tf_error *err)
+{
+	tf_status rc = TF_OK;
+
+	if (b->a->var)
+		return tf_err(err, TF_E_INVAL, "var-sized columns go row by row");
+	if (!n)
+		return TF_OK;
+	if (n > UINT32_MAX - b->rows)
+		return tf_err(err, TF_E_INVAL, "%zu rows more in a batch", n);
+	for (size_t i = 0; i < b->a->ncols && rc == TF_OK; i++) {
+		const acol *ac = &b->a->cols[i];
+		bcol *c = &b->c[i];
+		uint64_t nv = ac->fixed ? ac->fixed : 1, cs = nv * ac->width;
+		uint8_t *at;
+
+		if (ac->nullable && (rc = bit_room(&c->valid, b->rows + n - 1, err)) == TF_OK)
+			for (size_t k = 0; k < n; k++) {
+				bool v = !valid[i] || valid[i][k];
+				set_bit(c->valid.p, b->rows + k, v);
+				c->nulls += !v;
+			}
+		if (rc != TF_OK)
+			break;
+		if (ac->kind == K_BOOL) {
+			rc = put_values(ac, c, data[i], n * nv, err);
+		} else if ((rc = tf_buf_grow(&c->vals, (size_t)(n * cs), &at, err)) == TF_OK) {
+			memcpy(at, data[i], (size_t)(n * cs));
+			for (size_t k = 0; ac->nullable && valid[i] && k < n; k++)
+				if (!valid[i][k])
+					memset(at + k * cs, 0, (size_t)cs);	/* nulls: zeros, as row by row */
+			c->vals.len += (size_t)(n * cs);
+			c->nvals += n * nv;
+		}
+	}
+	if (rc == TF_OK)
+		b->rows += (uint32_t)n;
+	else
+		batch_reset(b);
 	return rc;
 }
 

@@ -112,6 +112,16 @@ typedef struct tf_arrow_cell {
 tf_status tf_arrow_put_row(tf_arrow_batch *b, const tf_arrow_cell *row, tf_buf *out, tf_error *err);
 /* Drop the rows held and the blocks not taken (after a failure). */
 void tf_arrow_batch_clear(tf_arrow_batch *b);
+/*
+ * Whether a has no var-sized column, and then n rows at once, column by
+ * column: data[i] holds column i's n cells back to back, valid[i] (NULL:
+ * all valid; else a byte per cell, 0 for null) their validity.  A dense
+ * array's cells go so, without the cost of a call per cell.  On failure
+ * the batch is emptied.
+ */
+bool tf_arrow_columnar(const tf_arrow *a);
+tf_status tf_arrow_put_rows(tf_arrow_batch *b, size_t n, const uint8_t *const *data, const uint8_t *const *valid,
+			    tf_error *err);
 /* Whether the batch is full (max_cells rows, or max_bytes). */
 bool tf_arrow_batch_full(const tf_arrow_batch *b);
 uint32_t tf_arrow_batch_rows(const tf_arrow_batch *b);

@@ -66,6 +66,7 @@ typedef struct producer {
 	tf_arrow_batch *batch;	/* cells.arrow: the record batch being built, */
 	tf_arrow_cell *cells;	/* the row's cells, */
 	uint8_t (*small)[8];	/* and copies of the small ones (coordinates) */
+	uint8_t *coords;	/* columnar: DENSE_BATCH coordinates per dimension */
 } producer;
 
 /*
@@ -112,10 +113,12 @@ typedef struct csv {
 	 * header is the file's head, and once complete the tail follows the
 	 * last block (tf_arrow.h) */
 	bool arrow;
+	bool columnar;		/* a dense array's cells given column by column */
 	tf_arrow *ar;
 	tf_arrow_block *blocks;	/* every batch written, for the footer */
 	size_t nblocks, bcap;
 	tf_buf tail;
+	tf_buf block;		/* the extender's (under ext) */
 	pthread_mutex_t ext;	/* one thread extends the index at a time */
 	producer prod;		/* the extender's (under ext) */
 } csv;
@@ -314,6 +317,8 @@ static tf_status prod_init(csv *c, producer *p, const tf_cancel *cancel, tf_erro
 			return tf_err(err, TF_E_NOMEM, "out of memory");
 		if ((rc = tf_arrow_batch_new(c->ar, &p->batch, err)) != TF_OK)
 			return rc;
+		if (c->columnar && !(p->coords = malloc(c->ndims * DENSE_BATCH * 8 + 1)))
+			return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
 	switch (c->kind) {
 	case CSV_ARRAY_DENSE:
@@ -349,6 +354,7 @@ static void prod_free(csv *c, producer *p)
 	tf_arrow_batch_free(p->batch);
 	free(p->cells);
 	free(p->small);
+	free(p->coords);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -394,6 +400,49 @@ static tf_status row_done(producer *p, tf_error *err)
 	return TF_OK;
 }
 
+/* cells.arrow of a dense array (c->columnar): n cells from offsets x,
+ * their coordinates computed a column at a time, the attributes' gathered
+ * cells given as they are. */
+static tf_status put_dense_columns(csv *c, producer *p, uint64_t *x, uint64_t n, tf_error *err)
+{
+	const tf_dense *d = c->v->dense;
+	const uint64_t *lo = tf_dense_lo(d), *shape = tf_dense_shape(d);
+	const uint8_t *data[130], *valid[130];
+	unsigned size[64];
+	uint64_t base[64];
+
+	if (c->ncols > 130)
+		return tf_err(err, TF_E_UNSUPPORTED, "%zu columns", c->ncols);
+	for (size_t j = 0; j < c->ndims; j++) {
+		const tf_field *dim = c->cols[j].spec.field;
+		size[j] = tf_datatype_size(dim->type);
+		base[j] = tf_le_n(dim->domain, size[j]);
+		data[j] = p->coords + j * DENSE_BATCH * 8;
+		valid[j] = NULL;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		for (size_t j = 0; j < c->ndims; j++)
+			tf_put_le_n(p->coords + j * DENSE_BATCH * 8 + i * size[j], size[j], base[j] + x[j]);
+		for (size_t j = c->ndims; j-- > 0;) {	/* the next cell, row-major */
+			if (++x[j] < lo[j] + shape[j])
+				break;
+			x[j] = lo[j];
+		}
+	}
+	for (size_t j = c->ndims; j < c->ncols; j++) {
+		const gathered *g = &p->g[j - c->ndims];
+		const tf_field *f = c->cols[j].spec.field;
+		uint64_t cs = (uint64_t)tf_datatype_size(f->type) * f->cell_val_num;
+
+		if (g->data.len != n * cs)	/* a fill value of another size */
+			return tf_err(err, TF_E_CORRUPT, "%s: %zu bytes for %llu cells of %llu", f->name, g->data.len,
+				      (unsigned long long)n, (unsigned long long)cs);
+		data[j] = g->data.p ? g->data.p : (const uint8_t *)"";
+		valid[j] = c->cols[j].spec.field->nullable ? g->valid : NULL;
+	}
+	return tf_arrow_put_rows(p->batch, (size_t)n, data, valid, err);
+}
+
 /* Dense array: output cells from state[0], DENSE_BATCH at a time. */
 static tf_status produce_dense(csv *c, producer *p, tf_workspace *ws, const uint64_t *in, tf_buf *text,
 			       uint64_t *out, bool *end, tf_error *err)
@@ -412,6 +461,11 @@ static tf_status produce_dense(csv *c, producer *p, tf_workspace *ws, const uint
 			rc = gather(c->v->s, c->cols[j].spec.field, ws, p->runs, p->nruns, n, &p->g[j - c->ndims], err);
 		if (rc == TF_OK && n)
 			tf_dense_offsets(d, cell, x);
+		if (rc == TF_OK && c->columnar) {
+			rc = put_dense_columns(c, p, x, n, err);
+			cell += n;
+			continue;
+		}
 		for (uint64_t i = 0; i < n && rc == TF_OK; i++) {
 			for (size_t j = 0; j < c->ndims && rc == TF_OK; j++) {
 				const tf_field *dim = c->cols[j].spec.field;
@@ -730,7 +784,7 @@ static void thin(csv *c)
 static void index_charge(csv *c)
 {
 	size_t now = c->ecap * (sizeof(uint64_t) + sizeof(size_t)) + c->stcap + c->bcap * sizeof(tf_arrow_block) +
-		     c->tail.cap;
+		     c->tail.cap + c->block.cap;
 
 	if (now != c->charged)
 		tf_cache_charge(tf_snapshot_cache(c->v->s), (ptrdiff_t)now - (ptrdiff_t)c->charged);
@@ -918,11 +972,15 @@ static tf_status add_blocks(csv *c, uint64_t start, tf_error *err)
 static tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, tf_error *err)
 {
 	uint64_t *in = NULL, *out = malloc((c->S + 1) * sizeof(uint64_t)), start;
-	tf_buf text = TF_BUF_INIT((size_t)4 << 30);
+	tf_buf local = TF_BUF_INIT((size_t)4 << 30);
+	/* An Arrow block (megabytes) keeps its buffer: fresh pages each time
+	 * cost more than writing them (the kernel zeroes them). */
+	tf_buf *text = c->arrow ? &c->block : &local;
 	unsigned level;
 	bool end = false, warm;
 	tf_status rc = out ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
 
+	text->len = 0;
 	pthread_mutex_lock(&c->lock);
 	start = frontier(c);
 	level = c->level;
@@ -937,33 +995,41 @@ static tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, t
 	if (rc == TF_OK && !c->prod.ready)
 		rc = prod_init(c, &c->prod, cancel, err);
 	if (rc == TF_OK && (rc = prod_begin(c, &c->prod, ws, cancel, err)) == TF_OK)
-		rc = produce(c, &c->prod, ws, in, &text, out, &end, err);
+		rc = produce(c, &c->prod, ws, in, text, out, &end, err);
 	if (c->prod.ready) {
 		c->prod.warm = rc == TF_OK;
-		c->prod.at = start + text.len;
+		c->prod.at = start + text->len;
 		prod_end(c, &c->prod);
 	}
 	pthread_mutex_lock(&c->lock);
 	if (rc == TF_OK && c->arrow)
 		rc = add_blocks(c, start, err);
-	if (rc == TF_OK && text.len) {	/* the index first: the pieces' keys depend on its level */
-		rc = append_entry(c, start + text.len, out, err);
+	if (rc == TF_OK && text->len) {	/* the index first: the pieces' keys depend on its level */
+		rc = append_entry(c, start + text->len, out, err);
 		level = c->level;
 	}
-	if (rc == TF_OK && (end || !text.len) && c->arrow)
+	if (rc == TF_OK && (end || !text->len) && c->arrow)
 		rc = tf_arrow_file_tail(c->ar, c->blocks, c->nblocks, &c->tail, err);
-	if (rc == TF_OK && (end || !text.len))
+	if (rc == TF_OK && (end || !text->len))
 		c->complete = true;
 	if (c->arrow)
 		index_charge(c);
 	pthread_mutex_unlock(&c->lock);
-	for (size_t k = 0; rc == TF_OK && k < text.len; k += c->piece) {
-		size_t n = text.len - k < c->piece ? text.len - k : c->piece;
-		offer_piece(c, level, start + k, text.p + k, (uint32_t)n);
+	for (size_t k = 0; rc == TF_OK && k < text->len; k += c->piece) {
+		size_t n = text->len - k < c->piece ? text->len - k : c->piece;
+		offer_piece(c, level, start + k, text->p + k, (uint32_t)n);
 	}
-	if (rc == TF_OK && (end || !text.len))
+	if (rc == TF_OK && (end || !text->len))
 		prod_free(c, &c->prod);	/* its windows are needed no more */
-	tf_buf_free(&text);
+	if (!c->arrow || rc != TF_OK || end || !text->len) {
+		tf_buf_free(text);
+		if (c->arrow) {
+			pthread_mutex_lock(&c->lock);
+			index_charge(c);
+			pthread_mutex_unlock(&c->lock);
+		}
+	}
+	text->len = 0;
 	free(in);
 	free(out);
 	return rc;
@@ -1076,6 +1142,7 @@ static void csv_free(csv *c)
 		tf_cache_charge(tf_snapshot_cache(c->v->s), -(ptrdiff_t)c->charged);
 	tf_buf_free(&c->header);
 	tf_buf_free(&c->tail);
+	tf_buf_free(&c->block);
 	free(c->blocks);
 	tf_arrow_free(c->ar);
 	free(c->cols);
@@ -1123,6 +1190,9 @@ static tf_status arrow_schema(csv *c, tf_error *err)
 					i >= c->ndims && (col->spec.field->nullable || col->fmt.enumeration) };
 	}
 	rc = tf_arrow_new(ac, c->ncols, &lim, &c->ar, err);
+	c->columnar = rc == TF_OK && c->kind == CSV_ARRAY_DENSE && tf_arrow_columnar(c->ar) && c->ndims <= 64;
+	for (size_t i = 0; i < c->ncols; i++)
+		c->columnar &= !c->cols[i].fmt.enumeration;
 	free(ac);
 	return rc;
 }
@@ -1160,6 +1230,7 @@ static tf_status csv_new(tf_views *v, csv_kind kind, size_t frag, bool arrow, cs
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	c->v = v, c->kind = kind, c->frag = frag, c->arrow = arrow;
 	tf_buf_init(&c->tail, SIZE_MAX);
+	tf_buf_init(&c->block, (size_t)4 << 30);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->ext, NULL);
 	tf_buf_init(&c->header, (size_t)1 << 20);
@@ -1411,7 +1482,7 @@ void tf_views_unref(tf_views *v)
 		return;
 	csv_free(v->array_csv);
 	csv_free(v->array_arrow);
-	for (size_t i = 0; i < tf_snapshot_nfrags(v->s); i++) {
+	for (size_t i = 0; (v->frag_csv || v->frag_arrow) && i < tf_snapshot_nfrags(v->s); i++) {
 		if (v->frag_csv)
 			csv_free(v->frag_csv[i]);
 		if (v->frag_arrow)
@@ -1584,9 +1655,6 @@ tf_status tf_views_list(tf_views *v, const char *rel, tf_views_list_fn fn, void 
 		e.kind = P_CSV;
 		if (list_one(v, &e, CSV_NAME, fn, ctx))
 			return TF_OK;
-		e.kind = P_ARROW;
-		if (list_one(v, &e, ARROW_NAME, fn, ctx))
-			return TF_OK;
 		e.kind = P_FRAGDIR;
 		if (list_one(v, &e, FRAGMENTS, fn, ctx))
 			return TF_OK;
@@ -1601,6 +1669,9 @@ tf_status tf_views_list(tf_views *v, const char *rel, tf_views_list_fn fn, void 
 			if (list_one(v, &e, name, fn, ctx))
 				return TF_OK;
 		}
+		e.kind = P_ARROW;	/* last: the listing's first entries came first */
+		if (list_one(v, &e, ARROW_NAME, fn, ctx))
+			return TF_OK;
 	} else if (p.kind == P_FRAGDIR) {
 		e.kind = P_FRAG;
 		for (size_t i = 0; i < tf_snapshot_nfrags(v->s); i++)

@@ -609,8 +609,10 @@ START_TEST(test_views_listing)
 	if (!open_views("dense_2d", 1 << 20, &o))
 		return;
 	ck_assert_int_eq(tf_views_list(o.v, "", collect, &l, &err), TF_OK);
-	ck_assert_int_eq(l.n, 6);
+	ck_assert_int_eq(l.n, 7);
 	ck_assert_str_eq(l.names[0], "cells.csv");
+	ck_assert_str_eq(l.names[6], "cells.arrow");
+	ck_assert(!l.st[6].size_known);
 	ck_assert(!l.st[0].size_known);	/* nothing formatted yet */
 	ck_assert_str_eq(l.names[1], "fragments");
 	ck_assert(l.st[1].dir);
