@@ -34,8 +34,8 @@
  * most), or before a row would take a var-sized column's data (or a list's
  * values) past max_var bytes: so 32-bit offsets (Utf8, Binary, List) always
  * suffice and no batch needs the Large types.  One value past max_var
- * alone is refused (TF_E_UNSUPPORTED): it would not fit a batch of bounded
- * memory anyway.
+ * alone is refused (TF_E_UNSUPPORTED, the rows before it written out): it
+ * would not fit a batch of bounded memory anyway.
  *
  * Not thread-safe per object; a schema (tf_arrow) is read-only once made
  * and may be shared by batches on many threads.
