@@ -7,12 +7,15 @@
  *
  *   cells.csv                      the cells a read of the whole array
  *                                  returns now, one CSV record per cell
+ *   cells.arrow                    the same cells as an Arrow IPC file
+ *                                  (tf_arrow.h), listed last
  *   <attr>.raw                     dense arrays, each fixed-size, non-
  *                                  nullable attribute: the non-empty domain
  *                                  row-major, C order, little-endian
  *   <attr>.npy                     the same bytes behind a NumPy 1.0 header
  *   fragments/<fragment>/cells.csv the cells that fragment stores, in its
  *                                  storage order, not merged
+ *   fragments/<fragment>/cells.arrow  the same as Arrow
  *
  * Text rules: tf_cells.h.  Merge rules: tf_merge.h.
  *
@@ -23,7 +26,8 @@
  * a consolidation, a delete, a schema evolution); open views keep theirs.
  *
  * Sizes.  .raw and .npy sizes are known from fragment metadata (nothing is
- * decoded).  A CSV's size is known only once every record has been
+ * decoded).  A CSV's (and a cells.arrow's: a CSV state whose blocks are
+ * record batches) size is known only once every record has been
  * formatted: until then tf_view_size() says "unknown" and the driver serves
  * the file with direct I/O and size 0, as /proc does; readers get records
  * until a read returns 0 bytes.  Formatting builds, per tf_views, an index
