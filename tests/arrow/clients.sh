@@ -13,6 +13,10 @@ x86_64) plat=nodejs-polars-linux-x64-gnu@0.25.2 ;;
 aarch64) plat=nodejs-polars-linux-arm64-gnu@0.25.2 ;;
 *) skip "no nodejs-polars build for $(uname -m)" ;;
 esac
+# Two tests may get here at once (make -j): one installs, the other waits.
+mkdir -p "$(dirname "$ARROW_CLIENTS")"
+exec 9> "$ARROW_CLIENTS.lock"
+flock -w 400 9 || skip "waited 400 s for another test's npm install"
 if [ "$(cat "$ARROW_CLIENTS/.pins" 2>/dev/null)" != "$ARROW_PINS $plat" ]; then
 	rm -rf "$ARROW_CLIENTS"
 	mkdir -p "$ARROW_CLIENTS"
@@ -24,3 +28,4 @@ if [ "$(cat "$ARROW_CLIENTS/.pins" 2>/dev/null)" != "$ARROW_PINS $plat" ]; then
 		skip "npm install $ARROW_PINS failed (no registry?)"; }
 	echo "$ARROW_PINS $plat" > "$ARROW_CLIENTS/.pins"
 fi
+exec 9>&-
