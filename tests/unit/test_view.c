@@ -475,6 +475,11 @@ START_TEST(test_views_ranges)
 	check_view("chunks_bigtile_zstd", "i32x3.npy", 1 << 20);
 	check_view("sparse_string_dim", "fragments/__1795312353578_1795312353578_1ef64c734594ddfcff7b6bc4e4fa5207_22/cells.csv",
 		   1 << 20);
+	check_view("extra/consolidated", "cells.arrow", 1 << 20);
+	check_view("dense_2d", "cells.arrow", 1 << 20);
+	check_view("nullable_var_string", "cells.arrow", 1 << 20);
+	check_view("sparse_string_dim", "fragments/__1795312353578_1795312353578_1ef64c734594ddfcff7b6bc4e4fa5207_22/cells.arrow",
+		   1 << 20);
 }
 END_TEST
 
@@ -1296,6 +1301,8 @@ START_TEST(test_fragment_csvs_bounded)
 	ck_assert_int_eq(tf_cache_new(16 << 20, 1, &cache, &err), TF_OK);
 	ck_assert_msg(tf_views_open(a, cache, &v, &err) == TF_OK, "%s", err.msg);
 	ck_assert_uint_eq(tf_views_nvisible(v), 300);
+	for (int kind = 0; kind < 2; kind++) {	/* cells.csv, then cells.arrow (same list) */
+	const char *file = kind ? "cells.arrow" : "cells.csv";
 	for (int pass = 0; pass < 2; pass++)
 		for (size_t k = 0; k < 300; k++) {
 			uint8_t buf[4096];
@@ -1304,7 +1311,7 @@ START_TEST(test_fragment_csvs_bounded)
 			size_t got;
 
 			ck_assert(tf_views_visible_dir(v, k, name, sizeof(name)));
-			snprintf(rel, sizeof(rel), "fragments/%s/cells.csv", strrchr(name, '/') ? strrchr(name, '/') + 1 : name);
+			snprintf(rel, sizeof(rel), "fragments/%s/%s", strrchr(name, '/') ? strrchr(name, '/') + 1 : name, file);
 			ck_assert_msg(tf_view_open(v, rel, &w, &err) == TF_OK, "%s: %s", rel, err.msg);
 			ck_assert_msg(tf_view_read(w, ws, 0, sizeof(buf), buf, &got, &err) == TF_OK, "%s", err.msg);
 			ck_assert_uint_gt(got, 0);
@@ -1320,9 +1327,10 @@ START_TEST(test_fragment_csvs_bounded)
 		tf_view_stat st;
 
 		ck_assert(tf_views_visible_dir(v, k, name, sizeof(name)));
-		snprintf(rel, sizeof(rel), "fragments/%s/cells.csv", strrchr(name, '/') ? strrchr(name, '/') + 1 : name);
+		snprintf(rel, sizeof(rel), "fragments/%s/%s", strrchr(name, '/') ? strrchr(name, '/') + 1 : name, file);
 		ck_assert_int_eq(tf_views_stat(v, rel, &st, &err), TF_OK);
 		ck_assert(st.size_known && st.size == sizes[k]);
+	}
 	}
 	tf_views_unref(v);
 	tf_cache_free(cache);
@@ -1331,6 +1339,57 @@ START_TEST(test_fragment_csvs_bounded)
 	tf_source_free(src);
 	tf_workspace_free(ws);
 	free(sizes);
+	snprintf(args, sizeof(args), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(args), 0);
+}
+END_TEST
+
+/* cells.arrow of arrays of several record batches (150,000 cells: 3),
+ * under a cache of 1 MiB (batches of 128 KiB: more), read whole, then in
+ * random ranges (pieces evicted and formatted again from their batch),
+ * equal; the file ends with the tail after the last batch. */
+START_TEST(test_arrow_ranges)
+{
+	char dir[] = "/tmp/tf_arrow.XXXXXX", args[4200];
+	const char *kinds[] = { "dense 300 500 100 100 3 zstd", "sparse --sparse 120000 3 10000 dups lz4" };
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	for (int k = 0; k < 2; k++) {
+		tf_source *src;
+		tf_array *a;
+		tf_cache *cache;
+		tf_views *v;
+		tf_view *w;
+		tf_view_stat st;
+		char *root;
+		uint8_t *all;
+		uint64_t n, size;
+		tf_error err;
+
+		snprintf(args, sizeof(args), "%s/%s", dir, kinds[k]);
+		genarray(args);
+		snprintf(args, sizeof(args), "%s/%.*s", dir, (int)strcspn(kinds[k], " "), kinds[k]);
+		ck_assert_msg(tf_source_locate(args, NULL, &src, &root, &err) == TF_OK, "%s", err.msg);
+		ck_assert_int_eq(tf_array_open(src, root, NULL, &a, &err), TF_OK);
+		ck_assert_int_eq(tf_cache_new(1 << 20, 1, &cache, &err), TF_OK);
+		ck_assert_msg(tf_views_open(a, cache, &v, &err) == TF_OK, "%s", err.msg);
+		ck_assert_msg(tf_view_open(v, "cells.arrow", &w, &err) == TF_OK, "%s", err.msg);
+		ck_assert(!tf_view_size(w, &size));
+		all = read_all(w, 100000, &n);
+		ck_assert_uint_gt(n, 150000 * 12);
+		ck_assert(!memcmp(all, "ARROW1\0\0", 8) && !memcmp(all + n - 6, "ARROW1", 6));
+		ck_assert(tf_view_size(w, &size) && size == n);
+		ck_assert_int_eq(tf_views_stat(v, "cells.arrow", &st, &err), TF_OK);
+		ck_assert(st.size_known && st.size == n);
+		check_ranges(w, all, n, 7 + (uint64_t)k, 300);
+		free(all);
+		tf_view_close(w);
+		tf_views_unref(v);
+		tf_cache_free(cache);
+		tf_array_free(a);
+		free(root);
+		tf_source_free(src);
+	}
 	snprintf(args, sizeof(args), "rm -rf '%s'", dir);
 	ck_assert_int_eq(system(args), 0);
 }
@@ -1353,6 +1412,7 @@ static Suite *view_suite(void)
 	tcase_add_test(tc, test_hilbert);
 	tcase_add_test(tc, test_views_index_bounded);
 	tcase_add_test(tc, test_fragment_csvs_bounded);
+	tcase_add_test(tc, test_arrow_ranges);
 	suite_add_tcase(s, tc);
 	if (tf_test_corpus()) {
 		corpus = tcase_create("corpus");
