@@ -32,6 +32,7 @@
 #define CSV_NAME "cells.csv"
 #define ARROW_NAME "cells.arrow"
 #define ARROW_BATCH_MIN ((size_t)64 << 10)	/* a batch's bytes: budget / 8, at least this */
+#define COLUMNAR_MAX 130			/* columns a dense cells.arrow takes a column at a time */
 #define FRAGMENTS "fragments"
 
 typedef enum { CSV_ARRAY_DENSE, CSV_ARRAY_SPARSE, CSV_FRAG_DENSE, CSV_FRAG_SPARSE } csv_kind;
@@ -415,12 +416,10 @@ static tf_status put_dense_columns(csv *c, producer *p, uint64_t *x, uint64_t n,
 {
 	const tf_dense *d = c->v->dense;
 	const uint64_t *lo = tf_dense_lo(d), *shape = tf_dense_shape(d);
-	const uint8_t *data[130], *valid[130];
+	const uint8_t *data[COLUMNAR_MAX], *valid[COLUMNAR_MAX];
 	unsigned size[64];
 	uint64_t base[64];
 
-	if (c->ncols > 130)
-		return tf_err(err, TF_E_UNSUPPORTED, "%zu columns", c->ncols);
 	for (size_t j = 0; j < c->ndims; j++) {
 		const tf_field *dim = c->cols[j].spec.field;
 		size[j] = tf_datatype_size(dim->type);
@@ -1198,7 +1197,8 @@ static tf_status arrow_schema(csv *c, tf_error *err)
 					i >= c->ndims && (col->spec.field->nullable || col->fmt.enumeration) };
 	}
 	rc = tf_arrow_new(ac, c->ncols, &lim, &c->ar, err);
-	c->columnar = rc == TF_OK && c->kind == CSV_ARRAY_DENSE && tf_arrow_columnar(c->ar) && c->ndims <= 64;
+	c->columnar = rc == TF_OK && c->kind == CSV_ARRAY_DENSE && tf_arrow_columnar(c->ar) && c->ndims <= 64 &&
+		      c->ncols <= COLUMNAR_MAX;
 	for (size_t i = 0; i < c->ncols; i++)
 		c->columnar &= !c->cols[i].fmt.enumeration;
 	free(ac);
