@@ -653,6 +653,26 @@ tf_status tf_arrow_put_row(tf_arrow_batch *b, const tf_arrow_cell *row, tf_buf *
 	return rc;
 }
 
+void tf_arrow_batch_release(tf_arrow_batch *b)
+{
+	batch_reset(b);
+	for (size_t i = 0; i < b->a->ncols; i++) {
+		tf_buf_free(&b->c[i].valid);
+		tf_buf_free(&b->c[i].offs);
+		tf_buf_free(&b->c[i].vals);
+	}
+	tf_buf_free(&b->tmp);
+}
+
+size_t tf_arrow_batch_held(const tf_arrow_batch *b)
+{
+	size_t n = b->tmp.cap;
+
+	for (size_t i = 0; i < b->a->ncols; i++)
+		n += b->c[i].valid.cap + b->c[i].offs.cap + b->c[i].vals.cap;
+	return n;
+}
+
 bool tf_arrow_columnar(const tf_arrow *a)
 {
 	return !a->var;

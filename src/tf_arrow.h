@@ -112,6 +112,11 @@ typedef struct tf_arrow_cell {
 tf_status tf_arrow_put_row(tf_arrow_batch *b, const tf_arrow_cell *row, tf_buf *out, tf_error *err);
 /* Drop the rows held and the blocks not taken (after a failure). */
 void tf_arrow_batch_clear(tf_arrow_batch *b);
+/* Give back the buffers of an empty batch (between requests: an idle view
+ * keeps none); it grows them again when next given rows. */
+void tf_arrow_batch_release(tf_arrow_batch *b);
+/* Bytes its buffers hold now. */
+size_t tf_arrow_batch_held(const tf_arrow_batch *b);
 /*
  * Whether a has no var-sized column, and then n rows at once, column by
  * column: data[i] holds column i's n cells back to back, valid[i] (NULL:

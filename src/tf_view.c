@@ -124,6 +124,7 @@ typedef struct csv {
 	size_t nblocks, bcap;
 	tf_buf tail;
 	tf_buf block;		/* the extender's (under ext) */
+	size_t scratch;		/* what it and its batch hold, while views have the state open */
 	pthread_mutex_t ext;	/* one thread extends the index at a time */
 	producer prod;		/* the extender's (under ext) */
 } csv;
@@ -791,7 +792,7 @@ static void thin(csv *c)
 static void index_charge(csv *c)
 {
 	size_t now = c->ecap * (sizeof(uint64_t) + sizeof(size_t)) + c->stcap + c->bcap * sizeof(tf_arrow_block) +
-		     c->tail.cap + c->block.cap;
+		     c->tail.cap + c->scratch;
 
 	if (now != c->charged)
 		tf_cache_charge(tf_snapshot_cache(c->v->s), (ptrdiff_t)now - (ptrdiff_t)c->charged);
@@ -1028,15 +1029,16 @@ static tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, t
 	}
 	if (rc == TF_OK && (end || !text->len))
 		prod_free(c, &c->prod);	/* its windows are needed no more */
-	if (!c->arrow || rc != TF_OK || end || !text->len) {
+	if (!c->arrow || rc != TF_OK || end || !text->len)
 		tf_buf_free(text);
-		if (c->arrow) {
-			pthread_mutex_lock(&c->lock);
-			index_charge(c);
-			pthread_mutex_unlock(&c->lock);
-		}
-	}
 	text->len = 0;
+	if (c->arrow) {	/* what the extender keeps, charged */
+		size_t held = c->block.cap + (c->prod.batch ? tf_arrow_batch_held(c->prod.batch) : 0);
+		pthread_mutex_lock(&c->lock);
+		c->scratch = held;
+		index_charge(c);
+		pthread_mutex_unlock(&c->lock);
+	}
 	free(in);
 	free(out);
 	return rc;
@@ -1333,6 +1335,25 @@ static tf_status get_csv(tf_views *v, size_t frag, bool arrow, csv **out, tf_err
 	return rc;
 }
 
+/* cells.arrow's state no view has open keeps no buffers: its extender's
+ * block and batch (megabytes, kept between the requests of its readers:
+ * fresh pages each time cost more than writing them) go (v->lock held;
+ * the last view closing has no read in flight: ext is free at once). */
+static void arrow_release(csv *c)
+{
+	if (!c->arrow)
+		return;
+	pthread_mutex_lock(&c->ext);
+	tf_buf_free(&c->block);
+	if (c->prod.batch)
+		tf_arrow_batch_release(c->prod.batch);
+	pthread_mutex_lock(&c->lock);
+	c->scratch = 0;
+	index_charge(c);
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->ext);
+}
+
 /* A view of it closed.  A fragment's CSV state no view has open waits on
  * the idle list; beyond IDLE_FRAG_CSVS the oldest goes, its size (when
  * known) remembered in 8 bytes: a state costs ~11 KB (columns, header,
@@ -1343,6 +1364,8 @@ static void put_csv(tf_views *v, csv *c)
 	csv *gone = NULL;
 
 	pthread_mutex_lock(&v->lock);
+	if (c->users == 1)
+		arrow_release(c);
 	if (--c->users == 0 && c->frag != SIZE_MAX) {
 		c->idle_prev = v->idle_tail, c->idle_next = NULL;
 		*(v->idle_tail ? &v->idle_tail->idle_next : &v->idle_head) = c;

@@ -1411,6 +1411,52 @@ START_TEST(test_arrow_ranges)
 }
 END_TEST
 
+/* cells.arrow's extender keeps its block and batch buffers between its
+ * readers' requests (megabytes: fresh pages cost more than the writing),
+ * charged to the budget, and gives them back when no view has it open. */
+START_TEST(test_arrow_idle_releases)
+{
+	char dir[] = "/tmp/tf_arrel.XXXXXX", args[4200];
+	tf_workspace *ws = tf_workspace_new();
+	tf_cache_stats open_st, closed_st;
+	tf_source *src;
+	tf_array *a;
+	tf_cache *cache;
+	tf_views *v;
+	tf_view *w;
+	char *root;
+	uint8_t buf[100];
+	size_t got;
+	tf_error err;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(args, sizeof(args), "%s/d 300 500 100 100 3", dir);
+	genarray(args);
+	snprintf(args, sizeof(args), "%s/d", dir);
+	ck_assert_msg(tf_source_locate(args, NULL, &src, &root, &err) == TF_OK, "%s", err.msg);
+	ck_assert_int_eq(tf_array_open(src, root, NULL, &a, &err), TF_OK);
+	ck_assert_int_eq(tf_cache_new(16 << 20, 1, &cache, &err), TF_OK);
+	ck_assert_msg(tf_views_open(a, cache, &v, &err) == TF_OK, "%s", err.msg);
+	ck_assert_msg(tf_view_open(v, "cells.arrow", &w, &err) == TF_OK, "%s", err.msg);
+	ck_assert_msg(tf_view_read(w, ws, 100000, sizeof(buf), buf, &got, &err) == TF_OK, "%s", err.msg);
+	ck_assert_uint_eq(got, sizeof(buf));
+	tf_cache_get_stats(cache, &open_st);
+	tf_view_close(w);
+	tf_cache_get_stats(cache, &closed_st);
+	/* a batch of 65,536 cells of 12 bytes, and its block: ~1.5 MB */
+	ck_assert_msg(open_st.charged >= closed_st.charged + (1 << 20), "charged %zu open, %zu closed",
+		      open_st.charged, closed_st.charged);
+	tf_views_unref(v);
+	tf_cache_free(cache);
+	tf_array_free(a);
+	free(root);
+	tf_source_free(src);
+	tf_workspace_free(ws);
+	snprintf(args, sizeof(args), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(args), 0);
+}
+END_TEST
+
 static Suite *view_suite(void)
 {
 	Suite *s = suite_create("view");
@@ -1429,6 +1475,7 @@ static Suite *view_suite(void)
 	tcase_add_test(tc, test_views_index_bounded);
 	tcase_add_test(tc, test_fragment_csvs_bounded);
 	tcase_add_test(tc, test_arrow_ranges);
+	tcase_add_test(tc, test_arrow_idle_releases);
 	suite_add_tcase(s, tc);
 	if (tf_test_corpus()) {
 		corpus = tcase_create("corpus");
