@@ -556,14 +556,14 @@ static void *reader(void *p)
 /* Many threads reading one view, while its CSV index is still being built. */
 START_TEST(test_views_threads)
 {
-	static const char *const rels[] = { "cells.csv", "i32.raw" };
+	static const char *const rels[] = { "cells.csv", "i32.raw", "cells.arrow" };
 	pthread_t t[4];
 	reader_arg args[4];
 	opened o;
 
 	if (!open_views("dense_2d", 1 << 20, &o))
 		return;
-	for (size_t k = 0; k < 2; k++) {
+	for (size_t k = 0; k < 3; k++) {
 		uint64_t n;
 		tf_view *w, *whole;
 		uint8_t *all;
