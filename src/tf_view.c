@@ -27,6 +27,7 @@
 #define INDEX_MIN ((size_t)4 << 10)		/* a CSV's index may hold budget / 64, this at least */
 #define WINDOW_PART 8				/* a fragment's window: budget / 8, */
 #define WINDOW_MAX ((size_t)64 << 10)		/* 64 KiB at most (a cache slot: tf_merge.c) */
+#define SIZE_CELLS_MAX ((uint64_t)1 << 32)	/* a CSV of more cells is not sized at open */
 #define CSV_NAME "cells.csv"
 #define FRAGMENTS "fragments"
 
@@ -819,8 +820,11 @@ static tf_status load_piece(void *ctx, uint64_t index, uint8_t *dst, tf_workspac
 }
 
 /* Format the next block at the frontier and index it (ext held).  Its
- * text goes to the cache as the pieces of the new segment. */
-static tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, tf_error *err)
+ * text goes to the cache as the pieces of the new segment, if offer: a
+ * sizing pass counts the text and keeps only the index (its pieces would
+ * evict the decoded tiles it is reading, and the reader starts from the
+ * beginning anyway). */
+static tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, bool offer, tf_error *err)
 {
 	uint64_t *in = NULL, *out = malloc((c->S + 1) * sizeof(uint64_t)), start;
 	tf_buf text = TF_BUF_INIT((size_t)4 << 30);
@@ -856,7 +860,7 @@ static tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, t
 	if (rc == TF_OK && (end || !text.len))
 		c->complete = true;
 	pthread_mutex_unlock(&c->lock);
-	for (size_t k = 0; rc == TF_OK && k < text.len; k += c->piece) {
+	for (size_t k = 0; rc == TF_OK && offer && k < text.len; k += c->piece) {
 		size_t n = text.len - k < c->piece ? text.len - k : c->piece;
 		offer_piece(c, level, start + k, text.p + k, (uint32_t)n);
 	}
@@ -905,7 +909,7 @@ static tf_status find_piece(csv *c, tf_workspace *ws, uint64_t pos, const tf_can
 		bool more = pos >= frontier(c) && !c->complete;
 		pthread_mutex_unlock(&c->lock);
 		if (more)
-			rc = extend_one(c, ws, cancel, err);
+			rc = extend_one(c, ws, cancel, true, err);
 		pthread_mutex_unlock(&c->ext);
 		if (rc != TF_OK)
 			return rc;
@@ -1086,6 +1090,67 @@ static bool csv_size(csv *c, uint64_t *size)
 	*size = c->header.len + frontier(c);
 	pthread_mutex_unlock(&c->lock);
 	return known;
+}
+
+/* At least as many cells as the CSV has records: a dense array's box, a
+ * fragment's tiles, the sum of the visible fragments' cells (before
+ * duplicates and deletes go).  Sparse arrays read every visible
+ * fragment's metadata (the merge needs it anyway). */
+static tf_status csv_cells_bound(csv *c, const tf_cancel *cancel, uint64_t *n, tf_error *err)
+{
+	tf_snapshot *s = c->v->s;
+	const tf_snap_frag *f;
+	uint64_t total = 0, k;
+	tf_status rc = TF_OK;
+
+	switch (c->kind) {
+	case CSV_ARRAY_DENSE:
+		total = tf_dense_ncells(c->v->dense);
+		break;
+	case CSV_FRAG_DENSE:
+		f = csv_frag(c);
+		k = tf_schema_dense_tile_cells(f->schema);
+		total = k && f->ntiles <= UINT64_MAX / k ? f->ntiles * k : UINT64_MAX;
+		break;
+	case CSV_FRAG_SPARSE:
+		rc = tf_frag_sparse_cells(csv_frag(c), &total, err);
+		break;
+	default:
+		if ((rc = tf_snapshot_load_visible(s, cancel, err)) != TF_OK)
+			break;
+		for (size_t i = 0; i < tf_snapshot_nvisible(s) && rc == TF_OK; i++)
+			if ((rc = tf_frag_sparse_cells(tf_snapshot_frag(s, tf_snapshot_visible(s, i)), &k, err)) ==
+			    TF_OK)
+				total = tf_u64_add_sat(total, k);
+		break;
+	}
+	*n = total;
+	return rc;
+}
+
+/* Format the CSV to its end, block by block as reads do (one block at a
+ * time under ext: readers go on meanwhile), keeping its index only. */
+static tf_status csv_complete(csv *c, tf_workspace *ws, const tf_cancel *cancel, tf_error *err)
+{
+	tf_status rc = TF_OK;
+	bool done;
+
+	for (;;) {
+		pthread_mutex_lock(&c->lock);
+		done = c->complete;
+		pthread_mutex_unlock(&c->lock);
+		if (done || rc != TF_OK)
+			return rc;
+		if (tf_cancelled(cancel))
+			return tf_err(err, TF_E_INTR, "interrupted");
+		pthread_mutex_lock(&c->ext);
+		pthread_mutex_lock(&c->lock);
+		done = c->complete;
+		pthread_mutex_unlock(&c->lock);
+		if (!done)
+			rc = extend_one(c, ws, cancel, false, err);
+		pthread_mutex_unlock(&c->ext);
+	}
 }
 
 /* ---- matrices (.raw, .npy) ------------------------------------------------------------------------ */
@@ -1552,6 +1617,24 @@ bool tf_view_size(tf_view *w, uint64_t *size)
 	default:
 		return csv_size(w->c, size);
 	}
+}
+
+tf_status tf_view_size_now(tf_view *w, tf_workspace *ws, const tf_cancel *cancel, uint64_t *size, bool *known,
+			   tf_error *err)
+{
+	uint64_t cells;
+	tf_status rc;
+
+	if ((*known = tf_view_size(w, size)))
+		return TF_OK;
+	if ((rc = csv_cells_bound(w->c, cancel, &cells, err)) != TF_OK)
+		return rc;
+	if (cells > SIZE_CELLS_MAX)
+		return TF_OK;	/* an endless box: read as /proc files are */
+	if ((rc = csv_complete(w->c, ws, cancel, err)) != TF_OK)
+		return rc;
+	*known = csv_size(w->c, size);
+	return TF_OK;
 }
 
 tf_status tf_view_read_cancellable(tf_view *w, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst,

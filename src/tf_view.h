@@ -133,6 +133,17 @@ void tf_view_close(tf_view *w);
 /* The size, if known (see "Sizes" above). */
 bool tf_view_size(tf_view *w, uint64_t *size);
 
+/*
+ * Make the size known (*known) and say it: a CSV not yet formatted to its
+ * end is formatted now, counted and indexed but not kept (so a later read
+ * anywhere formats one block), unless it may hold more than 2^32 records
+ * (a dense box of 2^62 cells: *known stays false).  Given up (TF_E_INTR)
+ * soon after cancel says the caller went away; another caller goes on
+ * from where it stopped.
+ */
+tf_status tf_view_size_now(tf_view *w, tf_workspace *ws, const tf_cancel *cancel, uint64_t *size, bool *known,
+			   tf_error *err);
+
 /* Up to len bytes at off into dst; *got < len only at the end.  ws: the
  * calling thread's workspace. */
 tf_status tf_view_read(tf_view *w, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst,

@@ -478,6 +478,47 @@ START_TEST(test_views_ranges)
 }
 END_TEST
 
+/* tf_view_size_now: the size before any read, that of the bytes then
+ * read, and tf_views_stat says it. */
+static void check_size_now(const char *case_name, const char *rel, size_t cache)
+{
+	tf_workspace *ws = tf_workspace_new();
+	uint64_t size, n;
+	opened o;
+	tf_view *w;
+	tf_view_stat st;
+	tf_error err;
+	bool known;
+
+	if (!open_views(case_name, cache, &o))
+		return;
+	ck_assert_msg(tf_view_open(o.v, rel, &w, &err) == TF_OK, "%s: %s", rel, err.msg);
+	ck_assert_int_eq(tf_views_stat(o.v, rel, &st, &err), TF_OK);
+	ck_assert(!st.size_known || strstr(rel, ".csv") == NULL);
+	ck_assert_msg(tf_view_size_now(w, ws, NULL, &size, &known, &err) == TF_OK, "%s: %s", rel, err.msg);
+	ck_assert(known);
+	ck_assert_int_eq(tf_views_stat(o.v, rel, &st, &err), TF_OK);
+	ck_assert(st.size_known && st.size == size);
+	free(read_all(w, 4096, &n));
+	ck_assert_uint_eq(n, size);
+	ck_assert_uint_gt(n, 0);
+	tf_view_close(w);
+	close_views(&o);
+	tf_workspace_free(ws);
+}
+
+START_TEST(test_views_size_now)
+{
+	check_size_now("sparse_2d", "cells.csv", 64 << 20);
+	check_size_now("extra/sparse_dups_consolidated_deletes", "cells.csv", 64 << 20);
+	check_size_now("extra/consolidated", "cells.csv", 1 << 20);
+	check_size_now("dense_2d", "cells.csv", 1 << 20);
+	check_size_now("dense_2d", "f64.raw", 1 << 20);
+	check_size_now("sparse_string_dim",
+		       "fragments/__1795312353578_1795312353578_1ef64c734594ddfcff7b6bc4e4fa5207_22/cells.csv", 1 << 20);
+}
+END_TEST
+
 /* A whole pass over a .raw view copies every byte of each decode unit
  * once: the units go back as passed on whole and their buffers are
  * recycled, instead of filling the cache with fresh memory. */
@@ -1238,6 +1279,14 @@ START_TEST(test_views_index_bounded)
 		ck_assert_msg(tf_view_read(w, ws, off, sizeof(buf), buf, &got, &err) == TF_OK, "%s", err.msg);
 		ck_assert(got == sizeof(buf) && !memcmp(buf, all + off, sizeof(buf)));
 	}
+	/* An endless CSV is not sized: said at once, nothing formatted. */
+	{
+		uint64_t size;
+		bool known = true;
+
+		ck_assert_int_eq(tf_view_size_now(w, ws, NULL, &size, &known, &err), TF_OK);
+		ck_assert(!known);
+	}
 	/* A read 10 GB further, given up when its reader goes away (the 3rd
 	 * time it is asked): TF_E_INTR soon, and the view reads on. */
 	{
@@ -1285,6 +1334,7 @@ static Suite *view_suite(void)
 		corpus = tcase_create("corpus");
 		tcase_set_timeout(corpus, 120);
 		tcase_add_test(corpus, test_views_ranges);
+		tcase_add_test(corpus, test_views_size_now);
 		tcase_add_test(corpus, test_views_raw_recycles);
 		tcase_add_test(corpus, test_views_random_first);
 		tcase_add_test(corpus, test_views_threads);
