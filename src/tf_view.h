@@ -72,6 +72,20 @@ tf_status tf_views_open(tf_array *a, tf_cache *cache, tf_views **out, tf_error *
 tf_views *tf_views_ref(tf_views *v);
 void tf_views_unref(tf_views *v);
 
+/*
+ * Remember CSV sizes across mounts in store (tf_index.h; it must outlive
+ * v), under the array's identity array_id (tf_index_key_make's of its root
+ * directory).  An entry is keyed by the array's state (the names in its
+ * directories, the fragments a read sees, its delete conditions) and the
+ * text rules' version; a state whose text depends on the time of the read
+ * (cells past it filtered out) is not remembered.  A remembered size is
+ * shown at once, and proved when a read reaches it (the text must end
+ * exactly there: else that read fails, TF_E_CORRUPT, the entry is removed
+ * and the true size shown).  Set once, before v is shared.
+ */
+struct tf_index;
+void tf_views_set_store(tf_views *v, struct tf_index *store, const char *array_id);
+
 /* Whether the array is still in the state v shows (cheap: three
  * directory listings). */
 bool tf_views_current(tf_views *v);
