@@ -24,9 +24,11 @@
  *
  * Sizes.  .raw and .npy sizes are known from fragment metadata (nothing is
  * decoded).  A CSV's size is known only once every record has been
- * formatted: until then tf_view_size() says "unknown" and the driver serves
- * the file with direct I/O and size 0, as /proc does; readers get records
- * until a read returns 0 bytes.  Formatting builds, per tf_views, an index
+ * formatted (or remembered: tf_views_set_store): until then tf_view_size()
+ * says "unknown", and tf_view_size_now() makes it known, formatting to the
+ * end without keeping the text (the driver does so at open, and serves a
+ * CSV it cannot size, an endless box, with direct I/O and size 0, as /proc
+ * does).  Formatting builds, per tf_views, an index
  * of 32 KiB blocks (text offset and merge state where each starts), so a
  * later read anywhere formats one block; once a full pass has been made the
  * size is known (tf_views_stat reports it) and stays so for that state.
