@@ -798,11 +798,10 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	else if (!(h = calloc(1, sizeof(*h)))) {
 		fs_user_close(fs, uid);
 		rc = ENOMEM;
-	} else if (fs_node_views(n) && (rc = open_view(fs, n, h)) == 0 && h->view)
-		rc = size_view(req, fs, n, h, &sized);
-	else if (fs_node_views(n))
-		;
-	else if (fs_node_is_decoded(n))
+	} else if (fs_node_views(n)) {
+		if ((rc = open_view(fs, n, h)) == 0)
+			rc = size_view(req, fs, n, h, &sized);
+	} else if (fs_node_is_decoded(n))
 		rc = open_decoded(fs, n, h);
 	else
 		rc = open_raw(fs, n, h);

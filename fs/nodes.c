@@ -740,7 +740,7 @@ bool fs_node_set_view_size(tilefs *fs, fs_node *n, uint64_t size)
 	bool was;
 
 	pthread_mutex_lock(&fs->nodes.lock);
-	was = n->vst.size_known;
+	was = n->vst.size_known && n->vst.size == size;
 	n->vst.size_known = true;
 	n->vst.size = size;
 	n->st.v.size = size;

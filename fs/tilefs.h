@@ -134,7 +134,8 @@ tf_views *fs_node_views(const fs_node *n);
 const char *fs_node_vrel(const fs_node *n);
 const char *fs_node_arr(const fs_node *n);	/* the array's root */
 /* A view's size is now known (its open formatted it): true if the node
- * did not know it (the kernel may hold a size of 0). */
+ * showed another (the kernel may hold a size of 0, or a remembered size
+ * found wrong). */
 bool fs_node_set_view_size(tilefs *fs, fs_node *n, uint64_t size);
 /* How long the kernel may keep n's attributes: usual, or 0 for a view
  * whose size is not known yet (so stat shows it once it is). */
