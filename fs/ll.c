@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1130,9 +1131,10 @@ static char *root_attr(tilefs *fs, const char *name)
 		return NULL;
 	tf_cache_get_stats(fs->cache, &s);
 	fs_nodes_stats(fs, &nodes, &indexes, &index_bytes, &handles);
-	if (asprintf(&v, "budget=%zu used=%zu entries=%zu hits=%" PRIu64 " misses=%" PRIu64
+	struct mallinfo2 mi = mallinfo2();
+	if (asprintf(&v, "heap_used=%zu heap_free=%zu heap_mmap=%zu budget=%zu used=%zu entries=%zu hits=%" PRIu64 " misses=%" PRIu64
 		     " evictions=%" PRIu64 " prefetches=%" PRIu64 " recycled=%" PRIu64 " nodes=%zu indexes=%zu"
-		     " index_bytes=%zu index_budget=%zu handles=%zu arrays=%zu", s.budget, s.used, s.entries,
+		     " index_bytes=%zu index_budget=%zu handles=%zu arrays=%zu", mi.uordblks, mi.fordblks, mi.hblkhd, s.budget, s.used, s.entries,
 		     s.hits, s.misses, s.evictions, s.prefetches, s.recycled, nodes, indexes, index_bytes,
 		     (size_t)fs->settings->index_budget, handles, tf_catalog_arrays(fs->catalog)) < 0)
 		return NULL;

@@ -29,6 +29,7 @@
 #define WINDOW_PART 8				/* a fragment's window: budget / 8, */
 #define WINDOW_MAX ((size_t)64 << 10)		/* 64 KiB at most (a cache slot: tf_merge.c) */
 #define SIZE_CELLS_MAX ((uint64_t)1 << 32)	/* a CSV of more cells is not sized at open */
+#define IDLE_FRAG_CSVS 64			/* fragments' CSV states kept when closed */
 #define CSV_NAME "cells.csv"
 /* Bumped whenever the text rules change (tf_cells.c, this file): sizes
  * remembered of older text are then stale. */
@@ -113,6 +114,9 @@ typedef struct csv {
 	 * file's size until the text proves it (reaching it, or failing to). */
 	bool claimed, proved;
 	uint64_t claim;
+	uint64_t final;		/* its size, remembered from an earlier state (or UINT64_MAX) */
+	int users;		/* open views (under the owner's lock) */
+	struct csv *idle_prev, *idle_next;	/* a fragment's, idle: on the owner's idle list */
 	pthread_mutex_t ext;	/* one thread extends the index at a time */
 	producer prod;		/* the extender's (under ext) */
 } csv;
@@ -153,6 +157,9 @@ struct tf_views {
 	tf_version state;
 	uint64_t array_claim;	/* CLAIM_* or the size */
 	uint64_t *frag_claim;	/* per fragment, made on first need */
+	uint64_t *frag_size;	/* per fragment: its CSV's size once known, or UINT64_MAX */
+	csv *idle_head, *idle_tail;	/* fragments' CSV states no view has open, oldest first */
+	size_t nidle;
 };
 
 typedef enum { V_CSV, V_RAW, V_NPY } view_kind;
@@ -1236,6 +1243,7 @@ static tf_status csv_new(tf_views *v, csv_kind kind, size_t frag, csv **out, tf_
 	if (!c)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	c->v = v, c->kind = kind, c->frag = frag;
+	c->final = frag != SIZE_MAX && v->frag_size ? v->frag_size[frag] : UINT64_MAX;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->ext, NULL);
 	tf_buf_init(&c->header, (size_t)1 << 20);
@@ -1264,8 +1272,35 @@ static tf_status csv_new(tf_views *v, csv_kind kind, size_t frag, csv **out, tf_
 	return TF_OK;
 }
 
-/* The CSV state of the array (frag == SIZE_MAX) or of one fragment,
- * made once per tf_views. */
+static bool csv_size(csv *c, uint64_t *size);
+
+/* The per-fragment tables (v->lock held). */
+static tf_status frag_tables(tf_views *v, tf_error *err)
+{
+	size_t n = tf_snapshot_nfrags(v->s) + 1;
+
+	v->frag_csv = calloc(n, sizeof(csv *));
+	v->frag_size = malloc(n * sizeof(uint64_t));
+	if (!v->frag_csv || !v->frag_size) {
+		free(v->frag_csv), free(v->frag_size);
+		v->frag_csv = NULL, v->frag_size = NULL;
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < n; i++)
+		v->frag_size[i] = UINT64_MAX;
+	return TF_OK;
+}
+
+static void idle_remove(tf_views *v, csv *c)
+{
+	*(c->idle_prev ? &c->idle_prev->idle_next : &v->idle_head) = c->idle_next;
+	*(c->idle_next ? &c->idle_next->idle_prev : &v->idle_tail) = c->idle_prev;
+	c->idle_prev = c->idle_next = NULL;
+	v->nidle--;
+}
+
+/* The CSV state of the array (frag == SIZE_MAX) or of one fragment, made
+ * on need; a fragment's may be let go when no view has it open (put_csv). */
 static tf_status get_csv(tf_views *v, size_t frag, csv **out, tf_error *err)
 {
 	const tf_snap_frag *f = frag == SIZE_MAX ? NULL : tf_snapshot_frag(v->s, frag);
@@ -1283,13 +1318,17 @@ static tf_status get_csv(tf_views *v, size_t frag, csv **out, tf_error *err)
 	kind = f ? (f->dense ? CSV_FRAG_DENSE : CSV_FRAG_SPARSE)
 		 : (tf_snapshot_schema(v->s)->dense ? CSV_ARRAY_DENSE : CSV_ARRAY_SPARSE);
 	pthread_mutex_lock(&v->lock);
-	if (f && !v->frag_csv && !(v->frag_csv = calloc(tf_snapshot_nfrags(v->s) + 1, sizeof(csv *)))) {
+	if (f && !v->frag_csv && (rc = frag_tables(v, err)) != TF_OK) {
 		pthread_mutex_unlock(&v->lock);
-		return tf_err(err, TF_E_NOMEM, "out of memory");
+		return rc;
 	}
 	slot = f ? &v->frag_csv[frag] : &v->array_csv;
 	if (!*slot)
 		rc = csv_new(v, kind, frag, slot, err);
+	else if ((*slot)->users == 0 && f)
+		idle_remove(v, *slot);
+	if (rc == TF_OK)
+		(*slot)->users++;
 	*out = *slot;
 	pthread_mutex_unlock(&v->lock);
 	if (rc == TF_OK) {
@@ -1297,11 +1336,56 @@ static tf_status get_csv(tf_views *v, size_t frag, csv **out, tf_error *err)
 		bool claimed = remembered(v, f ? frag : SIZE_MAX, &claim);
 
 		pthread_mutex_lock(&(*out)->lock);
-		if (claimed && !(*out)->claimed && !(*out)->complete && claim >= (*out)->header.len)
+		if (claimed && !(*out)->claimed && !(*out)->complete && (*out)->final == UINT64_MAX &&
+		    claim >= (*out)->header.len)
 			(*out)->claimed = true, (*out)->claim = claim;
 		pthread_mutex_unlock(&(*out)->lock);
 	}
 	return rc;
+}
+
+/* Its size if its text bears it out: formatted to its end, or a
+ * remembered size a read proved. */
+static bool csv_proved_size(csv *c, uint64_t *size)
+{
+	bool known;
+
+	pthread_mutex_lock(&c->lock);
+	known = c->complete || (c->claimed && c->proved);
+	*size = c->complete ? c->header.len + frontier(c) : c->claim;
+	pthread_mutex_unlock(&c->lock);
+	if (!known && c->final != UINT64_MAX)
+		*size = c->final, known = true;
+	return known;
+}
+
+/* A view of it closed.  A fragment's CSV state no view has open waits on
+ * the idle list; beyond IDLE_FRAG_CSVS the oldest goes, its size (when
+ * known) remembered in 8 bytes: a state costs ~11 KB (columns, header,
+ * index, the producer's cursors), and reading every fragments/F/cells.csv
+ * of 2,000 fragments kept 22 MB outside the budget for the mount's life. */
+static void put_csv(tf_views *v, csv *c)
+{
+	csv *gone = NULL;
+
+	pthread_mutex_lock(&v->lock);
+	if (--c->users == 0 && c->frag != SIZE_MAX) {
+		c->idle_prev = v->idle_tail, c->idle_next = NULL;
+		*(v->idle_tail ? &v->idle_tail->idle_next : &v->idle_head) = c;
+		v->idle_tail = c;
+		v->nidle++;
+		if (v->nidle > IDLE_FRAG_CSVS) {
+			uint64_t size;
+
+			gone = v->idle_head;
+			idle_remove(v, gone);
+			if (csv_proved_size(gone, &size))
+				v->frag_size[gone->frag] = size;
+			v->frag_csv[gone->frag] = NULL;
+		}
+	}
+	pthread_mutex_unlock(&v->lock);
+	csv_free(gone);
 }
 
 /* Known once formatted to its end, or remembered (until found wrong). */
@@ -1313,6 +1397,8 @@ static bool csv_size(csv *c, uint64_t *size)
 	known = c->complete || c->claimed;
 	*size = c->complete ? c->header.len + frontier(c) : c->claimed ? c->claim : 0;
 	pthread_mutex_unlock(&c->lock);
+	if (!known && c->final != UINT64_MAX)
+		*size = c->final, known = true;
 	return known;
 }
 
@@ -1565,6 +1651,7 @@ void tf_views_unref(tf_views *v)
 	free(v->frag_csv);
 	free(v->frag_claim);
 	free(v->store_id);
+	free(v->frag_size);
 	tf_dense_free(v->dense);
 	tf_snapshot_unref(v->s);
 	pthread_mutex_destroy(&v->lock);
@@ -1668,11 +1755,15 @@ static void stat_of(tf_views *v, const vpath *p, tf_view_stat *st)
 		break;
 	default: {	/* a CSV: known once formatted to its end */
 		csv *c;
-		pthread_mutex_lock(&v->lock);
+		pthread_mutex_lock(&v->lock);	/* held: an idle fragment's state may go */
 		c = p->kind == P_CSV ? v->array_csv : v->frag_csv ? v->frag_csv[p->frag] : NULL;
-		pthread_mutex_unlock(&v->lock);
 		st->size_known = c ? csv_size(c, &st->size)
-				   : remembered(v, p->kind == P_CSV ? SIZE_MAX : p->frag, &st->size);
+				   : p->kind != P_CSV && v->frag_size && v->frag_size[p->frag] != UINT64_MAX;
+		if (!c && st->size_known)
+			st->size = v->frag_size[p->frag];
+		pthread_mutex_unlock(&v->lock);
+		if (!st->size_known && !c)
+			st->size_known = remembered(v, p->kind == P_CSV ? SIZE_MAX : p->frag, &st->size);
 		if (!st->size_known)
 			st->size = 0;
 	}
@@ -1704,6 +1795,18 @@ tf_status tf_views_reads(tf_views *v, const char *rel, tf_view_reads *what, char
 	if (*what == TF_VIEW_READS_ONE && !tf_snapshot_frag_dir(v->s, p.frag, frag, n))
 		return tf_err(err, TF_E_INVAL, "%s: name too long", rel);
 	return TF_OK;
+}
+
+size_t tf_views_csv_states(tf_views *v)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&v->lock);
+	n = v->array_csv != NULL;
+	for (size_t i = 0; v->frag_csv && i < tf_snapshot_nfrags(v->s); i++)
+		n += v->frag_csv[i] != NULL;
+	pthread_mutex_unlock(&v->lock);
+	return n;
 }
 
 size_t tf_views_nvisible(const tf_views *v)
@@ -1845,6 +1948,8 @@ tf_status tf_view_open(tf_views *v, const char *rel, tf_view **out, tf_error *er
 void tf_view_close(tf_view *w)
 {
 	if (w) {
+		if (w->c)
+			put_csv(w->v, w->c);
 		tf_views_unref(w->v);
 		free(w);
 	}

@@ -109,6 +109,9 @@ typedef enum { TF_VIEW_READS_NONE, TF_VIEW_READS_VISIBLE, TF_VIEW_READS_ONE } tf
 tf_status tf_views_reads(tf_views *v, const char *rel, tf_view_reads *what, char *frag, size_t n,
 			 tf_error *err);
 size_t tf_views_nvisible(const tf_views *v);
+/* CSV states kept (the array's and its fragments'), for tests: a
+ * fragment's no view has open may go, its size remembered. */
+size_t tf_views_csv_states(tf_views *v);
 /* Into buf (n bytes); false if it does not fit.  (Written, not pointed
  * to: a snapshot keeps fragment names only, 200,000 of them.) */
 bool tf_views_visible_dir(const tf_views *v, size_t k, char *buf, size_t n);

@@ -564,7 +564,7 @@ class Campaign:
         names = sorted(arrays)
         start = time.monotonic()
         try:
-            for i in range(self.args.count):
+            for i in range(self.args.first, self.args.count):
                 if self.args.only is not None and i != self.args.only:
                     continue
                 rnd = random.Random(self.args.seed * 1000003 + i)
@@ -581,6 +581,10 @@ class Campaign:
                     if self.counts["hang"] + self.counts["crash"] == before:
                         self.counts["ok"] += 1
                 shutil.rmtree(dst, ignore_errors=True)
+                if self.args.trace:
+                    self.log("  #%d RSS %d KiB, peak %d KiB; cache: %s" % (
+                        i, self.mount.status("VmRSS") >> 10, self.mount.status("VmHWM") >> 10,
+                        cache_text(self.mnt)))
                 if i % self.args.batch == self.args.batch - 1:
                     self.check_control("after #%d" % i)
                     rc = self.mount.stop()
@@ -613,6 +617,13 @@ def size_bytes(s):
     return int(s[:-1]) * mult[s[-1].upper()] if s[-1].upper() in mult else int(s)
 
 
+def cache_text(mnt):
+    try:
+        return os.getxattr(mnt, "user.tilefs.cache").decode(errors="replace").strip().replace("\n", "; ")
+    except OSError as e:
+        return "(%s)" % e.strerror
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tilefs", required=True)
@@ -623,6 +634,8 @@ def main():
     ap.add_argument("--count", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", type=int, help="replay case number N of this seed")
+    ap.add_argument("--first", type=int, default=0, help="start at case number N (batches as if from 0)")
+    ap.add_argument("--trace", action="store_true", help="the daemon's RSS and cache after every case")
     ap.add_argument("--round-robin", action="store_true", help="every array in turn")
     ap.add_argument("--big", action="store_true", help="clone fragments up to 2,000 times")
     ap.add_argument("--timeout", type=float, default=20)

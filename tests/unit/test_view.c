@@ -1417,6 +1417,76 @@ START_TEST(test_views_index_bounded)
 }
 END_TEST
 
+
+/*
+ * Issue 19: a fragment's CSV state (~11 KB: columns, header, index, the
+ * producer's cursors) was kept for the views' life once opened: reading
+ * every fragments/F/cells.csv of 2,000 fragments kept 22 MB outside the
+ * budget until unmount.  Now those no view has open go beyond 64, their
+ * sizes remembered: 300 one-cell fragments read one after another keep at
+ * most 65 states, every size stays known and a second read is the same.
+ */
+START_TEST(test_fragment_csvs_bounded)
+{
+	char dir[] = "/tmp/tf_fcsv.XXXXXX", args[4200], name[300], rel[400];
+	tf_workspace *ws = tf_workspace_new();
+	uint64_t *sizes = calloc(300, sizeof(uint64_t));
+	tf_source *src;
+	tf_array *a;
+	tf_cache *cache;
+	tf_views *v;
+	char *root;
+	tf_error err;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(args, sizeof(args), "%s/a --sparse 300 300 100 disjoint", dir);
+	genarray(args);
+	snprintf(args, sizeof(args), "%s/a", dir);
+	ck_assert_msg(tf_source_locate(args, NULL, &src, &root, &err) == TF_OK, "%s", err.msg);
+	ck_assert_int_eq(tf_array_open(src, root, NULL, &a, &err), TF_OK);
+	ck_assert_int_eq(tf_cache_new(16 << 20, 1, &cache, &err), TF_OK);
+	ck_assert_msg(tf_views_open(a, cache, &v, &err) == TF_OK, "%s", err.msg);
+	ck_assert_uint_eq(tf_views_nvisible(v), 300);
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t k = 0; k < 300; k++) {
+			uint8_t buf[4096];
+			tf_view_stat st;
+			tf_view *w;
+			size_t got;
+
+			ck_assert(tf_views_visible_dir(v, k, name, sizeof(name)));
+			snprintf(rel, sizeof(rel), "fragments/%s/cells.csv", strrchr(name, '/') ? strrchr(name, '/') + 1 : name);
+			ck_assert_msg(tf_view_open(v, rel, &w, &err) == TF_OK, "%s: %s", rel, err.msg);
+			ck_assert_msg(tf_view_read(w, ws, 0, sizeof(buf), buf, &got, &err) == TF_OK, "%s", err.msg);
+			ck_assert_uint_gt(got, 0);
+			ck_assert_uint_lt(got, sizeof(buf));
+			ck_assert(pass == 0 || sizes[k] == got);
+			sizes[k] = got;
+			tf_view_close(w);
+			ck_assert_uint_le(tf_views_csv_states(v), 65);
+			ck_assert_int_eq(tf_views_stat(v, rel, &st, &err), TF_OK);
+			ck_assert(st.size_known && st.size == got);
+		}
+	for (size_t k = 0; k < 300; k++) {	/* let go long ago: still known */
+		tf_view_stat st;
+
+		ck_assert(tf_views_visible_dir(v, k, name, sizeof(name)));
+		snprintf(rel, sizeof(rel), "fragments/%s/cells.csv", strrchr(name, '/') ? strrchr(name, '/') + 1 : name);
+		ck_assert_int_eq(tf_views_stat(v, rel, &st, &err), TF_OK);
+		ck_assert(st.size_known && st.size == sizes[k]);
+	}
+	tf_views_unref(v);
+	tf_cache_free(cache);
+	tf_array_free(a);
+	free(root);
+	tf_source_free(src);
+	tf_workspace_free(ws);
+	free(sizes);
+	snprintf(args, sizeof(args), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(args), 0);
+}
+END_TEST
+
 static Suite *view_suite(void)
 {
 	Suite *s = suite_create("view");
@@ -1433,6 +1503,7 @@ static Suite *view_suite(void)
 	tcase_add_test(tc, test_conditions);
 	tcase_add_test(tc, test_hilbert);
 	tcase_add_test(tc, test_views_index_bounded);
+	tcase_add_test(tc, test_fragment_csvs_bounded);
 	suite_add_tcase(s, tc);
 	if (tf_test_corpus()) {
 		corpus = tcase_create("corpus");
