@@ -1975,7 +1975,7 @@ tf_status tf_view_size_now(tf_view *w, tf_workspace *ws, const tf_cancel *cancel
 	uint64_t cells;
 	tf_status rc;
 
-	if ((*known = tf_view_size(w, size)))
+	if ((*known = tf_view_size(w, size)) || w->kind != V_CSV)
 		return TF_OK;
 	if ((rc = csv_cells_bound(w->c, cancel, &cells, err)) != TF_OK)
 		return rc;
