@@ -1132,11 +1132,11 @@ static char *root_attr(tilefs *fs, const char *name)
 	tf_cache_get_stats(fs->cache, &s);
 	fs_nodes_stats(fs, &nodes, &indexes, &index_bytes, &handles);
 	struct mallinfo2 mi = mallinfo2();
-	if (asprintf(&v, "heap_used=%zu heap_free=%zu heap_mmap=%zu budget=%zu used=%zu entries=%zu hits=%" PRIu64 " misses=%" PRIu64
+	if (asprintf(&v, "budget=%zu used=%zu entries=%zu hits=%" PRIu64 " misses=%" PRIu64
 		     " evictions=%" PRIu64 " prefetches=%" PRIu64 " recycled=%" PRIu64 " nodes=%zu indexes=%zu"
-		     " index_bytes=%zu index_budget=%zu handles=%zu arrays=%zu", mi.uordblks, mi.fordblks, mi.hblkhd, s.budget, s.used, s.entries,
+		     " index_bytes=%zu index_budget=%zu handles=%zu arrays=%zu heap_used=%zu heap_free=%zu heap_mmap=%zu", s.budget, s.used, s.entries,
 		     s.hits, s.misses, s.evictions, s.prefetches, s.recycled, nodes, indexes, index_bytes,
-		     (size_t)fs->settings->index_budget, handles, tf_catalog_arrays(fs->catalog)) < 0)
+		     (size_t)fs->settings->index_budget, handles, tf_catalog_arrays(fs->catalog), mi.uordblks, mi.fordblks, mi.hblkhd) < 0)
 		return NULL;
 	return v;
 }

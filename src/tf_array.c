@@ -321,9 +321,9 @@ static void frag_free(frag_slot *s)
  * metadata (a fragment of a million tiles has 8 MB of offsets per field),
  * go, oldest first (lock held).  The list holds idle ones only: each step
  * frees one. */
-static void trim_fragments(tf_array *a)
+static void trim_fragments_to(tf_array *a, size_t limit)
 {
-	while (a->oldest && (a->nfrags > MAX_FRAGMENTS || a->idle_bytes > a->idle_limit)) {
+	while (a->oldest && (a->nfrags > MAX_FRAGMENTS || a->idle_bytes > limit)) {
 		frag_slot *s = a->oldest, **p = &a->frags[bucket(s->name)];
 
 		while (*p != s)
@@ -333,6 +333,11 @@ static void trim_fragments(tf_array *a)
 		a->nfrags--;
 		frag_free(s);
 	}
+}
+
+static void trim_fragments(tf_array *a)
+{
+	trim_fragments_to(a, a->idle_limit);
 }
 
 /* Publish a fragment read with no lock held (lock held); returns the slot. */
@@ -806,6 +811,13 @@ size_t tf_array_idle_bytes(tf_array *a)
 	n = a->idle_bytes;
 	pthread_mutex_unlock(&a->lock);
 	return n;
+}
+
+void tf_array_trim_idle(tf_array *a, size_t bytes)
+{
+	pthread_mutex_lock(&a->lock);
+	trim_fragments_to(a, bytes < a->idle_limit ? bytes : a->idle_limit);
+	pthread_mutex_unlock(&a->lock);
 }
 
 void tf_array_set_idle_limit(tf_array *a, size_t bytes)

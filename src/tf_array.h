@@ -92,6 +92,8 @@ void tf_array_fragment_put(tf_array *a, const tf_fragment *fr);
  * recently used go, whatever their number (1,024 at most). */
 void tf_array_set_idle_limit(tf_array *a, size_t bytes);
 size_t tf_array_idle_bytes(tf_array *a);	/* kept now, for tests */
+/* Idle fragments go, oldest first, until their metadata is within bytes. */
+void tf_array_trim_idle(tf_array *a, size_t bytes);
 /* The key given at open (NULL if none), for generic tiles read from memory. */
 const tf_key *tf_array_key(const tf_array *a);
 /* Whether schema sc of the array (one it gave out) is encrypted: then so is

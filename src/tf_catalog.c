@@ -24,6 +24,8 @@
 #define NOT_ARRAY_TTL_NS 1000000000LL	/* the mount's entry timeout */
 #define MAX_DIRS 65536			/* then forget every non-array directory */
 #define NBUCKETS 1024
+#define WARM_ARRAYS 4			/* views kept warm: the most recently used */
+#define COOL_AT_ONCE 16
 
 typedef struct dir_slot {
 	char *rel;
@@ -39,6 +41,7 @@ typedef struct dir_slot {
 	int64_t whole_ns, whole_cost;
 	bool walking;			/* a thread is examining whole (the others wait) */
 	bool enc_known, encrypted;	/* its newest schema is encrypted */
+	bool cooled;			/* its views shrunk since last used */
 	struct dir_slot *hnext, *prev, *next;	/* hash chain; LRU of arrays */
 } dir_slot;
 
@@ -335,6 +338,35 @@ static void views_store(tf_catalog *c, const char *dir, tf_views *v)
 		tf_views_set_store(v, c->store, k.id);
 }
 
+/*
+ * Views keep what makes their next read quicker (fragments' CSV states,
+ * idle columns with their files' indexes, fragment metadata), each within
+ * its own bound, per array; but a mount serves many arrays, and nodes the
+ * kernel still knows keep views alive after their arrays are gone: the
+ * views campaign's mounts served 100 arrays each, deleted one after
+ * another, and the daemon's heap held ~40 MB beyond the cache's budget.
+ * Views of arrays beyond the WARM_ARRAYS most recently used let that go
+ * once, until they are used again.
+ */
+static void cool_others(tf_catalog *c)
+{
+	tf_views *cool[COOL_AT_ONCE];
+	size_t n = 0, warm = 0;
+
+	pthread_mutex_lock(&c->lock);
+	for (dir_slot *d = c->lru.prev; d != &c->lru && n < COOL_AT_ONCE; d = d->prev) {
+		if (!d->array || warm++ < WARM_ARRAYS || d->cooled || !d->views)
+			continue;
+		d->cooled = true;
+		cool[n++] = tf_views_ref(d->views);
+	}
+	pthread_mutex_unlock(&c->lock);
+	for (size_t i = 0; i < n; i++) {
+		tf_views_shrink(cool[i]);
+		tf_views_unref(cool[i]);
+	}
+}
+
 tf_status tf_catalog_views(tf_catalog *c, const char *dir, tf_cache *cache, tf_views **out,
 			   tf_catalog_hold **hold, tf_error *err)
 {
@@ -360,6 +392,10 @@ tf_status tf_catalog_views(tf_catalog *c, const char *dir, tf_cache *cache, tf_v
 		pthread_mutex_unlock(&c->lock);
 		tf_views_unref(old);
 	}
+	pthread_mutex_lock(&c->lock);
+	d->cooled = false;
+	pthread_mutex_unlock(&c->lock);
+	cool_others(c);
 	*out = v;
 	*hold = (tf_catalog_hold *)d;	/* its reference stays with the caller */
 	return TF_OK;

@@ -1362,6 +1362,8 @@ static void list_push(tf_snapshot *s, col_slot *c, col_state state)
  * lock); beyond kept_limit bytes of idle and dormant indexes, the oldest
  * dormant ones (then idle) leave the table, returned in *gone.
  */
+static void evict_kept(tf_snapshot *s, size_t limit, col_slot **gone);
+
 static void trim_cols(tf_snapshot *s, col_slot **shut, size_t *nshut, col_slot **gone)
 {
 	while (s->idle.n > TF_SNAPSHOT_IDLE_COLS && *nshut < 4) {
@@ -1372,7 +1374,14 @@ static void trim_cols(tf_snapshot *s, col_slot **shut, size_t *nshut, col_slot *
 		c->opening = true;	/* being closed: a reader waits */
 		shut[(*nshut)++] = c;
 	}
-	while (s->idle.n + s->dormant.n && s->idle.bytes + s->dormant.bytes > s->kept_limit) {
+	evict_kept(s, s->kept_limit, gone);
+}
+
+/* Idle and dormant columns beyond limit bytes leave the table, the oldest
+ * dormant ones first (lock held). */
+static void evict_kept(tf_snapshot *s, size_t limit, col_slot **gone)
+{
+	while (s->idle.n + s->dormant.n && s->idle.bytes + s->dormant.bytes > limit) {
 		col_slot *c = s->dormant.old ? s->dormant.old : s->idle.old;
 		col_slot **p = &s->cols[col_hash(s, c->frag, c->kind, c->name)];
 
@@ -1491,6 +1500,17 @@ void tf_snapshot_col_put(tf_snapshot *s, const tf_col *c)
 		pthread_mutex_unlock(&s->lock);
 	}
 	close_slots(gone);
+}
+
+void tf_snapshot_shrink(tf_snapshot *s)
+{
+	col_slot *gone = NULL;
+
+	pthread_mutex_lock(&s->lock);
+	evict_kept(s, 0, &gone);
+	pthread_mutex_unlock(&s->lock);
+	close_slots(gone);
+	tf_array_trim_idle(tf_snapshot_array(s), 0);
 }
 
 size_t tf_snapshot_open_cols(tf_snapshot *s)

@@ -151,6 +151,9 @@ tf_status tf_snapshot_col(tf_snapshot *s, size_t frag, tf_col_kind kind, const c
 void tf_snapshot_col_put(tf_snapshot *s, const tf_col *c);
 /* Columns open now (held or idle), for tests. */
 size_t tf_snapshot_open_cols(tf_snapshot *s);
+/* Let go of what is kept only to be quicker next time: columns no reader
+ * holds, and the array's idle fragment metadata (tf_views_shrink). */
+void tf_snapshot_shrink(tf_snapshot *s);
 
 bool tf_col_missing(const tf_col *c);	/* the fragment has no such field */
 bool tf_col_var(const tf_col *c);

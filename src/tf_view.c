@@ -1797,6 +1797,32 @@ tf_status tf_views_reads(tf_views *v, const char *rel, tf_view_reads *what, char
 	return TF_OK;
 }
 
+void tf_views_shrink(tf_views *v)
+{
+	csv *gone = NULL;
+
+	pthread_mutex_lock(&v->lock);
+	while (v->idle_head) {
+		csv *c = v->idle_head;
+		uint64_t size;
+
+		idle_remove(v, c);
+		if (csv_proved_size(c, &size))
+			v->frag_size[c->frag] = size;
+		v->frag_csv[c->frag] = NULL;
+		c->idle_next = gone;	/* a list of its own now */
+		gone = c;
+	}
+	pthread_mutex_unlock(&v->lock);
+	while (gone) {
+		csv *next = gone->idle_next;
+
+		csv_free(gone);
+		gone = next;
+	}
+	tf_snapshot_shrink(v->s);
+}
+
 size_t tf_views_csv_states(tf_views *v)
 {
 	size_t n = 0;

@@ -112,6 +112,10 @@ size_t tf_views_nvisible(const tf_views *v);
 /* CSV states kept (the array's and its fragments'), for tests: a
  * fragment's no view has open may go, its size remembered. */
 size_t tf_views_csv_states(tf_views *v);
+/* Let go of what is kept only to be quicker next time (the states of
+ * fragments' CSVs no view has open, sizes remembered; idle columns; idle
+ * fragment metadata): for views not used for a while (tf_catalog). */
+void tf_views_shrink(tf_views *v);
 /* Into buf (n bytes); false if it does not fit.  (Written, not pointed
  * to: a snapshot keeps fragment names only, 200,000 of them.) */
 bool tf_views_visible_dir(const tf_views *v, size_t k, char *buf, size_t n);

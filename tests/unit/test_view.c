@@ -1425,6 +1425,7 @@ END_TEST
  * budget until unmount.  Now those no view has open go beyond 64, their
  * sizes remembered: 300 one-cell fragments read one after another keep at
  * most 65 states, every size stays known and a second read is the same.
+ * tf_views_shrink lets every idle one go, and the array's idle metadata.
  */
 START_TEST(test_fragment_csvs_bounded)
 {
@@ -1474,6 +1475,21 @@ START_TEST(test_fragment_csvs_bounded)
 		snprintf(rel, sizeof(rel), "fragments/%s/cells.csv", strrchr(name, '/') ? strrchr(name, '/') + 1 : name);
 		ck_assert_int_eq(tf_views_stat(v, rel, &st, &err), TF_OK);
 		ck_assert(st.size_known && st.size == sizes[k]);
+	}
+	tf_views_shrink(v);	/* views not used for a while: what is kept goes */
+	ck_assert_uint_eq(tf_views_csv_states(v), 0);
+	ck_assert_uint_eq(tf_array_idle_bytes(a), 0);
+	for (size_t k = 0; k < 300; k += 7) {	/* and they read the same */
+		uint8_t buf[4096];
+		tf_view *w;
+		size_t got;
+
+		ck_assert(tf_views_visible_dir(v, k, name, sizeof(name)));
+		snprintf(rel, sizeof(rel), "fragments/%s/cells.csv", strrchr(name, '/') ? strrchr(name, '/') + 1 : name);
+		ck_assert_msg(tf_view_open(v, rel, &w, &err) == TF_OK, "%s: %s", rel, err.msg);
+		ck_assert_msg(tf_view_read(w, ws, 0, sizeof(buf), buf, &got, &err) == TF_OK, "%s", err.msg);
+		ck_assert_uint_eq(got, sizes[k]);
+		tf_view_close(w);
 	}
 	tf_views_unref(v);
 	tf_cache_free(cache);
