@@ -667,6 +667,56 @@ static int open_view(tilefs *fs, fs_node *n, handle *h)
 	return 0;
 }
 
+static bool req_gone(void *ctx);
+
+/* The kernel's attributes of n are stale: it asks again at the next stat
+ * or read past the size it holds.  (Attributes only: no page, no inode
+ * lock is touched, so this is safe inside a request on n.) */
+static void inval_attr(tilefs *fs, fs_node *n)
+{
+	int e = fuse_lowlevel_notify_inval_inode(fs->se, fs_node_ino(n), -1, 0);
+
+	if (e && e != -ENOENT)
+		fs_log(TF_LOG_WARN, "%s: dropping the kernel's attributes: %s", fs_node_rel(n), strerror(-e));
+}
+
+/*
+ * A view shows its true size from its open on: a CSV not yet formatted to
+ * its end is formatted now (counted, indexed, not kept), the caller
+ * waiting, and the kernel's attributes of the node, which said 0, are
+ * dropped before the open is answered, so its fstat, and the page cache
+ * it reads through, see the size.  A caller gone (killed) stops the pass
+ * (EINTR); the next open goes on from where it stopped.  Sets *sized.
+ */
+static int size_view(fuse_req_t req, tilefs *fs, fs_node *n, handle *h, bool *sized)
+{
+	fs_thread *t = thread_of(fs);
+	tf_cancel cancel = { req_gone, req };
+	uint64_t size;
+	tf_error err;
+	tf_status rc;
+
+	*sized = tf_view_size(h->view, &size);
+	if (*sized) {
+		if (fs_node_set_view_size(fs, n, size))
+			inval_attr(fs, n);
+		return 0;
+	}
+	if (!t)
+		return ENOMEM;
+	rc = tf_view_size_now(h->view, t->ws, &cancel, &size, sized, &err);
+	if (rc == TF_E_INTR)
+		return EINTR;
+	if (rc != TF_OK) {
+		fs_log_failure(err.msg);
+		fs_node_set_error(fs, n, err.msg);
+		return EIO;
+	}
+	if (*sized && fs_node_set_view_size(fs, n, size))
+		inval_attr(fs, n);
+	return 0;
+}
+
 /* A file shown as stored.  A failure is logged but for ESTALE (the kernel
  * looks the name up again) and the source's refusals. */
 static int open_raw(tilefs *fs, fs_node *n, handle *h)
@@ -733,6 +783,7 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fs_node *n = fs_node_get(fs, ino);
 	uid_t uid = fuse_req_ctx(req)->uid;
 	handle *h = NULL;
+	bool sized = false;
 	int rc = 0;
 
 	if (!n)
@@ -748,9 +799,10 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	else if (!(h = calloc(1, sizeof(*h)))) {
 		fs_user_close(fs, uid);
 		rc = ENOMEM;
-	} else if (fs_node_views(n))
-		rc = open_view(fs, n, h);
-	else if (fs_node_is_decoded(n))
+	} else if (fs_node_views(n)) {
+		if ((rc = open_view(fs, n, h)) == 0)
+			rc = size_view(req, fs, n, h, &sized);
+	} else if (fs_node_is_decoded(n))
 		rc = open_decoded(fs, n, h);
 	else
 		rc = open_raw(fs, n, h);
@@ -770,6 +822,8 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (rc) {
 		if (h)	/* counted by fs_user_open */
 			fs_user_close(fs, uid);
+		if (h)
+			tf_view_close(h->view);
 		free(h);
 		if (n)
 			fs_node_put(fs, n);
@@ -785,13 +839,12 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * 154 ms against 193; but mmap(MAP_SHARED) then fails, and warm
 	 * re-reads each cost a round trip). */
 	h->direct = h->h && (fs->direct_io || fs_node_failed(fs, n));
-	/* A view whose size was not known at its lookup (a CSV not yet
-	 * formatted to its end) is read to its end as /proc files are, past
-	 * the size 0 its attributes showed: always so, since the kernel may
-	 * still hold that 0 when the size becomes known.  Its formatted
-	 * blocks are kept by the library, so re-reads stay cheap. */
+	/* A view is read through the page cache (mmap works) once its size
+	 * is known, which size_view made so but for an endless CSV (more
+	 * than 2^32 records): that one is read to its end as /proc files
+	 * are, past the size 0 its attributes show. */
 	if (h->view)
-		h->direct = !fs_node_view_sized(n);
+		h->direct = !sized;
 	fi->direct_io = h->direct;
 	fi->keep_cache = !h->direct;
 	fi->fh = (uintptr_t)h;
@@ -932,7 +985,11 @@ static void read_raw(fuse_req_t req, tilefs *fs, handle *h, size_t size, off_t o
  * the answer comes). */
 static bool req_gone(void *ctx)
 {
-	return fuse_req_interrupted((fuse_req_t)ctx) != 0;
+	fuse_req_t req = ctx;
+
+	/* Or the mount went (an open sizing a CSV is not a file open yet:
+	 * the unmount does not wait for it, the daemon's exit does). */
+	return fuse_req_interrupted(req) != 0 || fuse_session_exited(fs_of(req)->se);
 }
 
 static void read_view(fuse_req_t req, tilefs *fs, handle *h, size_t size, off_t off)

@@ -59,7 +59,6 @@ struct fs_node {
 	char *vrel;		/* path in the views folder, "" for the folder */
 	char *arr;		/* the array's root */
 	tf_view_stat vst;
-	bool sized_at_lookup;	/* the view's size was known when first shown */
 	fs_node *id_next, *rel_next;
 	fs_node *prev, *next;	/* LRU of nodes holding an index */
 };
@@ -534,7 +533,6 @@ static int view_lookup(tilefs *fs, fs_node *dir, const char *name, const char *r
 	} else if ((n = add_node(&fs->nodes, rel, &st, false))) {
 		n->views = v, n->hold = hold, n->vst = vst;
 		n->keyed = tf_views_keyed(v);
-		n->sized_at_lookup = vst.size_known;
 		n->vrel = strdup(vrel);
 		n->arr = strdup(arr);
 	}
@@ -736,7 +734,19 @@ fuse_ino_t fs_node_ino(const fs_node *n) { return n->id; }
 tf_views *fs_node_views(const fs_node *n) { return n->views; }
 const char *fs_node_vrel(const fs_node *n) { return n->vrel; }
 const char *fs_node_arr(const fs_node *n) { return n->arr; }
-bool fs_node_view_sized(const fs_node *n) { return n->sized_at_lookup; }
+
+bool fs_node_set_view_size(tilefs *fs, fs_node *n, uint64_t size)
+{
+	bool was;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	was = n->vst.size_known && n->vst.size == size;
+	n->vst.size_known = true;
+	n->vst.size = size;
+	n->st.v.size = size;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return !was;
+}
 
 double fs_node_attr_timeout(tilefs *fs, fs_node *n, double usual)
 {

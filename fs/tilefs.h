@@ -133,8 +133,10 @@ bool fs_node_is_decoded(const fs_node *n);
 tf_views *fs_node_views(const fs_node *n);
 const char *fs_node_vrel(const fs_node *n);
 const char *fs_node_arr(const fs_node *n);	/* the array's root */
-/* Whether the view's size was known when the kernel first saw the node. */
-bool fs_node_view_sized(const fs_node *n);
+/* A view's size is now known (its open formatted it): true if the node
+ * showed another (the kernel may hold a size of 0, or a remembered size
+ * found wrong). */
+bool fs_node_set_view_size(tilefs *fs, fs_node *n, uint64_t size);
 /* How long the kernel may keep n's attributes: usual, or 0 for a view
  * whose size is not known yet (so stat shows it once it is). */
 double fs_node_attr_timeout(tilefs *fs, fs_node *n, double usual);

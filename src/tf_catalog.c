@@ -327,6 +327,17 @@ static tf_views *current_views(tf_catalog *c, dir_slot *d)
 	return v;
 }
 
+/* The views remember their CSVs' sizes in the index store, under the
+ * array root's identity (its device and inode; an object store's prefix). */
+static void views_store(tf_catalog *c, const char *dir, tf_views *v)
+{
+	tf_index_key k;
+	tf_stat st;
+
+	if (c->store && tf_source_stat(c->src, dir, &st, NULL) == TF_OK && tf_index_key_make(&k, c->src, dir, &st.v))
+		tf_views_set_store(v, c->store, k.id);
+}
+
 /*
  * Views keep what makes their next read quicker (fragments' CSV states,
  * idle columns with their files' indexes, fragment metadata), each within
@@ -372,6 +383,7 @@ tf_status tf_catalog_views(tf_catalog *c, const char *dir, tf_cache *cache, tf_v
 			array_release(c, d);
 			return tf_err_prefix(err, "%s", dir);
 		}
+		views_store(c, dir, v);
 		pthread_mutex_lock(&c->lock);
 		old = d->views;
 		d->views = tf_views_ref(v);

@@ -1053,6 +1053,7 @@ tf_array *tf_snapshot_array(const tf_snapshot *s) { return s->a; }
 tf_cache *tf_snapshot_cache(const tf_snapshot *s) { return s->cache; }
 const tf_schema *tf_snapshot_schema(const tf_snapshot *s) { return s->schema; }
 uint64_t tf_snapshot_time(const tf_snapshot *s) { return s->now; }
+uint64_t tf_snapshot_fingerprint(const tf_snapshot *s) { return s->fingerprint; }
 size_t tf_snapshot_nfrags(const tf_snapshot *s) { return s->nfrags; }
 const tf_snap_frag *tf_snapshot_frag(const tf_snapshot *s, size_t i) { return &s->frags[i]; }
 size_t tf_snapshot_nvisible(const tf_snapshot *s) { return s->nvisible; }

@@ -89,6 +89,9 @@ tf_array *tf_snapshot_array(const tf_snapshot *s);
 tf_cache *tf_snapshot_cache(const tf_snapshot *s);
 const tf_schema *tf_snapshot_schema(const tf_snapshot *s);	/* the newest */
 uint64_t tf_snapshot_time(const tf_snapshot *s);		/* ms since the epoch */
+/* A hash of the names in the array's directories when it was opened (what
+ * tf_snapshot_current compares). */
+uint64_t tf_snapshot_fingerprint(const tf_snapshot *s);
 
 /* Every fragment directory (sorted by name), and the visible ones in
  * read order (oldest first: later ones win). */

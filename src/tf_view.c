@@ -14,6 +14,7 @@
 
 #include "tf_arrow.h"
 #include "tf_cells.h"
+#include "tf_index.h"
 #include "tf_merge.h"
 #include "tf_snapshot.h"
 
@@ -28,11 +29,17 @@
 #define INDEX_MIN ((size_t)4 << 10)		/* a CSV's index may hold budget / 64, this at least */
 #define WINDOW_PART 8				/* a fragment's window: budget / 8, */
 #define WINDOW_MAX ((size_t)64 << 10)		/* 64 KiB at most (a cache slot: tf_merge.c) */
+#define SIZE_CELLS_MAX ((uint64_t)1 << 32)	/* a CSV of more cells is not sized at open */
 #define IDLE_FRAG_CSVS 64			/* fragments' CSV states kept when closed */
 #define CSV_NAME "cells.csv"
 #define ARROW_NAME "cells.arrow"
 #define ARROW_BATCH_MIN ((size_t)64 << 10)	/* a batch's bytes: budget / 8, at least this */
 #define COLUMNAR_MAX 130			/* columns a dense cells.arrow takes a column at a time */
+/* Bumped whenever the text rules change (tf_cells.c, this file): sizes
+ * remembered of older text are then stale. */
+#define CSV_TEXT_VERSION 1
+#define CLAIM_UNASKED UINT64_MAX		/* remembered sizes: not asked the store yet */
+#define CLAIM_NONE (UINT64_MAX - 1)		/* it had none (or one found wrong) */
 #define FRAGMENTS "fragments"
 
 typedef enum { CSV_ARRAY_DENSE, CSV_ARRAY_SPARSE, CSV_FRAG_DENSE, CSV_FRAG_SPARSE } csv_kind;
@@ -111,6 +118,10 @@ typedef struct csv {
 	size_t limit;		/* bytes the index may hold */
 	size_t charged;		/* its memory, charged to the cache's budget */
 	bool complete;
+	/* A size remembered from an earlier mount (tf_views_set_store), the
+	 * file's size until the text proves it (reaching it, or failing to). */
+	bool claimed, proved;
+	uint64_t claim;
 	uint64_t final;		/* its size, remembered from an earlier state (or UINT64_MAX) */
 	int users;		/* open views (under the owner's lock) */
 	struct csv *idle_prev, *idle_next;	/* a fragment's, idle: on the owner's idle list */
@@ -157,6 +168,14 @@ struct tf_views {
 	pthread_mutex_t lock;	/* guards the CSV states below */
 	csv *array_csv;
 	csv **frag_csv;		/* per snapshot fragment; made on first need */
+	/* CSV sizes remembered across mounts (under lock): the store, the
+	 * array's identity there, the state's key (made on first need) */
+	tf_index *store;
+	char *store_id;
+	bool state_made, persist;
+	tf_version state;
+	uint64_t array_claim;	/* CLAIM_* or the size */
+	uint64_t *frag_claim;	/* per fragment, made on first need */
 	uint64_t *frag_size;	/* per fragment: its CSV's size once known, or UINT64_MAX */
 	csv *array_arrow;	/* the same as cells.arrow */
 	csv **frag_arrow;
@@ -175,6 +194,7 @@ struct tf_view {
 };
 
 static tf_dense *views_dense(tf_views *v);
+static void remember(csv *c, uint64_t size);
 
 /* ---- formatting rows ------------------------------------------------------------------------ */
 
@@ -976,8 +996,11 @@ static tf_status add_blocks(csv *c, uint64_t start, tf_error *err)
 }
 
 /* Format the next block at the frontier and index it (ext held).  Its
- * text goes to the cache as the pieces of the new segment. */
-static tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, tf_error *err)
+ * text goes to the cache as the pieces of the new segment, if offer: a
+ * sizing pass counts the text and keeps only the index (its pieces would
+ * evict the decoded tiles it is reading, and the reader starts from the
+ * beginning anyway). */
+static tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, bool offer, tf_error *err)
 {
 	uint64_t *in = NULL, *out = malloc((c->S + 1) * sizeof(uint64_t)), start;
 	tf_buf local = TF_BUF_INIT((size_t)4 << 30);
@@ -1023,7 +1046,9 @@ static tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, t
 	if (c->arrow)
 		index_charge(c);
 	pthread_mutex_unlock(&c->lock);
-	for (size_t k = 0; rc == TF_OK && k < text->len; k += c->piece) {
+	if (rc == TF_OK && (end || !text->len))
+		remember(c, c->header.len + start + text->len + c->tail.len);
+	for (size_t k = 0; rc == TF_OK && offer && k < text->len; k += c->piece) {
 		size_t n = text->len - k < c->piece ? text->len - k : c->piece;
 		offer_piece(c, level, start + k, text->p + k, (uint32_t)n);
 	}
@@ -1081,11 +1106,209 @@ static tf_status find_piece(csv *c, tf_workspace *ws, uint64_t pos, const tf_can
 		bool more = pos >= frontier(c) && !c->complete;
 		pthread_mutex_unlock(&c->lock);
 		if (more)
-			rc = extend_one(c, ws, cancel, err);
+			rc = extend_one(c, ws, cancel, true, err);
 		pthread_mutex_unlock(&c->ext);
 		if (rc != TF_OK)
 			return rc;
 	}
+}
+
+/* ---- sizes remembered across mounts ---------------------------------------------------------- */
+
+static uint64_t fnv(uint64_t h, const char *s)
+{
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 1099511628211ull;
+	return (h ^ 0xff) * 1099511628211ull;	/* a name's end counts */
+}
+
+/*
+ * The key of this state's CSVs (v->lock held), made once: the names in
+ * the array's directories (the snapshot's fingerprint), the fragments a
+ * read sees and the delete conditions, in order, and the text rules'
+ * version.  None (false) when the text depends on when it is read: a
+ * fragment or delete whose time is past the snapshot's (cells filtered by
+ * their timestamps).
+ */
+static bool views_state(tf_views *v)
+{
+	tf_snapshot *s = v->s;
+	uint64_t now = tf_snapshot_time(s), h = 1469598103934665603ull;
+	bool ok = true;
+
+	if (v->state_made)
+		return v->persist;
+	for (size_t k = 0; k < tf_snapshot_nvisible(s); k++) {
+		const tf_snap_frag *f = tf_snapshot_frag(s, tf_snapshot_visible(s, k));
+		ok = ok && f->t2 <= now;
+		h = fnv(h, f->name);
+	}
+	for (size_t i = 0; i < tf_snapshot_ndeletes(s); i++) {
+		ok = ok && tf_snapshot_delete(s, i)->t <= now;
+		h = fnv(h, tf_snapshot_delete(s, i)->marker);
+	}
+	memset(&v->state, 0, sizeof(v->state));
+	v->state.size = tf_snapshot_fingerprint(s);
+	v->state.mtime_ns = (int64_t)h;
+	v->state.ctime_ns = CSV_TEXT_VERSION;
+	v->state.ino = tf_snapshot_nvisible(s);
+	v->state.dev = tf_snapshot_ndeletes(s);
+	v->persist = ok;
+	v->state_made = true;
+	return ok;
+}
+
+/* The store's key of the CSV of frag (SIZE_MAX: the array's), v->lock
+ * held; false if its size is not to be remembered. */
+static bool csv_key(tf_views *v, size_t frag, tf_index_key *k)
+{
+	int n;
+
+	if (!v->store || !views_state(v))
+		return false;
+	memset(k, 0, sizeof(*k));
+	k->v = v->state;
+	n = frag == SIZE_MAX ? snprintf(k->id, sizeof(k->id), "%s/" CSV_NAME, v->store_id)
+			     : snprintf(k->id, sizeof(k->id), "%s/" FRAGMENTS "/%s/" CSV_NAME, v->store_id,
+					tf_snapshot_frag(v->s, frag)->name);
+	return n > 0 && (size_t)n < sizeof(k->id);
+}
+
+/* The slot of frag's remembered size (v->lock held; NULL: no memory). */
+static uint64_t *claim_slot(tf_views *v, size_t frag)
+{
+	size_t n = tf_snapshot_nfrags(v->s);
+
+	if (frag == SIZE_MAX)
+		return &v->array_claim;
+	if (!v->frag_claim && (v->frag_claim = malloc((n + 1) * sizeof(uint64_t))))
+		for (size_t i = 0; i <= n; i++)
+			v->frag_claim[i] = CLAIM_UNASKED;
+	return v->frag_claim ? &v->frag_claim[frag] : NULL;
+}
+
+/* The size the store remembers for frag's CSV in this state (the store is
+ * asked once per state and CSV). */
+static bool remembered(tf_views *v, size_t frag, bool arrow, uint64_t *size)
+{
+	tf_index_key k;
+	uint64_t *slot, got = CLAIM_NONE;
+	bool keyed;
+
+	*size = CLAIM_NONE;
+	if (arrow)	/* cells.arrow's sizes are not remembered (yet): sized at open */
+		return false;
+
+	pthread_mutex_lock(&v->lock);
+	slot = v->store ? claim_slot(v, frag) : NULL;
+	if (slot && *slot == CLAIM_UNASKED) {
+		keyed = csv_key(v, frag, &k);
+		pthread_mutex_unlock(&v->lock);
+		if (keyed) {
+			tf_buf payload = TF_BUF_INIT(4096);	/* the whole entry is read into it */
+
+			if (tf_index_get(v->store, &k, &payload, NULL) == TF_OK && payload.len == 8 &&
+			    tf_le64(payload.p) <= (uint64_t)INT64_MAX)
+				got = tf_le64(payload.p);
+			tf_buf_free(&payload);
+		}
+		pthread_mutex_lock(&v->lock);
+		if (*slot == CLAIM_UNASKED)
+			*slot = got;
+	}
+	got = slot ? *slot : CLAIM_NONE;
+	pthread_mutex_unlock(&v->lock);
+	*size = got;
+	return got < CLAIM_NONE;
+}
+
+static size_t csv_frag_index(const csv *c)
+{
+	return c->kind == CSV_FRAG_DENSE || c->kind == CSV_FRAG_SPARSE ? c->frag : SIZE_MAX;
+}
+
+/* c's size, now known, for the next mount. */
+static void remember(csv *c, uint64_t size)
+{
+	tf_views *v = c->v;
+	tf_index_key k;
+	uint64_t *slot;
+	uint8_t b[8];
+	bool put = false;
+
+	if (c->arrow)
+		return;
+	pthread_mutex_lock(&v->lock);
+	if (csv_key(v, csv_frag_index(c), &k)) {
+		slot = claim_slot(v, csv_frag_index(c));
+		put = !slot || *slot != size;
+		if (slot)
+			*slot = size;
+	}
+	pthread_mutex_unlock(&v->lock);
+	if (put) {
+		tf_put_le64(b, size);
+		tf_index_put(v->store, &k, b, sizeof(b));
+	}
+}
+
+/* A remembered size the text does not bear out: rejected from the store. */
+static void forget(csv *c, const char *why)
+{
+	tf_views *v = c->v;
+	tf_index_key k;
+	uint64_t *slot;
+	bool keyed;
+
+	if (c->arrow)
+		return;
+	pthread_mutex_lock(&v->lock);
+	keyed = csv_key(v, csv_frag_index(c), &k);
+	if ((slot = claim_slot(v, csv_frag_index(c))))
+		*slot = CLAIM_NONE;
+	pthread_mutex_unlock(&v->lock);
+	if (keyed)
+		tf_index_reject(v->store, &k, why);
+}
+
+/*
+ * A read that reached a remembered size, or ended before it: the text must
+ * end exactly there (formatted up to it, and a byte past it asked for),
+ * else the size was wrong (a stale or forged entry): the entry goes, the
+ * read fails (EIO), and the CSV shows its true size from then on.
+ */
+static tf_status prove_claim(csv *c, tf_workspace *ws, uint64_t read_end, bool short_read, const tf_cancel *cancel,
+			     tf_error *err)
+{
+	uint64_t claim, end = 0;
+	piece_src ps;
+	bool eof = false, ok;
+	tf_status rc = TF_OK;
+	char why[200];
+
+	pthread_mutex_lock(&c->lock);
+	claim = c->claim;
+	ok = !c->claimed || c->proved || (!short_read && read_end < claim);
+	pthread_mutex_unlock(&c->lock);
+	if (ok)
+		return TF_OK;
+	if (claim >= c->header.len && (rc = find_piece(c, ws, claim - c->header.len, cancel, &ps, &eof, err)) != TF_OK)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	end = c->header.len + frontier(c);
+	ok = eof && c->complete && end == claim;
+	if (ok)
+		c->proved = true;
+	else
+		c->claimed = false;
+	pthread_mutex_unlock(&c->lock);
+	if (ok)
+		return TF_OK;
+	snprintf(why, sizeof(why), "a CSV of %llu%s bytes, not the %llu remembered", (unsigned long long)end,
+		 eof ? "" : " or more", (unsigned long long)claim);
+	forget(c, why);
+	return tf_err(err, TF_E_CORRUPT, "%s: %s (index entry removed)", tf_array_dir(tf_snapshot_array(c->v->s)),
+		      why);
 }
 
 static tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst, size_t *got,
@@ -1135,6 +1358,9 @@ static tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, ui
 		pthread_mutex_unlock(&c->lock);
 	}
 	*got = done;
+	/* A read reaching a remembered size, or ending before it. */
+	if (rc == TF_OK)
+		rc = prove_claim(c, ws, off + done, done < len, cancel, err);
 	return rc;
 }
 
@@ -1332,6 +1558,16 @@ static tf_status get_csv(tf_views *v, size_t frag, bool arrow, csv **out, tf_err
 		(*slot)->users++;
 	*out = *slot;
 	pthread_mutex_unlock(&v->lock);
+	if (rc == TF_OK) {
+		uint64_t claim;
+		bool claimed = remembered(v, f ? frag : SIZE_MAX, arrow, &claim);
+
+		pthread_mutex_lock(&(*out)->lock);
+		if (claimed && !(*out)->claimed && !(*out)->complete && (*out)->final == UINT64_MAX &&
+		    claim >= (*out)->header.len)
+			(*out)->claimed = true, (*out)->claim = claim;
+		pthread_mutex_unlock(&(*out)->lock);
+	}
 	return rc;
 }
 
@@ -1352,6 +1588,21 @@ static void arrow_release(csv *c)
 	index_charge(c);
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&c->ext);
+}
+
+/* Its size if its text bears it out: formatted to its end, or a
+ * remembered size a read proved. */
+static bool csv_proved_size(csv *c, uint64_t *size)
+{
+	bool known;
+
+	pthread_mutex_lock(&c->lock);
+	known = c->complete || (c->claimed && c->proved);
+	*size = c->complete ? c->header.len + frontier(c) + c->tail.len : c->claim;
+	pthread_mutex_unlock(&c->lock);
+	if (!known && c->final != UINT64_MAX)
+		*size = c->final, known = true;
+	return known;
 }
 
 /* A view of it closed.  A fragment's CSV state no view has open waits on
@@ -1376,7 +1627,7 @@ static void put_csv(tf_views *v, csv *c)
 
 			gone = v->idle_head;
 			idle_remove(v, gone);
-			if (csv_size(gone, &size))
+			if (csv_proved_size(gone, &size))
 				(gone->arrow ? v->frag_arrow_size : v->frag_size)[gone->frag] = size;
 			(gone->arrow ? v->frag_arrow : v->frag_csv)[gone->frag] = NULL;
 		}
@@ -1385,17 +1636,79 @@ static void put_csv(tf_views *v, csv *c)
 	csv_free(gone);
 }
 
+/* Known once formatted to its end, or remembered (until found wrong). */
 static bool csv_size(csv *c, uint64_t *size)
 {
 	bool known;
 
 	pthread_mutex_lock(&c->lock);
-	known = c->complete;
-	*size = c->header.len + frontier(c) + c->tail.len;
+	known = c->complete || c->claimed;
+	*size = c->complete ? c->header.len + frontier(c) + c->tail.len : c->claimed ? c->claim : 0;
 	pthread_mutex_unlock(&c->lock);
 	if (!known && c->final != UINT64_MAX)
 		*size = c->final, known = true;
 	return known;
+}
+
+/* At least as many cells as the CSV has records: a dense array's box, a
+ * fragment's tiles, the sum of the visible fragments' cells (before
+ * duplicates and deletes go).  Sparse arrays read every visible
+ * fragment's metadata (the merge needs it anyway). */
+static tf_status csv_cells_bound(csv *c, const tf_cancel *cancel, uint64_t *n, tf_error *err)
+{
+	tf_snapshot *s = c->v->s;
+	const tf_snap_frag *f;
+	uint64_t total = 0, k;
+	tf_status rc = TF_OK;
+
+	switch (c->kind) {
+	case CSV_ARRAY_DENSE:
+		total = tf_dense_ncells(c->v->dense);
+		break;
+	case CSV_FRAG_DENSE:
+		f = csv_frag(c);
+		k = tf_schema_dense_tile_cells(f->schema);
+		total = k && f->ntiles <= UINT64_MAX / k ? f->ntiles * k : UINT64_MAX;
+		break;
+	case CSV_FRAG_SPARSE:
+		rc = tf_frag_sparse_cells(csv_frag(c), &total, err);
+		break;
+	default:
+		if ((rc = tf_snapshot_load_visible(s, cancel, err)) != TF_OK)
+			break;
+		for (size_t i = 0; i < tf_snapshot_nvisible(s) && rc == TF_OK; i++)
+			if ((rc = tf_frag_sparse_cells(tf_snapshot_frag(s, tf_snapshot_visible(s, i)), &k, err)) ==
+			    TF_OK)
+				total = tf_u64_add_sat(total, k);
+		break;
+	}
+	*n = total;
+	return rc;
+}
+
+/* Format the CSV to its end, block by block as reads do (one block at a
+ * time under ext: readers go on meanwhile), keeping its index only. */
+static tf_status csv_complete(csv *c, tf_workspace *ws, const tf_cancel *cancel, tf_error *err)
+{
+	tf_status rc = TF_OK;
+	bool done;
+
+	for (;;) {
+		pthread_mutex_lock(&c->lock);
+		done = c->complete;
+		pthread_mutex_unlock(&c->lock);
+		if (done || rc != TF_OK)
+			return rc;
+		if (tf_cancelled(cancel))
+			return tf_err(err, TF_E_INTR, "interrupted");
+		pthread_mutex_lock(&c->ext);
+		pthread_mutex_lock(&c->lock);
+		done = c->complete;
+		pthread_mutex_unlock(&c->lock);
+		if (!done)
+			rc = extend_one(c, ws, cancel, false, err);
+		pthread_mutex_unlock(&c->ext);
+	}
 }
 
 /* ---- matrices (.raw, .npy) ------------------------------------------------------------------------ */
@@ -1528,6 +1841,7 @@ tf_status tf_views_open(tf_array *a, tf_cache *cache, tf_views **out, tf_error *
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	atomic_init(&v->refs, 1);
 	atomic_init(&v->dense_tried, false);
+	v->array_claim = CLAIM_UNASKED;
 	pthread_mutex_init(&v->lock, NULL);
 	pthread_mutex_init(&v->dense_lock, NULL);
 	/* Fragment metadata the array keeps: within a 16th of the budget. */
@@ -1589,6 +1903,8 @@ void tf_views_unref(tf_views *v)
 		tf_buf_free(&v->mats[i].npy);
 	free(v->mats);
 	free(v->frag_csv);
+	free(v->frag_claim);
+	free(v->store_id);
 	free(v->frag_size);
 	free(v->frag_arrow_size);
 	tf_dense_free(v->dense);
@@ -1596,6 +1912,23 @@ void tf_views_unref(tf_views *v)
 	pthread_mutex_destroy(&v->lock);
 	pthread_mutex_destroy(&v->dense_lock);
 	free(v);
+}
+
+void tf_views_set_store(tf_views *v, tf_index *store, const char *array_id)
+{
+	char *id = malloc(strlen(array_id) + 6);
+
+	if (!id)
+		return;
+	sprintf(id, "view:%s", array_id);
+	pthread_mutex_lock(&v->lock);
+	if (!v->store) {
+		v->store = store;
+		v->store_id = id;
+		id = NULL;
+	}
+	pthread_mutex_unlock(&v->lock);
+	free(id);
 }
 
 bool tf_views_current(tf_views *v)
@@ -1690,6 +2023,8 @@ static void stat_of(tf_views *v, const vpath *p, tf_view_stat *st)
 		if (!c && st->size_known)
 			st->size = (arrow ? v->frag_arrow_size : v->frag_size)[p->frag];
 		pthread_mutex_unlock(&v->lock);
+		if (!st->size_known && !c)
+			st->size_known = remembered(v, whole ? SIZE_MAX : p->frag, arrow, &st->size);
 		if (!st->size_known)
 			st->size = 0;
 	}
@@ -1734,7 +2069,7 @@ void tf_views_shrink(tf_views *v)
 		uint64_t size;
 
 		idle_remove(v, c);
-		if (csv_size(c, &size))
+		if (csv_proved_size(c, &size))
 			(c->arrow ? v->frag_arrow_size : v->frag_size)[c->frag] = size;
 		(c->arrow ? v->frag_arrow : v->frag_csv)[c->frag] = NULL;
 		c->idle_next = gone;	/* a list of its own now */
@@ -1928,6 +2263,24 @@ bool tf_view_size(tf_view *w, uint64_t *size)
 	default:
 		return csv_size(w->c, size);
 	}
+}
+
+tf_status tf_view_size_now(tf_view *w, tf_workspace *ws, const tf_cancel *cancel, uint64_t *size, bool *known,
+			   tf_error *err)
+{
+	uint64_t cells;
+	tf_status rc;
+
+	if ((*known = tf_view_size(w, size)) || w->kind != V_CSV)
+		return TF_OK;
+	if ((rc = csv_cells_bound(w->c, cancel, &cells, err)) != TF_OK)
+		return rc;
+	if (cells > SIZE_CELLS_MAX)
+		return TF_OK;	/* an endless box: read as /proc files are */
+	if ((rc = csv_complete(w->c, ws, cancel, err)) != TF_OK)
+		return rc;
+	*known = csv_size(w->c, size);
+	return TF_OK;
 }
 
 tf_status tf_view_read_cancellable(tf_view *w, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst,

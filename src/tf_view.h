@@ -28,9 +28,11 @@
  * Sizes.  .raw and .npy sizes are known from fragment metadata (nothing is
  * decoded).  A CSV's (and a cells.arrow's: a CSV state whose blocks are
  * record batches) size is known only once every record has been
- * formatted: until then tf_view_size() says "unknown" and the driver serves
- * the file with direct I/O and size 0, as /proc does; readers get records
- * until a read returns 0 bytes.  Formatting builds, per tf_views, an index
+ * formatted (or remembered: tf_views_set_store): until then tf_view_size()
+ * says "unknown", and tf_view_size_now() makes it known, formatting to the
+ * end without keeping the text (the driver does so at open, and serves a
+ * CSV it cannot size, an endless box, with direct I/O and size 0, as /proc
+ * does).  Formatting builds, per tf_views, an index
  * of 32 KiB blocks (text offset and merge state where each starts), so a
  * later read anywhere formats one block; once a full pass has been made the
  * size is known (tf_views_stat reports it) and stays so for that state.
@@ -75,6 +77,20 @@ typedef struct tf_view tf_view;
 tf_status tf_views_open(tf_array *a, tf_cache *cache, tf_views **out, tf_error *err);
 tf_views *tf_views_ref(tf_views *v);
 void tf_views_unref(tf_views *v);
+
+/*
+ * Remember CSV sizes across mounts in store (tf_index.h; it must outlive
+ * v), under the array's identity array_id (tf_index_key_make's of its root
+ * directory).  An entry is keyed by the array's state (the names in its
+ * directories, the fragments a read sees, its delete conditions) and the
+ * text rules' version; a state whose text depends on the time of the read
+ * (cells past it filtered out) is not remembered.  A remembered size is
+ * shown at once, and proved when a read reaches it (the text must end
+ * exactly there: else that read fails, TF_E_CORRUPT, the entry is removed
+ * and the true size shown).  Set once, before v is shared.
+ */
+struct tf_index;
+void tf_views_set_store(tf_views *v, struct tf_index *store, const char *array_id);
 
 /* Whether the array is still in the state v shows (cheap: three
  * directory listings). */
@@ -143,6 +159,17 @@ void tf_view_close(tf_view *w);
 
 /* The size, if known (see "Sizes" above). */
 bool tf_view_size(tf_view *w, uint64_t *size);
+
+/*
+ * Make the size known (*known) and say it: a CSV not yet formatted to its
+ * end is formatted now, counted and indexed but not kept (so a later read
+ * anywhere formats one block), unless it may hold more than 2^32 records
+ * (a dense box of 2^62 cells: *known stays false).  Given up (TF_E_INTR)
+ * soon after cancel says the caller went away; another caller goes on
+ * from where it stopped.
+ */
+tf_status tf_view_size_now(tf_view *w, tf_workspace *ws, const tf_cancel *cancel, uint64_t *size, bool *known,
+			   tf_error *err);
 
 /* Up to len bytes at off into dst; *got < len only at the end.  ws: the
  * calling thread's workspace. */

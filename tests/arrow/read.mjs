@@ -6,8 +6,9 @@
 //   "f:" + the hex of their little-endian bits ("nan" for any NaN), bools
 //   "0"/"1", text and binary as "x:" + the hex of their bytes, a cell of
 //   several values as an array, null as null.
-// apache-arrow reads the bytes read through the mount; polars reads them
-// too (readIPC of a Buffer) and again by path (scanIPC: its own reads).
+// polars reads each file by path first (scanIPC: its own reads, trusting
+// the size the mount shows at open), then apache-arrow and polars again
+// (readIPC of a Buffer) the bytes read through the mount.
 import { readFileSync } from 'fs';
 import { createRequire } from 'module';
 const require = createRequire(process.env.ARROW_CLIENTS + '/package.json');
@@ -110,9 +111,10 @@ for (const file of process.argv.slice(2)) {
     try { r = f(); } catch (e) { r = { error: String(e.message || e).split('\n')[0] }; }
     console.log(JSON.stringify({ file, reader, ...r }));
   };
+  // polars by path first: the file as a fresh mount shows it (sized at open).
+  out('polars-scan', () => readPolars(pl.scanIPC(file).collectSync()));
   let bytes;
   try { bytes = readFileSync(file); } catch (e) { out('read', () => { throw e; }); continue; }
   out('apache-arrow', () => readArrow(bytes));
   out('polars', () => readPolars(pl.readIPC(bytes)));
-  out('polars-scan', () => readPolars(pl.scanIPC(file).collectSync()));
 }

@@ -28,7 +28,7 @@ err=$(getfattr -n system.posix_acl_access "$MNT/d/f1" 2>&1) && fail "posix_acl_a
 echo "$err" | grep -q "Operation not supported" || fail "system.posix_acl_access: $err"
 err=$(getfattr -n user.other "$MNT/d/f1" 2>&1) && fail "user.other answered: $err"
 echo "$err" | grep -q "No such attribute" || fail "user.other: $err"
-getfattr --absolute-names --only-values -n user.tilefs.cache "$MNT" | grep -q '^budget=' ||
+getfattr --absolute-names --only-values -n user.tilefs.cache "$MNT" | grep -Eq '(^| )budget=' ||
 	fail "user.tilefs.cache unreadable"
 ok "security.* and system.* not supported, user.other absent, user.tilefs.* read"
 umount_fs

@@ -9,11 +9,14 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <dirent.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "tf_cells.h"
 #include "tf_condition.h"
 #include "tf_craft.h"
+#include "tf_index.h"
 #include "tf_merge.h"
 #include "tf_view.h"
 
@@ -480,6 +483,148 @@ START_TEST(test_views_ranges)
 	check_view("nullable_var_string", "cells.arrow", 1 << 20);
 	check_view("sparse_string_dim", "fragments/__1795312353578_1795312353578_1ef64c734594ddfcff7b6bc4e4fa5207_22/cells.arrow",
 		   1 << 20);
+}
+END_TEST
+
+/* tf_view_size_now: the size before any read, that of the bytes then
+ * read, and tf_views_stat says it. */
+static void check_size_now(const char *case_name, const char *rel, size_t cache)
+{
+	tf_workspace *ws = tf_workspace_new();
+	uint64_t size, n;
+	opened o;
+	tf_view *w;
+	tf_view_stat st;
+	tf_error err;
+	bool known;
+
+	if (!open_views(case_name, cache, &o))
+		return;
+	ck_assert_msg(tf_view_open(o.v, rel, &w, &err) == TF_OK, "%s: %s", rel, err.msg);
+	ck_assert_int_eq(tf_views_stat(o.v, rel, &st, &err), TF_OK);
+	ck_assert(!st.size_known || strstr(rel, ".csv") == NULL);
+	ck_assert_msg(tf_view_size_now(w, ws, NULL, &size, &known, &err) == TF_OK, "%s: %s", rel, err.msg);
+	ck_assert(known);
+	ck_assert_int_eq(tf_views_stat(o.v, rel, &st, &err), TF_OK);
+	ck_assert(st.size_known && st.size == size);
+	free(read_all(w, 4096, &n));
+	ck_assert_uint_eq(n, size);
+	ck_assert_uint_gt(n, 0);
+	tf_view_close(w);
+	close_views(&o);
+	tf_workspace_free(ws);
+}
+
+START_TEST(test_views_size_now)
+{
+	check_size_now("sparse_2d", "cells.csv", 64 << 20);
+	check_size_now("extra/sparse_dups_consolidated_deletes", "cells.csv", 64 << 20);
+	check_size_now("extra/consolidated", "cells.csv", 1 << 20);
+	check_size_now("dense_2d", "cells.csv", 1 << 20);
+	check_size_now("dense_2d", "f64.raw", 1 << 20);
+	check_size_now("sparse_string_dim",
+		       "fragments/__1795312353578_1795312353578_1ef64c734594ddfcff7b6bc4e4fa5207_22/cells.csv", 1 << 20);
+}
+END_TEST
+
+/* The one entry of store directory dir into *path; false if none. */
+static bool only_entry(const char *dir, char *path, size_t n)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int found = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)))
+		if (strstr(e->d_name, ".idx") && ++found)
+			snprintf(path, n, "%s/%s", dir, e->d_name);
+	closedir(d);
+	ck_assert_int_le(found, 1);
+	return found == 1;
+}
+
+/* Views of sparse_2d remembering sizes in store as array "test:sparse_2d":
+ * the size its cells.csv shows before any read. */
+static bool stat_remembered(opened *o, tf_index *store, uint64_t *size)
+{
+	tf_view_stat st;
+	tf_error err;
+
+	if (!open_views("sparse_2d", 64 << 20, o))
+		return false;
+	tf_views_set_store(o->v, store, "test:sparse_2d");
+	ck_assert_int_eq(tf_views_stat(o->v, "cells.csv", &st, &err), TF_OK);
+	*size = st.size;
+	return st.size_known;
+}
+
+/*
+ * A CSV's size, once known, is remembered in the index store for that state
+ * of the array: new views (a remount) show it before any read.  An entry
+ * that lies (a size 10 bytes short, its checksum made good) is shown, but
+ * the read reaching it fails (TF_E_CORRUPT) rather than end the text early;
+ * the entry is removed and the true size shown.
+ */
+START_TEST(test_views_size_remembered)
+{
+	char dir[] = "/tmp/tf_sizes.XXXXXX", path[4200];
+	tf_workspace *ws = tf_workspace_new();
+	uint8_t e[4096], buf[4096];
+	uint64_t size, again, n = 0;
+	tf_index *store;
+	tf_view_stat st;
+	opened o;
+	tf_view *w;
+	tf_error err;
+	tf_status rc = TF_OK;
+	size_t len, got = 1;
+	FILE *f;
+	bool known;
+
+	if (!tf_test_corpus())
+		return;
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_msg(tf_index_open(dir, 0, NULL, NULL, &store, &err) == TF_OK, "%s", err.msg);
+	ck_assert(!stat_remembered(&o, store, &size));
+	ck_assert_int_eq(tf_view_open(o.v, "cells.csv", &w, &err), TF_OK);
+	ck_assert_int_eq(tf_view_size_now(w, ws, NULL, &size, &known, &err), TF_OK);
+	ck_assert(known && size > 0);
+	tf_view_close(w);
+	close_views(&o);
+	ck_assert(only_entry(dir, path, sizeof(path)));
+
+	ck_assert(stat_remembered(&o, store, &again));
+	ck_assert_uint_eq(again, size);
+	ck_assert_int_eq(tf_view_open(o.v, "cells.csv", &w, &err), TF_OK);
+	ck_assert(tf_view_size(w, &again) && again == size);	/* no pass */
+	free(read_all(w, 4096, &n));
+	ck_assert_uint_eq(n, size);
+	tf_view_close(w);
+	close_views(&o);
+
+	/* Forged: the payload (the entry's last 8 bytes) 10 bytes short. */
+	ck_assert_ptr_nonnull(f = fopen(path, "r+b"));
+	len = fread(e, 1, sizeof(e), f);
+	ck_assert(len > 24 && len < sizeof(e));
+	tf_put_le64(e + len - 8, size - 10);
+	tf_put_le32(e + 12, (uint32_t)crc32_z(0, e + 16, len - 16));
+	ck_assert(fseek(f, 0, SEEK_SET) == 0 && fwrite(e, 1, len, f) == len && fclose(f) == 0);
+	ck_assert(stat_remembered(&o, store, &again));
+	ck_assert_uint_eq(again, size - 10);
+	ck_assert_int_eq(tf_view_open(o.v, "cells.csv", &w, &err), TF_OK);
+	for (n = 0; rc == TF_OK && got && n < size - 10; n += got)
+		rc = tf_view_read(w, ws, n, n + sizeof(buf) < size - 10 ? sizeof(buf) : size - 10 - n, buf, &got, &err);
+	ck_assert_int_eq(rc, TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "not the") != NULL, "%s", err.msg);
+	ck_assert_int_eq(tf_views_stat(o.v, "cells.csv", &st, &err), TF_OK);
+	ck_assert(st.size_known && st.size == size);
+	tf_view_close(w);
+	close_views(&o);
+	ck_assert(!only_entry(dir, path, sizeof(path)));	/* removed */
+
+	tf_index_free(store);
+	rmdir(dir);
+	tf_workspace_free(ws);
 }
 END_TEST
 
@@ -1245,6 +1390,14 @@ START_TEST(test_views_index_bounded)
 		ck_assert_msg(tf_view_read(w, ws, off, sizeof(buf), buf, &got, &err) == TF_OK, "%s", err.msg);
 		ck_assert(got == sizeof(buf) && !memcmp(buf, all + off, sizeof(buf)));
 	}
+	/* An endless CSV is not sized: said at once, nothing formatted. */
+	{
+		uint64_t size;
+		bool known = true;
+
+		ck_assert_int_eq(tf_view_size_now(w, ws, NULL, &size, &known, &err), TF_OK);
+		ck_assert(!known);
+	}
 	/* A read 10 GB further, given up when its reader goes away (the 3rd
 	 * time it is asked): TF_E_INTR soon, and the view reads on. */
 	{
@@ -1481,6 +1634,8 @@ static Suite *view_suite(void)
 		corpus = tcase_create("corpus");
 		tcase_set_timeout(corpus, 120);
 		tcase_add_test(corpus, test_views_ranges);
+		tcase_add_test(corpus, test_views_size_now);
+		tcase_add_test(corpus, test_views_size_remembered);
 		tcase_add_test(corpus, test_views_raw_recycles);
 		tcase_add_test(corpus, test_views_random_first);
 		tcase_add_test(corpus, test_views_threads);
