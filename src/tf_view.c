@@ -176,6 +176,8 @@ struct tf_views {
 	tf_version state;
 	uint64_t array_claim;	/* CLAIM_* or the size */
 	uint64_t *frag_claim;	/* per fragment, made on first need */
+	uint64_t array_arrow_claim;	/* the same of cells.arrow */
+	uint64_t *frag_arrow_claim;
 	uint64_t *frag_size;	/* per fragment: its CSV's size once known, or UINT64_MAX */
 	csv *array_arrow;	/* the same as cells.arrow */
 	csv **frag_arrow;
@@ -1160,31 +1162,33 @@ static bool views_state(tf_views *v)
 
 /* The store's key of the CSV of frag (SIZE_MAX: the array's), v->lock
  * held; false if its size is not to be remembered. */
-static bool csv_key(tf_views *v, size_t frag, tf_index_key *k)
+static bool csv_key(tf_views *v, size_t frag, bool arrow, tf_index_key *k)
 {
+	const char *file = arrow ? ARROW_NAME : CSV_NAME;
 	int n;
 
 	if (!v->store || !views_state(v))
 		return false;
 	memset(k, 0, sizeof(*k));
 	k->v = v->state;
-	n = frag == SIZE_MAX ? snprintf(k->id, sizeof(k->id), "%s/" CSV_NAME, v->store_id)
-			     : snprintf(k->id, sizeof(k->id), "%s/" FRAGMENTS "/%s/" CSV_NAME, v->store_id,
-					tf_snapshot_frag(v->s, frag)->name);
+	n = frag == SIZE_MAX ? snprintf(k->id, sizeof(k->id), "%s/%s", v->store_id, file)
+			     : snprintf(k->id, sizeof(k->id), "%s/" FRAGMENTS "/%s/%s", v->store_id,
+					tf_snapshot_frag(v->s, frag)->name, file);
 	return n > 0 && (size_t)n < sizeof(k->id);
 }
 
 /* The slot of frag's remembered size (v->lock held; NULL: no memory). */
-static uint64_t *claim_slot(tf_views *v, size_t frag)
+static uint64_t *claim_slot(tf_views *v, size_t frag, bool arrow)
 {
 	size_t n = tf_snapshot_nfrags(v->s);
+	uint64_t **fc = arrow ? &v->frag_arrow_claim : &v->frag_claim;
 
 	if (frag == SIZE_MAX)
-		return &v->array_claim;
-	if (!v->frag_claim && (v->frag_claim = malloc((n + 1) * sizeof(uint64_t))))
+		return arrow ? &v->array_arrow_claim : &v->array_claim;
+	if (!*fc && (*fc = malloc((n + 1) * sizeof(uint64_t))))
 		for (size_t i = 0; i <= n; i++)
-			v->frag_claim[i] = CLAIM_UNASKED;
-	return v->frag_claim ? &v->frag_claim[frag] : NULL;
+			(*fc)[i] = CLAIM_UNASKED;
+	return *fc ? &(*fc)[frag] : NULL;
 }
 
 /* The size the store remembers for frag's CSV in this state (the store is
@@ -1195,14 +1199,11 @@ static bool remembered(tf_views *v, size_t frag, bool arrow, uint64_t *size)
 	uint64_t *slot, got = CLAIM_NONE;
 	bool keyed;
 
-	*size = CLAIM_NONE;
-	if (arrow)	/* cells.arrow's sizes are not remembered (yet): sized at open */
-		return false;
 
 	pthread_mutex_lock(&v->lock);
-	slot = v->store ? claim_slot(v, frag) : NULL;
+	slot = v->store ? claim_slot(v, frag, arrow) : NULL;
 	if (slot && *slot == CLAIM_UNASKED) {
-		keyed = csv_key(v, frag, &k);
+		keyed = csv_key(v, frag, arrow, &k);
 		pthread_mutex_unlock(&v->lock);
 		if (keyed) {
 			tf_buf payload = TF_BUF_INIT(4096);	/* the whole entry is read into it */
@@ -1236,11 +1237,9 @@ static void remember(csv *c, uint64_t size)
 	uint8_t b[8];
 	bool put = false;
 
-	if (c->arrow)
-		return;
 	pthread_mutex_lock(&v->lock);
-	if (csv_key(v, csv_frag_index(c), &k)) {
-		slot = claim_slot(v, csv_frag_index(c));
+	if (csv_key(v, csv_frag_index(c), c->arrow, &k)) {
+		slot = claim_slot(v, csv_frag_index(c), c->arrow);
 		put = !slot || *slot != size;
 		if (slot)
 			*slot = size;
@@ -1260,11 +1259,9 @@ static void forget(csv *c, const char *why)
 	uint64_t *slot;
 	bool keyed;
 
-	if (c->arrow)
-		return;
 	pthread_mutex_lock(&v->lock);
-	keyed = csv_key(v, csv_frag_index(c), &k);
-	if ((slot = claim_slot(v, csv_frag_index(c))))
+	keyed = csv_key(v, csv_frag_index(c), c->arrow, &k);
+	if ((slot = claim_slot(v, csv_frag_index(c), c->arrow)))
 		*slot = CLAIM_NONE;
 	pthread_mutex_unlock(&v->lock);
 	if (keyed)
@@ -1295,7 +1292,7 @@ static tf_status prove_claim(csv *c, tf_workspace *ws, uint64_t read_end, bool s
 	if (claim >= c->header.len && (rc = find_piece(c, ws, claim - c->header.len, cancel, &ps, &eof, err)) != TF_OK)
 		return rc;
 	pthread_mutex_lock(&c->lock);
-	end = c->header.len + frontier(c);
+	end = c->header.len + frontier(c) + c->tail.len;
 	ok = eof && c->complete && end == claim;
 	if (ok)
 		c->proved = true;
@@ -1304,7 +1301,8 @@ static tf_status prove_claim(csv *c, tf_workspace *ws, uint64_t read_end, bool s
 	pthread_mutex_unlock(&c->lock);
 	if (ok)
 		return TF_OK;
-	snprintf(why, sizeof(why), "a CSV of %llu%s bytes, not the %llu remembered", (unsigned long long)end,
+	snprintf(why, sizeof(why), "a %s of %llu%s bytes, not the %llu remembered", c->arrow ? ARROW_NAME : "CSV",
+		 (unsigned long long)end,
 		 eof ? "" : " or more", (unsigned long long)claim);
 	forget(c, why);
 	return tf_err(err, TF_E_CORRUPT, "%s: %s (index entry removed)", tf_array_dir(tf_snapshot_array(c->v->s)),
@@ -1841,7 +1839,7 @@ tf_status tf_views_open(tf_array *a, tf_cache *cache, tf_views **out, tf_error *
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	atomic_init(&v->refs, 1);
 	atomic_init(&v->dense_tried, false);
-	v->array_claim = CLAIM_UNASKED;
+	v->array_claim = v->array_arrow_claim = CLAIM_UNASKED;
 	pthread_mutex_init(&v->lock, NULL);
 	pthread_mutex_init(&v->dense_lock, NULL);
 	/* Fragment metadata the array keeps: within a 16th of the budget. */
@@ -1904,6 +1902,7 @@ void tf_views_unref(tf_views *v)
 	free(v->mats);
 	free(v->frag_csv);
 	free(v->frag_claim);
+	free(v->frag_arrow_claim);
 	free(v->store_id);
 	free(v->frag_size);
 	free(v->frag_arrow_size);

@@ -1610,6 +1610,90 @@ START_TEST(test_arrow_idle_releases)
 }
 END_TEST
 
+/* The same of cells.arrow (its own entry, beside none of the CSV's): sized
+ * at open, remembered, shown at a remount's stat; a forged entry 10 bytes
+ * short fails the read reaching it, is removed, and the true size shown. */
+static bool arrow_remembered(opened *o, tf_index *store, uint64_t *size)
+{
+	tf_view_stat st;
+	tf_error err;
+
+	if (!open_views("sparse_2d", 64 << 20, o))
+		return false;
+	tf_views_set_store(o->v, store, "test:sparse_2d");
+	ck_assert_int_eq(tf_views_stat(o->v, "cells.arrow", &st, &err), TF_OK);
+	*size = st.size;
+	return st.size_known;
+}
+
+START_TEST(test_arrow_size_remembered)
+{
+	char dir[] = "/tmp/tf_asizes.XXXXXX", path[4200];
+	tf_workspace *ws = tf_workspace_new();
+	uint8_t e[4096], buf[4096];
+	uint64_t size, again, n = 0;
+	tf_index *store;
+	tf_view_stat st;
+	opened o;
+	tf_view *w;
+	tf_error err;
+	tf_status rc = TF_OK;
+	size_t len, got = 1;
+	FILE *f;
+	bool known;
+
+	if (!tf_test_corpus())
+		return;
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_msg(tf_index_open(dir, 0, NULL, NULL, &store, &err) == TF_OK, "%s", err.msg);
+	ck_assert(!arrow_remembered(&o, store, &size));
+	ck_assert_int_eq(tf_view_open(o.v, "cells.arrow", &w, &err), TF_OK);
+	ck_assert_int_eq(tf_view_size_now(w, ws, NULL, &size, &known, &err), TF_OK);
+	ck_assert(known && size > 0);
+	tf_view_close(w);
+	ck_assert_int_eq(tf_views_stat(o.v, "cells.csv", &st, &err), TF_OK);
+	ck_assert(!st.size_known);	/* the CSV's own: not this one */
+	close_views(&o);
+	ck_assert(only_entry(dir, path, sizeof(path)));
+
+	ck_assert(arrow_remembered(&o, store, &again));
+	ck_assert_uint_eq(again, size);
+	ck_assert_int_eq(tf_view_open(o.v, "cells.arrow", &w, &err), TF_OK);
+	ck_assert(tf_view_size(w, &again) && again == size);	/* no pass */
+	{
+		uint8_t *all = read_all(w, 4096, &n);
+		ck_assert_uint_eq(n, size);
+		ck_assert(!memcmp(all + n - 6, "ARROW1", 6));
+		free(all);
+	}
+	tf_view_close(w);
+	close_views(&o);
+
+	ck_assert_ptr_nonnull(f = fopen(path, "r+b"));	/* forged: 10 bytes short */
+	len = fread(e, 1, sizeof(e), f);
+	ck_assert(len > 24 && len < sizeof(e));
+	tf_put_le64(e + len - 8, size - 10);
+	tf_put_le32(e + 12, (uint32_t)crc32_z(0, e + 16, len - 16));
+	ck_assert(fseek(f, 0, SEEK_SET) == 0 && fwrite(e, 1, len, f) == len && fclose(f) == 0);
+	ck_assert(arrow_remembered(&o, store, &again));
+	ck_assert_uint_eq(again, size - 10);
+	ck_assert_int_eq(tf_view_open(o.v, "cells.arrow", &w, &err), TF_OK);
+	for (n = 0; rc == TF_OK && got && n < size - 10; n += got)
+		rc = tf_view_read(w, ws, n, n + sizeof(buf) < size - 10 ? sizeof(buf) : size - 10 - n, buf, &got, &err);
+	ck_assert_int_eq(rc, TF_E_CORRUPT);
+	ck_assert_msg(strstr(err.msg, "not the") != NULL, "%s", err.msg);
+	ck_assert_int_eq(tf_views_stat(o.v, "cells.arrow", &st, &err), TF_OK);
+	ck_assert(st.size_known && st.size == size);
+	tf_view_close(w);
+	close_views(&o);
+	ck_assert(!only_entry(dir, path, sizeof(path)));	/* removed */
+
+	tf_index_free(store);
+	rmdir(dir);
+	tf_workspace_free(ws);
+}
+END_TEST
+
 static Suite *view_suite(void)
 {
 	Suite *s = suite_create("view");
@@ -1636,6 +1720,7 @@ static Suite *view_suite(void)
 		tcase_add_test(corpus, test_views_ranges);
 		tcase_add_test(corpus, test_views_size_now);
 		tcase_add_test(corpus, test_views_size_remembered);
+		tcase_add_test(corpus, test_arrow_size_remembered);
 		tcase_add_test(corpus, test_views_raw_recycles);
 		tcase_add_test(corpus, test_views_random_first);
 		tcase_add_test(corpus, test_views_threads);
