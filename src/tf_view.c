@@ -1571,8 +1571,9 @@ static tf_status get_csv(tf_views *v, size_t frag, bool arrow, csv **out, tf_err
 
 /* cells.arrow's state no view has open keeps no buffers: its extender's
  * block and batch (megabytes, kept between the requests of its readers:
- * fresh pages each time cost more than writing them) go (v->lock held;
- * the last view closing has no read in flight: ext is free at once). */
+ * fresh pages each time cost more than writing them) go.  Under ext (a
+ * reader coming meanwhile grows them again), never under v->lock: the
+ * extender takes v->lock under ext (remember). */
 static void arrow_release(csv *c)
 {
 	if (!c->arrow)
@@ -1611,10 +1612,14 @@ static bool csv_proved_size(csv *c, uint64_t *size)
 static void put_csv(tf_views *v, csv *c)
 {
 	csv *gone = NULL;
+	bool last;
 
 	pthread_mutex_lock(&v->lock);
-	if (c->users == 1)
+	last = c->users == 1;
+	pthread_mutex_unlock(&v->lock);
+	if (last)	/* while our hold keeps c; not under v->lock (see arrow_release) */
 		arrow_release(c);
+	pthread_mutex_lock(&v->lock);
 	if (--c->users == 0 && c->frag != SIZE_MAX) {
 		c->idle_prev = v->idle_tail, c->idle_next = NULL;
 		*(v->idle_tail ? &v->idle_tail->idle_next : &v->idle_head) = c;
