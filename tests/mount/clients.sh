@@ -6,7 +6,7 @@
 # formats it first, so DuckDB, with its own sniffer, reads every corpus
 # array's cells.csv on a fresh mount with TileDB's row counts and column
 # sums (tests/clients/check.py: read_back of each case's manifest); numpy
-# memory-maps every .npy; and on another fresh mount tail, Python's mmap,
+# memory-maps every .npy; and on another fresh mount tail, Python's mmap, less -F,
 # cp --sparse=always and split give every view's bytes as cat does.  Runs
 # on the full corpus when it is there, else on tests/data/corpus.
 . "$(dirname "$0")/lib.sh"
@@ -76,18 +76,19 @@ PY
 ok "mmap of $(cat "$WORK/mmap.txt") views read first on a fresh mount: read()'s bytes, fstat's size"
 umount_fs
 
-# tail, cp --sparse=always and split of every array's cells.csv on a fresh
-# mount (and a fresh index store: sizes not remembered), each first on a
-# third of them; then cat, which they must equal.
+# tail, cp --sparse=always, split and less -F of every array's cells.csv on
+# a fresh mount (and a fresh index store: sizes not remembered), each first
+# on a quarter of them; then cat, which they must equal.
 mount_fs "$WORK/t.ini" "$data" -o index_dir="$WORK/index3"
 echo "$csvs" | sed "s|^$WORK/mnt/|$MNT/|" > "$WORK/csvs"
 n=0
 while read -r v; do
-	for k in 0 1 2; do
-		case $(((n + k) % 3)) in
+	for k in 0 1 2 3; do
+		case $(((n + k) % 4)) in
 		0) tail -c 1000 "$v" > "$WORK/tail" || fail "tail -c of $v" ;;
 		1) cp --sparse=always "$v" "$WORK/cp" || fail "cp --sparse=always $v" ;;
 		2) rm -f "$WORK"/split.* && split -b 3000 "$v" "$WORK/split." || fail "split $v" ;;
+		3) less -F "$v" > "$WORK/less" || fail "less -F $v" ;;	# not a terminal: as cat
 		esac
 	done
 	cat "$v" > "$WORK/cat" || fail "cat $v"
@@ -95,7 +96,8 @@ while read -r v; do
 	tail -c 1000 "$WORK/cat" | cmp -s - "$WORK/tail" || fail "tail -c 1000 of $v differs from cat's"
 	cmp -s "$WORK/cp" "$WORK/cat" || fail "cp --sparse=always of $v differs from cat"
 	cat "$WORK"/split.* | cmp -s - "$WORK/cat" || fail "split of $v differs from cat"
+	cmp -s "$WORK/less" "$WORK/cat" || fail "less -F of $v differs from cat"
 	n=$((n + 1))
 done < "$WORK/csvs"
-ok "tail, cp --sparse=always, split of $n CSVs on a fresh mount (each first on a third): cat's bytes"
+ok "tail, cp --sparse=always, split, less -F of $n CSVs on a fresh mount (each first on a quarter): cat's bytes"
 umount_fs
