@@ -1199,7 +1199,6 @@ static bool remembered(tf_views *v, size_t frag, bool arrow, uint64_t *size)
 	uint64_t *slot, got = CLAIM_NONE;
 	bool keyed;
 
-
 	pthread_mutex_lock(&v->lock);
 	slot = v->store ? claim_slot(v, frag, arrow) : NULL;
 	if (slot && *slot == CLAIM_UNASKED) {
@@ -1604,6 +1603,21 @@ static bool csv_proved_size(csv *c, uint64_t *size)
 	return known;
 }
 
+/* The oldest idle fragment state leaves the views, its size (when its
+ * text bore it out) remembered in 8 bytes (v->lock held); the caller
+ * frees it. */
+static csv *evict_idle(tf_views *v)
+{
+	csv *c = v->idle_head;
+	uint64_t size;
+
+	idle_remove(v, c);
+	if (csv_proved_size(c, &size))
+		(c->arrow ? v->frag_arrow_size : v->frag_size)[c->frag] = size;
+	(c->arrow ? v->frag_arrow : v->frag_csv)[c->frag] = NULL;
+	return c;
+}
+
 /* A view of it closed.  A fragment's CSV state no view has open waits on
  * the idle list; beyond IDLE_FRAG_CSVS the oldest goes, its size (when
  * known) remembered in 8 bytes: a state costs ~11 KB (columns, header,
@@ -1625,15 +1639,8 @@ static void put_csv(tf_views *v, csv *c)
 		*(v->idle_tail ? &v->idle_tail->idle_next : &v->idle_head) = c;
 		v->idle_tail = c;
 		v->nidle++;
-		if (v->nidle > IDLE_FRAG_CSVS) {
-			uint64_t size;
-
-			gone = v->idle_head;
-			idle_remove(v, gone);
-			if (csv_proved_size(gone, &size))
-				(gone->arrow ? v->frag_arrow_size : v->frag_size)[gone->frag] = size;
-			(gone->arrow ? v->frag_arrow : v->frag_csv)[gone->frag] = NULL;
-		}
+		if (v->nidle > IDLE_FRAG_CSVS)
+			gone = evict_idle(v);
 	}
 	pthread_mutex_unlock(&v->lock);
 	csv_free(gone);
@@ -2069,13 +2076,8 @@ void tf_views_shrink(tf_views *v)
 
 	pthread_mutex_lock(&v->lock);
 	while (v->idle_head) {
-		csv *c = v->idle_head;
-		uint64_t size;
+		csv *c = evict_idle(v);
 
-		idle_remove(v, c);
-		if (csv_proved_size(c, &size))
-			(c->arrow ? v->frag_arrow_size : v->frag_size)[c->frag] = size;
-		(c->arrow ? v->frag_arrow : v->frag_csv)[c->frag] = NULL;
 		c->idle_next = gone;	/* a list of its own now */
 		gone = c;
 	}

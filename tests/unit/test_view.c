@@ -544,8 +544,8 @@ static bool only_entry(const char *dir, char *path, size_t n)
 }
 
 /* Views of sparse_2d remembering sizes in store as array "test:sparse_2d":
- * the size its cells.csv shows before any read. */
-static bool stat_remembered(opened *o, tf_index *store, uint64_t *size)
+ * the size view `name` shows before any read. */
+static bool stat_remembered(opened *o, tf_index *store, const char *name, uint64_t *size)
 {
 	tf_view_stat st;
 	tf_error err;
@@ -553,23 +553,24 @@ static bool stat_remembered(opened *o, tf_index *store, uint64_t *size)
 	if (!open_views("sparse_2d", 64 << 20, o))
 		return false;
 	tf_views_set_store(o->v, store, "test:sparse_2d");
-	ck_assert_int_eq(tf_views_stat(o->v, "cells.csv", &st, &err), TF_OK);
+	ck_assert_int_eq(tf_views_stat(o->v, name, &st, &err), TF_OK);
 	*size = st.size;
 	return st.size_known;
 }
 
 /*
- * A CSV's size, once known, is remembered in the index store for that state
- * of the array: new views (a remount) show it before any read.  An entry
- * that lies (a size 10 bytes short, its checksum made good) is shown, but
- * the read reaching it fails (TF_E_CORRUPT) rather than end the text early;
- * the entry is removed and the true size shown.
+ * A view's size, once known, is remembered in the index store for that
+ * state of the array, under the view's own name (not `other`'s): new
+ * views (a remount) show it before any read.  An entry that lies (a size
+ * 10 bytes short, its checksum made good) is shown, but the read reaching
+ * it fails (TF_E_CORRUPT) rather than end the text early; the entry is
+ * removed and the true size shown.
  */
-START_TEST(test_views_size_remembered)
+static void check_size_remembered(const char *name, const char *other)
 {
 	char dir[] = "/tmp/tf_sizes.XXXXXX", path[4200];
 	tf_workspace *ws = tf_workspace_new();
-	uint8_t e[4096], buf[4096];
+	uint8_t e[4096], buf[4096], *all;
 	uint64_t size, again, n = 0;
 	tf_index *store;
 	tf_view_stat st;
@@ -581,24 +582,28 @@ START_TEST(test_views_size_remembered)
 	FILE *f;
 	bool known;
 
-	if (!tf_test_corpus())
-		return;
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	ck_assert_msg(tf_index_open(dir, 0, NULL, NULL, &store, &err) == TF_OK, "%s", err.msg);
-	ck_assert(!stat_remembered(&o, store, &size));
-	ck_assert_int_eq(tf_view_open(o.v, "cells.csv", &w, &err), TF_OK);
+	ck_assert(!stat_remembered(&o, store, name, &size));
+	ck_assert_int_eq(tf_view_open(o.v, name, &w, &err), TF_OK);
 	ck_assert_int_eq(tf_view_size_now(w, ws, NULL, &size, &known, &err), TF_OK);
 	ck_assert(known && size > 0);
 	tf_view_close(w);
+	if (other) {
+		ck_assert_int_eq(tf_views_stat(o.v, other, &st, &err), TF_OK);
+		ck_assert(!st.size_known);	/* its own: not this one */
+	}
 	close_views(&o);
 	ck_assert(only_entry(dir, path, sizeof(path)));
 
-	ck_assert(stat_remembered(&o, store, &again));
+	ck_assert(stat_remembered(&o, store, name, &again));
 	ck_assert_uint_eq(again, size);
-	ck_assert_int_eq(tf_view_open(o.v, "cells.csv", &w, &err), TF_OK);
+	ck_assert_int_eq(tf_view_open(o.v, name, &w, &err), TF_OK);
 	ck_assert(tf_view_size(w, &again) && again == size);	/* no pass */
-	free(read_all(w, 4096, &n));
+	all = read_all(w, 4096, &n);
 	ck_assert_uint_eq(n, size);
+	ck_assert(!strstr(name, ".arrow") || !memcmp(all + n - 6, "ARROW1", 6));
+	free(all);
 	tf_view_close(w);
 	close_views(&o);
 
@@ -609,14 +614,14 @@ START_TEST(test_views_size_remembered)
 	tf_put_le64(e + len - 8, size - 10);
 	tf_put_le32(e + 12, (uint32_t)crc32_z(0, e + 16, len - 16));
 	ck_assert(fseek(f, 0, SEEK_SET) == 0 && fwrite(e, 1, len, f) == len && fclose(f) == 0);
-	ck_assert(stat_remembered(&o, store, &again));
+	ck_assert(stat_remembered(&o, store, name, &again));
 	ck_assert_uint_eq(again, size - 10);
-	ck_assert_int_eq(tf_view_open(o.v, "cells.csv", &w, &err), TF_OK);
+	ck_assert_int_eq(tf_view_open(o.v, name, &w, &err), TF_OK);
 	for (n = 0; rc == TF_OK && got && n < size - 10; n += got)
 		rc = tf_view_read(w, ws, n, n + sizeof(buf) < size - 10 ? sizeof(buf) : size - 10 - n, buf, &got, &err);
 	ck_assert_int_eq(rc, TF_E_CORRUPT);
 	ck_assert_msg(strstr(err.msg, "not the") != NULL, "%s", err.msg);
-	ck_assert_int_eq(tf_views_stat(o.v, "cells.csv", &st, &err), TF_OK);
+	ck_assert_int_eq(tf_views_stat(o.v, name, &st, &err), TF_OK);
 	ck_assert(st.size_known && st.size == size);
 	tf_view_close(w);
 	close_views(&o);
@@ -625,6 +630,12 @@ START_TEST(test_views_size_remembered)
 	tf_index_free(store);
 	rmdir(dir);
 	tf_workspace_free(ws);
+}
+
+START_TEST(test_views_size_remembered)
+{
+	if (tf_test_corpus())
+		check_size_remembered("cells.csv", NULL);
 }
 END_TEST
 
@@ -1610,87 +1621,11 @@ START_TEST(test_arrow_idle_releases)
 }
 END_TEST
 
-/* The same of cells.arrow (its own entry, beside none of the CSV's): sized
- * at open, remembered, shown at a remount's stat; a forged entry 10 bytes
- * short fails the read reaching it, is removed, and the true size shown. */
-static bool arrow_remembered(opened *o, tf_index *store, uint64_t *size)
-{
-	tf_view_stat st;
-	tf_error err;
-
-	if (!open_views("sparse_2d", 64 << 20, o))
-		return false;
-	tf_views_set_store(o->v, store, "test:sparse_2d");
-	ck_assert_int_eq(tf_views_stat(o->v, "cells.arrow", &st, &err), TF_OK);
-	*size = st.size;
-	return st.size_known;
-}
-
+/* The same of cells.arrow: its own entry, beside none of the CSV's. */
 START_TEST(test_arrow_size_remembered)
 {
-	char dir[] = "/tmp/tf_asizes.XXXXXX", path[4200];
-	tf_workspace *ws = tf_workspace_new();
-	uint8_t e[4096], buf[4096];
-	uint64_t size, again, n = 0;
-	tf_index *store;
-	tf_view_stat st;
-	opened o;
-	tf_view *w;
-	tf_error err;
-	tf_status rc = TF_OK;
-	size_t len, got = 1;
-	FILE *f;
-	bool known;
-
-	if (!tf_test_corpus())
-		return;
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	ck_assert_msg(tf_index_open(dir, 0, NULL, NULL, &store, &err) == TF_OK, "%s", err.msg);
-	ck_assert(!arrow_remembered(&o, store, &size));
-	ck_assert_int_eq(tf_view_open(o.v, "cells.arrow", &w, &err), TF_OK);
-	ck_assert_int_eq(tf_view_size_now(w, ws, NULL, &size, &known, &err), TF_OK);
-	ck_assert(known && size > 0);
-	tf_view_close(w);
-	ck_assert_int_eq(tf_views_stat(o.v, "cells.csv", &st, &err), TF_OK);
-	ck_assert(!st.size_known);	/* the CSV's own: not this one */
-	close_views(&o);
-	ck_assert(only_entry(dir, path, sizeof(path)));
-
-	ck_assert(arrow_remembered(&o, store, &again));
-	ck_assert_uint_eq(again, size);
-	ck_assert_int_eq(tf_view_open(o.v, "cells.arrow", &w, &err), TF_OK);
-	ck_assert(tf_view_size(w, &again) && again == size);	/* no pass */
-	{
-		uint8_t *all = read_all(w, 4096, &n);
-		ck_assert_uint_eq(n, size);
-		ck_assert(!memcmp(all + n - 6, "ARROW1", 6));
-		free(all);
-	}
-	tf_view_close(w);
-	close_views(&o);
-
-	ck_assert_ptr_nonnull(f = fopen(path, "r+b"));	/* forged: 10 bytes short */
-	len = fread(e, 1, sizeof(e), f);
-	ck_assert(len > 24 && len < sizeof(e));
-	tf_put_le64(e + len - 8, size - 10);
-	tf_put_le32(e + 12, (uint32_t)crc32_z(0, e + 16, len - 16));
-	ck_assert(fseek(f, 0, SEEK_SET) == 0 && fwrite(e, 1, len, f) == len && fclose(f) == 0);
-	ck_assert(arrow_remembered(&o, store, &again));
-	ck_assert_uint_eq(again, size - 10);
-	ck_assert_int_eq(tf_view_open(o.v, "cells.arrow", &w, &err), TF_OK);
-	for (n = 0; rc == TF_OK && got && n < size - 10; n += got)
-		rc = tf_view_read(w, ws, n, n + sizeof(buf) < size - 10 ? sizeof(buf) : size - 10 - n, buf, &got, &err);
-	ck_assert_int_eq(rc, TF_E_CORRUPT);
-	ck_assert_msg(strstr(err.msg, "not the") != NULL, "%s", err.msg);
-	ck_assert_int_eq(tf_views_stat(o.v, "cells.arrow", &st, &err), TF_OK);
-	ck_assert(st.size_known && st.size == size);
-	tf_view_close(w);
-	close_views(&o);
-	ck_assert(!only_entry(dir, path, sizeof(path)));	/* removed */
-
-	tf_index_free(store);
-	rmdir(dir);
-	tf_workspace_free(ws);
+	if (tf_test_corpus())
+		check_size_remembered("cells.arrow", "cells.csv");
 }
 END_TEST
 
