@@ -775,6 +775,7 @@ typedef struct slot {
 				 * base: the position of its tile's first cell */
 	uint32_t frag;		/* snapshot index */
 	bool done, active, time_filter;
+	bool may_delete;	/* dt.tdb, or a delete condition as new as it */
 } slot;
 
 struct tf_sparse {
@@ -808,6 +809,11 @@ struct tf_sparse {
 	uint64_t *ct;
 	const tf_cancel *cancel;
 	uint64_t ticks;
+	/* The slot at the heap's top whose run was given (tf_sparse_next_run):
+	 * its position moved past the run, its place in the heap not yet
+	 * (SIZE_MAX: none); given: the run's cells. */
+	size_t lazy;
+	uint64_t given;
 };
 
 static size_t add_spec(tf_sparse *it, tf_col_kind kind, const char *name, const tf_field *field)
@@ -886,6 +892,9 @@ static tf_status add_slots(tf_sparse *it, tf_error *err)
 		if ((rc = tf_frag_sparse_cells(f, &sl->total, err)) != TF_OK)
 			return rc;
 		sl->time_filter = f->has_ts && f->t2 > tf_snapshot_time(it->s);
+		sl->may_delete = f->has_dm;
+		for (size_t d = 0; d < tf_snapshot_ndeletes(it->s); d++)
+			sl->may_delete |= tf_snapshot_delete(it->s, d)->t >= f->t1;
 		it->nslots++;
 	}
 	/* Its cursors are the merge's cost beside the windows: charged. */
@@ -928,6 +937,7 @@ tf_status tf_sparse_open(tf_snapshot *s, const tf_fieldspec *out, size_t nout, c
 	if (!(it = calloc(1, sizeof(*it))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	it->s = s, it->schema = sc, it->ndims = sc->ndims;
+	it->lazy = SIZE_MAX;
 	it->cache = tf_snapshot_cache(s);
 	it->dups = sc->allows_dups;
 	it->hilbert = sc->cell_order == 4;	/* HILBERT */
@@ -1083,11 +1093,10 @@ static const uint64_t *keys_of(const tf_sparse *it, const slot *sl, uint64_t c)
 	return (const uint64_t *)(const void *)sl->buf->extra + (c - sl->buf->first) * (it->extra / 8);
 }
 
-/* Global order of two cells' coordinates (global_order_compare,
- * HilbertCmp): <0 if a comes first. */
-static int cmp_coords(const tf_sparse *it, const slot *a, const slot *b)
+/* Global order of cell ca of slot a's window and cell cb of b's
+ * (global_order_compare, HilbertCmp): <0 if a's comes first. */
+static int cmp_coords_at(const tf_sparse *it, const slot *a, uint64_t ca, const slot *b, uint64_t cb)
 {
-	uint64_t ca = cell_of(a), cb = cell_of(b);
 	bool trow = it->schema->tile_order != 1, crow = it->schema->cell_order != 1 || it->hilbert;
 	size_t n = it->ndims;
 	const uint8_t *pa, *pb;
@@ -1114,6 +1123,12 @@ static int cmp_coords(const tf_sparse *it, const slot *a, const slot *b)
 			return r;
 	}
 	return 0;
+}
+
+/* The same of the slots' next cells. */
+static int cmp_coords(const tf_sparse *it, const slot *a, const slot *b)
+{
+	return cmp_coords_at(it, a, cell_of(a), b, cell_of(b));
 }
 
 static uint64_t cell_timestamp(const tf_sparse *it, const slot *sl, uint64_t c)
@@ -1290,13 +1305,13 @@ static int cmp_corner(const tf_sparse *it, const uint8_t *const *q, const size_t
 	return 0;
 }
 
-/* Whether waiting slot w's corner comes at or before active slot a's cell:
- * then w may hold a cell that a's does not precede, and must join. */
-static bool corner_reached(tf_sparse *it, size_t w, const slot *a)
+/* Whether waiting slot w's corner comes at or before cell c of active
+ * slot a's window: then w may hold a cell that a's does not precede, and
+ * must join before a's cell is merged. */
+static bool corner_reached_at(tf_sparse *it, size_t w, const slot *a, uint64_t c)
 {
 	const uint8_t *q[64];
 	size_t qn[64];
-	uint64_t c = cell_of(a);
 	const uint64_t *qt = keys_of(it, a, c);
 
 	if (it->ndims > 64)
@@ -1305,6 +1320,11 @@ static bool corner_reached(tf_sparse *it, size_t w, const slot *a)
 		dim_value(a, d, c, &q[d], &qn[d]);
 	parse_corner(it, tf_snapshot_frag(it->s, it->slots[w].frag)->corner);
 	return cmp_corner(it, q, qn, qt) <= 0;
+}
+
+static bool corner_reached(tf_sparse *it, size_t w, const slot *a)
+{
+	return corner_reached_at(it, w, a, cell_of(a));
 }
 
 /* Order of two waiting slots: by corner, then read order. */
@@ -1346,22 +1366,28 @@ static void push(tf_sparse *it, uint32_t *h, size_t *n, size_t s, less_fn less)
 	}
 }
 
-static size_t pop(tf_sparse *it, uint32_t *h, size_t *n, less_fn less)
+/* Entry i moved down to its place. */
+static void sift_down(tf_sparse *it, uint32_t *h, size_t n, size_t i, less_fn less)
 {
-	size_t top = h[0], i = 0;
-
-	h[0] = h[--*n];
 	for (;;) {
 		size_t l = 2 * i + 1, r = l + 1, m = i;
 		uint32_t t;
-		if (l < *n && less(it, h[l], h[m]))
+		if (l < n && less(it, h[l], h[m]))
 			m = l;
-		if (r < *n && less(it, h[r], h[m]))
+		if (r < n && less(it, h[r], h[m]))
 			m = r;
 		if (m == i)
 			break;
 		t = h[m], h[m] = h[i], h[i] = t, i = m;
 	}
+}
+
+static size_t pop(tf_sparse *it, uint32_t *h, size_t *n, less_fn less)
+{
+	size_t top = h[0];
+
+	h[0] = h[--*n];
+	sift_down(it, h, *n, 0, less);
 	return top;
 }
 
@@ -1519,6 +1545,7 @@ tf_status tf_sparse_seek(tf_sparse *it, tf_workspace *ws, const uint64_t *state,
 	tf_status rc = TF_OK;
 
 	it->nheap = it->npend = 0;
+	it->lazy = SIZE_MAX;
 	for (size_t i = 0; i < it->nslots; i++)
 		deactivate(it, &it->slots[i]);
 	for (size_t i = 0; i < it->nslots && rc == TF_OK; i++) {
@@ -1579,7 +1606,9 @@ tf_status tf_sparse_resume(tf_sparse *it, tf_workspace *ws, const tf_cancel *can
 			continue;
 		if ((rc = tf_cellbuf_resume(sl->buf, it->s, ws, &reread, err)) == TF_OK && reread)
 			rc = compute_keys(it, sl, err);
-		if (rc == TF_OK && !sl->buf->loaded)	/* lost: load it again */
+		/* Lost: load it again (a run's slot: its next cell, which may be
+		 * past its end, is settled when merging goes on). */
+		if (rc == TF_OK && !sl->buf->loaded && i != it->lazy)
 			rc = slot_load(it, sl, ws, err);
 	}
 	it->held = 0;
@@ -1591,11 +1620,12 @@ tf_status tf_sparse_resume(tf_sparse *it, tf_workspace *ws, const tf_cancel *can
 
 /* ---- deletes ------------------------------------------------------------------------------------ */
 
-/* Whether a read at the snapshot's time no longer sees the slot's cell. */
-static bool cell_deleted(tf_sparse *it, const slot *sl)
+/* Whether a read at the snapshot's time no longer sees cell c of the
+ * slot's window. */
+static bool cell_deleted_at(tf_sparse *it, const slot *sl, uint64_t c)
 {
 	const tf_snap_frag *f = frag_of(it, sl);
-	uint64_t c = cell_of(sl), ts = cell_timestamp(it, sl, c);
+	uint64_t ts = cell_timestamp(it, sl, c);
 	const uint8_t *p;
 	size_t n;
 	bool valid;
@@ -1627,6 +1657,11 @@ static bool cell_deleted(tf_sparse *it, const slot *sl)
 			return true;
 	}
 	return false;
+}
+
+static bool cell_deleted(tf_sparse *it, const slot *sl)
+{
+	return cell_deleted_at(it, sl, cell_of(sl));
 }
 
 /* ---- the merge ----------------------------------------------------------------------------------- */
@@ -1714,10 +1749,30 @@ static tf_status next_unique(tf_sparse *it, tf_workspace *ws, tf_row *row, bool 
 	return TF_OK;
 }
 
+/* The slot whose run was given takes its place in the heap again, at the
+ * cell after what was taken of the run (or leaves the merge). */
+static tf_status settle_lazy(tf_sparse *it, tf_workspace *ws, tf_error *err)
+{
+	slot *sl;
+	tf_status rc;
+
+	if (it->lazy == SIZE_MAX)
+		return TF_OK;
+	sl = &it->slots[it->lazy];
+	it->lazy = SIZE_MAX;
+	if ((rc = slot_settle(it, sl, ws, err)) != TF_OK)
+		return rc;
+	if (sl->done)
+		heap_pop(it);	/* it is the top */
+	else
+		sift_down(it, it->heap, it->nheap, 0, heap_less);
+	return TF_OK;
+}
+
 tf_status tf_sparse_next(tf_sparse *it, tf_workspace *ws, tf_row *row, bool *end, tf_error *err)
 {
 	bool emitted = false;
-	tf_status rc = TF_OK;
+	tf_status rc = settle_lazy(it, ws, err);
 
 	/* A waiting fragment joins before the merge could pass its corner: a
 	 * group of equal cells is then whole in the heap. */
@@ -1737,4 +1792,98 @@ tf_status tf_sparse_next(tf_sparse *it, tf_workspace *ws, tf_row *row, bool *end
 	}
 	*end = !emitted;
 	return rc;
+}
+
+/* ---- runs ---------------------------------------------------------------------------------------- */
+
+/*
+ * A run: cells of the top slot's window that are the merge's next output
+ * cells, one after another, each alone at its coordinates.  Cell c of the
+ * window may follow the run when
+ *   - it comes before every other merged slot's next cell, its coordinates
+ *     strictly less (cells at equal coordinates are left to the cell path,
+ *     which orders and deduplicates them);
+ *   - no waiting fragment's corner is at or before it (that fragment would
+ *     join first: it may hold a cell before or at c's);
+ *   - it is not deleted;
+ *   - without duplicates: the slot's own next cell is at other coordinates,
+ *     known only in the window (the window's last cell, unless it is the
+ *     fragment's last, takes the cell path).
+ * Slots filtering cells by time take the cell path.  0: the top cell
+ * itself is not such a run's first; the cell path takes it.
+ */
+static uint64_t run_length(tf_sparse *it, const slot *sl)
+{
+	const slot *other = NULL;
+	uint64_t c = cell_of(sl), end = sl->buf->first + sl->buf->ncells, n;
+
+	if (sl->time_filter)
+		return 0;
+	if (it->nheap > 1)
+		other = &it->slots[it->heap[it->nheap > 2 && heap_less(it, it->heap[2], it->heap[1]) ? 2 : 1]];
+	for (n = 0; c + n < end; n++) {
+		uint64_t k = c + n;
+
+		if (n && other && cmp_coords_at(it, sl, k, other, cell_of(other)) >= 0)
+			break;
+		if (!n && !it->dups && other && cmp_coords_at(it, sl, k, other, cell_of(other)) == 0)
+			break;
+		if (n && it->npend && corner_reached_at(it, it->pend[0], sl, k))
+			break;
+		if (sl->may_delete && cell_deleted_at(it, sl, k))
+			break;
+		if (!it->dups && (k + 1 < end ? cmp_coords_at(it, sl, k, sl, k + 1) == 0
+					       : sl->buf->base + k + 1 < sl->total))
+			break;
+	}
+	return n;
+}
+
+size_t tf_sparse_field(const tf_sparse *it, size_t i)
+{
+	return it->out_idx[i];
+}
+
+tf_status tf_sparse_next_run(tf_sparse *it, tf_workspace *ws, tf_row *row, tf_sparse_run *run, bool *end,
+			     tf_error *err)
+{
+	tf_status rc = settle_lazy(it, ws, err);
+	bool emitted = false;
+
+	while (rc == TF_OK && !emitted && (rc = admit(it, ws, err)) == TF_OK && it->nheap &&
+	       (rc = check_cancel(it, err)) == TF_OK) {
+		slot *sl = &it->slots[it->heap[0]];
+		uint64_t n = run_length(it, sl);
+
+		if (n) {
+			*run = (tf_sparse_run){ sl->buf, cell_of(sl), n };
+			it->lazy = it->heap[0];
+			it->given = n;
+			it->ticks += n - 1;
+			sl->pos += n;
+			*end = false;
+			return TF_OK;
+		}
+		if (!it->dups) {
+			rc = next_unique(it, ws, row, &emitted, err);
+			continue;
+		}
+		size_t s = heap_pop(it);
+		emitted = !cell_deleted(it, &it->slots[s]);
+		if (emitted)
+			rc = copy_row(it, &it->slots[s], row, err);
+		if (rc == TF_OK)
+			rc = slot_advance(it, s, ws, err);
+	}
+	*run = (tf_sparse_run){ NULL, 0, emitted };
+	*end = !emitted;
+	return rc;
+}
+
+void tf_sparse_took(tf_sparse *it, uint64_t k)
+{
+	if (it->lazy != SIZE_MAX && k < it->given) {
+		it->slots[it->lazy].pos -= it->given - k;
+		it->given = k;
+	}
 }
