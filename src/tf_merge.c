@@ -800,6 +800,7 @@ struct tf_sparse {
 	size_t charged;		/* the slots and heaps, charged to the budget */
 	size_t extra;		/* per window cell: its Hilbert value or space tiles */
 	bool dups, hilbert;
+	bool fast;		/* coordinates compared by their sort keys alone */
 	int hbits;
 	tf_buf key;		/* the current group's coordinates */
 	size_t *keyoff, *keylen;
@@ -942,7 +943,10 @@ tf_status tf_sparse_open(tf_snapshot *s, const tf_fieldspec *out, size_t nout, c
 	it->dups = sc->allows_dups;
 	it->hilbert = sc->cell_order == 4;	/* HILBERT */
 	it->hbits = (int)(63 / (sc->ndims ? sc->ndims : 1));
-	it->extra = it->hilbert ? 8 : 8 * it->ndims;
+	it->fast = !it->hilbert && sc->ndims <= 64;
+	for (size_t d = 0; d < sc->ndims; d++)
+		it->fast &= sc->dims[d].cell_val_num != TF_CELL_VAR && !tf_datatype_is_real(sc->dims[d].type);
+	it->extra = it->hilbert ? 8 : (it->fast ? 16 : 8) * it->ndims;
 	it->share = tf_cache_budget(it->cache) / WINDOW_SHARE;
 	if (it->share < WINDOW_MIN)
 		it->share = WINDOW_MIN;
@@ -1087,32 +1091,22 @@ static uint64_t cell_of(const slot *sl)
 }
 
 /* The sort keys of cell c of the slot's window: its Hilbert value, or its
- * space tile along each dimension (0 where tile order skips it). */
-static const uint64_t *keys_of(const tf_sparse *it, const slot *sl, uint64_t c)
+ * space tile along each dimension in the order tile order compares them
+ * (0 where it skips one), then (it->fast) its coordinates in the order
+ * cell order compares them, each as a uint64 of the same order. */
+static inline const uint64_t *keys_of(const tf_sparse *it, const slot *sl, uint64_t c)
 {
 	return (const uint64_t *)(const void *)sl->buf->extra + (c - sl->buf->first) * (it->extra / 8);
 }
 
-/* Global order of cell ca of slot a's window and cell cb of b's
- * (global_order_compare, HilbertCmp): <0 if a's comes first. */
-static int cmp_coords_at(const tf_sparse *it, const slot *a, uint64_t ca, const slot *b, uint64_t cb)
+/* The coordinates compared one by one, after equal sort keys. */
+static int cmp_values(const tf_sparse *it, const slot *a, uint64_t ca, const slot *b, uint64_t cb)
 {
-	bool trow = it->schema->tile_order != 1, crow = it->schema->cell_order != 1 || it->hilbert;
-	size_t n = it->ndims;
+	bool crow = it->schema->cell_order != 1 || it->hilbert;
+	size_t n = it->ndims, na, nb;
 	const uint8_t *pa, *pb;
-	size_t na, nb;
-	const uint64_t *ka = keys_of(it, a, ca), *kb = keys_of(it, b, cb);
 	int r;
 
-	if (it->hilbert && ka[0] != kb[0])
-		return ka[0] < kb[0] ? -1 : 1;
-	for (size_t k = 0; !it->hilbert && k < n; k++) {
-		size_t d = trow ? k : n - 1 - k;
-		uint64_t ta = ka[d], tb = kb[d];
-
-		if (ta != tb)
-			return ta < tb ? -1 : 1;
-	}
 	for (size_t k = 0; k < n; k++) {
 		size_t d = crow ? k : n - 1 - k;
 		const tf_field *fd = &it->schema->dims[d];
@@ -1123,6 +1117,21 @@ static int cmp_coords_at(const tf_sparse *it, const slot *a, uint64_t ca, const 
 			return r;
 	}
 	return 0;
+}
+
+/* Global order of cell ca of slot a's window and cell cb of b's
+ * (global_order_compare, HilbertCmp): <0 if a's comes first.  The sort
+ * keys first: space tiles, or the Hilbert value; they are the whole
+ * order where it->fast (the merge's every step compares cells). */
+static inline int cmp_coords_at(const tf_sparse *it, const slot *a, uint64_t ca, const slot *b, uint64_t cb)
+{
+	const uint64_t *ka = keys_of(it, a, ca), *kb = keys_of(it, b, cb);
+	size_t nk = it->hilbert ? 1 : it->fast ? 2 * it->ndims : it->ndims;
+
+	for (size_t k = 0; k < nk; k++)
+		if (ka[k] != kb[k])
+			return ka[k] < kb[k] ? -1 : 1;
+	return it->fast ? 0 : cmp_values(it, a, ca, b, cb);
 }
 
 /* The same of the slots' next cells. */
@@ -1233,20 +1242,81 @@ uint64_t tf_hilbert_index(uint64_t *x, size_t n, int bits)
 	return h;
 }
 
+/* A fixed-size coordinate that is not a real (it->fast) as a uint64 of
+ * the same order as cmp_fixed's: signed ones offset by 2^63. */
+static uint64_t ordered_value(const tf_field *fd, const slot *sl, size_t d, uint64_t c)
+{
+	unsigned size = tf_datatype_size(fd->type);
+	const uint8_t *p;
+	size_t n;
+	uint64_t u;
+
+	dim_value(sl, d, c, &p, &n);
+	u = tf_le_n(p, size);
+	if (tf_datatype_is_signed(fd->type) || tf_datatype_is_datetime(fd->type))
+		u = (uint64_t)as_signed(u, size) ^ ((uint64_t)1 << 63);
+	return u;
+}
+
+/* compute_keys where it->fast, a dimension at a time: each value read
+ * from the window as it lies, its tile's quotient taken only when it
+ * leaves the last value's tile (cells come sorted: a window of 1,600
+ * cells spans a few tiles). */
+static void fast_keys(const tf_sparse *it, slot *sl)
+{
+	const tf_cellbuf *b = sl->buf;
+	bool trow = it->schema->tile_order != 1, crow = it->schema->cell_order != 1;
+	size_t nd = it->ndims, nk = 2 * nd;
+	uint64_t *keys = (uint64_t *)(void *)b->extra;
+
+	for (size_t d = 0; d < nd; d++) {
+		const tf_field *fd = &it->schema->dims[d];
+		unsigned size = tf_datatype_size(fd->type);
+		uint64_t mask = size == 8 ? UINT64_MAX : (((uint64_t)1 << (8 * size)) - 1);
+		uint64_t lo = tf_le_n(fd->domain, size) & mask, ext = tf_le_n(fd->extent, size) & mask;
+		uint64_t flip = tf_datatype_is_signed(fd->type) || tf_datatype_is_datetime(fd->type) ? (uint64_t)1 << 63 : 0;
+		uint64_t *tk = keys + (trow ? d : nd - 1 - d), *vk = keys + nd + (crow ? d : nd - 1 - d);
+		uint64_t qlo = 0, t = 0;	/* the last tile: offsets [qlo, qlo + ext) */
+		const uint8_t *p = b->f[d].data;
+		bool known = false;
+
+		ext = !fd->has_extent ? 0 : ext ? ext : 1;	/* tile_index's divisor */
+		for (uint64_t i = 0; i < b->ncells; i++, p += size, tk += nk, vk += nk) {
+			uint64_t u = tf_le_n(p, size), q = (u - lo) & mask;
+
+			*vk = flip ? (uint64_t)as_signed(u, size) ^ flip : u;
+			if (!ext) {
+				*tk = 0;
+				continue;
+			}
+			if (!known || q - qlo >= ext) {	/* another tile (tile_index's quotient) */
+				t = q / ext;
+				qlo = t * ext;
+				known = true;
+			}
+			*tk = t;
+		}
+	}
+}
+
 /* The sort keys of every cell of the slot's window (its extra bytes):
  * Hilbert values, or each dimension's space tile where tile order
  * compares it (those with an extent, not var-sized), 0 elsewhere. */
 static tf_status compute_keys(const tf_sparse *it, slot *sl, tf_error *err)
 {
 	const tf_cellbuf *b = sl->buf;
+	bool trow = it->schema->tile_order != 1, crow = it->schema->cell_order != 1;
 	uint64_t *k = (uint64_t *)(void *)b->extra, x[16];
+	size_t nd = it->ndims, n;
 	const uint8_t *p;
-	size_t n;
 
-	if (it->hilbert && it->ndims > 16)
-		return tf_err(err, TF_E_UNSUPPORTED, "Hilbert order over %zu dimensions", it->ndims);
+	if (it->hilbert && nd > 16)
+		return tf_err(err, TF_E_UNSUPPORTED, "Hilbert order over %zu dimensions", nd);
+	if (it->fast)
+		return fast_keys(it, sl), TF_OK;
 	for (uint64_t c = b->first; c < b->first + b->ncells; c++) {
-		for (size_t d = 0; d < it->ndims; d++) {
+		for (size_t j = 0; j < nd; j++) {
+			size_t d = it->hilbert || trow ? j : nd - 1 - j;
 			const tf_field *fd = &it->schema->dims[d];
 			bool skip = !it->hilbert && (fd->cell_val_num == TF_CELL_VAR || !fd->has_extent);
 
@@ -1258,7 +1328,9 @@ static tf_status compute_keys(const tf_sparse *it, slot *sl, tf_error *err)
 				*k++ = skip ? 0 : tile_index(fd, p);
 		}
 		if (it->hilbert)
-			*k++ = tf_hilbert_index(x, it->ndims, it->hbits);
+			*k++ = tf_hilbert_index(x, nd, it->hbits);
+		for (size_t j = 0; it->fast && j < nd; j++)
+			*k++ = ordered_value(&it->schema->dims[crow ? j : nd - 1 - j], sl, crow ? j : nd - 1 - j, c);
 	}
 	return TF_OK;
 }
@@ -1311,13 +1383,17 @@ static int cmp_corner(const tf_sparse *it, const uint8_t *const *q, const size_t
 static bool corner_reached_at(tf_sparse *it, size_t w, const slot *a, uint64_t c)
 {
 	const uint8_t *q[64];
-	size_t qn[64];
-	const uint64_t *qt = keys_of(it, a, c);
+	size_t qn[64], n = it->ndims;
+	uint64_t qt[64];
+	const uint64_t *k = keys_of(it, a, c);
+	bool trow = it->schema->tile_order != 1;
 
-	if (it->ndims > 64)
+	if (n > 64)
 		return true;
-	for (size_t d = 0; d < it->ndims; d++)
+	for (size_t d = 0; d < n; d++) {
 		dim_value(a, d, c, &q[d], &qn[d]);
+		qt[d] = k[trow ? d : n - 1 - d];	/* keys_of: in tile order */
+	}
 	parse_corner(it, tf_snapshot_frag(it->s, it->slots[w].frag)->corner);
 	return cmp_corner(it, q, qn, qt) <= 0;
 }
