@@ -624,11 +624,17 @@ static void mark_row(tf_arrow_batch *b)
 	}
 }
 
+/* Take a row back; the bits it set go too (a bitmap's bits past the
+ * batch's rows were left set and written out with the batch). */
 static void undo_row(tf_arrow_batch *b)
 {
 	for (size_t i = 0; i < b->a->ncols; i++) {
 		bcol *c = &b->c[i];
 		const bmark *m = &b->mark[i];
+		if (b->a->cols[i].nullable && c->valid.len > b->rows / 8)
+			set_bit(c->valid.p, b->rows, false);
+		for (uint64_t k = m->nvals; b->a->cols[i].kind == K_BOOL && k < c->nvals && k / 8 < c->vals.len; k++)
+			set_bit(c->vals.p, k, false);
 		c->valid.len = m->valid, c->offs.len = m->offs, c->vals.len = m->vals;
 		c->nulls = m->nulls, c->nvals = m->nvals;
 	}
@@ -780,7 +786,7 @@ static tf_status span_append(tf_arrow_batch *b, const tf_arrow_span *cols, size_
 	tf_status rc = TF_OK;
 	uint8_t *at;
 
-	for (size_t i = 0; i < b->a->ncols && rc == TF_OK; i++) {
+	for (size_t i = 0; m && i < b->a->ncols && rc == TF_OK; i++) {
 		const acol *ac = &b->a->cols[i];
 		const tf_arrow_span *sp = &cols[i];
 		const uint8_t *valid = sp->valid ? sp->valid + r : NULL;
