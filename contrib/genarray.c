@@ -29,7 +29,8 @@
  *            in blocks of B cells instead of cell by cell: fragment f
  *            holds d = (j * NFRAGS + f) * B + k (k < B), and, for f > 0,
  *            the first and the last cell of each of fragment 0's blocks
- *            again (duplicates at the edges of runs).  With "nullable",
+ *            but the first again (duplicates at the edges of runs;
+ *            fragment f's first cell is f * B: it joins the merge there).  With "nullable",
  *            s is nullable and null in every third cell of a fragment
  *            (its bytes written all the same).  Cell values: a = d * 3 +
  *            f, s = "v<d>.<f>" (".<f>b" for the second of a pair).
@@ -489,7 +490,7 @@ static int64_t sparse_coord(int64_t n, int nf, int f, bool disjoint, int64_t B, 
 /* Whether fragments f > 0 hold fragment 0's cell i again. */
 static bool sparse_again(int64_t B, int64_t i)
 {
-	return B ? i % B == 0 || i % B == B - 1 : i % 5 == 0;
+	return B ? i >= B && (i % B == 0 || i % B == B - 1) : i % 5 == 0;
 }
 
 static size_t sparse_cells(int64_t n, int nf, int f, bool dups, bool disjoint, int64_t B, scell *c)
