@@ -24,8 +24,8 @@
  *
  *  - The windows of one merge share WINDOW_SHARE of the budget (an eighth),
  *    split evenly between the fragments in the merge: with a 64 MiB cache,
- *    8 MiB, so 300 overlapping fragments get ~28 KiB each, ~700 cells of
- *    (d: 8, a: 4, s: 8 + ~10, validity 2, tile 8 bytes).  One window of
+ *    8 MiB, so 300 overlapping fragments get ~28 KiB each, ~600 cells of
+ *    (d: 8, a: 4, s: 8 + ~10, validity 2, sort keys 16 bytes).  One window of
  *    every fragment in the merge must be held (one cell at least, whatever
  *    the budget): that floor is the merge's irreducible cost.  Why an
  *    eighth: the rest of the budget holds the decoded units the windows are
