@@ -11,6 +11,7 @@
 #include "tf_catalog.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,12 +43,13 @@ typedef struct dir_slot {
 	bool walking;			/* a thread is examining whole (the others wait) */
 	bool enc_known, encrypted;	/* its newest schema is encrypted */
 	bool cooled;			/* its views shrunk since last used */
+	bool retired;			/* out of the table (a reload): freed by its last holder */
 	struct dir_slot *hnext, *prev, *next;	/* hash chain; LRU of arrays */
 } dir_slot;
 
 struct tf_catalog {
 	tf_source *src;
-	const tf_config *cfg;
+	_Atomic(const tf_config *) cfg;	/* replaced by a reload; the old one outlives us */
 	struct tf_index *store;		/* persisted indexes, or NULL */
 	pthread_mutex_t lock;
 	pthread_cond_t walked;		/* a slot's walk ended */
@@ -265,8 +267,30 @@ static dir_slot *array_at(tf_catalog *c, const char *dir)
 static void array_release(tf_catalog *c, dir_slot *d)
 {
 	pthread_mutex_lock(&c->lock);
-	d->refs--;
+	if (!--d->refs && d->retired)
+		slot_free(d);
 	trim(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * A reload: every path is asked again under cfg.  Arrays go out of the
+ * table (their keys may have changed); those in use are freed by their
+ * last holder, so open views keep reading what they opened.
+ */
+void tf_catalog_set_config(tf_catalog *c, const tf_config *cfg)
+{
+	pthread_mutex_lock(&c->lock);
+	atomic_store(&c->cfg, cfg);
+	for (size_t b = 0; b < NBUCKETS; b++)
+		while (c->buckets[b]) {
+			dir_slot *d = c->buckets[b];
+			unhash(c, d);
+			if (d->refs)
+				d->retired = true;
+			else
+				slot_free(d);
+		}
 	pthread_mutex_unlock(&c->lock);
 }
 
