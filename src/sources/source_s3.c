@@ -114,6 +114,7 @@ typedef struct s3_source {
 	listing *head, *tail;
 	size_t nlist, bytes;
 	_Atomic int64_t ra_bytes;
+	atomic_bool told;		/* where the credentials come from, logged */
 } s3_source;
 
 typedef enum { B_LOADING, B_READY, B_FAILED } block_state;
@@ -153,10 +154,29 @@ static int64_t now_ns(void)
 	return s3_now_ns();
 }
 
+/* Once the source has somewhere to say it (its hooks set), where its
+ * credentials come from: once, never a secret. */
+static void tell_origin(s3_source *s)
+{
+	const char *o;
+
+	if (!s->base.hooks.warn || atomic_load(&s->told) || atomic_exchange(&s->told, true))
+		return;
+	if ((o = s3_client_auth_origin(s->client)))
+		tf_source_warn(&s->base, "%s: credentials from %s", s3_client_where(s->client), o);
+}
+
+static void client_warn(void *arg, const char *msg)
+{
+	tf_source_warn(arg, "%s", msg);
+}
+
 /* The bound of the work done now for the calling thread's request. */
-static s3_bound bound_of(const s3_source *s)
+static s3_bound bound_of(s3_source *s)
 {
 	tf_call c;
+
+	tell_origin(s);
 
 	tf_source_call(&s->base, &c);
 	return (s3_bound){ c.start_ns + s->deadline_ns, c.gone, c.arg };
@@ -1337,6 +1357,8 @@ static tf_status s3_new(const char *spec, const tf_s3_settings *set, s3_source *
 	rc = parse_spec(spec, &bucket, &s->prefix, err);
 	if (rc == TF_OK)
 		rc = s3_client_new(set, bucket, &s->client, err);
+	if (rc == TF_OK)
+		s3_client_set_warn(s->client, client_warn, &s->base);
 	free(bucket);
 	if (rc != TF_OK) {
 		s3_free(&s->base);

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sources/s3_auth.h"
 #include "sources/s3_client.h"
 #include "sources/s3_creds.h"
 #include "sources/s3_sign.h"
@@ -314,6 +315,35 @@ static const char *write_file(const char *name, const char *text, mode_t mode)
 	return path;
 }
 
+static void quiet_env(void);
+
+/* What the chain found for s: the key's id (or "" anonymous), where from, the region. */
+typedef struct found {
+	char id[300], origin[600], region[64];
+} chain_out;
+
+static tf_status chain(const tf_s3_settings *s, chain_out *f, tf_error *err)
+{
+	s3_bound b = { s3_now_ns() + 20000000000LL, NULL, NULL };
+	s3_auth *a = NULL;
+	s3_key *k = NULL;
+	char *region = NULL;
+	tf_status rc = s3_auth_new(s, &b, &a, &region, err);
+
+	memset(f, 0, sizeof(*f));
+	if (rc == TF_OK) {
+		snprintf(f->region, sizeof(f->region), "%s", region);
+		if (a && (rc = s3_auth_key(a, &b, &k, err)) == TF_OK) {
+			snprintf(f->id, sizeof(f->id), "%s", k->access_key);
+			snprintf(f->origin, sizeof(f->origin), "%s", s3_auth_origin(a));
+			s3_key_put(k);
+		}
+	}
+	s3_auth_free(a);
+	free(region);
+	return rc;
+}
+
 START_TEST(test_creds_file)
 {
 	char token[1601], text[2200];
@@ -373,9 +403,10 @@ START_TEST(test_creds_order)
 {
 	char cred[PATH_MAX + 64], conf[PATH_MAX + 64], extra[PATH_MAX + 64];
 	tf_s3_settings s;
-	s3_creds c;
+	chain_out c;
 	tf_error err;
 
+	quiet_env();
 	snprintf(cred, sizeof(cred), "%s", write_file("credentials", "[p]\naws_access_key_id = FROMFILE\n"
 						       "aws_secret_access_key = x\n", 0600));
 	snprintf(conf, sizeof(conf), "%s", write_file("config", "[profile p]\nregion = r-1\n", 0600));
@@ -383,40 +414,32 @@ START_TEST(test_creds_order)
 							 "aws_secret_access_key = y\n", 0600));
 	setenv("AWS_SHARED_CREDENTIALS_FILE", cred, 1);
 	setenv("AWS_CONFIG_FILE", conf, 1);
-	unsetenv("AWS_ACCESS_KEY_ID");
-	unsetenv("AWS_SECRET_ACCESS_KEY");
-	unsetenv("AWS_SESSION_TOKEN");
 	tf_s3_settings_init(&s);
 	ck_assert_int_eq(tf_s3_settings_set(&s, "profile", "p", NULL, &err), TF_OK);
-	ck_assert_int_eq(s3_creds_load(&s, &c, &err), TF_OK);
-	ck_assert_str_eq(c.access_key, "FROMFILE");
+	ck_assert_msg(chain(&s, &c, &err) == TF_OK, "%s", err.msg);
+	ck_assert_str_eq(c.id, "FROMFILE");
 	ck_assert_str_eq(c.region, "r-1");
-	s3_creds_free(&c);
 	setenv("AWS_ACCESS_KEY_ID", "ENVKEY", 1);
 	setenv("AWS_SECRET_ACCESS_KEY", "envsecret", 1);
-	ck_assert_int_eq(s3_creds_load(&s, &c, &err), TF_OK);
-	ck_assert_str_eq(c.access_key, "ENVKEY");
-	ck_assert_str_eq(c.origin, "environment");
-	s3_creds_free(&c);
+	ck_assert_int_eq(chain(&s, &c, &err), TF_OK);
+	ck_assert_str_eq(c.id, "ENVKEY");
+	ck_assert_str_eq(c.origin, "the environment (AWS_ACCESS_KEY_ID)");
 	unsetenv("AWS_ACCESS_KEY_ID");
 	unsetenv("AWS_SECRET_ACCESS_KEY");
 	/* Profile q is only in the credentials = FILE. */
 	ck_assert_int_eq(tf_s3_settings_set(&s, "profile", "q", NULL, &err), TF_OK);
-	ck_assert_int_eq(s3_creds_load(&s, &c, &err), TF_E_ACCESS);
-	ck_assert_ptr_nonnull(strstr(err.msg, "no credentials for profile 'q'"));
+	ck_assert_int_eq(chain(&s, &c, &err), TF_E_ACCESS);
+	ck_assert_msg(strstr(err.msg, "no credentials") && strstr(err.msg, "profile 'q'"), "%s", err.msg);
 	ck_assert_int_eq(tf_s3_settings_set(&s, "credentials", extra, NULL, &err), TF_OK);
-	ck_assert_int_eq(s3_creds_load(&s, &c, &err), TF_OK);
-	ck_assert_str_eq(c.access_key, "EXTRA");
-	s3_creds_free(&c);
+	ck_assert_int_eq(chain(&s, &c, &err), TF_OK);
+	ck_assert_str_eq(c.id, "EXTRA");
 	/* Anonymous: nothing needed. */
 	ck_assert_int_eq(tf_s3_settings_set(&s, "profile", "none", NULL, &err), TF_OK);
 	ck_assert_int_eq(tf_s3_settings_set(&s, "anonymous", "yes", NULL, &err), TF_OK);
-	ck_assert_int_eq(s3_creds_load(&s, &c, &err), TF_OK);
-	ck_assert_ptr_null(c.access_key);
-	s3_creds_free(&c);
+	ck_assert_int_eq(chain(&s, &c, &err), TF_OK);
+	ck_assert_str_eq(c.id, "");
 	tf_s3_settings_clear(&s);
-	unsetenv("AWS_SHARED_CREDENTIALS_FILE");
-	unsetenv("AWS_CONFIG_FILE");
+	quiet_env();
 }
 END_TEST
 
@@ -427,10 +450,15 @@ static void quiet_env(void)
 					    "no_proxy", "NO_PROXY", "AWS_ENDPOINT_URL", "AWS_REGION",
 					    "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ACCESS_KEY_ID",
 					    "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE",
-					    "AWS_SHARED_CREDENTIALS_FILE" };
+					    "AWS_SHARED_CREDENTIALS_FILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
+					    "AWS_ROLE_SESSION_NAME", "AWS_ENDPOINT_URL_STS",
+					    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+					    "AWS_CONTAINER_AUTHORIZATION_TOKEN", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+					    "AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE" };
 
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
 		unsetenv(vars[i]);
+	setenv("AWS_EC2_METADATA_DISABLED", "true", 1);	/* no machine's own identity */
 }
 
 static const char *tmp_path(const char *name)
@@ -447,7 +475,7 @@ START_TEST(test_creds_symlink)
 {
 	char real[PATH_MAX + 64], lnk[PATH_MAX + 64];
 	tf_s3_settings s;
-	s3_creds c;
+	chain_out c;
 	tf_error err;
 
 	quiet_env();
@@ -459,20 +487,18 @@ START_TEST(test_creds_symlink)
 	setenv("AWS_SHARED_CREDENTIALS_FILE", tmp_path("none"), 1);
 	setenv("AWS_ACCESS_KEY_ID", "ENVKEY", 1);
 	setenv("AWS_SECRET_ACCESS_KEY", "envsecret", 1);
-	ck_assert_msg(s3_creds_load(&s, &c, &err) == TF_OK, "%s", err.msg);
+	ck_assert_msg(chain(&s, &c, &err) == TF_OK, "%s", err.msg);
 	ck_assert_str_eq(c.region, "eu-central-1");
-	s3_creds_free(&c);
 	/* A config that cannot be opened costs only its region when no key is wanted from it... */
 	setenv("AWS_CONFIG_FILE", tmp_path("loop"), 1);
 	ck_assert_int_eq(symlink("loop", tmp_path("loop")), 0);
-	ck_assert_msg(s3_creds_load(&s, &c, &err) == TF_OK, "%s", err.msg);
-	ck_assert_ptr_null(c.region);
-	ck_assert_str_eq(c.access_key, "ENVKEY");
-	s3_creds_free(&c);
+	ck_assert_msg(chain(&s, &c, &err) == TF_OK, "%s", err.msg);
+	ck_assert_str_eq(c.region, "us-east-1");	/* none from the profile */
+	ck_assert_str_eq(c.id, "ENVKEY");
 	/* ... but ends the search for keys when one is. */
 	unsetenv("AWS_ACCESS_KEY_ID");
 	unsetenv("AWS_SECRET_ACCESS_KEY");
-	ck_assert_int_eq(s3_creds_load(&s, &c, &err), TF_E_INVAL);
+	ck_assert_int_eq(chain(&s, &c, &err), TF_E_INVAL);
 	ck_assert_ptr_nonnull(strstr(err.msg, "loop"));
 	/* A linked credentials file others can read is still refused. */
 	snprintf(real, sizeof(real), "%s", write_file("real-creds", "[default]\naws_access_key_id = K\n"
@@ -480,12 +506,11 @@ START_TEST(test_creds_symlink)
 	snprintf(lnk, sizeof(lnk), "%s", tmp_path("linked-credentials"));
 	ck_assert_int_eq(symlink(real, lnk), 0);
 	setenv("AWS_SHARED_CREDENTIALS_FILE", lnk, 1);
-	ck_assert_int_eq(s3_creds_load(&s, &c, &err), TF_E_INVAL);
+	ck_assert_int_eq(chain(&s, &c, &err), TF_E_INVAL);
 	ck_assert_ptr_nonnull(strstr(err.msg, "readable by group or others"));
 	ck_assert_int_eq(chmod(real, 0600), 0);
-	ck_assert_msg(s3_creds_load(&s, &c, &err) == TF_OK, "%s", err.msg);
-	ck_assert_str_eq(c.access_key, "K");
-	s3_creds_free(&c);
+	ck_assert_msg(chain(&s, &c, &err) == TF_OK, "%s", err.msg);
+	ck_assert_str_eq(c.id, "K");
 	tf_s3_settings_clear(&s);
 	quiet_env();
 }
