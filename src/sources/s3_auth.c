@@ -346,7 +346,8 @@ static tf_status sts_call(s3_http *h, const s3_bound *b, const provider *p, cons
 	int64_t expires;
 
 	*out = NULL;
-	snprintf(what, sizeof(what), "STS %s", p->sts_url);
+	snprintf(what, sizeof(what), "%s", strstr(form, "AssumeRoleWithWebIdentity") ? "AssumeRoleWithWebIdentity"
+									    : "AssumeRole");
 	add(&l, &ok, "Host: %s", p->sts_host);
 	add(&l, &ok, "Content-Type: application/x-www-form-urlencoded; charset=utf-8");
 	add(&l, &ok, "Accept:");
@@ -387,9 +388,9 @@ static tf_status sts_call(s3_http *h, const s3_bound *b, const provider *p, cons
 			rc = key_new(a.access_key, a.secret, a.token, expires, out, err);
 		s3_sts_answer_free(&a);
 		if (rc != TF_OK)
-			tf_err_prefix(err, "%s: ", what);
+			tf_err_prefix(err, "%s", what);
 	} else if (rc == TF_OK) {
-		tf_err_prefix(err, "%s: ", what);
+		tf_err_prefix(err, "%s", what);
 	}
 	xfer_wipe(&x);
 	return rc;
@@ -451,7 +452,7 @@ static tf_status fetch_assume_role(s3_http *h, const s3_bound *b, provider *p, s
 	tf_status rc = fetch(h, b, p->source, &src, err);
 
 	if (rc != TF_OK)
-		return tf_err_prefix(err, "the source profile's credentials (%s): ", p->source->what), rc;
+		return tf_err_prefix(err, "the source profile's credentials (%s)", p->source->what), rc;
 	if (!(form = sts_form(p, "AssumeRole", NULL)))
 		rc = tf_err(err, TF_E_NOMEM, "out of memory");
 	else
@@ -472,7 +473,7 @@ static tf_status fetch_container(s3_http *h, const s3_bound *b, provider *p, s3_
 	tf_status rc = TF_OK;
 
 	*out = NULL;
-	snprintf(what, sizeof(what), "container credentials %s", p->url);
+	snprintf(what, sizeof(what), "GET");
 	if (p->auth_file)
 		rc = read_small(p->auth_file, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", &tok, err);
 	if (rc != TF_OK)
@@ -488,7 +489,7 @@ static tf_status fetch_container(s3_http *h, const s3_bound *b, provider *p, s3_
 	x.headers = l;
 	if ((rc = call(h, b, &x, what, err)) == TF_OK &&
 	    (rc = s3_parse_cred_json(x.body ? x.body : "", x.body_len, S3_JSON_CONTAINER, out, err)) != TF_OK)
-		tf_err_prefix(err, "%s: ", what);
+		tf_err_prefix(err, "%s", what);
 	free_headers(l);
 	xfer_wipe(&x);
 	return rc;
@@ -504,7 +505,7 @@ static tf_status imds_call(s3_http *h, const s3_bound *b, const provider *p, con
 	tf_status rc;
 
 	*x = (s3_xfer){ .timeout_ms = METADATA_TIMEOUT_MS, .no_proxy = true, .method = token ? NULL : "PUT" };
-	snprintf(what, sizeof(what), "instance metadata %s%s", p->url, path);
+	snprintf(what, sizeof(what), "%s %s", token ? "GET" : "PUT", path);
 	if (asprintf(&url, "%s%s", p->url, path) < 0)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	add(&l, &ok, "Accept:");
@@ -542,19 +543,19 @@ static tf_status fetch_imds(s3_http *h, const s3_bound *b, provider *p, s3_key *
 
 	*out = NULL;
 	if ((rc = imds_call(h, b, p, "/latest/api/token", NULL, &x, err)) == TF_OK && !(token = body_line(&x, 4096)))
-		rc = tf_err(err, TF_E_ACCESS, "instance metadata %s: no session token in the answer", p->url);
+		rc = tf_err(err, TF_E_ACCESS, "PUT /latest/api/token: no session token in the answer");
 	xfer_wipe(&x);
 	if (rc == TF_OK &&
 	    (rc = imds_call(h, b, p, "/latest/meta-data/iam/security-credentials/", token, &x, err)) == TF_OK &&
 	    (!(role = body_line(&x, 128)) || strspn(role, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 							"0123456789+=,.@_-") != strlen(role)))
-		rc = tf_err(err, TF_E_ACCESS, "instance metadata %s: no role (no IAM instance profile?)", p->url);
+		rc = tf_err(err, TF_E_ACCESS, "no role's name in the answer (no IAM instance profile?)");
 	xfer_wipe(&x);
 	if (rc == TF_OK && asprintf(&path, "/latest/meta-data/iam/security-credentials/%s", role) < 0)
 		path = NULL, rc = tf_err(err, TF_E_NOMEM, "out of memory");
 	if (rc == TF_OK && (rc = imds_call(h, b, p, path, token, &x, err)) == TF_OK &&
 	    (rc = s3_parse_cred_json(x.body ? x.body : "", x.body_len, S3_JSON_IMDS, out, err)) != TF_OK)
-		tf_err_prefix(err, "instance metadata %s%s: ", p->url, path);
+		tf_err_prefix(err, "GET %s", path);
 	xfer_wipe(&x);
 	wipe_free(token);
 	free(role), free(path);
@@ -660,7 +661,7 @@ static tf_status fetch_process(const s3_bound *b, provider *p, s3_key **out, tf_
 	until = until < b->at_ns ? until : b->at_ns;
 	if (rc == TF_OK && (rc = run_process(argv, until, &text, &len, err)) == TF_OK &&
 	    (rc = s3_parse_cred_json(text, len, S3_JSON_PROCESS, out, err)) != TF_OK)
-		tf_err_prefix(err, "credential_process '%.200s': ", argv[0]);
+		tf_err_prefix(err, "credential_process '%.200s'", argv[0]);
 	if (text) {
 		OPENSSL_cleanse(text, len);
 		free(text);
@@ -1029,10 +1030,10 @@ tf_status s3_auth_new(const tf_s3_settings *s, const s3_bound *b, s3_auth **out,
 	if (a->p->kind != P_STATIC && (rc = s3_http_new(STS_TIMEOUT_MS, 2, &a->http, err)) != TF_OK)
 		goto fail;
 	if ((rc = fetch(a->http, b, a->p, &a->cur, err)) != TF_OK) {
-		tf_err_prefix(err, "credentials from %s: ", a->p->what);
+		tf_err_prefix(err, "credentials from %s", a->p->what);
 		if (a->p->kind == P_IMDS)	/* the last resort: say what else was looked for */
 			tf_err_prefix(err, "no credentials in the environment, web identity, profile '%s' or container "
-				      "credentials; ", name);
+				      "credentials", name);
 		goto fail;
 	}
 	*out = a;

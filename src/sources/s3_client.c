@@ -510,7 +510,7 @@ static tf_status run(s3_client *c, const s3_bound *b, const s3_req *r, s3_xfer *
 		x->url = NULL, x->headers = NULL;
 		if (rc != TF_OK) {
 			s3_key_put(k);
-			return tf_err_prefix(err, "%s %s: ", c->where, what);
+			return tf_err_prefix(err, "%s %s", c->where, what);
 		}
 		v = judge(r, x, &code, &why);
 		if (v == V_FAIL && refused(x) && !redirected && follow_region(c, x))
@@ -593,7 +593,7 @@ tf_status s3_client_list(s3_client *c, const s3_bound *b, const char *prefix, co
 	rc = run(c, b, &r, &x, what, err);
 	if (rc == TF_OK && (rc = s3_parse_list(x.body ? x.body : "", x.body_len, (size_t)max_keys * 2 + 16,
 					       out, err)) != TF_OK)
-		tf_err_prefix(err, "%s %s: ", c->where, what);
+		tf_err_prefix(err, "%s %s", c->where, what);
 	s3_xfer_done(&x);
 	return rc;
 }
