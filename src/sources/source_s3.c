@@ -115,6 +115,7 @@ typedef struct s3_source {
 	size_t nlist, bytes;
 	_Atomic int64_t ra_bytes;
 	atomic_bool told;		/* where the credentials come from, logged */
+	char *early;			/* the client's first line before the hooks were set */
 } s3_source;
 
 typedef enum { B_LOADING, B_READY, B_FAILED } block_state;
@@ -164,11 +165,20 @@ static void tell_origin(s3_source *s)
 		return;
 	if ((o = s3_client_auth_origin(s->client)))
 		tf_source_warn(&s->base, "%s: credentials from %s", s3_client_where(s->client), o);
+	if (s->early)
+		tf_source_warn(&s->base, "%s", s->early);
 }
 
+/* A line of the client's; one said while the source was being opened
+ * (a region followed by the probe) waits for the hooks. */
 static void client_warn(void *arg, const char *msg)
 {
-	tf_source_warn(arg, "%s", msg);
+	s3_source *s = arg;
+
+	if (s->base.hooks.warn || atomic_load(&s->told))
+		tf_source_warn(&s->base, "%s", msg);
+	else if (!s->early)
+		s->early = strdup(msg);
 }
 
 /* The bound of the work done now for the calling thread's request. */
@@ -1259,7 +1269,7 @@ static void s3_free(tf_source *base)
 		cache_drop(s, s->head);
 	s3_client_free(s->client);
 	pthread_mutex_destroy(&s->mu);
-	free(s->prefix), free(s->base.name);
+	free(s->prefix), free(s->base.name), free(s->early);
 	free(s);
 }
 
@@ -1358,7 +1368,7 @@ static tf_status s3_new(const char *spec, const tf_s3_settings *set, s3_source *
 	if (rc == TF_OK)
 		rc = s3_client_new(set, bucket, &s->client, err);
 	if (rc == TF_OK)
-		s3_client_set_warn(s->client, client_warn, &s->base);
+		s3_client_set_warn(s->client, client_warn, s);
 	free(bucket);
 	if (rc != TF_OK) {
 		s3_free(&s->base);
