@@ -168,6 +168,7 @@ static void source_warning(void *ctx, const char *msg)
 int fs_ll_init(tilefs *fs)
 {
 	if (pthread_key_create(&fs->thread_key, thread_free) != 0 || pthread_mutex_init(&fs->gone_lock, NULL) != 0 ||
+	    pthread_mutex_init(&fs->negatives_lock, NULL) != 0 ||
 	    !(fs->negatives = calloc(FS_NEGATIVES, sizeof(*fs->negatives))))
 		return -1;
 	tf_source_set_hooks(fs->src, &(tf_source_hooks){ current_call, source_warning, fs });
@@ -229,12 +230,12 @@ static void note_negative(tilefs *fs, fuse_ino_t parent, const char *name)
 
 	if (!fs->negatives || strlen(name) >= sizeof(v->name))
 		return;
-	pthread_mutex_lock(&fs->gone_lock);
+	pthread_mutex_lock(&fs->negatives_lock);
 	v = &fs->negatives[fs->negative_next++ % FS_NEGATIVES];
 	v->parent = parent;
 	v->at = fs_now_ns();
 	strcpy(v->name, name);
-	pthread_mutex_unlock(&fs->gone_lock);
+	pthread_mutex_unlock(&fs->negatives_lock);
 }
 
 void fs_ll_forget_negatives(tilefs *fs)
@@ -247,11 +248,11 @@ void fs_ll_forget_negatives(tilefs *fs)
 		free(copy);
 		return;
 	}
-	pthread_mutex_lock(&fs->gone_lock);
+	pthread_mutex_lock(&fs->negatives_lock);
 	for (size_t i = 0; i < FS_NEGATIVES; i++)
 		if (fs->negatives[i].parent && fs->negatives[i].at >= since)
 			copy[k++] = fs->negatives[i];
-	pthread_mutex_unlock(&fs->gone_lock);
+	pthread_mutex_unlock(&fs->negatives_lock);
 	for (size_t i = 0; i < k; i++)	/* lock not held: see fs_nodes_reloaded */
 		fuse_lowlevel_notify_inval_entry(fs->se, copy[i].parent, copy[i].name, strlen(copy[i].name));
 	free(copy);

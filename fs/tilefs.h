@@ -100,7 +100,8 @@ typedef struct tilefs {
 	fuse_req_t gone[32];		/* the latest, a ring */
 	unsigned gone_next;
 	atomic_bool gone_seen;		/* any ever (the common case is none) */
-	struct fs_negative *negatives;	/* names lately not found (ll.c), under gone_lock */
+	pthread_mutex_t negatives_lock;
+	struct fs_negative *negatives;	/* names lately not found (ll.c) */
 	unsigned negative_next;
 	fs_users users;
 	pthread_t watcher;		/* lifecycle.c: stops plugin calls when the connection */

@@ -179,3 +179,23 @@ cmp "$MNT/d/e.tdb" "$WORK/b.bin" || fail "the old key is no longer in force"
 grep -q "$(od -An -tx1 "$WORK/k1" | tr -d ' \n' | cut -c1-16)" "$WORK/log" && fail "key bytes in the log"
 stop
 ok "a bad configuration is refused with FILE:LINE, the old one stays in force"
+
+# An encrypted TileDB array (tests/data): the wrong default_key, then the
+# right one by a reload; new opens decrypt, and its views appear decrypted.
+arr=$WORK/arrays
+mkdir -p "$arr"
+cp -r "$here/../data/corpus/enc_dense_zstd/array" "$arr/enc"
+frag=$(cd "$arr/enc/__fragments" && ls)
+printf '%s' 54696c6544422d6f7261636c652d6b65792d3031323334353637383941424344 > "$WORK/right.key"
+printf '%064d' 7 > "$WORK/wrong.key"
+chmod 600 "$WORK/right.key" "$WORK/wrong.key"
+printf '[tilefs]\ndefault_key = k\n[key k]\nfile = %s\n' "$WORK/wrong.key" > "$WORK/c.ini"
+src=$arr
+start
+cat "$MNT/enc/__fragments/$frag/a0.tdb" > /dev/null 2>&1 && fail "decrypted with the wrong key"
+printf '[tilefs]\ndefault_key = k\n[key k]\nfile = %s\n' "$WORK/right.key" > "$WORK/c.ini"
+mark; kill -HUP "$pid"; wait_log "reload: .*\[key k\] changed"
+cmp "$MNT/enc/__fragments/$frag/a0.tdb" "$here/../data/corpus/enc_dense_zstd/expected/unfiltered/f0/a0.tdb.bin" ||
+	fail "the array's reloaded key does not decrypt"
+stop
+ok "an array's key changed by a reload decrypts new opens"
