@@ -156,14 +156,16 @@ static int64_t now_ns(void)
 }
 
 /* Once the source has somewhere to say it (its hooks set), where its
- * credentials come from: once, never a secret. */
+ * credentials come from: once, never a secret; but not keys the caller's
+ * own environment gave, which the caller knows (and tiletool's output
+ * stays free of a line on every run). */
 static void tell_origin(s3_source *s)
 {
 	const char *o;
 
 	if (!s->base.hooks.warn || atomic_load(&s->told) || atomic_exchange(&s->told, true))
 		return;
-	if ((o = s3_client_auth_origin(s->client)))
+	if ((o = s3_client_auth_origin(s->client)) && strncmp(o, "the environment", 15))
 		tf_source_warn(&s->base, "%s: credentials from %s", s3_client_where(s->client), o);
 	if (s->early)
 		tf_source_warn(&s->base, "%s", s->early);
