@@ -27,7 +27,7 @@
  * The reserved prefix.  "PREFIX/.tilefs/" holds what tiletool index
  * --publish wrote (tf_source.h): a name ".tilefs" is never listed, at any
  * depth, and no path through one is looked up or opened.  Its objects are
- * read whole, one GET each; a 404 is remembered for list_ttl in a table of
+ * read whole, one GET each; a 404 (or 403) is remembered for list_ttl in a table of
  * MISS_SLOTS names (a name's slot is its hash's: a collision forgets the
  * older name, which costs one more GET).
  *
@@ -1381,7 +1381,7 @@ static tf_status s3_get_reserved(tf_source *base, const char *name, size_t max, 
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	rc = s3_client_get_whole(s->client, &b, key, max, out, n, err);
 	free(key);
-	if (rc == TF_E_NOTFOUND)
+	if (rc == TF_E_NOTFOUND || rc == TF_E_ACCESS)	/* a refusal lasts as long */
 		set_missing(s, name, true);
 	return rc;
 }
