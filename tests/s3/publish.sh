@@ -98,6 +98,18 @@ grep -q "not published: .*PUT key 'data/.tilefs/index/.*HTTP 403" "$WORK/ro.out"
 	fail "the read-only user's publish: $(cat "$WORK/ro.out")"
 ok "test:reader is read-only: its tiletool index --publish is refused (HTTP 403)"
 
+# ---- before publishing: a mount's ls -l walks every file (big.tdb read whole)
+n0=$(lines)
+reader timeout 60 "$TILEFS" -o config="$WORK/s3.ini",index_dir=none s3://pub/data "$MNT" ||
+	fail "mount s3://pub/data before publishing"
+ls -l "$MNT" > /dev/null
+expect walks 9 "before publishing"
+expect published_misses 9 "before publishing"
+before=$(got big.tdb "$n0")
+fusermount3 -u "$MNT"
+[ "$before" -ge $(($(stat -c %s "$WORK/up/big.tdb") * 9 / 10)) ] || fail "before publishing, ls -l fetched $before bytes of big.tdb"
+ok "before publishing: ls -l walked 9 files (9 GETs of no entry), $before bytes of big.tdb fetched"
+
 # ---- publish
 n0=$(lines)
 writer "$TILETOOL" index -c "$WORK/s3.ini" --index-dir "$WORK/idx1" --publish s3://pub/data > "$WORK/pub.out" ||
@@ -177,7 +189,7 @@ expect published_ignored 3 "ls -l"
 [ "$(stat -c %s "$MNT/big.tdb")" = "$(stat -c %s "$WORK/raw/big.raw")" ] || fail "big.tdb's size"
 [ "$(stat -c %s "$MNT/v.tdb")" = 2012 ] || fail "v.tdb: the stale entry's size shown"
 ok "ls -la as test:reader with an empty index_dir: no .tilefs, 6 published entries used, 3 ignored" \
-	"(stale, another's, truncated: walked), 0 bytes of big.tdb fetched"
+	"(stale, another's, truncated: walked), 0 bytes of big.tdb fetched (before publishing: $before)"
 
 for f in f0 f1 f2 f3 h t big; do
 	cmp -s "$MNT/$f.tdb" "$WORK/raw/$f.tdb" || fail "$f.tdb differs"
