@@ -1041,7 +1041,6 @@ void tf_file_get_info(const tf_file *f, tf_file_info *info)
 	info->var_string = f->dec && f->dec[0].env.var_string;
 	info->from_layout = f->from_layout;
 	info->from_store = f->from_store;
-	info->from_published = f->from_published;
 	info->walked_bytes = f->walked_bytes;
 }
 

@@ -119,7 +119,6 @@ typedef struct tf_file_info {
 	uint32_t version;
 	bool generic, encrypted, var_string, from_layout;
 	bool from_store;		/* the index came from the store */
-	bool from_published;		/* ... and the store had it from the bucket (tf_index.h) */
 	uint64_t walked_bytes;		/* bytes read walking it (0: no walk) */
 } tf_file_info;
 void tf_file_get_info(const tf_file *f, tf_file_info *info);

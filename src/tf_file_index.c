@@ -482,9 +482,8 @@ tf_status tf_file_restore(tf_file *f, struct tf_index *store, const tf_version *
 	 * cannot be stat'ed is left to the open to report). */
 	if (!expect && (tf_source_stat(f->src, f->rel, &st, NULL) != TF_OK || st.kind != TF_ENT_REG))
 		return tf_err(err, TF_E_NOTFOUND, "not indexed");
-	if (!tf_index_key_make(&k, f->src, f->rel, expect ? expect : &st.v)) {
+	if (!tf_index_key_make(&k, f->src, f->rel, expect ? expect : &st.v))
 		return tf_err(err, TF_E_NOTFOUND, "not indexed");
-	}
 	/* The store's, else the bucket's (checked the same way). */
 	if (tf_index_get(store, &k, &p, NULL) != TF_OK &&
 	    !(f->from_published = tf_index_get_published(store, f->src, f->rel, &k, &p, NULL) == TF_OK)) {

@@ -206,7 +206,7 @@ static bool publish(run *r, const job *j, const tf_file *f, tf_error *err)
 
 	if (!tf_index_published_key(&k, r->src, j->rel, tf_file_version(f)) ||
 	    !tf_index_published_name(r->store, &k, name, sizeof(name)))
-		rc = tf_err(err, TF_E_INVAL, "%s: no published name (no ETag, or a key too long)", j->rel);
+		rc = tf_err(err, TF_E_INVAL, "no ETag, or a key too long");
 	else if ((rc = tf_file_export_index(f, &payload, err)) == TF_OK &&
 		 (rc = tf_index_entry_bytes(&k, payload.p, payload.len, &e, &n, err)) == TF_OK)
 		rc = tf_source_put_reserved(r->src, name, e, n, err);
