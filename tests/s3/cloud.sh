@@ -20,7 +20,9 @@
 #               naming the source, no secret
 #   rotation    keys that live 6 s, revoked 2 s early by the gate: 4 readers
 #               for 12 s, every range compared, 0 failures; keys fetched
-#               again and again, expired ones re-signed
+#               again and again, expired ones re-signed (its long mode,
+#               a mount reading the corpus for 3 minutes on 30 s keys:
+#               tests/s3/rotation.sh, make check-s3-long)
 #   regions     [s3] region = eu-west-1: the store's 400
 #               AuthorizationHeaderMalformed names us-east-1 and is followed;
 #               a gate answering 301 + x-amz-bucket-region, followed once
