@@ -10,7 +10,9 @@
 # credentials come from tests/s3/credserver.py's fake IMDSv2: keys that
 # expire every TF_S3_LONG_TTL seconds (default 30), of two store users in
 # turn, behind a gate that refuses an expired token (400 ExpiredToken)
-# 2 s before it expires (a store revoking early, a clock ahead).  4
+# TF_S3_LONG_REVOKE s (default 2) before it expires (a store revoking
+# early, a clock ahead; past a quarter of the TTL, requests meet refusals
+# and are signed again).  4
 # readers go over every data file of the corpus, in their own orders,
 # for TF_S3_LONG_SECS seconds (default 180): each file read whole and at 8
 # random ranges, every byte compared with the corpus's expected bytes;
@@ -27,6 +29,7 @@ CORPUS=${TF_CORPUS:-$here/../../../shared/corpus}
 CORPUS=$(cd "$CORPUS" && pwd)
 SECS=${TF_S3_LONG_SECS:-180}
 TTL=${TF_S3_LONG_TTL:-30}
+REVOKE=${TF_S3_LONG_REVOKE:-2}
 PORT=${TF_S3_ROTATION_PORT:-18152}; export TF_S3_PORT=$PORT
 skip() { echo "SKIP: $*"; [ "${TILEFS_CI:-0}" = 1 ] && exit 1; exit 77; }
 command -v swift-proxy-server >/dev/null 2>&1 || skip "swift not installed (contrib/setup installs it)"
@@ -34,7 +37,7 @@ command -v swift-proxy-server >/dev/null 2>&1 || skip "swift not installed (cont
 WORK=$(mktemp -d /tmp/tilefs-rotation.XXXXXX)
 MNT=$WORK/mnt
 mkdir -p "$MNT"
-srv= daemon=
+srv='' daemon=''
 ok() { echo "ok: $*"; }
 fail() { echo "FAIL: $*"; exit 1; }
 cleanup() {
@@ -56,7 +59,7 @@ unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_PROFILE AWS_
 export HOME=$WORK/home
 mkdir -p "$HOME"
 python3 "$here/credserver.py" --users "test:tester=testing,test:tester2=testing2" --upstream "127.0.0.1:$PORT" \
-	--ttl "$TTL" --revoke-early 2 --ready "$WORK/ready" --log "$WORK/cred.log" & srv=$!
+	--ttl "$TTL" --revoke-early "$REVOKE" --ready "$WORK/ready" --log "$WORK/cred.log" & srv=$!
 i=0; while [ $i -lt 100 ] && [ ! -f "$WORK/ready" ]; do i=$((i + 1)); sleep 0.1; done
 read -r META GATE < "$WORK/ready" || fail "the credential services did not start"
 export AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:$META
@@ -147,7 +150,7 @@ echo "$out" | sed -n '2,$p'
 grep -q -e testing -e testing2 "$WORK/log" && fail "a secret key in the mount's log"
 grep -Eq 'tok[0-9]+-[0-9a-f]{8}' "$WORK/log" && fail "a session token in the mount's log"
 ok "$files whole files ($passes passes over the $njobs of the corpus, $((bytes / 1048576)) MiB) and $ranges ranges read in $SECS s" \
-	"by 4 readers on keys living $TTL s: 0 failed; $issues keys fetched from IMDS (2 users), $gets GETs let in," \
+	"by 4 readers on keys living $TTL s (refused $REVOKE s early): 0 failed; $issues keys fetched from IMDS (2 users), $gets GETs let in," \
 	"$expired refused as expired, $badtok with an unknown token"
 grep -q . "$WORK/log" && echo "the mount's log: $(sort "$WORK/log" | uniq -c | sort -rn | head -5)"
 exit 0
