@@ -1528,7 +1528,9 @@ bool tf_col_var(const tf_col *c) { return c->var; }
 bool tf_col_nullable(const tf_col *c) { return c->nullable; }
 unsigned tf_col_cell_size(const tf_col *c) { return c->cell_size; }
 
-/* Exactly len bytes at off of h's decoded bytes. */
+/* Exactly len bytes at off of h's decoded bytes.  Every column read goes
+ * forward through its tiles (a merge's windows, a dense view's rows): the
+ * units it reads to their end go back as done. */
 static tf_status read_exact(const tf_col *c, tf_handle *h, tf_workspace *ws, uint64_t off, uint64_t len,
 			    uint8_t *dst, tf_error *err)
 {
@@ -1540,7 +1542,7 @@ static tf_status read_exact(const tf_col *c, tf_handle *h, tf_workspace *ws, uin
 		return TF_OK;
 	if (len > SIZE_MAX)
 		return tf_err(err, TF_E_NOMEM, "read too large");
-	rc = tf_handle_read(h, c->cache, ws, off, (size_t)len, dst, &got, err);
+	rc = tf_handle_read_scan(h, c->cache, ws, off, (size_t)len, dst, &got, err);
 	if (rc == TF_OK && got != len)
 		rc = tf_err(err, TF_E_CORRUPT, "%s: %llu bytes wanted at %llu, the file decodes to %llu",
 			    tf_file_name(f), (unsigned long long)len, (unsigned long long)off,

@@ -195,6 +195,7 @@ struct tf_view {
 	view_kind kind;
 	csv *c;
 	const matrix *m;
+	bool kept;	/* tf_view_set_kept */
 };
 
 static tf_dense *views_dense(tf_views *v);
@@ -1387,7 +1388,7 @@ static tf_status prove_claim(csv *c, tf_workspace *ws, uint64_t read_end, bool s
 }
 
 static tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst, size_t *got,
-			  const tf_cancel *cancel, tf_error *err)
+			  bool kept, const tf_cancel *cancel, tf_error *err)
 {
 	tf_cache *cache = tf_snapshot_cache(c->v->s);
 	piece_src ps = { 0 };
@@ -1417,10 +1418,13 @@ static tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, ui
 		n = ps.at + ps.len - pos < len - done ? (size_t)(ps.at + ps.len - pos) : len - done;
 		memcpy(dst + done, tf_cache_data(e) + (pos - ps.at), n);
 		done += n;
-		/* Not "done" even when read to its end: a piece costs a merge to
-		 * make again, and nothing tells us a page cache holds it (the
-		 * driver serves a CSV of unknown size with direct I/O). */
-		tf_cache_release(cache, e, false);
+		/* "Done" when read whole by a reader that keeps it (a page
+		 * cache): else a piece costs formatting its block again.  Not
+		 * when read to its end only: concurrent requests (the kernel's
+		 * readahead) read a piece's start after its end, and the done
+		 * list had let it go (cells.arrow formatted ~4% of its batches
+		 * twice).  The kernel's 1 MiB requests leave 1 piece in 16. */
+		tf_cache_release(cache, e, kept && pos == ps.at && n == ps.len);
 	}
 	if (rc == TF_OK && eof && c->arrow && done < len) {	/* the tail after the last block */
 		pthread_mutex_lock(&c->lock);
@@ -2379,7 +2383,7 @@ tf_status tf_view_read_cancellable(tf_view *w, tf_workspace *ws, uint64_t off, s
 	*got = 0;
 	switch (w->kind) {
 	case V_CSV:
-		return csv_read(w->c, ws, off, len, dst, got, cancel, err);
+		return csv_read(w->c, ws, off, len, dst, got, w->kept, cancel, err);
 	case V_RAW:
 		return raw_read(w->v, w->m, ws, off, len, dst, got, err);
 	default:
@@ -2397,6 +2401,11 @@ tf_status tf_view_read(tf_view *w, tf_workspace *ws, uint64_t off, size_t len, u
 		       size_t *got, tf_error *err)
 {
 	return tf_view_read_cancellable(w, ws, off, len, dst, got, NULL, err);
+}
+
+void tf_view_set_kept(tf_view *w, bool kept)
+{
+	w->kept = kept;
 }
 
 size_t tf_view_index_bytes(tf_view *w)
