@@ -76,7 +76,8 @@ typedef struct producer {
 	tf_arrow_cell *cells;	/* the row's cells, */
 	uint8_t (*small)[8];	/* and copies of the small ones (coordinates) */
 	uint8_t *coords;	/* columnar: DENSE_BATCH coordinates per dimension */
-	tf_arrow_span *spans;	/* c->spans: a run's columns */
+	tf_arrow_span *spans;	/* c->spans: a run's columns, */
+	size_t *fidx;		/* and the window's field of each (tf_sparse_field) */
 } producer;
 
 /*
@@ -367,6 +368,10 @@ static tf_status prod_init(csv *c, producer *p, const tf_cancel *cancel, tf_erro
 	case CSV_ARRAY_SPARSE:
 		if ((rc = tf_sparse_open(c->v->s, c->specs, c->nspecs, cancel, &p->it, err)) == TF_OK)
 			rc = tf_row_init(&p->row, c->nspecs, err);
+		if (rc == TF_OK && c->spans && !(p->fidx = calloc(c->ncols + 1, sizeof(*p->fidx))))
+			rc = tf_err(err, TF_E_NOMEM, "out of memory");
+		for (size_t j = 0; rc == TF_OK && p->fidx && j < c->ncols; j++)
+			p->fidx[j] = tf_sparse_field(p->it, j);
 		break;
 	default:
 		rc = tf_cellbuf_init(&p->buf, tf_snapshot_cache(c->v->s), c->specs, c->nspecs, 0, err);
@@ -393,6 +398,7 @@ static void prod_free(csv *c, producer *p)
 	free(p->small);
 	free(p->coords);
 	free(p->spans);
+	free(p->fidx);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -543,7 +549,7 @@ static tf_status produce_dense(csv *c, producer *p, tf_workspace *ws, const uint
 static bool run_whole(const csv *c, const producer *p, const tf_sparse_run *run)
 {
 	for (size_t j = 0; j < c->ncols; j++)
-		if (run->buf->f[tf_sparse_field(p->it, j)].missing)
+		if (run->buf->f[p->fidx[j]].missing)
 			return false;
 	return true;
 }
@@ -558,7 +564,7 @@ static tf_status put_span(csv *c, producer *p, const tf_sparse_run *run, tf_buf 
 	tf_status rc;
 
 	for (size_t j = 0; j < c->ncols; j++) {
-		const tf_cellbuf_field *bf = &run->buf->f[tf_sparse_field(p->it, j)];
+		const tf_cellbuf_field *bf = &run->buf->f[p->fidx[j]];
 
 		p->spans[j] = (tf_arrow_span){ bf->var ? bf->data : bf->data + o * bf->cell_size,
 					       bf->var ? bf->starts + o : NULL, bf->valid ? bf->valid + o : NULL,
