@@ -208,9 +208,9 @@ void tf_slices_free(tf_slices *s);
 tf_status tf_handle_read(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t off, size_t len,
 			 uint8_t *dst, size_t *got, tf_error *err);
 /* The same for a reader going forward through the file (a merge's
- * windows, a dense view's rows): a unit whose last byte it copied is
- * released as done, recycled first (tf_cache.h), since that reader never
- * comes back to it: a 4-million-cell sparse cells.arrow took 120 MB of
+ * windows, a dense view's row-major runs): a unit whose last byte it
+ * copied is released as done, recycled first (tf_cache.h), since that
+ * reader never comes back to it: a 4-million-cell sparse cells.arrow took 120 MB of
  * fresh cache memory for units read once, the kernel zeroing its pages. */
 tf_status tf_handle_read_scan(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t off, size_t len,
 			      uint8_t *dst, size_t *got, tf_error *err);

@@ -294,6 +294,7 @@ static tf_status gather_run(tf_snapshot *s, const tf_field *f, tf_workspace *ws,
 {
 	const tf_col *col;
 	uint64_t step = r->stride == 1 ? r->n : 1;
+	bool once = r->stride == 1;	/* tf_col_fixed */
 	uint8_t *at;
 	tf_status rc;
 
@@ -310,15 +311,15 @@ static tf_status gather_run(tf_snapshot *s, const tf_field *f, tf_workspace *ws,
 
 		/* The tile holds them (its chunk headers say) before room is made. */
 		if ((rc = tf_col_check_cells(col, r->tile, cell, step, err)) != TF_OK ||
-		    (rc = tf_col_validity(col, ws, r->tile, cell, step, g->valid + k + i, err)) != TF_OK)
+		    (rc = tf_col_validity(col, ws, r->tile, cell, step, g->valid + k + i, once, err)) != TF_OK)
 			break;
 		if (tf_col_var(col)) {
-			rc = tf_col_var_cells(col, ws, r->tile, cell, step, g->starts + k + i, &g->data, err);
+			rc = tf_col_var_cells(col, ws, r->tile, cell, step, g->starts + k + i, &g->data, once, err);
 		} else if ((rc = tf_buf_grow(&g->data, tf_size_mul(tf_size_of_u64(step), tf_col_cell_size(col)), &at,
 					     err)) == TF_OK) {
 			for (uint64_t j = 0; j < step; j++)
 				g->starts[k + i + j] = g->data.len + j * tf_col_cell_size(col);
-			rc = tf_col_fixed(col, ws, r->tile, cell, step, at, err);
+			rc = tf_col_fixed(col, ws, r->tile, cell, step, at, once, err);
 			g->data.len += (size_t)step * tf_col_cell_size(col);
 		}
 	}
