@@ -294,7 +294,7 @@ static tf_status gather_run(tf_snapshot *s, const tf_field *f, tf_workspace *ws,
 {
 	const tf_col *col;
 	uint64_t step = r->stride == 1 ? r->n : 1;
-	bool once = r->stride == 1;	/* tf_col_fixed */
+	bool once = r->stride == 1;	/* row-major: read forward (tf_col_fixed) */
 	uint8_t *at;
 	tf_status rc;
 
