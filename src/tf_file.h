@@ -128,6 +128,12 @@ char *tf_file_pipeline_text(const tf_file *f);
  * it (tf_pipeline_filter_attr, tf_pipeline_codecs_json); malloc'd. */
 char *tf_file_filter_attr(const tf_file *f);
 char *tf_file_codecs_json(const tf_file *f);
+/* The persisted form of f's index (tf_index.h's payload: what a walk
+ * found, or the entry f was restored from) into out (reset first), to be
+ * published; TF_E_INVAL for a file whose index is not persisted (not a
+ * walked tile file). */
+struct tf_buf;
+tf_status tf_file_export_index(const tf_file *f, struct tf_buf *out, tf_error *err);
 /* Memory held by the index, for index budgets. */
 size_t tf_file_index_bytes(const tf_file *f);
 /* Whether the stored file is still the version this index describes. */
