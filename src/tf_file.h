@@ -187,6 +187,7 @@ typedef struct tf_slice {
 	size_t n;
 	tf_cache_entry *e;
 	bool whole;		/* the slice is its whole unit */
+	bool last;		/* the slice runs to its unit's last byte */
 } tf_slice;
 typedef struct tf_slices {
 	tf_slice *v;
@@ -212,6 +213,13 @@ void tf_slices_free(tf_slices *s);
 /* Pin, copy into dst, unpin: *got bytes (fewer only at the end of file). */
 tf_status tf_handle_read(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t off, size_t len,
 			 uint8_t *dst, size_t *got, tf_error *err);
+/* The same for a reader going forward through the file (a merge's
+ * windows, a dense view's row-major runs): a unit whose last byte it
+ * copied is released as done, recycled first (tf_cache.h), since that
+ * reader never comes back to it: a 4-million-cell sparse cells.arrow took 120 MB of
+ * fresh cache memory for units read once, the kernel zeroing its pages. */
+tf_status tf_handle_read_scan(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t off, size_t len,
+			      uint8_t *dst, size_t *got, tf_error *err);
 
 /* ---- units and chunks, for tools --------------------------------------------- */
 
