@@ -26,6 +26,13 @@
 #define XATTR_PREFIX "user.tilefs."
 #define TIMEOUT 1.0	/* entries and attributes: a changed source is seen within a second */
 
+/* A name looked up in vain (note_negative). */
+struct fs_negative {
+	fuse_ino_t parent;
+	int64_t at;
+	char name[256];
+};
+
 /* ---- per-thread scratch ------------------------------------------------------------------- */
 
 /* The request a FUSE thread serves, as the source's hooks tell it. */
@@ -110,7 +117,7 @@ static bool caller_gone(void *arg)
 	return gone;
 }
 
-static int64_t mono_ns(void)
+int64_t fs_now_ns(void)
 {
 	struct timespec ts;
 
@@ -123,7 +130,9 @@ static tilefs *fs_of(fuse_req_t req)
 {
 	tilefs *fs = fuse_req_userdata(req);
 	fs_thread *t = thread_of(fs);
+	int64_t now = fs_now_ns();
 
+	atomic_store_explicit(&fs->last_request_ns, now, memory_order_relaxed);	/* not idle */
 	if (!t)
 		return fs;	/* no memory: the source bounds each operation alone */
 	if (atomic_load_explicit(&fs->gone_seen, memory_order_relaxed)) {
@@ -133,7 +142,7 @@ static tilefs *fs_of(fuse_req_t req)
 				fs->gone[i] = NULL;	/* an earlier request's */
 		pthread_mutex_unlock(&fs->gone_lock);
 	}
-	t->call = (fs_call){ fs, req, mono_ns() };
+	t->call = (fs_call){ fs, req, now };
 	fuse_req_interrupt_func(req, on_interrupt, fs);	/* at once if it already is */
 	return fs;
 }
@@ -158,7 +167,9 @@ static void source_warning(void *ctx, const char *msg)
 
 int fs_ll_init(tilefs *fs)
 {
-	if (pthread_key_create(&fs->thread_key, thread_free) != 0 || pthread_mutex_init(&fs->gone_lock, NULL) != 0)
+	if (pthread_key_create(&fs->thread_key, thread_free) != 0 || pthread_mutex_init(&fs->gone_lock, NULL) != 0 ||
+	    pthread_mutex_init(&fs->negatives_lock, NULL) != 0 ||
+	    !(fs->negatives = calloc(FS_NEGATIVES, sizeof(*fs->negatives))))
 		return -1;
 	tf_source_set_hooks(fs->src, &(tf_source_hooks){ current_call, source_warning, fs });
 	return 0;
@@ -168,9 +179,11 @@ int fs_ll_init(tilefs *fs)
 
 static void ll_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
 	/* Many readahead requests in flight keep every decoder busy. */
 	conn->max_background = 32;
+	/* The kernel queues requests until our reply to its INIT, which
+	 * follows: whoever hears that we serve can use the mount at once. */
+	fs_ready(userdata, true, NULL);
 }
 
 /*
@@ -204,6 +217,47 @@ static void entry_of(tilefs *fs, fs_node *n, const struct stat *st, struct fuse_
 	e->entry_timeout = TIMEOUT;
 }
 
+/*
+ * Names answered "no such entry" within the last TIMEOUT, which the kernel
+ * remembers that long: after a reload (a rule may show a hidden file now)
+ * it is told to forget them.  A ring of the latest FS_NEGATIVES; a name
+ * pushed out of it within the second before a reload may look absent for
+ * up to a second more.
+ */
+static void note_negative(tilefs *fs, fuse_ino_t parent, const char *name)
+{
+	fs_negative *v;
+
+	if (!fs->negatives || strlen(name) >= sizeof(v->name))
+		return;
+	pthread_mutex_lock(&fs->negatives_lock);
+	v = &fs->negatives[fs->negative_next++ % FS_NEGATIVES];
+	v->parent = parent;
+	v->at = fs_now_ns();
+	strcpy(v->name, name);
+	pthread_mutex_unlock(&fs->negatives_lock);
+}
+
+void fs_ll_forget_negatives(tilefs *fs)
+{
+	fs_negative *copy = malloc(FS_NEGATIVES * sizeof(*copy));
+	int64_t since = fs_now_ns() - (int64_t)(TIMEOUT * 1e9) - 100000000;	/* and a margin */
+	size_t k = 0;
+
+	if (!copy || !fs->negatives) {
+		free(copy);
+		return;
+	}
+	pthread_mutex_lock(&fs->negatives_lock);
+	for (size_t i = 0; i < FS_NEGATIVES; i++)
+		if (fs->negatives[i].parent && fs->negatives[i].at >= since)
+			copy[k++] = fs->negatives[i];
+	pthread_mutex_unlock(&fs->negatives_lock);
+	for (size_t i = 0; i < k; i++)	/* lock not held: see fs_nodes_reloaded */
+		fuse_lowlevel_notify_inval_entry(fs->se, copy[i].parent, copy[i].name, strlen(copy[i].name));
+	free(copy);
+}
+
 static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	tilefs *fs = fs_of(req);
@@ -222,6 +276,7 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (rc == -ENOENT) {	/* remembered for a second, like an entry */
 		memset(&e, 0, sizeof(e));
 		e.entry_timeout = TIMEOUT;
+		note_negative(fs, parent, name);
 		fuse_reply_entry(req, &e);
 	} else if (rc) {
 		fuse_reply_err(req, -rc);

@@ -19,7 +19,7 @@
 static struct {
 	pthread_mutex_t lock;
 	bool foreground;
-	tf_log_level level;
+	atomic_int level;		/* tf_log_level; a reload may change it */
 	time_t window_start;
 	unsigned in_window;
 	unsigned long suppressed;
@@ -30,9 +30,14 @@ static struct {
 void fs_log_init(bool foreground, tf_log_level level)
 {
 	L.foreground = foreground;
-	L.level = level;
+	atomic_store(&L.level, (int)level);
 	if (!foreground)
 		openlog("tilefs", LOG_PID, LOG_DAEMON);
+}
+
+void fs_log_set_level(tf_log_level level)
+{
+	atomic_store(&L.level, (int)level);
 }
 
 static void emit(tf_log_level level, const char *msg)
@@ -50,7 +55,7 @@ void fs_log(tf_log_level level, const char *fmt, ...)
 	char msg[TF_ERRMSG_MAX + 64];
 	va_list ap;
 
-	if (level > L.level)
+	if ((int)level > atomic_load_explicit(&L.level, memory_order_relaxed))
 		return;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);

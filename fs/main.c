@@ -22,14 +22,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-typedef struct cli {
-	char *config, *cache_size, *source, *index_dir, *max_user_opens;
-	int help, version, views, direct_io, index_at_mount;
-} cli;
-
 enum { KEY_INDEX_DIR = 1 };
 
-#define CLI_OPT(t, p) { t, offsetof(cli, p), 1 }
+#define CLI_OPT(t, p) { t, offsetof(fs_options, p), 1 }
 static const struct fuse_opt cli_spec[] = {
 	CLI_OPT("config=%s", config),
 	CLI_OPT("cache_size=%s", cache_size),
@@ -37,6 +32,8 @@ static const struct fuse_opt cli_spec[] = {
 	CLI_OPT("direct_io", direct_io),
 	CLI_OPT("index_at_mount", index_at_mount),
 	CLI_OPT("max_user_opens=%s", max_user_opens),
+	CLI_OPT("notify_pipe=%s", notify_pipe),
+	CLI_OPT("idle_timeout=%s", idle_timeout),
 	FUSE_OPT_KEY("index_dir=", KEY_INDEX_DIR),
 	CLI_OPT("--help", help), CLI_OPT("-h", help),
 	CLI_OPT("--version", version), CLI_OPT("-V", version),
@@ -46,7 +43,7 @@ static const struct fuse_opt cli_spec[] = {
 /* The first non-option argument is SOURCE; FUSE gets the rest. */
 static int take_source(void *data, const char *arg, int key, struct fuse_args *out)
 {
-	cli *c = data;
+	fs_options *c = data;
 
 	(void)out;
 	if (key == KEY_INDEX_DIR) {	/* the last one given wins */
@@ -78,38 +75,46 @@ static void usage(const char *prog)
 	       "    -o index_at_mount      index every file in the background after mounting\n"
 	       "    -o max_user_opens=N    files and directories one user may hold open (default\n"
 	       "                           16384; 0: no bound); more get EMFILE\n"
+	       "    -o notify_pipe=FIFO    write 's' there once the mount serves, 'f' if it failed\n"
+	       "    -o idle_timeout=SECS   unmount after SECS with no open file and no request\n"
 	       "    -o allow_other         let other users read the mount\n"
 	       "    -f                     stay in the foreground, log to stderr\n"
 	       "    -s                     one thread\n"
 	       "    -d                     FUSE debug output (implies -f)\n"
 	       "    -V, --version          print the version\n\n"
+	       "SIGHUP rereads the configuration and key files (tilefs(1), RELOAD).\n\n"
 	       "Exit status: 0 unmounted cleanly, 1 mount/FUSE error, 2 usage error,\n"
 	       "3 configuration error, 4 key error, 5 SOURCE refused (object store: credentials,\n"
 	       "bucket, endpoint).\n\n", prog);
 }
 
-static int load_config(tilefs *fs, const cli *c)
+/* A whole number of seconds 0 to 2^31 ("0": never), as -o idle_timeout. */
+static bool parse_seconds(const char *text, int64_t *ns)
 {
-	tf_error err;
-	tf_status rc = c->config ? tf_config_load(c->config, &fs->config, &err)
-				 : tf_config_default(&fs->config, &err);
+	char *end;
+	unsigned long v;
 
-	if (rc != TF_OK) {
-		fprintf(stderr, "tilefs: %s\n", err.msg);
-		return rc == TF_E_NOKEY ? TFS_EXIT_KEY : TFS_EXIT_CONFIG;
+	errno = 0;
+	v = strtoul(text, &end, 10);
+	if (!*text || *end || text[0] == '-' || errno || v > INT32_MAX)
+		return false;
+	*ns = (int64_t)v * 1000000000;
+	return true;
+}
+
+static int load_config(tilefs *fs, const fs_options *c)
+{
+	tf_config *cfg;
+	tf_error err;
+	int rc = fs_config_make(c, &cfg, &err);
+
+	if (rc) {
+		fprintf(stderr, rc == TFS_EXIT_USAGE ? "tilefs: -o %s\n" : "tilefs: %s\n", err.msg);
+		return rc;
 	}
-	for (size_t i = 0; i < tf_config_nwarnings(fs->config); i++)	/* plugins skipped */
-		fprintf(stderr, "tilefs: warning: %s\n", tf_config_warning(fs->config, i));
-	if (c->cache_size && tf_config_set_cache_size(fs->config, c->cache_size, &err) != TF_OK) {
-		fprintf(stderr, "tilefs: -o %s\n", err.msg);
-		return TFS_EXIT_USAGE;
-	}
-	if (c->views)
-		tf_config_set_views(fs->config, true);
-	if (c->index_dir && !tf_config_set_index_dir(fs->config, c->index_dir))
-		return TFS_EXIT_CONFIG;
-	if (c->index_at_mount)
-		tf_config_set_index_at_mount(fs->config, true);
+	fs->config = cfg;
+	for (size_t i = 0; i < tf_config_nwarnings(cfg); i++)	/* plugins skipped */
+		fprintf(stderr, "tilefs: warning: %s\n", tf_config_warning(cfg, i));
 	if (c->max_user_opens) {
 		char *end;
 		unsigned long n = strtoul(c->max_user_opens, &end, 10);
@@ -119,8 +124,12 @@ static int load_config(tilefs *fs, const cli *c)
 		}
 		fs->users.max_opens = (unsigned)n;
 	}
+	if (c->idle_timeout && !parse_seconds(c->idle_timeout, &fs->idle_ns)) {
+		fprintf(stderr, "tilefs: idle_timeout: bad number of seconds '%s'\n", c->idle_timeout);
+		return TFS_EXIT_USAGE;
+	}
 	fs->users.max_listing = (size_t)fs->users.max_opens * FS_USER_LISTING;
-	fs->settings = tf_config_settings(fs->config);
+	fs->settings = tf_config_settings(cfg);
 	return 0;
 }
 
@@ -173,6 +182,38 @@ static bool absolute_path(const char *path, char *out, size_t n)
 	if (!len)
 		snprintf(out, n, "/");
 	return true;
+}
+
+/* absolute_path, malloc'd (NULL: too long, no memory). */
+static char *absolute_dup(const char *path)
+{
+	char abs[PATH_MAX];
+
+	return absolute_path(path, abs, sizeof(abs)) ? strdup(abs) : NULL;
+}
+
+static bool absolutize(char **path)
+{
+	char *abs = absolute_dup(*path);
+
+	if (!abs)
+		return false;
+	free(*path);
+	*path = abs;
+	return true;
+}
+
+/* What the ready signal says of a failure (the reason was said on stderr
+ * or in the log). */
+static const char *exit_reason(int rc)
+{
+	switch (rc) {
+	case TFS_EXIT_USAGE: return "usage error";
+	case TFS_EXIT_CONFIG: return "configuration error";
+	case TFS_EXIT_KEY: return "key error";
+	case TFS_EXIT_SOURCE: return "SOURCE refused";
+	default: return "the mount failed or ended before it served";
+	}
 }
 
 /* Whether a tilefs is mounted at path already (from /proc/self/mountinfo:
@@ -342,102 +383,26 @@ static int loop(tilefs *fs, const struct fuse_cmdline_opts *o)
 	return rc;
 }
 
-/*
- * Exiting never waits on a plugin (doc/plugins.md).  On its way out libfuse
- * joins its threads, and one inside a plugin that never returns would hold
- * the daemon for ever.  So once the daemon is on its way out (the kernel
- * dropped the connection: unmount, abort; an exit signal; the loop ended)
- * this thread stops every call into plugins (tf_config_stop_plugins): a
- * thread waiting on one gets EIO and returns.  The plugin's own thread is
- * left behind, and exit() ends it.
- */
-static void *watch_connection(void *arg)
-{
-	tilefs *fs = arg;
-	struct pollfd p[2] = { { .fd = fuse_session_fd(fs->se) },	/* POLLERR: gone */
-			       { .fd = fs->watch_wake, .events = POLLIN } };
-
-	while (poll(p, 2, -1) < 0 && errno == EINTR)
-		;
-	tf_config_stop_plugins(fs->config);
-	return NULL;
-}
-
-/* libfuse's exit handlers (SIGHUP, SIGINT, SIGTERM), each followed by a
- * word to the watcher: a handler reaches no state but a global's. */
-static const int exit_signals[] = { SIGHUP, SIGINT, SIGTERM };
-static struct sigaction libfuse_exit[3];
-static int exit_wake = -1;
-
-static void on_exit_signal(int sig, siginfo_t *info, void *uc)
-{
-	int saved = errno;
-	uint64_t one = 1;
-
-	for (size_t i = 0; i < 3; i++)
-		if (exit_signals[i] == sig && (libfuse_exit[i].sa_flags & SA_SIGINFO))
-			libfuse_exit[i].sa_sigaction(sig, info, uc);
-		else if (exit_signals[i] == sig && libfuse_exit[i].sa_handler != SIG_DFL &&
-			 libfuse_exit[i].sa_handler != SIG_IGN)
-			libfuse_exit[i].sa_handler(sig);
-	if (write(exit_wake, &one, sizeof(one)) < 0) {
-		/* a full eventfd has woken the watcher already */
-	}
-	errno = saved;
-}
-
-static int watch_start(tilefs *fs)
-{
-	struct sigaction sa = { .sa_sigaction = on_exit_signal, .sa_flags = SA_SIGINFO };
-
-	if ((fs->watch_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
-		return -1;
-	if (pthread_create(&fs->watcher, NULL, watch_connection, fs) != 0) {
-		close(fs->watch_wake);
-		return -1;
-	}
-	exit_wake = fs->watch_wake;
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < 3; i++)
-		sigaction(exit_signals[i], &sa, &libfuse_exit[i]);
-	return 0;
-}
-
-/* libfuse's handlers back (fuse_remove_signal_handlers removes only its
- * own), the watcher woken and joined. */
-static void watch_stop(tilefs *fs)
-{
-	uint64_t one = 1;
-
-	for (size_t i = 0; i < 3; i++)
-		sigaction(exit_signals[i], &libfuse_exit[i], NULL);
-	if (write(fs->watch_wake, &one, sizeof(one)) != sizeof(one))
-		fs_log(TF_LOG_ERROR, "cannot wake the connection watcher: %s", strerror(errno));
-	pthread_join(fs->watcher, NULL);
-	exit_wake = -1;
-	close(fs->watch_wake);
-}
-
 static int serve(tilefs *fs, struct fuse_args *args, const struct fuse_cmdline_opts *o)
 {
 	int rc = TFS_EXIT_FUSE;
 
 	if (!(fs->se = fuse_session_new(args, &tilefs_ll_ops, sizeof(tilefs_ll_ops), fs)))
 		return TFS_EXIT_USAGE;	/* it has said which option it rejected */
-	if (fuse_session_mount(fs->se, o->mountpoint) != 0)
+	if (!(fs->mountpoint = absolute_dup(o->mountpoint)) || fuse_session_mount(fs->se, o->mountpoint) != 0)
 		goto out;
 	find_readahead_knob(fs, o->mountpoint);
 	fs->foreground = o->foreground;
 	if (fuse_daemonize(o->foreground) != 0 || start(fs) != 0 ||
 	    fuse_set_signal_handlers(fs->se) != 0)
 		goto unmount;
-	if (watch_start(fs) != 0) {
+	if (fs_watch_start(fs) != 0) {
 		fs_log(TF_LOG_ERROR, "cannot start: %s", strerror(errno));
 		fuse_remove_signal_handlers(fs->se);
 		goto unmount;
 	}
 	rc = loop(fs, o) ? TFS_EXIT_FUSE : 0;
-	watch_stop(fs);
+	fs_watch_stop(fs);
 	fuse_remove_signal_handlers(fs->se);
 unmount:
 	fuse_session_unmount(fs->se);
@@ -454,7 +419,7 @@ out:
 static void teardown(tilefs *fs)
 {
 	if (fs->config)			/* a decode-ahead stuck in a plugin must not hold */
-		tf_config_stop_plugins(fs->config);	/* tf_cache_free's join */
+		fs_plugins_stop(fs);	/* tf_cache_free's join */
 	fs_index_stop(fs);		/* its thread uses the catalog */
 	if (fs->nodes.by_id) {
 		fs_ll_free_handles(fs);
@@ -466,6 +431,7 @@ static void teardown(tilefs *fs)
 	tf_catalog_free(fs->catalog);
 	fs_index_close(fs);		/* after every file restored from it */
 	tf_config_free(fs->config);	/* wipes the keys */
+	fs_retired_free(fs);
 	tf_source_free(fs->src);
 	fs_users_destroy(&fs->users);
 }
@@ -476,11 +442,19 @@ int main(int argc, char **argv)
 	struct fuse_cmdline_opts o = { 0 };
 	tilefs fs = { .handles_lock = PTHREAD_MUTEX_INITIALIZER,
 		      .users = { .lock = PTHREAD_MUTEX_INITIALIZER, .max_opens = FS_USER_OPENS } };
-	cli c = { 0 };
+	fs_options c = { 0 };
 	int rc;
 
 	if (fuse_opt_parse(&args, &c, cli_spec, take_source) != 0)
 		return TFS_EXIT_USAGE;
+	fs.opts = &c;
+	/* The daemon works from "/": a reload rereads the file, and the
+	 * notify pipe is opened, by absolute paths. */
+	if ((c.notify_pipe && !(fs.notify_pipe = absolute_dup(c.notify_pipe))) ||
+	    (c.config && !absolutize(&c.config))) {
+		fprintf(stderr, "tilefs: a path too long, or out of memory\n");
+		return TFS_EXIT_USAGE;
+	}
 	/* Few FUSE threads: decoding runs on the cache's workers, and every
 	 * extra thread a request wakes costs a hand-off (ls -l of 100,000
 	 * files: 5.7 s with libfuse's 10 threads, 3.2 s with 4).  An explicit
@@ -511,9 +485,13 @@ int main(int argc, char **argv)
 			rc = serve(&fs, &args, &o);
 		}
 	}
+	if (!c.help && !c.version)	/* unless it said it serves */
+		fs_ready(&fs, false, exit_reason(rc));
 	teardown(&fs);
 	free(o.mountpoint);
+	free(fs.mountpoint), free(fs.notify_pipe), free(fs.negatives);
 	free(c.config), free(c.cache_size), free(c.source), free(c.index_dir), free(c.max_user_opens);
+	free(c.notify_pipe), free(c.idle_timeout);
 	fuse_opt_free_args(&args);
 	return rc;
 }

@@ -39,6 +39,7 @@ struct fs_node {
 	bool decoded, current;	/* current: by_rel maps rel here */
 	uint64_t nlookup;	/* the kernel's references */
 	unsigned pins, opens;	/* requests in flight, open handles */
+	uint64_t gen;		/* the configuration it was made under (fs_nodes.gen) */
 	/* decoded files */
 	uint64_t size;		/* decoded size, kept when the index is dropped */
 	tf_file *file;		/* NULL: not built, dropped, or failed */
@@ -220,7 +221,7 @@ static void unpin(fs_nodes *t, fs_node *n)
 	maybe_free(t, n);
 }
 
-static fs_node *add_node(fs_nodes *t, const char *rel, const tf_stat *st, bool decoded)
+static fs_node *add_node(fs_nodes *t, const char *rel, const tf_stat *st, bool decoded, uint64_t gen)
 {
 	fs_node *n = calloc(1, sizeof(*n)), **p;
 
@@ -234,6 +235,7 @@ static fs_node *add_node(fs_nodes *t, const char *rel, const tf_stat *st, bool d
 	n->st = *st;
 	n->kind = st->kind;
 	n->decoded = decoded;
+	n->gen = gen;
 	*id_slot(t, n->id) = n;
 	p = rel_slot(t, rel);
 	if (*p)
@@ -421,18 +423,21 @@ static bool dep_changed(tilefs *fs, const char *rel)
 	return changed;
 }
 
-/* The current node for rel showing st: the existing one, or a new one. */
-static fs_node *node_for(tilefs *fs, const char *rel, const tf_stat *st, bool decoded, bool dep_moved)
+/* The current node for rel showing st: the existing one, or a new one.  A
+ * file's node made under an older configuration is replaced (a reload:
+ * its bytes may decode otherwise now); a directory's stays. */
+static fs_node *node_for(tilefs *fs, const char *rel, const tf_stat *st, bool decoded, bool dep_moved,
+			 uint64_t gen)
 {
 	fs_nodes *t = &fs->nodes;
 	fs_node *n = *rel_slot(t, rel);
 
-	if (n && same_thing(n, st) && !dep_moved) {
+	if (n && same_thing(n, st) && !dep_moved && (n->kind == TF_ENT_DIR || n->gen >= gen)) {
 		if (n->st.kind == TF_ENT_DIR)
 			n->st = *st;	/* fresh mode and times */
 		return n;
 	}
-	return add_node(t, rel, st, decoded);
+	return add_node(t, rel, st, decoded, gen);
 }
 
 static int stat_rel(tilefs *fs, const char *rel, tf_stat *st)
@@ -530,7 +535,7 @@ static int view_lookup(tilefs *fs, fs_node *dir, const char *name, const char *r
 		n->vst = vst;
 		st.mode = n->st.mode, st.uid = n->st.uid, st.gid = n->st.gid;	/* view_access's */
 		n->st = st;
-	} else if ((n = add_node(&fs->nodes, rel, &st, false))) {
+	} else if ((n = add_node(&fs->nodes, rel, &st, false, fs->nodes.gen))) {
 		n->views = v, n->hold = hold, n->vst = vst;
 		n->keyed = tf_views_keyed(v);
 		n->vrel = strdup(vrel);
@@ -552,6 +557,7 @@ int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *kn
 {
 	char rel[PATH_MAX];
 	bool decoded = false, keyed = false, moved;
+	uint64_t gen = atomic_load(&fs->nodes.gen);	/* before the catalog is asked */
 	fs_node *n;
 	tf_stat st;
 	int rc;
@@ -582,7 +588,7 @@ int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *kn
 		}
 		moved = decoded && dep_changed(fs, rel);
 		pthread_mutex_lock(&fs->nodes.lock);
-		if (!(n = node_for(fs, rel, &st, decoded, moved))) {
+		if (!(n = node_for(fs, rel, &st, decoded, moved, gen))) {
 			pthread_mutex_unlock(&fs->nodes.lock);
 			return -ENOMEM;
 		}
@@ -876,4 +882,52 @@ void fs_nodes_stats(tilefs *fs, size_t *nodes, size_t *indexes, size_t *index_by
 	*index_bytes = fs->nodes.index_bytes;
 	*handles = fs->nodes.open_handles;
 	pthread_mutex_unlock(&fs->nodes.lock);
+}
+
+/*
+ * A reload: files looked up from now on get new nodes (node_for), and the
+ * kernel forgets the names of those it knows, so that the next open of
+ * each looks it up again rather than reopening the node of the old
+ * configuration (whose open handles keep reading as they did).  The
+ * kernel is told with the lock released: an invalidation waits for
+ * lookups in flight in that directory, which may wait for the lock.
+ */
+typedef struct stale_name { fuse_ino_t parent; char *name; } stale_name;
+
+static size_t stale_names(fs_nodes *t, stale_name **out)
+{
+	size_t k = 0, cap = t->count;
+	stale_name *v = calloc(cap ? cap : 1, sizeof(*v));
+
+	for (size_t b = 0; v && b < t->nbuckets; b++)
+		for (fs_node *n = t->by_rel[b]; n; n = n->rel_next) {
+			const char *slash = strrchr(n->rel, '/');
+			char dir[PATH_MAX];
+			fs_node *p;
+			if (n->kind == TF_ENT_DIR || !n->current || !n->nlookup || k == cap)
+				continue;
+			snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - n->rel) : 1, slash ? n->rel : ".");
+			if ((p = *rel_slot(t, dir)) && (v[k].name = strdup(slash ? slash + 1 : n->rel)))
+				v[k++].parent = p->id;
+		}
+	*out = v;
+	return k;
+}
+
+void fs_nodes_reloaded(tilefs *fs)
+{
+	stale_name *v;
+	size_t k;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	atomic_fetch_add(&fs->nodes.gen, 1);
+	k = stale_names(&fs->nodes, &v);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	for (size_t i = 0; i < k; i++) {
+		if (fs->se)
+			fuse_lowlevel_notify_inval_entry(fs->se, v[i].parent, v[i].name, strlen(v[i].name));
+		free(v[i].name);
+	}
+	free(v);
+	fs_log(TF_LOG_DEBUG, "reload: %zu names the kernel knew are looked up again", k);
 }

@@ -47,6 +47,7 @@ typedef struct fs_nodes {
 	size_t index_bytes, index_budget;
 	size_t open_handles;
 	tf_catalog *catalog;		/* where view nodes' states come from */
+	atomic_uint_fast64_t gen;	/* configurations loaded (reloads), for new nodes */
 } fs_nodes;
 
 typedef struct fs_indexer fs_indexer;
@@ -61,13 +62,26 @@ typedef struct fs_users {
 	unsigned max_opens;		/* files and directories per uid (0: no bound) */
 	size_t max_listing;		/* bytes of open listings per uid, then ENOMEM */
 	uint64_t refused;		/* opens and listings refused */
+	size_t open_total;		/* files and directories open, all users */
 } fs_users;
+
+/* The command line (main.c parses it; a reload applies it again). */
+typedef struct fs_options {
+	char *config, *cache_size, *source, *index_dir, *max_user_opens, *notify_pipe, *idle_timeout;
+	int help, version, views, direct_io, index_at_mount;
+} fs_options;
 
 /* The one state object of the driver (the session's userdata). */
 typedef struct tilefs {
 	tf_source *src;
-	tf_config *config;
-	const tf_settings *settings;
+	/* The configuration in force, and its settings: a reload (SIGHUP)
+	 * replaces both; those replaced stay (retired) until teardown, since
+	 * open files and nodes use their rules, pipelines and keys. */
+	_Atomic(tf_config *) config;
+	_Atomic(const tf_settings *) settings;
+	tf_config **retired;
+	size_t nretired;
+	const fs_options *opts;
 	tf_catalog *catalog;
 	tf_cache *cache;		/* created after daemonizing (threads) */
 	fs_nodes nodes;
@@ -86,9 +100,18 @@ typedef struct tilefs {
 	fuse_req_t gone[32];		/* the latest, a ring */
 	unsigned gone_next;
 	atomic_bool gone_seen;		/* any ever (the common case is none) */
+	pthread_mutex_t negatives_lock;
+	struct fs_negative *negatives;	/* names lately not found (ll.c) */
+	unsigned negative_next;
 	fs_users users;
-	pthread_t watcher;		/* stops plugin calls when the connection goes (main.c) */
-	int watch_wake;			/* eventfd: the watcher's end */
+	pthread_t watcher;		/* lifecycle.c: stops plugin calls when the connection */
+	int watch_wake;			/* goes (eventfd: its end), rereads the configuration */
+	int reload_wake;		/* (eventfd: SIGHUP), unmounts when idle */
+	char *mountpoint;		/* absolute */
+	char *notify_pipe;		/* -o notify_pipe, absolute, or NULL */
+	atomic_bool notified;		/* the ready signal was given (either way) */
+	int64_t idle_ns;		/* -o idle_timeout (0: never) */
+	atomic_int_fast64_t last_request_ns;	/* CLOCK_MONOTONIC: the latest request's start */
 } tilefs;
 
 /* ll.c: the operations; their per-thread scratch, and the source's hooks
@@ -96,8 +119,14 @@ typedef struct tilefs {
  * deadline; its warnings, to the log).  -1: no memory. */
 extern const struct fuse_lowlevel_ops tilefs_ll_ops;
 int fs_ll_init(tilefs *fs);
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t fs_now_ns(void);
 /* Free the handles the kernel never released (at teardown). */
 void fs_ll_free_handles(tilefs *fs);
+/* A reload: the kernel forgets the names lately found absent. */
+#define FS_NEGATIVES 256
+typedef struct fs_negative fs_negative;
+void fs_ll_forget_negatives(tilefs *fs);
 
 /* ---- nodes.c ------------------------------------------------------------------------------ */
 
@@ -167,6 +196,10 @@ bool fs_node_failed(tilefs *fs, fs_node *n);
 /* The node's facts from its array (copies; tf_facts_clear them). */
 void fs_node_facts(tilefs *fs, fs_node *n, tf_facts *out);
 
+/* A reload happened: file nodes are made anew at their next lookup, and
+ * the kernel is told to forget the names it knows (lock not held). */
+void fs_nodes_reloaded(tilefs *fs);
+
 /* Nodes, indexes kept, bytes of index, open handles: for user.tilefs.cache. */
 void fs_nodes_stats(tilefs *fs, size_t *nodes, size_t *indexes, size_t *index_bytes, size_t *handles);
 
@@ -207,9 +240,37 @@ void fs_user_listed(tilefs *fs, uid_t uid, size_t was, size_t now);
 void fs_users_stats(tilefs *fs, size_t *users, uint64_t *refused);
 void fs_users_destroy(fs_users *u);
 
+/* Files and directories open, all users together (idle unmount). */
+size_t fs_users_open(tilefs *fs);
+
+/* ---- lifecycle.c: the ready signal, reload, idle unmount ----------------------------------- */
+
+/* The configuration the options make: FILE (or defaults) with the command
+ * line's overrides.  0, or an exit status (TFS_EXIT_*) with err said. */
+int fs_config_make(const fs_options *o, tf_config **out, tf_error *err);
+/* Say once whether the mount serves: `s` or `f` to -o notify_pipe, and
+ * READY=1 (or a STATUS= with the failure) to systemd when NOTIFY_SOCKET is
+ * set.  ok: the kernel has initialized the session (ll_init). */
+void fs_ready(tilefs *fs, bool ok, const char *why);
+/* The watcher thread: a lost connection or an exit signal stops every
+ * call into plugins; SIGHUP rereads the configuration (fs_reload);
+ * idle_timeout unmounts.  Takes over SIGHUP, SIGINT and SIGTERM from
+ * libfuse's handlers (after fuse_set_signal_handlers).  -1: cannot. */
+int fs_watch_start(tilefs *fs);
+void fs_watch_stop(tilefs *fs);
+/* Reread the configuration and its key files: rules and keys in force for
+ * files opened from now on; a bad one refused (logged with FILE:LINE),
+ * the one in force kept.  Logs what changed. */
+void fs_reload(tilefs *fs);
+/* From now on no call into a plugin waits, in any configuration loaded
+ * (the daemon is on its way out).  Free those replaced (teardown). */
+void fs_plugins_stop(tilefs *fs);
+void fs_retired_free(tilefs *fs);
+
 /* ---- log.c ---------------------------------------------------------------------------------- */
 
 void fs_log_init(bool foreground, tf_log_level level);
+void fs_log_set_level(tf_log_level level);
 void fs_log(tf_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A decode failure: logged at most a few times a second, never repeated
  * for the same message within a short window. */

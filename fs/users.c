@@ -81,10 +81,22 @@ int fs_user_open(tilefs *fs, uid_t uid)
 	else if (u->max_opens && e->opens >= u->max_opens) {
 		refuse(u, e, "its further opens get EMFILE");
 		rc = EMFILE;
-	} else
+	} else {
 		e->opens++;
+		u->open_total++;
+	}
 	pthread_mutex_unlock(&u->lock);
 	return rc;
+}
+
+size_t fs_users_open(tilefs *fs)
+{
+	size_t n;
+
+	pthread_mutex_lock(&fs->users.lock);
+	n = fs->users.open_total;
+	pthread_mutex_unlock(&fs->users.lock);
+	return n;
 }
 
 void fs_user_close(tilefs *fs, uid_t uid)
@@ -95,6 +107,7 @@ void fs_user_close(tilefs *fs, uid_t uid)
 	pthread_mutex_lock(&u->lock);
 	if ((e = user_of(u, uid, false))) {
 		e->opens--;
+		u->open_total--;
 		forget_idle(u, e);
 	}
 	pthread_mutex_unlock(&u->lock);

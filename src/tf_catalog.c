@@ -11,6 +11,7 @@
 #include "tf_catalog.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,12 +43,14 @@ typedef struct dir_slot {
 	bool walking;			/* a thread is examining whole (the others wait) */
 	bool enc_known, encrypted;	/* its newest schema is encrypted */
 	bool cooled;			/* its views shrunk since last used */
+	bool retired;			/* out of the table (a reload): freed by its last holder */
 	struct dir_slot *hnext, *prev, *next;	/* hash chain; LRU of arrays */
 } dir_slot;
 
 struct tf_catalog {
 	tf_source *src;
-	const tf_config *cfg;
+	_Atomic(const tf_config *) cfg;	/* replaced by a reload; the old one outlives us */
+	unsigned gen;			/* reloads (under the lock) */
 	struct tf_index *store;		/* persisted indexes, or NULL */
 	pthread_mutex_t lock;
 	pthread_cond_t walked;		/* a slot's walk ended */
@@ -231,12 +234,15 @@ static dir_slot *array_at(tf_catalog *c, const char *dir)
 	dir_slot *d;
 	tf_array *a = NULL;
 	bool known;
+	unsigned gen;
 
 	/* What the slot says is read under the lock: once it is released,
 	 * another thread may fill the slot in or trim it. */
+again:
 	pthread_mutex_lock(&c->lock);
 	d = find(c, dir);
 	known = d && d->array;
+	gen = c->gen;
 	if (d && !d->array && now_ns() - d->checked_ns < NOT_ARRAY_TTL_NS)
 		dir = NULL;	/* known not to be one */
 	pthread_mutex_unlock(&c->lock);
@@ -247,6 +253,12 @@ static dir_slot *array_at(tf_catalog *c, const char *dir)
 		    tf_array_open(c->src, dir, tf_config_array_key(c->cfg, dir), &a, NULL) != TF_OK)
 			a = NULL;
 		pthread_mutex_lock(&c->lock);
+		if (c->gen != gen) {	/* a reload meanwhile: the key may be another */
+			pthread_mutex_unlock(&c->lock);
+			tf_array_free(a);
+			a = NULL;
+			goto again;
+		}
 		d = remember(c, dir, a);
 		pthread_mutex_unlock(&c->lock);
 	}
@@ -265,8 +277,31 @@ static dir_slot *array_at(tf_catalog *c, const char *dir)
 static void array_release(tf_catalog *c, dir_slot *d)
 {
 	pthread_mutex_lock(&c->lock);
-	d->refs--;
+	if (!--d->refs && d->retired)
+		slot_free(d);
 	trim(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * A reload: every path is asked again under cfg.  Arrays go out of the
+ * table (their keys may have changed); those in use are freed by their
+ * last holder, so open views keep reading what they opened.
+ */
+void tf_catalog_set_config(tf_catalog *c, const tf_config *cfg)
+{
+	pthread_mutex_lock(&c->lock);
+	atomic_store(&c->cfg, cfg);
+	c->gen++;
+	for (size_t b = 0; b < NBUCKETS; b++)
+		while (c->buckets[b]) {
+			dir_slot *d = c->buckets[b];
+			unhash(c, d);
+			if (d->refs)
+				d->retired = true;
+			else
+				slot_free(d);
+		}
 	pthread_mutex_unlock(&c->lock);
 }
 

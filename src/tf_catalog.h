@@ -33,6 +33,10 @@ typedef struct tf_catalog tf_catalog;
 /* src and cfg are borrowed and must outlive the catalog. */
 tf_status tf_catalog_new(tf_source *src, const tf_config *cfg, tf_catalog **out, tf_error *err);
 void tf_catalog_free(tf_catalog *c);
+/* A reload: what paths are, and arrays' keys, are decided by cfg from now
+ * on (borrowed; the old configuration must outlive every file and view
+ * opened under it).  Arrays in use stay as they are for their holders. */
+void tf_catalog_set_config(tf_catalog *c, const tf_config *cfg);
 
 typedef enum { TF_SHOW_RAW, TF_SHOW_DECODED, TF_SHOW_HIDDEN } tf_show;
 

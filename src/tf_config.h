@@ -100,6 +100,20 @@ const tf_rule *tf_config_match(const tf_config *c, const char *relpath);
 /* Key for the TileDB array at relpath ([array] rule, else default_key). */
 const tf_key *tf_config_array_key(const tf_config *c, const char *relpath);
 
+/*
+ * Reloading (a daemon's SIGHUP, tf_config_diff.c).  tf_config_changes
+ * says what nc changes from old, in words ("[key k] changed; [match *.tdb]
+ * added; cache_size changed: applies at the next mount"), "; "-separated
+ * into buf (truncated to n), and returns how many changes it found (0:
+ * none).  Key material never appears in it.  tf_config_keep_mount_settings
+ * gives nc the settings only a mount makes (cache_size, index_cache,
+ * workers, views, index_dir, index_max_size, index_at_mount; [s3] and
+ * plugin_path are read at mount only, as they are part of the source and
+ * of the loaded plugins); old must outlive nc.
+ */
+size_t tf_config_changes(const tf_config *old, const tf_config *nc, char *buf, size_t n);
+void tf_config_keep_mount_settings(tf_config *nc, const tf_config *old);
+
 /* "256M", "1G", "4096" -> bytes; false on a bad size. */
 bool tf_parse_size(const char *s, uint64_t *out);
 

@@ -393,6 +393,46 @@ START_TEST(test_rule_line)
 }
 END_TEST
 
+/* What a reload changes, said by name; key material never in the text. */
+static void expect_changes(const char *a, const char *b, size_t want, const char *const *says)
+{
+	char text[2048];
+	tf_config *x = load_ok(a), *y = load_ok(b);
+	size_t n = tf_config_changes(x, y, text, sizeof(text));
+
+	ck_assert_msg(n == want, "%zu changes, want %zu: '%s'", n, want, text);
+	for (; *says; says++)
+		ck_assert_msg(strstr(text, *says), "'%s' lacks '%s'", text, *says);
+	ck_assert_msg(!strstr(text, KEY_HEX) && !strstr(text, KEY2_HEX) && !strstr(text, "ABCDEFGH"),
+		      "key material in '%s'", text);
+	tf_config_keep_mount_settings(y, x);
+	ck_assert_uint_eq(tf_config_settings(y)->cache_size, tf_config_settings(x)->cache_size);
+	ck_assert_int_eq(tf_config_settings(y)->views, tf_config_settings(x)->views);
+	tf_config_free(y);
+	tf_config_free(x);
+}
+
+START_TEST(test_reload_changes)
+{
+	static const char base[] = "[tilefs]\ncache_size = 64M\n[key k]\nhex = " KEY_HEX "\n"
+				   "[match *.a]\nfilters = zstd\nkey = k\n[match *.b]\nfilters = lz4\n";
+
+	expect_changes(base, base, 0, (const char *const[]){ NULL });
+	expect_changes(base, "[tilefs]\ncache_size = 64M\n[key k]\nhex = " KEY2_HEX "\n"
+		       "[match *.a]\nfilters = zstd\nkey = k\n[match *.b]\nfilters = lz4\n", 2,
+		       (const char *const[]){ "[key k] changed", "[match *.a] changed", NULL });
+	expect_changes(base, "[tilefs]\ncache_size = 64M\n[key k]\nhex = " KEY_HEX "\n"
+		       "[match *.b]\nfilters = lz4\n[match *.a]\nfilters = zstd\nkey = k\n", 1,
+		       (const char *const[]){ "reordered", NULL });
+	expect_changes(base, "[tilefs]\ncache_size = 128M\nunmatched = hide\nviews = yes\n"
+		       "[match *.c]\nfilters = lz4\n", 7,
+		       (const char *const[]){ "[key k] removed", "[match *.c] added", "[match *.a] removed",
+					       "[match *.b] removed", "unmatched = hide",
+					       "cache_size changed: applies at the next mount",
+					       "views changed: applies at the next mount", NULL });
+}
+END_TEST
+
 START_TEST(test_key_sources)
 {
 	char keyfile[PATH_MAX], text[1024];
@@ -969,6 +1009,7 @@ static Suite *suite(void)
 	tcase_add_test(load, test_bool_spellings);
 	tcase_add_test(load, test_rule_line);
 	tcase_add_test(load, test_key_sources);
+	tcase_add_test(load, test_reload_changes);
 	tcase_add_test(load, test_array_keys);
 	tcase_add_test(load, test_first_match_wins);
 	tcase_add_test(load, test_keyless_match_is_a_rule);
