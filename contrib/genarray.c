@@ -14,7 +14,7 @@
  *                                                  [R0, R1] x [C0, C1] at timestamp T
  *                                                  (its tiles padded with zeros)
  *
- *   genarray DIR --sparse NCELLS NFRAGS CAP [dups] [disjoint] [FILTER]
+ *   genarray DIR --sparse NCELLS NFRAGS CAP [dups] [disjoint] [blocks=B] [nullable] [FILTER]
  *            a sparse array: int64 dimension "d" (domain [0, 2^40), extent
  *            1000000), attributes "a" (int32) and "s" (string_ascii, var),
  *            capacity CAP.  Fragment f (timestamp 1000 + f) holds d = i *
@@ -25,8 +25,15 @@
  *            "disjoint", fragments are appended one after another as a
  *            time series is: fragment f holds d = f * K + i (K = NCELLS /
  *            NFRAGS, i < K) and nothing of another's (NCELLS = NFRAGS:
- *            one-cell fragments).  Cell values: a = d * 3 + f, s =
- *            "v<d>.<f>" (".<f>b" for the second of a pair).
+ *            one-cell fragments).  With "blocks=B", fragments interleave
+ *            in blocks of B cells instead of cell by cell: fragment f
+ *            holds d = (j * NFRAGS + f) * B + k (k < B), and, for f > 0,
+ *            the first and the last cell of each of fragment 0's blocks
+ *            but the first again (duplicates at the edges of runs;
+ *            fragment f's first cell is f * B: it joins the merge there).  With "nullable",
+ *            s is nullable and null in every third cell of a fragment
+ *            (its bytes written all the same).  Cell values: a = d * 3 +
+ *            f, s = "v<d>.<f>" (".<f>b" for the second of a pair).
  *
  * The layout follows FORMAT-NOTES §6-§8 and the corpus: __schema/ holds the
  * schema's generic tile, each fragment its a0.tdb tiles, a
@@ -315,7 +322,7 @@ static int cmp_scell(const void *x, const void *y)
 	return (a->d > b->d) - (a->d < b->d);
 }
 
-static void write_sparse_schema(const char *dir, uint64_t cap, bool dups, const char *filter)
+static void write_sparse_schema(const char *dir, uint64_t cap, bool dups, bool nullable, const char *filter)
 {
 	tf_buf b = TF_BUF_INIT(SIZE_MAX), g = TF_BUF_INIT(SIZE_MAX);
 	char path[4200];
@@ -341,7 +348,8 @@ static void write_sparse_schema(const char *dir, uint64_t cap, bool dups, const 
 		tf_buf_put_u64(&b, i ? 1 : 4, NULL);
 		tf_buf_put_u32(&b, i ? 0 : 0x80000000u, NULL);
 		b.len -= i ? 3 : 0;	/* a one-byte fill "\0" for the string */
-		tf_buf_put_u8(&b, 0, NULL), tf_buf_put_u8(&b, 0, NULL), tf_buf_put_u8(&b, 0, NULL);
+		tf_buf_put_u8(&b, i && nullable, NULL);	/* nullable, fill validity, order */
+		tf_buf_put_u8(&b, 0, NULL), tf_buf_put_u8(&b, 0, NULL);
 		put_str32(&b, "");
 	}
 	tf_buf_put_u32(&b, 0, NULL), tf_buf_put_u32(&b, 0, NULL), tf_buf_put_u32(&b, 0, NULL);
@@ -385,16 +393,24 @@ static void open_sfile(sfile *sf, const char *fdir, const char *name)
 		die(path);
 }
 
-static void write_sparse_tiles(const char *fdir, const scell *c, size_t n, uint64_t cap, const char *filter,
-			       sfile *files)
+/* s of the cell at position i of its fragment: null in every third. */
+static bool sparse_null(size_t i)
 {
-	static const char *const names[] = { "d0.tdb", "a0.tdb", "a1.tdb", "a1_var.tdb" };
+	return i % 3 == 1;
+}
+
+static void write_sparse_tiles(const char *fdir, const scell *c, size_t n, uint64_t cap, const char *filter,
+			       bool nullable, sfile *files)
+{
+	static const char *const names[] = { "d0.tdb", "a0.tdb", "a1.tdb", "a1_var.tdb", "a1_validity.tdb" };
+	int nfiles = nullable ? 5 : 4;
 	int64_t *d = malloc(cap * 8);
 	int32_t *a = malloc(cap * 4);
 	uint64_t *o = malloc(cap * 8);
 	char *v = malloc(cap * 40);
+	uint8_t *valid = malloc(cap);
 
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < nfiles; k++)
 		open_sfile(&files[k], fdir, names[k]);
 	for (size_t t0 = 0; t0 < n; t0 += cap) {
 		size_t m = n - t0 < cap ? n - t0 : cap, vl = 0;
@@ -402,29 +418,35 @@ static void write_sparse_tiles(const char *fdir, const scell *c, size_t n, uint6
 			d[i] = c[t0 + i].d, a[i] = c[t0 + i].a, o[i] = vl;
 			memcpy(v + vl, c[t0 + i].s, strlen(c[t0 + i].s));
 			vl += strlen(c[t0 + i].s);
+			valid[i] = !sparse_null(t0 + i);
 		}
 		put_tile(&files[0], "zstd(level=-1)", TF_DT_INT64, d, m * 8, false);
 		put_tile(&files[1], filter, TF_DT_INT32, a, m * 4, false);
 		put_tile(&files[2], "zstd(level=-1)", TF_DT_UINT64, o, m * 8, false);
 		put_tile(&files[3], "", TF_DT_STRING_ASCII, v, vl, true);
+		if (nullable)
+			put_tile(&files[4], "rle(level=-1)", TF_DT_UINT8, valid, m, false);
 	}
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < nfiles; k++)
 		if (fclose(files[k].f) != 0)
 			die("close");
-	free(d), free(a), free(o), free(v);
+	free(d), free(a), free(o), free(v), free(valid);
 }
 
 /* Footer fields: a0, a1, __coords, d0 (§8.2). */
-static void write_sparse_metadata(const char *fdir, const scell *c, size_t n, uint64_t cap, sfile *fl)
+static void write_sparse_metadata(const char *fdir, const scell *c, size_t n, uint64_t cap, bool nullable,
+				  sfile *fl)
 {
 	tf_buf meta = TF_BUF_INIT(SIZE_MAX), ft = TF_BUF_INIT(SIZE_MAX);
-	uint64_t e = put_list(&meta, NULL, 0), tiles[4], var_offs, var_sizes;
+	uint64_t e = put_list(&meta, NULL, 0), tiles[4], var_offs, var_sizes, valid_offs = e;
 	uint64_t fixed[4] = { fl[1].size, fl[2].size, 0, fl[0].size };
 	char path[4200];
 
 	tiles[0] = put_list(&meta, fl[1].offs, fl[1].nt), tiles[1] = put_list(&meta, fl[2].offs, fl[2].nt);
 	tiles[2] = e, tiles[3] = put_list(&meta, fl[0].offs, fl[0].nt);
 	var_offs = put_list(&meta, fl[3].offs, fl[3].nt), var_sizes = put_list(&meta, fl[3].vsizes, fl[3].nt);
+	if (nullable)
+		valid_offs = put_list(&meta, fl[4].offs, fl[4].nt);
 	tf_buf_put_u32(&ft, FORMAT, NULL);
 	tf_buf_put_u64(&ft, strlen(SCHEMA_NAME), NULL), tf_buf_append(&ft, SCHEMA_NAME, strlen(SCHEMA_NAME), NULL);
 	tf_buf_put_u8(&ft, 0, NULL), tf_buf_put_u8(&ft, 0, NULL);
@@ -435,8 +457,8 @@ static void write_sparse_metadata(const char *fdir, const scell *c, size_t n, ui
 		tf_buf_put_u64(&ft, fixed[i], NULL);
 	for (int i = 0; i < 4; i++)
 		tf_buf_put_u64(&ft, i == 1 ? fl[3].size : 0, NULL);
-	for (int i = 0; i < 4; i++)
-		tf_buf_put_u64(&ft, 0, NULL);
+	for (int i = 0; i < 4; i++)	/* validity sizes */
+		tf_buf_put_u64(&ft, i == 1 && nullable ? fl[4].size : 0, NULL);
 	tf_buf_put_u64(&ft, e, NULL);
 	for (int i = 0; i < 4; i++)
 		tf_buf_put_u64(&ft, tiles[i], NULL);
@@ -445,32 +467,48 @@ static void write_sparse_metadata(const char *fdir, const scell *c, size_t n, ui
 	for (int i = 0; i < 4; i++)
 		tf_buf_put_u64(&ft, i == 1 ? var_sizes : e, NULL);
 	for (int k = 0; k < 5 * 4 + 2; k++)	/* validity, min, max, sum, nulls; fragment stats, conditions */
-		tf_buf_put_u64(&ft, e, NULL);
+		tf_buf_put_u64(&ft, k == 1 ? valid_offs : e, NULL);
 	tf_buf_append(&meta, ft.p, ft.len, NULL);
 	tf_buf_put_u64(&meta, ft.len, NULL);
 	snprintf(path, sizeof(path), "%s/__fragment_metadata.tdb", fdir);
 	write_file(path, meta.p, meta.len);
 	tf_buf_free(&meta), tf_buf_free(&ft);
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < (nullable ? 5 : 4); k++)
 		free(fl[k].offs), free(fl[k].vsizes);
 }
 
-static size_t sparse_cells(int64_t n, int nf, int f, bool dups, bool disjoint, scell *c)
+/* Fragment f's cell i (of n / nf), in blocks of B cells or (B = 0) one. */
+static int64_t sparse_coord(int64_t n, int nf, int f, bool disjoint, int64_t B, int64_t i)
+{
+	if (disjoint)
+		return (int64_t)f * (n / nf) + i;
+	if (B)
+		return (i / B * nf + f) * B + i % B;
+	return i * nf + f;
+}
+
+/* Whether fragments f > 0 hold fragment 0's cell i again. */
+static bool sparse_again(int64_t B, int64_t i)
+{
+	return B ? i >= B && (i % B == 0 || i % B == B - 1) : i % 5 == 0;
+}
+
+static size_t sparse_cells(int64_t n, int nf, int f, bool dups, bool disjoint, int64_t B, scell *c)
 {
 	size_t m = 0;
 
 	for (int64_t i = 0; i < n / nf; i++) {
-		int64_t d = disjoint ? (int64_t)f * (n / nf) + i : i * nf + f;
+		int64_t d = sparse_coord(n, nf, f, disjoint, B, i), d0 = sparse_coord(n, nf, 0, disjoint, B, i);
 		c[m].d = d, c[m].a = (int32_t)(d * 3 + f);
 		snprintf(c[m].s, sizeof(c[m].s), "v%lld.%d", (long long)d, f);
 		m++;
-		if (!disjoint && f > 0 && i % 5 == 0) {	/* fragment 0's coordinate again */
-			c[m].d = i * nf, c[m].a = (int32_t)(i * nf * 3 + f);
-			snprintf(c[m].s, sizeof(c[m].s), "v%lld.%d", (long long)(i * nf), f);
+		if (!disjoint && f > 0 && sparse_again(B, i)) {	/* fragment 0's coordinate again */
+			c[m].d = d0, c[m].a = (int32_t)(d0 * 3 + f);
+			snprintf(c[m].s, sizeof(c[m].s), "v%lld.%d", (long long)d0, f);
 			m++;
 		}
 		if (dups && i % 7 == 0) {
-			c[m] = c[m - 1 - (!disjoint && f > 0 && i % 5 == 0)];
+			c[m] = c[m - 1 - (!disjoint && f > 0 && sparse_again(B, i))];
 			snprintf(c[m].s, sizeof(c[m].s), "v%lld.%db", (long long)d, f);
 			m++;
 		}
@@ -490,7 +528,8 @@ static int main_sparse(int argc, char **argv)
 	int64_t n = argc > 3 ? arg(argv[3]) : 0;
 	int nf = argc > 4 ? arg(argv[4]) : 0;
 	uint64_t cap = argc > 5 ? (uint64_t)arg(argv[5]) : 0;
-	bool dups = false, disjoint = false;
+	bool dups = false, disjoint = false, nullable = false;
+	int64_t B = 0;
 	const char *filter = "none";
 	char path[4200], fdir[4100], name[128];
 	scell *c;
@@ -500,29 +539,33 @@ static int main_sparse(int argc, char **argv)
 			dups = true;
 		else if (!strcmp(argv[i], "disjoint"))
 			disjoint = true;
+		else if (!strcmp(argv[i], "nullable"))
+			nullable = true;
+		else if (!strncmp(argv[i], "blocks=", 7))
+			B = arg(argv[i] + 7);
 		else
 			filter = argv[i];
 	}
 	filter = !strcmp(filter, "zstd") ? "zstd(level=-1)" : !strcmp(filter, "lz4") ? "lz4" : "";
 	errno = 0;
 	if (!n || !nf || !cap || n / nf < 1 || !(c = malloc(((size_t)n / nf * 3 + 3) * sizeof(*c))))
-		die("usage: genarray DIR --sparse NCELLS NFRAGS CAP [dups] [disjoint] [FILTER]");
+		die("usage: genarray DIR --sparse NCELLS NFRAGS CAP [dups] [disjoint] [blocks=B] [nullable] [FILTER]");
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
 		snprintf(path, sizeof(path), "%s%s", argv[1], dirs[i]);
 		if (mkdir(path, 0755) != 0 && errno != EEXIST)
 			die(path);
 	}
-	write_sparse_schema(argv[1], cap, dups, filter);
+	write_sparse_schema(argv[1], cap, dups, nullable, filter);
 	for (int f = 0; f < nf; f++) {
-		size_t m = sparse_cells(n, nf, f, dups, disjoint, c);
-		sfile fl[4];
+		size_t m = sparse_cells(n, nf, f, dups, disjoint, B, c);
+		sfile fl[5];
 
 		snprintf(name, sizeof(name), "__%d_%d_%032x_%d", 1000 + f, 1000 + f, 0xabc00 + f, FORMAT);
 		snprintf(fdir, sizeof(fdir), "%s/__fragments/%s", argv[1], name);
 		if (mkdir(fdir, 0755) != 0)
 			die(fdir);
-		write_sparse_tiles(fdir, c, m, cap, filter, fl);
-		write_sparse_metadata(fdir, c, m, cap, fl);
+		write_sparse_tiles(fdir, c, m, cap, filter, nullable, fl);
+		write_sparse_metadata(fdir, c, m, cap, nullable, fl);
 		snprintf(path, sizeof(path), "%s/__commits/%s.wrt", argv[1], name);
 		write_file(path, "", 0);
 	}
@@ -541,7 +584,7 @@ int main(int argc, char **argv)
 		return main_sparse(argc, argv);
 	if (argc < 7) {
 		fprintf(stderr, "usage: genarray DIR ROWS COLS TR TC NFRAGS [none|zstd|lz4] [--append R0 R1 C0 C1 T]\n"
-			"       genarray DIR --sparse NCELLS NFRAGS CAP [dups] [disjoint] [none|zstd|lz4]\n");
+			"       genarray DIR --sparse NCELLS NFRAGS CAP [dups] [disjoint] [blocks=B] [nullable] [none|zstd|lz4]\n");
 		return 2;
 	}
 	s = (spec){ argv[1], arg(argv[2]), arg(argv[3]), arg(argv[4]), arg(argv[5]), argc > 7 ? argv[7] : "none",

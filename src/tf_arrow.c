@@ -183,6 +183,7 @@ struct tf_arrow {
 	size_t ncols;
 	tf_arrow_limits lim;
 	bool var;		/* a var-sized column */
+	bool spans;		/* every column takes spans (tf_arrow_put_span) */
 };
 
 static bool is_text(tf_datatype t)
@@ -256,6 +257,11 @@ tf_status tf_arrow_new(const tf_arrow_col *cols, size_t ncols, const tf_arrow_li
 	for (; a->ncols < ncols && rc == TF_OK; a->ncols++) {
 		rc = col_init(&a->cols[a->ncols], &cols[a->ncols], err);
 		a->var |= a->cols[a->ncols].kind == K_BYTES || a->cols[a->ncols].list;
+	}
+	a->spans = true;
+	for (size_t i = 0; i < a->ncols; i++) {
+		const acol *c = &a->cols[i];
+		a->spans &= (c->kind == K_FIXED && !c->list) || (c->kind == K_BYTES && !c->wide);
 	}
 	if (rc != TF_OK) {
 		tf_arrow_free(a);
@@ -440,6 +446,7 @@ struct tf_arrow_batch {
 	const tf_arrow *a;
 	bcol *c;
 	bmark *mark;
+	uint64_t *vlen;		/* per column, for tf_arrow_put_span */
 	uint32_t rows;
 	tf_buf tmp;		/* UTF-16/32 converted */
 	tf_arrow_block *blocks;	/* written since the last take */
@@ -466,6 +473,7 @@ void tf_arrow_batch_free(tf_arrow_batch *b)
 	if (b) {
 		free(b->c);
 		free(b->mark);
+		free(b->vlen);
 		free(b->blocks);
 		tf_buf_free(&b->tmp);
 	}
@@ -476,9 +484,10 @@ tf_status tf_arrow_batch_new(const tf_arrow *a, tf_arrow_batch **out, tf_error *
 {
 	tf_arrow_batch *b = calloc(1, sizeof(*b));
 
-	if (!b || !(b->c = calloc(a->ncols + 1, sizeof(*b->c))) || !(b->mark = calloc(a->ncols + 1, sizeof(*b->mark)))) {
+	if (!b || !(b->c = calloc(a->ncols + 1, sizeof(*b->c))) || !(b->mark = calloc(a->ncols + 1, sizeof(*b->mark))) ||
+	    !(b->vlen = calloc(a->ncols + 1, sizeof(*b->vlen)))) {
 		if (b)
-			free(b->c);
+			free(b->c), free(b->mark);
 		free(b);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
@@ -615,11 +624,17 @@ static void mark_row(tf_arrow_batch *b)
 	}
 }
 
+/* Take a row back; the bits it set go too (a bitmap's bits past the
+ * batch's rows were left set and written out with the batch). */
 static void undo_row(tf_arrow_batch *b)
 {
 	for (size_t i = 0; i < b->a->ncols; i++) {
 		bcol *c = &b->c[i];
 		const bmark *m = &b->mark[i];
+		if (b->a->cols[i].nullable && c->valid.len > b->rows / 8)
+			set_bit(c->valid.p, b->rows, false);
+		for (uint64_t k = m->nvals; b->a->cols[i].kind == K_BOOL && k < c->nvals && k / 8 < c->vals.len; k++)
+			set_bit(c->vals.p, k, false);
 		c->valid.len = m->valid, c->offs.len = m->offs, c->vals.len = m->vals;
 		c->nulls = m->nulls, c->nvals = m->nvals;
 	}
@@ -721,6 +736,159 @@ tf_status tf_arrow_put_rows(tf_arrow_batch *b, size_t n, const uint8_t *const *d
 	return rc;
 }
 
+static size_t batch_bytes(const tf_arrow_batch *b)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < b->a->ncols; i++)
+		n += b->c[i].valid.len + b->c[i].offs.len + b->c[i].vals.len;
+	return n;
+}
+
+bool tf_arrow_spannable(const tf_arrow *a)
+{
+	return a->spans;
+}
+
+/* Bytes span row e adds to the batch's buffers as its row k (from 0), as
+ * put_cell would add them; *over if a var column would pass max_var (vlen:
+ * each column's var bytes so far, updated). */
+static size_t span_row_bytes(const tf_arrow_batch *b, const tf_arrow_span *cols, size_t e, uint64_t k,
+			     uint64_t *vlen, bool *over)
+{
+	const tf_arrow *a = b->a;
+	uint64_t limit = a->lim.max_var;
+	size_t bytes = 0;
+
+	for (size_t i = 0; i < a->ncols; i++) {
+		const acol *ac = &a->cols[i];
+		const tf_arrow_span *sp = &cols[i];
+
+		bytes += ac->nullable && k % 8 == 0;	/* the bitmap's next byte */
+		if (ac->kind != K_BYTES) {
+			bytes += sp->size;
+			continue;
+		}
+		uint64_t n = !sp->valid || sp->valid[e] ? sp->starts[e + 1] - sp->starts[e] : 0;
+		if (n > limit || vlen[i] > limit - n) {
+			*over = true;
+			return 0;
+		}
+		vlen[i] += n;
+		bytes += (size_t)n + 4 + (k == 0 ? 4 : 0);	/* its offset, and the first */
+	}
+	return bytes;
+}
+
+/* Rows [r, r + m) of the span into the batch, a column at a time. */
+static tf_status span_append(tf_arrow_batch *b, const tf_arrow_span *cols, size_t r, size_t m, tf_error *err)
+{
+	tf_status rc = TF_OK;
+	uint8_t *at;
+
+	for (size_t i = 0; m && i < b->a->ncols && rc == TF_OK; i++) {
+		const acol *ac = &b->a->cols[i];
+		const tf_arrow_span *sp = &cols[i];
+		const uint8_t *valid = sp->valid ? sp->valid + r : NULL;
+		bcol *c = &b->c[i];
+		bool nulls = false;
+
+		for (size_t k = 0; valid && k < m && !nulls; k++)
+			nulls = !valid[k];
+		if (ac->nullable) {
+			if ((rc = bit_room(&c->valid, b->rows + m - 1, err)) != TF_OK)
+				break;
+			for (size_t k = 0; k < m; k++)
+				set_bit(c->valid.p, b->rows + k, !nulls || valid[k]);
+			for (size_t k = 0; nulls && k < m; k++)
+				c->nulls += !valid[k];
+		}
+		if (ac->kind == K_FIXED) {
+			if ((rc = tf_buf_grow(&c->vals, m * sp->size, &at, err)) != TF_OK)
+				break;
+			memcpy(at, sp->data + r * sp->size, m * sp->size);
+			for (size_t k = 0; nulls && k < m; k++)
+				if (!valid[k])
+					memset(at + k * sp->size, 0, sp->size);	/* nulls: zeros */
+			c->vals.len += m * sp->size;
+			c->nvals += m * (ac->fixed ? ac->fixed : 1);
+			continue;
+		}
+		/* K_BYTES: the cells' bytes (a null's: none) and their offsets */
+		const uint64_t *st = sp->starts + r;
+		size_t base = c->vals.len;
+		if ((!c->offs.len && (rc = put_offset(c, 0, err)) != TF_OK) ||
+		    (rc = tf_buf_reserve(&c->offs, c->offs.len + 4 * m, err)) != TF_OK)
+			break;
+		if (!nulls) {
+			if ((rc = tf_buf_append(&c->vals, sp->data + st[0], (size_t)(st[m] - st[0]), err)) != TF_OK)
+				break;
+			for (size_t k = 0; k < m; k++)
+				tf_put_le32(c->offs.p + c->offs.len + 4 * k, (uint32_t)(base + (st[k + 1] - st[0])));
+		} else {
+			for (size_t k = 0; k < m && rc == TF_OK; k++) {
+				if (valid[k])
+					rc = tf_buf_append(&c->vals, sp->data + st[k], (size_t)(st[k + 1] - st[k]), err);
+				tf_put_le32(c->offs.p + c->offs.len + 4 * k, (uint32_t)c->vals.len);
+			}
+		}
+		c->offs.len += 4 * m;
+	}
+	if (rc == TF_OK)
+		b->rows += (uint32_t)m;
+	return rc;
+}
+
+tf_status tf_arrow_put_span(tf_arrow_batch *b, size_t n, const tf_arrow_span *cols, tf_buf *out, size_t *taken,
+			    tf_error *err)
+{
+	const tf_arrow *a = b->a;
+	uint64_t *vlen = b->vlen;
+	size_t r = 0, bytes = batch_bytes(b);
+	tf_status rc = TF_OK;
+
+	*taken = 0;
+	if (!a->spans)
+		return tf_err(err, TF_E_INVAL, "these columns go row by row");
+	for (size_t i = 0; i < a->ncols; i++) {
+		const acol *ac = &a->cols[i];
+		uint64_t cs = (uint64_t)(ac->fixed ? ac->fixed : 1) * ac->width;
+		if (ac->kind == K_FIXED && cols[i].size != cs)
+			return tf_err(err, TF_E_CORRUPT, "%s: a cell of %zu bytes, not %llu", ac->name, cols[i].size,
+				      (unsigned long long)cs);
+	}
+	while (r < n && rc == TF_OK) {
+		size_t e = r;
+		bool over = false;
+
+		for (size_t i = 0; i < a->ncols; i++)
+			vlen[i] = b->c[i].vals.len;
+		/* As row by row: a row while the batch is not full. */
+		while (e < n && b->rows + (e - r) < a->lim.max_cells && bytes < a->lim.max_bytes) {
+			size_t add = span_row_bytes(b, cols, e, b->rows + (e - r), vlen, &over);
+			if (over)
+				break;
+			bytes += add;
+			e++;
+		}
+		rc = span_append(b, cols, r, e - r, err);
+		r = e;
+		if (rc != TF_OK || !over)
+			break;
+		if (!b->rows) {
+			rc = tf_err(err, TF_E_UNSUPPORTED, "a value of more than %llu bytes: more than an Arrow batch "
+				    "holds here", (unsigned long long)a->lim.max_var);
+			break;
+		}
+		if ((rc = tf_arrow_flush(b, out, err)) == TF_OK)
+			bytes = 0;
+	}
+	if (rc != TF_OK)
+		batch_reset(b);
+	*taken = r;
+	return rc;
+}
+
 void tf_arrow_batch_clear(tf_arrow_batch *b)
 {
 	batch_reset(b);
@@ -730,15 +898,6 @@ void tf_arrow_batch_clear(tf_arrow_batch *b)
 static size_t pad8(size_t n)
 {
 	return (n + 7) / 8 * 8;
-}
-
-static size_t batch_bytes(const tf_arrow_batch *b)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < b->a->ncols; i++)
-		n += b->c[i].valid.len + b->c[i].offs.len + b->c[i].vals.len;
-	return n;
 }
 
 bool tf_arrow_batch_full(const tf_arrow_batch *b)

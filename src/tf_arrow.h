@@ -127,6 +127,27 @@ size_t tf_arrow_batch_held(const tf_arrow_batch *b);
 bool tf_arrow_columnar(const tf_arrow *a);
 tf_status tf_arrow_put_rows(tf_arrow_batch *b, size_t n, const uint8_t *const *data, const uint8_t *const *valid,
 			    tf_error *err);
+/*
+ * Whether every column of a takes spans: numbers of fixed size and bytes
+ * not converted (no Bool, List, UTF-16/32); then tf_arrow_put_span adds
+ * rows from n cells per column at once: column i's data holds n cells of
+ * `size` bytes back to back (fixed), or its cells' bytes, cell k from
+ * starts[k] to starts[k + 1] (var); valid (NULL: all valid) a byte per
+ * cell, 0 for null.  It adds rows as tf_arrow_put_row one at a time
+ * while the batch is not full (tf_arrow_batch_full, asked before each
+ * row), the same bytes: *taken says how many (0 if it is full).  A cell
+ * size other than its column's is TF_E_CORRUPT, nothing added; on another
+ * failure the batch is emptied.
+ */
+typedef struct tf_arrow_span {
+	const uint8_t *data;
+	const uint64_t *starts;
+	const uint8_t *valid;
+	size_t size;
+} tf_arrow_span;
+bool tf_arrow_spannable(const tf_arrow *a);
+tf_status tf_arrow_put_span(tf_arrow_batch *b, size_t n, const tf_arrow_span *cols, tf_buf *out, size_t *taken,
+			    tf_error *err);
 /* Whether the batch is full (max_cells rows, or max_bytes). */
 bool tf_arrow_batch_full(const tf_arrow_batch *b);
 uint32_t tf_arrow_batch_rows(const tf_arrow_batch *b);

@@ -24,8 +24,8 @@
  *
  *  - The windows of one merge share WINDOW_SHARE of the budget (an eighth),
  *    split evenly between the fragments in the merge: with a 64 MiB cache,
- *    8 MiB, so 300 overlapping fragments get ~28 KiB each, ~700 cells of
- *    (d: 8, a: 4, s: 8 + ~10, validity 2, tile 8 bytes).  One window of
+ *    8 MiB, so 300 overlapping fragments get ~28 KiB each, ~600 cells of
+ *    (d: 8, a: 4, s: 8 + ~10, validity 2, sort keys 16 bytes).  One window of
  *    every fragment in the merge must be held (one cell at least, whatever
  *    the budget): that floor is the merge's irreducible cost.  Why an
  *    eighth: the rest of the budget holds the decoded units the windows are
@@ -775,6 +775,7 @@ typedef struct slot {
 				 * base: the position of its tile's first cell */
 	uint32_t frag;		/* snapshot index */
 	bool done, active, time_filter;
+	bool may_delete;	/* dt.tdb, or a delete condition as new as it */
 } slot;
 
 struct tf_sparse {
@@ -799,6 +800,7 @@ struct tf_sparse {
 	size_t charged;		/* the slots and heaps, charged to the budget */
 	size_t extra;		/* per window cell: its Hilbert value or space tiles */
 	bool dups, hilbert;
+	bool fast;		/* coordinates compared by their sort keys alone */
 	int hbits;
 	tf_buf key;		/* the current group's coordinates */
 	size_t *keyoff, *keylen;
@@ -808,6 +810,11 @@ struct tf_sparse {
 	uint64_t *ct;
 	const tf_cancel *cancel;
 	uint64_t ticks;
+	/* The slot at the heap's top whose run was given (tf_sparse_next_run):
+	 * its position moved past the run, its place in the heap not yet
+	 * (SIZE_MAX: none); given: the run's cells. */
+	size_t lazy;
+	uint64_t given;
 };
 
 static size_t add_spec(tf_sparse *it, tf_col_kind kind, const char *name, const tf_field *field)
@@ -886,6 +893,9 @@ static tf_status add_slots(tf_sparse *it, tf_error *err)
 		if ((rc = tf_frag_sparse_cells(f, &sl->total, err)) != TF_OK)
 			return rc;
 		sl->time_filter = f->has_ts && f->t2 > tf_snapshot_time(it->s);
+		sl->may_delete = f->has_dm;
+		for (size_t d = 0; d < tf_snapshot_ndeletes(it->s); d++)
+			sl->may_delete |= tf_snapshot_delete(it->s, d)->t >= f->t1;
 		it->nslots++;
 	}
 	/* Its cursors are the merge's cost beside the windows: charged. */
@@ -928,11 +938,15 @@ tf_status tf_sparse_open(tf_snapshot *s, const tf_fieldspec *out, size_t nout, c
 	if (!(it = calloc(1, sizeof(*it))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	it->s = s, it->schema = sc, it->ndims = sc->ndims;
+	it->lazy = SIZE_MAX;
 	it->cache = tf_snapshot_cache(s);
 	it->dups = sc->allows_dups;
 	it->hilbert = sc->cell_order == 4;	/* HILBERT */
 	it->hbits = (int)(63 / (sc->ndims ? sc->ndims : 1));
-	it->extra = it->hilbert ? 8 : 8 * it->ndims;
+	it->fast = !it->hilbert && sc->ndims <= 64;
+	for (size_t d = 0; d < sc->ndims; d++)
+		it->fast &= sc->dims[d].cell_val_num != TF_CELL_VAR && !tf_datatype_is_real(sc->dims[d].type);
+	it->extra = it->hilbert ? 8 : (it->fast ? 16 : 8) * it->ndims;
 	it->share = tf_cache_budget(it->cache) / WINDOW_SHARE;
 	if (it->share < WINDOW_MIN)
 		it->share = WINDOW_MIN;
@@ -1077,33 +1091,22 @@ static uint64_t cell_of(const slot *sl)
 }
 
 /* The sort keys of cell c of the slot's window: its Hilbert value, or its
- * space tile along each dimension (0 where tile order skips it). */
-static const uint64_t *keys_of(const tf_sparse *it, const slot *sl, uint64_t c)
+ * space tile along each dimension in the order tile order compares them
+ * (0 where it skips one), then (it->fast) its coordinates in the order
+ * cell order compares them, each as a uint64 of the same order. */
+static inline const uint64_t *keys_of(const tf_sparse *it, const slot *sl, uint64_t c)
 {
 	return (const uint64_t *)(const void *)sl->buf->extra + (c - sl->buf->first) * (it->extra / 8);
 }
 
-/* Global order of two cells' coordinates (global_order_compare,
- * HilbertCmp): <0 if a comes first. */
-static int cmp_coords(const tf_sparse *it, const slot *a, const slot *b)
+/* The coordinates compared one by one, after equal sort keys. */
+static int cmp_values(const tf_sparse *it, const slot *a, uint64_t ca, const slot *b, uint64_t cb)
 {
-	uint64_t ca = cell_of(a), cb = cell_of(b);
-	bool trow = it->schema->tile_order != 1, crow = it->schema->cell_order != 1 || it->hilbert;
-	size_t n = it->ndims;
+	bool crow = it->schema->cell_order != 1 || it->hilbert;
+	size_t n = it->ndims, na, nb;
 	const uint8_t *pa, *pb;
-	size_t na, nb;
-	const uint64_t *ka = keys_of(it, a, ca), *kb = keys_of(it, b, cb);
 	int r;
 
-	if (it->hilbert && ka[0] != kb[0])
-		return ka[0] < kb[0] ? -1 : 1;
-	for (size_t k = 0; !it->hilbert && k < n; k++) {
-		size_t d = trow ? k : n - 1 - k;
-		uint64_t ta = ka[d], tb = kb[d];
-
-		if (ta != tb)
-			return ta < tb ? -1 : 1;
-	}
 	for (size_t k = 0; k < n; k++) {
 		size_t d = crow ? k : n - 1 - k;
 		const tf_field *fd = &it->schema->dims[d];
@@ -1114,6 +1117,27 @@ static int cmp_coords(const tf_sparse *it, const slot *a, const slot *b)
 			return r;
 	}
 	return 0;
+}
+
+/* Global order of cell ca of slot a's window and cell cb of b's
+ * (global_order_compare, HilbertCmp): <0 if a's comes first.  The sort
+ * keys first: space tiles, or the Hilbert value; they are the whole
+ * order where it->fast (the merge's every step compares cells). */
+static inline int cmp_coords_at(const tf_sparse *it, const slot *a, uint64_t ca, const slot *b, uint64_t cb)
+{
+	const uint64_t *ka = keys_of(it, a, ca), *kb = keys_of(it, b, cb);
+	size_t nk = it->hilbert ? 1 : it->fast ? 2 * it->ndims : it->ndims;
+
+	for (size_t k = 0; k < nk; k++)
+		if (ka[k] != kb[k])
+			return ka[k] < kb[k] ? -1 : 1;
+	return it->fast ? 0 : cmp_values(it, a, ca, b, cb);
+}
+
+/* The same of the slots' next cells. */
+static int cmp_coords(const tf_sparse *it, const slot *a, const slot *b)
+{
+	return cmp_coords_at(it, a, cell_of(a), b, cell_of(b));
 }
 
 static uint64_t cell_timestamp(const tf_sparse *it, const slot *sl, uint64_t c)
@@ -1218,20 +1242,81 @@ uint64_t tf_hilbert_index(uint64_t *x, size_t n, int bits)
 	return h;
 }
 
+/* A fixed-size coordinate that is not a real (it->fast) as a uint64 of
+ * the same order as cmp_fixed's: signed ones offset by 2^63. */
+static uint64_t ordered_value(const tf_field *fd, const slot *sl, size_t d, uint64_t c)
+{
+	unsigned size = tf_datatype_size(fd->type);
+	const uint8_t *p;
+	size_t n;
+	uint64_t u;
+
+	dim_value(sl, d, c, &p, &n);
+	u = tf_le_n(p, size);
+	if (tf_datatype_is_signed(fd->type) || tf_datatype_is_datetime(fd->type))
+		u = (uint64_t)as_signed(u, size) ^ ((uint64_t)1 << 63);
+	return u;
+}
+
+/* compute_keys where it->fast, a dimension at a time: each value read
+ * from the window as it lies, its tile's quotient taken only when it
+ * leaves the last value's tile (cells come sorted: a window of 1,600
+ * cells spans a few tiles). */
+static void fast_keys(const tf_sparse *it, slot *sl)
+{
+	const tf_cellbuf *b = sl->buf;
+	bool trow = it->schema->tile_order != 1, crow = it->schema->cell_order != 1;
+	size_t nd = it->ndims, nk = 2 * nd;
+	uint64_t *keys = (uint64_t *)(void *)b->extra;
+
+	for (size_t d = 0; d < nd; d++) {
+		const tf_field *fd = &it->schema->dims[d];
+		unsigned size = tf_datatype_size(fd->type);
+		uint64_t mask = size == 8 ? UINT64_MAX : (((uint64_t)1 << (8 * size)) - 1);
+		uint64_t lo = tf_le_n(fd->domain, size) & mask, ext = tf_le_n(fd->extent, size) & mask;
+		uint64_t flip = tf_datatype_is_signed(fd->type) || tf_datatype_is_datetime(fd->type) ? (uint64_t)1 << 63 : 0;
+		uint64_t *tk = keys + (trow ? d : nd - 1 - d), *vk = keys + nd + (crow ? d : nd - 1 - d);
+		uint64_t qlo = 0, t = 0;	/* the last tile: offsets [qlo, qlo + ext) */
+		const uint8_t *p = b->f[d].data;
+		bool known = false;
+
+		ext = !fd->has_extent ? 0 : ext ? ext : 1;	/* tile_index's divisor */
+		for (uint64_t i = 0; i < b->ncells; i++, p += size, tk += nk, vk += nk) {
+			uint64_t u = tf_le_n(p, size), q = (u - lo) & mask;
+
+			*vk = flip ? (uint64_t)as_signed(u, size) ^ flip : u;
+			if (!ext) {
+				*tk = 0;
+				continue;
+			}
+			if (!known || q - qlo >= ext) {	/* another tile (tile_index's quotient) */
+				t = q / ext;
+				qlo = t * ext;
+				known = true;
+			}
+			*tk = t;
+		}
+	}
+}
+
 /* The sort keys of every cell of the slot's window (its extra bytes):
  * Hilbert values, or each dimension's space tile where tile order
  * compares it (those with an extent, not var-sized), 0 elsewhere. */
 static tf_status compute_keys(const tf_sparse *it, slot *sl, tf_error *err)
 {
 	const tf_cellbuf *b = sl->buf;
+	bool trow = it->schema->tile_order != 1, crow = it->schema->cell_order != 1;
 	uint64_t *k = (uint64_t *)(void *)b->extra, x[16];
+	size_t nd = it->ndims, n;
 	const uint8_t *p;
-	size_t n;
 
-	if (it->hilbert && it->ndims > 16)
-		return tf_err(err, TF_E_UNSUPPORTED, "Hilbert order over %zu dimensions", it->ndims);
+	if (it->hilbert && nd > 16)
+		return tf_err(err, TF_E_UNSUPPORTED, "Hilbert order over %zu dimensions", nd);
+	if (it->fast)
+		return fast_keys(it, sl), TF_OK;
 	for (uint64_t c = b->first; c < b->first + b->ncells; c++) {
-		for (size_t d = 0; d < it->ndims; d++) {
+		for (size_t j = 0; j < nd; j++) {
+			size_t d = it->hilbert || trow ? j : nd - 1 - j;
 			const tf_field *fd = &it->schema->dims[d];
 			bool skip = !it->hilbert && (fd->cell_val_num == TF_CELL_VAR || !fd->has_extent);
 
@@ -1243,7 +1328,9 @@ static tf_status compute_keys(const tf_sparse *it, slot *sl, tf_error *err)
 				*k++ = skip ? 0 : tile_index(fd, p);
 		}
 		if (it->hilbert)
-			*k++ = tf_hilbert_index(x, it->ndims, it->hbits);
+			*k++ = tf_hilbert_index(x, nd, it->hbits);
+		for (size_t j = 0; it->fast && j < nd; j++)
+			*k++ = ordered_value(&it->schema->dims[crow ? j : nd - 1 - j], sl, crow ? j : nd - 1 - j, c);
 	}
 	return TF_OK;
 }
@@ -1290,21 +1377,30 @@ static int cmp_corner(const tf_sparse *it, const uint8_t *const *q, const size_t
 	return 0;
 }
 
-/* Whether waiting slot w's corner comes at or before active slot a's cell:
- * then w may hold a cell that a's does not precede, and must join. */
-static bool corner_reached(tf_sparse *it, size_t w, const slot *a)
+/* Whether waiting slot w's corner comes at or before cell c of active
+ * slot a's window: then w may hold a cell that a's does not precede, and
+ * must join before a's cell is merged. */
+static bool corner_reached_at(tf_sparse *it, size_t w, const slot *a, uint64_t c)
 {
 	const uint8_t *q[64];
-	size_t qn[64];
-	uint64_t c = cell_of(a);
-	const uint64_t *qt = keys_of(it, a, c);
+	size_t qn[64], n = it->ndims;
+	uint64_t qt[64];
+	const uint64_t *k = keys_of(it, a, c);
+	bool trow = it->schema->tile_order != 1;
 
-	if (it->ndims > 64)
+	if (n > 64)
 		return true;
-	for (size_t d = 0; d < it->ndims; d++)
+	for (size_t d = 0; d < n; d++) {
 		dim_value(a, d, c, &q[d], &qn[d]);
+		qt[d] = k[trow ? d : n - 1 - d];	/* keys_of: in tile order */
+	}
 	parse_corner(it, tf_snapshot_frag(it->s, it->slots[w].frag)->corner);
 	return cmp_corner(it, q, qn, qt) <= 0;
+}
+
+static bool corner_reached(tf_sparse *it, size_t w, const slot *a)
+{
+	return corner_reached_at(it, w, a, cell_of(a));
 }
 
 /* Order of two waiting slots: by corner, then read order. */
@@ -1346,22 +1442,28 @@ static void push(tf_sparse *it, uint32_t *h, size_t *n, size_t s, less_fn less)
 	}
 }
 
-static size_t pop(tf_sparse *it, uint32_t *h, size_t *n, less_fn less)
+/* Entry i moved down to its place. */
+static void sift_down(tf_sparse *it, uint32_t *h, size_t n, size_t i, less_fn less)
 {
-	size_t top = h[0], i = 0;
-
-	h[0] = h[--*n];
 	for (;;) {
 		size_t l = 2 * i + 1, r = l + 1, m = i;
 		uint32_t t;
-		if (l < *n && less(it, h[l], h[m]))
+		if (l < n && less(it, h[l], h[m]))
 			m = l;
-		if (r < *n && less(it, h[r], h[m]))
+		if (r < n && less(it, h[r], h[m]))
 			m = r;
 		if (m == i)
 			break;
 		t = h[m], h[m] = h[i], h[i] = t, i = m;
 	}
+}
+
+static size_t pop(tf_sparse *it, uint32_t *h, size_t *n, less_fn less)
+{
+	size_t top = h[0];
+
+	h[0] = h[--*n];
+	sift_down(it, h, *n, 0, less);
 	return top;
 }
 
@@ -1519,6 +1621,7 @@ tf_status tf_sparse_seek(tf_sparse *it, tf_workspace *ws, const uint64_t *state,
 	tf_status rc = TF_OK;
 
 	it->nheap = it->npend = 0;
+	it->lazy = SIZE_MAX;
 	for (size_t i = 0; i < it->nslots; i++)
 		deactivate(it, &it->slots[i]);
 	for (size_t i = 0; i < it->nslots && rc == TF_OK; i++) {
@@ -1579,7 +1682,9 @@ tf_status tf_sparse_resume(tf_sparse *it, tf_workspace *ws, const tf_cancel *can
 			continue;
 		if ((rc = tf_cellbuf_resume(sl->buf, it->s, ws, &reread, err)) == TF_OK && reread)
 			rc = compute_keys(it, sl, err);
-		if (rc == TF_OK && !sl->buf->loaded)	/* lost: load it again */
+		/* Lost: load it again (a run's slot: its next cell, which may be
+		 * past its end, is settled when merging goes on). */
+		if (rc == TF_OK && !sl->buf->loaded && i != it->lazy)
 			rc = slot_load(it, sl, ws, err);
 	}
 	it->held = 0;
@@ -1591,11 +1696,12 @@ tf_status tf_sparse_resume(tf_sparse *it, tf_workspace *ws, const tf_cancel *can
 
 /* ---- deletes ------------------------------------------------------------------------------------ */
 
-/* Whether a read at the snapshot's time no longer sees the slot's cell. */
-static bool cell_deleted(tf_sparse *it, const slot *sl)
+/* Whether a read at the snapshot's time no longer sees cell c of the
+ * slot's window. */
+static bool cell_deleted_at(tf_sparse *it, const slot *sl, uint64_t c)
 {
 	const tf_snap_frag *f = frag_of(it, sl);
-	uint64_t c = cell_of(sl), ts = cell_timestamp(it, sl, c);
+	uint64_t ts = cell_timestamp(it, sl, c);
 	const uint8_t *p;
 	size_t n;
 	bool valid;
@@ -1627,6 +1733,11 @@ static bool cell_deleted(tf_sparse *it, const slot *sl)
 			return true;
 	}
 	return false;
+}
+
+static bool cell_deleted(tf_sparse *it, const slot *sl)
+{
+	return cell_deleted_at(it, sl, cell_of(sl));
 }
 
 /* ---- the merge ----------------------------------------------------------------------------------- */
@@ -1714,10 +1825,30 @@ static tf_status next_unique(tf_sparse *it, tf_workspace *ws, tf_row *row, bool 
 	return TF_OK;
 }
 
+/* The slot whose run was given takes its place in the heap again, at the
+ * cell after what was taken of the run (or leaves the merge). */
+static tf_status settle_lazy(tf_sparse *it, tf_workspace *ws, tf_error *err)
+{
+	slot *sl;
+	tf_status rc;
+
+	if (it->lazy == SIZE_MAX)
+		return TF_OK;
+	sl = &it->slots[it->lazy];
+	it->lazy = SIZE_MAX;
+	if ((rc = slot_settle(it, sl, ws, err)) != TF_OK)
+		return rc;
+	if (sl->done)
+		heap_pop(it);	/* it is the top */
+	else
+		sift_down(it, it->heap, it->nheap, 0, heap_less);
+	return TF_OK;
+}
+
 tf_status tf_sparse_next(tf_sparse *it, tf_workspace *ws, tf_row *row, bool *end, tf_error *err)
 {
 	bool emitted = false;
-	tf_status rc = TF_OK;
+	tf_status rc = settle_lazy(it, ws, err);
 
 	/* A waiting fragment joins before the merge could pass its corner: a
 	 * group of equal cells is then whole in the heap. */
@@ -1737,4 +1868,98 @@ tf_status tf_sparse_next(tf_sparse *it, tf_workspace *ws, tf_row *row, bool *end
 	}
 	*end = !emitted;
 	return rc;
+}
+
+/* ---- runs ---------------------------------------------------------------------------------------- */
+
+/*
+ * A run: cells of the top slot's window that are the merge's next output
+ * cells, one after another, each alone at its coordinates.  Cell c of the
+ * window may follow the run when
+ *   - it comes before every other merged slot's next cell, its coordinates
+ *     strictly less (cells at equal coordinates are left to the cell path,
+ *     which orders and deduplicates them);
+ *   - no waiting fragment's corner is at or before it (that fragment would
+ *     join first: it may hold a cell before or at c's);
+ *   - it is not deleted;
+ *   - without duplicates: the slot's own next cell is at other coordinates,
+ *     known only in the window (the window's last cell, unless it is the
+ *     fragment's last, takes the cell path).
+ * Slots filtering cells by time take the cell path.  0: the top cell
+ * itself is not such a run's first; the cell path takes it.
+ */
+static uint64_t run_length(tf_sparse *it, const slot *sl)
+{
+	const slot *other = NULL;
+	uint64_t c = cell_of(sl), end = sl->buf->first + sl->buf->ncells, n;
+
+	if (sl->time_filter)
+		return 0;
+	if (it->nheap > 1)
+		other = &it->slots[it->heap[it->nheap > 2 && heap_less(it, it->heap[2], it->heap[1]) ? 2 : 1]];
+	for (n = 0; c + n < end; n++) {
+		uint64_t k = c + n;
+
+		if (n && other && cmp_coords_at(it, sl, k, other, cell_of(other)) >= 0)
+			break;
+		if (!n && !it->dups && other && cmp_coords_at(it, sl, k, other, cell_of(other)) == 0)
+			break;
+		if (n && it->npend && corner_reached_at(it, it->pend[0], sl, k))
+			break;
+		if (sl->may_delete && cell_deleted_at(it, sl, k))
+			break;
+		if (!it->dups && (k + 1 < end ? cmp_coords_at(it, sl, k, sl, k + 1) == 0
+					       : sl->buf->base + k + 1 < sl->total))
+			break;
+	}
+	return n;
+}
+
+size_t tf_sparse_field(const tf_sparse *it, size_t i)
+{
+	return it->out_idx[i];
+}
+
+tf_status tf_sparse_next_run(tf_sparse *it, tf_workspace *ws, tf_row *row, tf_sparse_run *run, bool *end,
+			     tf_error *err)
+{
+	tf_status rc = settle_lazy(it, ws, err);
+	bool emitted = false;
+
+	while (rc == TF_OK && !emitted && (rc = admit(it, ws, err)) == TF_OK && it->nheap &&
+	       (rc = check_cancel(it, err)) == TF_OK) {
+		slot *sl = &it->slots[it->heap[0]];
+		uint64_t n = run_length(it, sl);
+
+		if (n) {
+			*run = (tf_sparse_run){ sl->buf, cell_of(sl), n };
+			it->lazy = it->heap[0];
+			it->given = n;
+			it->ticks += n - 1;
+			sl->pos += n;
+			*end = false;
+			return TF_OK;
+		}
+		if (!it->dups) {
+			rc = next_unique(it, ws, row, &emitted, err);
+			continue;
+		}
+		size_t s = heap_pop(it);
+		emitted = !cell_deleted(it, &it->slots[s]);
+		if (emitted)
+			rc = copy_row(it, &it->slots[s], row, err);
+		if (rc == TF_OK)
+			rc = slot_advance(it, s, ws, err);
+	}
+	*run = (tf_sparse_run){ NULL, 0, emitted };
+	*end = !emitted;
+	return rc;
+}
+
+void tf_sparse_took(tf_sparse *it, uint64_t k)
+{
+	if (it->lazy != SIZE_MAX && k < it->given) {
+		it->slots[it->lazy].pos -= it->given - k;
+		it->given = k;
+	}
 }

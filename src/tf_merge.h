@@ -173,6 +173,27 @@ typedef struct tf_row {
 } tf_row;
 tf_status tf_sparse_next(tf_sparse *it, tf_workspace *ws, tf_row *row, bool *end, tf_error *err);
 tf_status tf_row_init(tf_row *r, size_t nfields, tf_error *err);
+
+/*
+ * The next cells as a run where it can: n consecutive cells of one
+ * fragment's window (buf, pinned until the next call into the merge;
+ * output field i is its field tf_sparse_field(it, i), read with
+ * tf_cellbuf_get or its pointers), each the merge's next output cell and
+ * alone at its coordinates, so that a reader copies them a column at a
+ * time; else (buf NULL, n 1) one cell copied into row, as tf_sparse_next
+ * gives it.  Then tf_sparse_took may say that only the first k cells of
+ * the run were used: the next call gives the others again.  The same
+ * cells, in the same order, as tf_sparse_next; either may follow the
+ * other.
+ */
+typedef struct tf_sparse_run {
+	const tf_cellbuf *buf;
+	uint64_t first, n;	/* cells [first, first + n) of the window's tile */
+} tf_sparse_run;
+tf_status tf_sparse_next_run(tf_sparse *it, tf_workspace *ws, tf_row *row, tf_sparse_run *run, bool *end,
+			     tf_error *err);
+void tf_sparse_took(tf_sparse *it, uint64_t k);
+size_t tf_sparse_field(const tf_sparse *it, size_t i);
 void tf_row_free(tf_row *r);
 
 /* Hilbert order (hilbert.h, hilbert_order.cc): a coordinate of dimension

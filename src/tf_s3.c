@@ -24,7 +24,7 @@ void tf_s3_settings_init(tf_s3_settings *s)
 
 void tf_s3_settings_clear(tf_s3_settings *s)
 {
-	free(s->endpoint), free(s->region), free(s->profile), free(s->credentials);
+	free(s->endpoint), free(s->region), free(s->profile), free(s->credentials), free(s->expected_owner);
 	tf_s3_settings_init(s);
 }
 
@@ -37,9 +37,10 @@ static bool dup_or_null(char **dst, const char *src)
 tf_status tf_s3_settings_copy(tf_s3_settings *dst, const tf_s3_settings *src, tf_error *err)
 {
 	*dst = *src;
-	dst->endpoint = dst->region = dst->profile = dst->credentials = NULL;
+	dst->endpoint = dst->region = dst->profile = dst->credentials = dst->expected_owner = NULL;
 	if (dup_or_null(&dst->endpoint, src->endpoint) && dup_or_null(&dst->region, src->region) &&
-	    dup_or_null(&dst->profile, src->profile) && dup_or_null(&dst->credentials, src->credentials))
+	    dup_or_null(&dst->profile, src->profile) && dup_or_null(&dst->credentials, src->credentials) &&
+	    dup_or_null(&dst->expected_owner, src->expected_owner))
 		return TF_OK;
 	tf_s3_settings_clear(dst);
 	return tf_err(err, TF_E_NOMEM, "out of memory");
@@ -131,15 +132,20 @@ tf_status tf_s3_settings_set(tf_s3_settings *s, const char *name, const char *va
 		return *value ? set_string(&s->region, value, err) : tf_err(err, TF_E_INVAL, "empty region");
 	if (!strcmp(name, "profile"))
 		return *value ? set_string(&s->profile, value, err) : tf_err(err, TF_E_INVAL, "empty profile");
-	if (!strcmp(name, "path_style") || !strcmp(name, "anonymous")) {
+	if (!strcmp(name, "path_style") || !strcmp(name, "anonymous") || !strcmp(name, "requester_pays")) {
 		if (!parse_yesno(value, &b))
 			return tf_err(err, TF_E_INVAL, "%s must be yes or no, not '%s'", name, value);
 		if (name[0] == 'p')
 			s->path_style = b ? TF_S3_YES : TF_S3_NO;
-		else
+		else if (name[0] == 'a')
 			s->anonymous = b;
+		else
+			s->requester_pays = b;
 		return TF_OK;
 	}
+	if (!strcmp(name, "expected_owner"))
+		return strlen(value) == 12 && strspn(value, "0123456789") == 12 ? set_string(&s->expected_owner, value, err)
+		       : tf_err(err, TF_E_INVAL, "expected_owner must be an account id of 12 digits, not '%.40s'", value);
 	if (!strcmp(name, "credentials")) {
 		char *p = NULL;
 		if (value[0] != '/' && relative_to && asprintf(&p, "%s/%s", relative_to, value) < 0)

@@ -12,11 +12,13 @@
  *                the bucket's name is no DNS label ('.', '_', capitals)
  *   profile      AWS_PROFILE, else "default"
  *
- * Credentials are never a setting: they come from AWS_ACCESS_KEY_ID /
- * AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, else the profile in
- * ~/.aws/credentials (AWS_SHARED_CREDENTIALS_FILE) or ~/.aws/config
- * (AWS_CONFIG_FILE), else the profile in the `credentials = FILE` named
- * here.  A credentials file readable by group or others is refused.  With
+ * Credentials are never a setting: they come from the AWS SDKs' chain
+ * (sources/s3_auth.h): AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
+ * AWS_SESSION_TOKEN, a web identity, the profile in ~/.aws/credentials
+ * (AWS_SHARED_CREDENTIALS_FILE) or ~/.aws/config (AWS_CONFIG_FILE) or the
+ * `credentials = FILE` named here (keys, credential_process, or a role
+ * assumed), the container's credentials, the instance's (IMDSv2).  A
+ * credentials file readable by group or others is refused.  With
  * anonymous = yes nothing is signed (public buckets).
  *
  * Nothing in this struct is secret; it may be printed.
@@ -45,6 +47,8 @@ typedef struct tf_s3_settings {
 	uint32_t deadline_ms;		/* everything done for one caller's request */
 	uint32_t list_max_pages;	/* pages of one directory's listing */
 	uint64_t list_max_bytes;	/* memory one directory's listing may hold */
+	bool requester_pays;		/* send x-amz-request-payer: requester */
+	char *expected_owner;		/* an account id sent as x-amz-expected-bucket-owner, or NULL */
 } tf_s3_settings;
 
 #define TF_S3_DEFAULT_LIST_TTL 60

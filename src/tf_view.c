@@ -76,6 +76,7 @@ typedef struct producer {
 	tf_arrow_cell *cells;	/* the row's cells, */
 	uint8_t (*small)[8];	/* and copies of the small ones (coordinates) */
 	uint8_t *coords;	/* columnar: DENSE_BATCH coordinates per dimension */
+	tf_arrow_span *spans;	/* c->spans: a run's columns */
 } producer;
 
 /*
@@ -130,6 +131,7 @@ typedef struct csv {
 	 * last block (tf_arrow.h) */
 	bool arrow;
 	bool columnar;		/* a dense array's cells given column by column */
+	bool spans;		/* a sparse array's runs of cells so too (tf_arrow_put_span) */
 	tf_arrow *ar;
 	tf_arrow_block *blocks;	/* every batch written, for the footer */
 	size_t nblocks, bcap;
@@ -351,6 +353,8 @@ static tf_status prod_init(csv *c, producer *p, const tf_cancel *cancel, tf_erro
 			return rc;
 		if (c->columnar && !(p->coords = malloc(c->ndims * DENSE_BATCH * 8 + 1)))
 			return tf_err(err, TF_E_NOMEM, "out of memory");
+		if (c->spans && !(p->spans = calloc(c->ncols + 1, sizeof(*p->spans))))
+			return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
 	switch (c->kind) {
 	case CSV_ARRAY_DENSE:
@@ -387,6 +391,7 @@ static void prod_free(csv *c, producer *p)
 	free(p->cells);
 	free(p->small);
 	free(p->coords);
+	free(p->spans);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -425,11 +430,19 @@ static void prod_end(csv *c, producer *p)
 }
 
 /* Asked every CANCEL_ROWS rows: whether the reader went away. */
-static tf_status row_done(producer *p, tf_error *err)
+static tf_status rows_done(producer *p, uint64_t n, tf_error *err)
 {
-	if (++p->rows % CANCEL_ROWS == 0 && tf_cancelled(p->cancel))
+	uint64_t was = p->rows;
+
+	p->rows += n;
+	if (p->rows / CANCEL_ROWS != was / CANCEL_ROWS && tf_cancelled(p->cancel))
 		return tf_err(err, TF_E_INTR, "interrupted");
 	return TF_OK;
+}
+
+static tf_status row_done(producer *p, tf_error *err)
+{
+	return rows_done(p, 1, err);
 }
 
 /* cells.arrow of a dense array (c->columnar): n cells from offsets x,
@@ -524,6 +537,64 @@ static tf_status produce_dense(csv *c, producer *p, tf_workspace *ws, const uint
 	return rc;
 }
 
+/* Whether the run's window holds every field (none added since it was
+ * written, whose cells are the fill value). */
+static bool run_whole(const csv *c, const producer *p, const tf_sparse_run *run)
+{
+	for (size_t j = 0; j < c->ncols; j++)
+		if (run->buf->f[tf_sparse_field(p->it, j)].missing)
+			return false;
+	return true;
+}
+
+/* cells.arrow: the run's cells a column at a time, as many as the batch
+ * takes. */
+static tf_status put_span(csv *c, producer *p, const tf_sparse_run *run, tf_buf *text, uint64_t *took,
+			  tf_error *err)
+{
+	uint64_t o = run->first - run->buf->first;
+	size_t taken;
+	tf_status rc;
+
+	for (size_t j = 0; j < c->ncols; j++) {
+		const tf_cellbuf_field *bf = &run->buf->f[tf_sparse_field(p->it, j)];
+
+		p->spans[j] = (tf_arrow_span){ bf->var ? bf->data : bf->data + o * bf->cell_size,
+					       bf->var ? bf->starts + o : NULL, bf->valid ? bf->valid + o : NULL,
+					       bf->cell_size };
+	}
+	rc = tf_arrow_put_span(p->batch, (size_t)run->n, p->spans, text, &taken, err);
+	*took = taken;
+	return rc;
+}
+
+/* A run of the merge: its cells row by row, or (cells.arrow of columns
+ * that take them) as spans; the merge is told how many the block took. */
+static tf_status put_run(csv *c, producer *p, const tf_sparse_run *run, tf_buf *text, tf_error *err)
+{
+	uint64_t k = 0;
+	tf_status rc = TF_OK;
+
+	if (c->spans && run_whole(c, p, run)) {
+		rc = put_span(c, p, run, text, &k, err);
+	} else {
+		while (rc == TF_OK && k < run->n && (!k || !block_full(c, p, text))) {
+			for (size_t j = 0; j < c->ncols && rc == TF_OK; j++) {
+				const uint8_t *v;
+				size_t n;
+				bool valid;
+
+				tf_cellbuf_get(run->buf, tf_sparse_field(p->it, j), run->first + k, &v, &n, &valid);
+				rc = emit(c, p, text, j, v, n, valid, err);
+			}
+			if (rc == TF_OK && (rc = emit_end(c, p, text, err)) == TF_OK)
+				k++;
+		}
+	}
+	tf_sparse_took(p->it, k);
+	return rc == TF_OK ? rows_done(p, k, err) : rc;
+}
+
 /* Sparse array: the merge from the cursors in `in`, or (in NULL) from
  * where it stands. */
 static tf_status produce_sparse(csv *c, producer *p, tf_workspace *ws, const uint64_t *in, tf_buf *text,
@@ -531,9 +602,16 @@ static tf_status produce_sparse(csv *c, producer *p, tf_workspace *ws, const uin
 {
 	bool done = false;
 	tf_status rc = in ? tf_sparse_seek(p->it, ws, in, err) : TF_OK;
+	tf_sparse_run run;
 
-	while (rc == TF_OK && !block_full(c, p, text) && (rc = row_done(p, err)) == TF_OK) {
-		if ((rc = tf_sparse_next(p->it, ws, &p->row, &done, err)) != TF_OK || done)
+	while (rc == TF_OK && !block_full(c, p, text)) {
+		if ((rc = tf_sparse_next_run(p->it, ws, &p->row, &run, &done, err)) != TF_OK || done)
+			break;
+		if (run.buf) {
+			rc = put_run(c, p, &run, text, err);
+			continue;
+		}
+		if ((rc = row_done(p, err)) != TF_OK)
 			break;
 		for (size_t j = 0; j < c->ncols && rc == TF_OK; j++)
 			rc = emit(c, p, text, j, p->row.bytes.p + p->row.off[j], p->row.len[j],
@@ -1424,8 +1502,11 @@ static tf_status arrow_schema(csv *c, tf_error *err)
 	rc = tf_arrow_new(ac, c->ncols, &lim, &c->ar, err);
 	c->columnar = rc == TF_OK && c->kind == CSV_ARRAY_DENSE && tf_arrow_columnar(c->ar) && c->ndims <= 64 &&
 		      c->ncols <= COLUMNAR_MAX;
-	for (size_t i = 0; i < c->ncols; i++)
+	c->spans = rc == TF_OK && c->kind == CSV_ARRAY_SPARSE && tf_arrow_spannable(c->ar);
+	for (size_t i = 0; i < c->ncols; i++) {
 		c->columnar &= !c->cols[i].fmt.enumeration;
+		c->spans &= !c->cols[i].fmt.enumeration;
+	}
 	free(ac);
 	return rc;
 }

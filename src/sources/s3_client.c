@@ -13,7 +13,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "sources/s3_creds.h"
+#include <pthread.h>
+
+#include "sources/s3_auth.h"
 #include "sources/s3_http.h"
 #include "sources/s3_sign.h"
 
@@ -23,13 +25,22 @@
 #define BACKOFF_MAX_MS 5000
 #define BACKOFF_SLICE_NS 100000000
 
+#define REGION_MAX 64
+#define HOST_MAX 512
+
 struct s3_client {
 	s3_http *http;
 	char *scheme;		/* "http" or "https" */
-	char *host;		/* host[:port] of the endpoint */
-	char *bucket, *region;
-	bool path_style, anonymous;
-	s3_creds creds;
+	char *bucket;
+	bool path_style, aws;	/* aws: the endpoint is AWS's regional default */
+	s3_auth *auth;		/* NULL: anonymous */
+	char *owner;		/* expected_owner, or NULL */
+	bool requester_pays;
+	pthread_mutex_t mu;	/* region and host: a redirect may change them */
+	char region[REGION_MAX];
+	char host[HOST_MAX];	/* host[:port] requests go to */
+	void (*warn)(void *arg, const char *msg);
+	void *warn_arg;
 	uint32_t retries;
 	_Atomic uint64_t seed;	/* jitter */
 	char where[320];
@@ -52,12 +63,37 @@ typedef enum { V_OK, V_RETRY, V_FAIL } verdict;
 
 const char *s3_client_where(const s3_client *c) { return c->where; }
 
+/* The region and host now (a redirect may have changed them). */
+static void addr_of(s3_client *c, char region[REGION_MAX], char host[HOST_MAX])
+{
+	pthread_mutex_lock(&c->mu);
+	memcpy(region, c->region, REGION_MAX);
+	memcpy(host, c->host, HOST_MAX);
+	pthread_mutex_unlock(&c->mu);
+}
+
 bool s3_client_id(const s3_client *c, char *buf, size_t n)
 {
-	const char *at = strrchr(c->host, '@');
-	int len = snprintf(buf, n, "%s://%s/%s", c->scheme, at ? at + 1 : c->host, c->bucket);
+	char region[REGION_MAX], host[HOST_MAX];
+	const char *at;
+	int len;
 
+	addr_of((s3_client *)c, region, host);
+	at = strrchr(host, '@');
+	len = snprintf(buf, n, "%s://%s/%s", c->scheme, at ? at + 1 : host, c->bucket);
 	return len > 0 && (size_t)len < n;
+}
+
+void s3_client_set_warn(s3_client *c, void (*warn)(void *arg, const char *msg), void *arg)
+{
+	c->warn = warn, c->warn_arg = arg;
+	if (c->auth)
+		s3_auth_set_warn(c->auth, warn, arg);
+}
+
+const char *s3_client_auth_origin(const s3_client *c)
+{
+	return c->auth ? s3_auth_origin(c->auth) : NULL;
 }
 
 /* ---- set-up --------------------------------------------------------------------------- */
@@ -73,6 +109,15 @@ static bool dns_label(const char *bucket)
 	       bucket[n - 1] != '-';
 }
 
+/* host (AWS's regional default for region, or the endpoint's) into c->host. */
+static bool set_host(s3_client *c, const char *ep_host, size_t n)
+{
+	int len = c->path_style ? snprintf(c->host, sizeof(c->host), "%.*s", (int)n, ep_host)
+				: snprintf(c->host, sizeof(c->host), "%s.%.*s", c->bucket, (int)n, ep_host);
+
+	return len > 0 && (size_t)len < sizeof(c->host);
+}
+
 static tf_status split_endpoint(s3_client *c, const tf_s3_settings *s, tf_error *err)
 {
 	char *def = NULL;
@@ -82,6 +127,7 @@ static tf_status split_endpoint(s3_client *c, const tf_s3_settings *s, tf_error 
 	if (!ep && asprintf(&def, "https://s3.%s.amazonaws.com", c->region) < 0)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	ep = ep ? ep : def;
+	c->aws = !s->endpoint;
 	host = strstr(ep, "://");
 	if (!host) {
 		free(def);
@@ -89,33 +135,39 @@ static tf_status split_endpoint(s3_client *c, const tf_s3_settings *s, tf_error 
 	}
 	n = strcspn(host + 3, "/");
 	c->scheme = strndup(ep, (size_t)(host - ep));
-	c->host = c->path_style ? strndup(host + 3, n) : NULL;
-	if (!c->path_style && asprintf(&c->host, "%s.%.*s", c->bucket, (int)n, host + 3) < 0)
-		c->host = NULL;
+	if (!set_host(c, host + 3, n)) {
+		free(def);
+		return tf_err(err, TF_E_INVAL, "endpoint '%s': a host name too long", ep);
+	}
 	snprintf(c->where, sizeof(c->where), "s3 %.*s bucket '%.100s'", (int)(host + 3 + n - ep), ep, c->bucket);
 	free(def);
-	return c->scheme && c->host ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
+	return c->scheme ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
 }
 
 tf_status s3_client_new(const tf_s3_settings *s, const char *bucket, s3_client **out, tf_error *err)
 {
 	s3_client *c = calloc(1, sizeof(*c));
+	s3_bound b = { s3_now_ns() + (int64_t)s->deadline_ms * 1000000, NULL, NULL };
+	char *region = NULL;
 	tf_status rc;
 
 	*out = NULL;
-	if (!c || !(c->bucket = strdup(bucket))) {
+	if (!c || !(c->bucket = strdup(bucket)) || (s->expected_owner && !(c->owner = strdup(s->expected_owner)))) {
+		if (c)
+			free(c->bucket);
 		free(c);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
+	pthread_mutex_init(&c->mu, NULL);
 	c->path_style = s->path_style == TF_S3_YES ||
 			(s->path_style == TF_S3_AUTO && (s->endpoint || !dns_label(bucket)));
-	c->anonymous = s->anonymous;
+	c->requester_pays = s->requester_pays;
 	c->retries = s->retries;
 	atomic_init(&c->seed, (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)c);
-	rc = s3_creds_load(s, &c->creds, err);
-	if (rc == TF_OK && !(c->region = strdup(s->region ? s->region : c->creds.region ? c->creds.region
-										     : "us-east-1")))
-		rc = tf_err(err, TF_E_NOMEM, "out of memory");
+	rc = s3_auth_new(s, &b, &c->auth, &region, err);
+	if (rc == TF_OK && snprintf(c->region, sizeof(c->region), "%s", region) >= (int)sizeof(c->region))
+		rc = tf_err(err, TF_E_INVAL, "region '%.100s': too long", region);
+	free(region);
 	if (rc == TF_OK)
 		rc = split_endpoint(c, s, err);
 	if (rc == TF_OK)
@@ -133,8 +185,9 @@ void s3_client_free(s3_client *c)
 	if (!c)
 		return;
 	s3_http_free(c->http);
-	s3_creds_free(&c->creds);
-	free(c->scheme), free(c->host), free(c->bucket), free(c->region);
+	s3_auth_free(c->auth);
+	pthread_mutex_destroy(&c->mu);
+	free(c->scheme), free(c->bucket), free(c->owner);
 	free(c);
 }
 
@@ -162,56 +215,72 @@ static struct curl_slist *add_header(struct curl_slist *l, bool *ok, const char 
 	return n ? n : l;
 }
 
-/* The signed headers of r (and Authorization) for path, appended to *l. */
-static tf_status sign_headers(s3_client *c, const s3_req *r, const char *path, struct curl_slist **l,
-			      tf_error *err)
+/* The signed headers of r (and Authorization) for path, appended to *l,
+ * signed with k for region and host. */
+static tf_status sign_headers(s3_client *c, const s3_req *r, const char *path, const s3_key *k,
+			      const char *region, const char *host, struct curl_slist **l, tf_error *err)
 {
 	char date[17], *auth = NULL;
-	s3_kv h[4] = { { "host", c->host }, { "x-amz-content-sha256", S3_EMPTY_SHA256 },
-		       { "x-amz-date", date }, { "x-amz-security-token", c->creds.token } };
-	s3_sign_req sr = { r->head ? "HEAD" : "GET", path, r->query, r->nquery, h, c->creds.token ? 4 : 3,
-			   S3_EMPTY_SHA256, date, c->region, "s3" };
+	s3_kv h[6] = { { "host", host }, { "x-amz-content-sha256", S3_EMPTY_SHA256 }, { "x-amz-date", date } };
+	size_t n = 3;
+	s3_sign_req sr = { r->head ? "HEAD" : "GET", path, r->query, r->nquery, h, 0, S3_EMPTY_SHA256, date,
+			   region, "s3" };
 	bool ok = true;
 	tf_status rc;
 
+	if (c->owner)
+		h[n++] = (s3_kv){ "x-amz-expected-bucket-owner", c->owner };
+	if (c->requester_pays)
+		h[n++] = (s3_kv){ "x-amz-request-payer", "requester" };
+	if (k->token)
+		h[n++] = (s3_kv){ "x-amz-security-token", k->token };
+	sr.nheaders = n;
 	s3_amz_date((long long)time(NULL), date);
-	if ((rc = s3_sign_auth(&sr, c->creds.access_key, c->creds.secret, &auth, err)) != TF_OK)
+	if ((rc = s3_sign_auth(&sr, k->access_key, k->secret, &auth, err)) != TF_OK)
 		return rc;
 	*l = add_header(*l, &ok, "x-amz-content-sha256: %s", S3_EMPTY_SHA256);
 	*l = add_header(*l, &ok, "x-amz-date: %s", date);
-	if (c->creds.token)
-		*l = add_header(*l, &ok, "x-amz-security-token: %s", c->creds.token);
+	if (k->token)
+		*l = add_header(*l, &ok, "x-amz-security-token: %s", k->token);
 	*l = add_header(*l, &ok, "Authorization: %s", auth);
 	free(auth);
 	return ok ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
 }
 
-/* URL and headers of r into x (x->url and x->headers are the caller's to free). */
-static tf_status build(s3_client *c, const s3_req *r, s3_xfer *x, tf_error *err)
+/* URL and headers of r into x (x->url and x->headers are the caller's to
+ * free), signed with the key *k (the caller's to put), fetched within b. */
+static tf_status build(s3_client *c, const s3_req *r, const s3_bound *b, s3_xfer *x, s3_key **k, tf_error *err)
 {
 	char *path = NULL, *epath = NULL, *query = s3_canonical_query(r->query, r->nquery), *url = NULL;
+	char region[REGION_MAX], host[HOST_MAX];
 	struct curl_slist *l = NULL;
 	bool ok = true;
 	tf_status rc = TF_OK;
 
+	*k = NULL;
+	addr_of(c, region, host);
 	if (c->path_style ? asprintf(&path, "/%s%s%s", c->bucket, r->key ? "/" : "", r->key ? r->key : "") < 0
 			  : asprintf(&path, "/%s", r->key ? r->key : "") < 0)
 		path = NULL;
 	if (!query || !path || !(epath = s3_uri_encode(path, true)) ||
-	    asprintf(&url, "%s://%s%s%s%s", c->scheme, c->host, epath, *query ? "?" : "", query) < 0) {
+	    asprintf(&url, "%s://%s%s%s%s", c->scheme, host, epath, *query ? "?" : "", query) < 0) {
 		url = NULL;
 		rc = tf_err(err, TF_E_NOMEM, "out of memory");
 	}
-	l = add_header(l, &ok, "Host: %s", c->host);
+	l = add_header(l, &ok, "Host: %s", host);
 	l = add_header(l, &ok, "Accept:");	/* curl's "*" + "/" + "*" default is not wanted */
 	if (r->dst && r->len)
 		l = add_header(l, &ok, "Range: bytes=%" PRIu64 "-%" PRIu64, r->off, r->off + r->len - 1);
 	if (r->if_match && *r->if_match)
 		l = add_header(l, &ok, "If-Match: \"%s\"", r->if_match);
+	if (c->owner)
+		l = add_header(l, &ok, "x-amz-expected-bucket-owner: %s", c->owner);
+	if (c->requester_pays)
+		l = add_header(l, &ok, "x-amz-request-payer: requester");
 	if (!ok && rc == TF_OK)
 		rc = tf_err(err, TF_E_NOMEM, "out of memory");
-	if (rc == TF_OK && !c->anonymous)
-		rc = sign_headers(c, r, path, &l, err);
+	if (rc == TF_OK && c->auth && (rc = s3_auth_key(c->auth, b, k, err)) == TF_OK)
+		rc = sign_headers(c, r, path, *k, region, host, &l, err);
 	free(path), free(epath), free(query);
 	x->url = url;
 	x->headers = l;
@@ -319,15 +388,16 @@ static verdict judge(const s3_req *r, const s3_xfer *x, tf_status *code, const c
 }
 
 /* "HTTP 503 (SlowDown)", "curl: Timeout was reached", ... */
-static void describe(const s3_client *c, const s3_xfer *x, const char *why, char *out, size_t n)
+static void describe(s3_client *c, const s3_xfer *x, const char *why, char *out, size_t n)
 {
-	char code[80];
+	char code[80], region[REGION_MAX], host[HOST_MAX];
 
+	addr_of(c, region, host);
 	if (refused(x)) {
 		s3_parse_error_code(x->body, x->body_len, code, sizeof(code));
 		snprintf(out, n, "HTTP %ld%s%s%s%s%s", x->status, code[0] ? " (" : "", code, code[0] ? ")" : "",
-			 x->bucket_region[0] && strcmp(x->bucket_region, c->region) ? "; the bucket is in region "
-										    : "", x->bucket_region);
+			 x->bucket_region[0] && strcmp(x->bucket_region, region) ? "; the bucket is in region "
+										  : "", x->bucket_region);
 	} else if (why && x->cc == CURLE_OK) {
 		snprintf(out, n, "HTTP %ld: %s", x->status, why);
 	} else if (why) {
@@ -363,8 +433,58 @@ static bool backoff(s3_client *c, unsigned attempt, const s3_bound *b)
 	return !s3_bound_over(b);
 }
 
+/* A refusal naming the bucket's region (a 301 PermanentRedirect, a 400
+ * AuthorizationHeaderMalformed): c goes there from now on (AWS's own
+ * endpoint: its regional host too).  Whether it changed. */
+static bool follow_region(s3_client *c, const s3_xfer *x)
+{
+	char region[REGION_MAX], code[80], old[REGION_MAX], msg[600];
+	bool moved = false;
+	size_t n;
+
+	if (x->status != 301 && x->status != 307 && x->status != 400)
+		return false;
+	s3_parse_error(x->body, x->body_len, code, sizeof(code), region, sizeof(region));
+	if (x->bucket_region[0])
+		snprintf(region, sizeof(region), "%s", x->bucket_region);
+	n = strlen(region);
+	if (!n || strspn(region, "abcdefghijklmnopqrstuvwxyz0123456789-") != n)
+		return false;
+	pthread_mutex_lock(&c->mu);
+	if (strcmp(region, c->region)) {
+		char ep[REGION_MAX + 40];
+		snprintf(old, sizeof(old), "%s", c->region);
+		snprintf(ep, sizeof(ep), "s3.%s.amazonaws.com", region);
+		if (!c->aws || set_host(c, ep, strlen(ep))) {
+			snprintf(c->region, sizeof(c->region), "%s", region);
+			moved = true;
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (moved && c->warn) {
+		snprintf(msg, sizeof(msg), "%s: the bucket is in region '%s', not '%s' (HTTP %ld): requests go there "
+			 "now", c->where, region, old, x->status);
+		c->warn(c->warn_arg, msg);
+	}
+	return moved;
+}
+
+/* Whether the store refused the key as expired (signed with temporary
+ * credentials that have just been replaced, or outlived). */
+static bool key_expired(const s3_client *c, const s3_xfer *x)
+{
+	char code[80];
+
+	if (!c->auth || !s3_auth_temporary(c->auth) || (x->status != 400 && x->status != 403))
+		return false;
+	s3_parse_error_code(x->body, x->body_len, code, sizeof(code));
+	return !strcmp(code, "ExpiredToken") || !strcmp(code, "TokenRefreshRequired") ||
+	       !strcmp(code, "ExpiredTokenException") || (!code[0] && x->head && x->status == 400);
+}
+
 /* Run r with retries within b; x keeps the last answer (its body the
- * caller's to free). */
+ * caller's to free).  A refusal naming the bucket's region, or calling
+ * the key expired, is followed by one more attempt at once (each once). */
 static tf_status run(s3_client *c, const s3_bound *b, const s3_req *r, s3_xfer *x, const char *what,
 		     tf_error *err)
 {
@@ -372,22 +492,35 @@ static tf_status run(s3_client *c, const s3_bound *b, const s3_req *r, s3_xfer *
 	const char *why = NULL, *end = " (gave up after every retry)";
 	tf_status code = TF_E_IO;
 	verdict v = V_FAIL;
+	bool redirected = false, renewed = false, again = false;
 	unsigned a;
 
 	for (a = 0; a <= c->retries; a++) {
 		tf_status rc;
-		if (a && !backoff(c, a - 1, b))
+		s3_key *k = NULL;
+		if (a && !again && !backoff(c, a - 1, b))
 			break;
+		again = false;
 		x->dst = r->dst, x->dst_len = r->len, x->head = r->head;
 		x->body_max = r->dst ? ERROR_BODY_MAX : LIST_BODY_MAX;
-		if ((rc = build(c, r, x, err)) == TF_OK)
+		if ((rc = build(c, r, b, x, &k, err)) == TF_OK)
 			s3_http_perform(c->http, x, b);
 		free((char *)x->url);
 		curl_slist_free_all(x->headers);
 		x->url = NULL, x->headers = NULL;
-		if (rc != TF_OK)
-			return rc;
-		if ((v = judge(r, x, &code, &why)) != V_RETRY)
+		if (rc != TF_OK) {
+			s3_key_put(k);
+			return tf_err_prefix(err, "%s %s", c->where, what);
+		}
+		v = judge(r, x, &code, &why);
+		if (v == V_FAIL && refused(x) && !redirected && follow_region(c, x))
+			redirected = again = true;
+		else if (v == V_FAIL && refused(x) && !renewed && key_expired(c, x))
+			s3_auth_rejected(c->auth, k), renewed = again = true;
+		s3_key_put(k);
+		if (again)
+			a--;	/* not a retry: the same request, rightly addressed or signed */
+		else if (v != V_RETRY)
 			break;
 	}
 	if (v == V_OK)
@@ -460,7 +593,7 @@ tf_status s3_client_list(s3_client *c, const s3_bound *b, const char *prefix, co
 	rc = run(c, b, &r, &x, what, err);
 	if (rc == TF_OK && (rc = s3_parse_list(x.body ? x.body : "", x.body_len, (size_t)max_keys * 2 + 16,
 					       out, err)) != TF_OK)
-		tf_err_prefix(err, "%s %s: ", c->where, what);
+		tf_err_prefix(err, "%s %s", c->where, what);
 	s3_xfer_done(&x);
 	return rc;
 }

@@ -12,7 +12,15 @@
  * TF_E_STALE however long the error page).  Each attempt is bounded by
  * `timeout`, and all of them (and the waits between) by the caller's
  * s3_bound: at its deadline, or once its caller is gone, the request
- * fails TF_E_IO at once, saying so.
+ * fails TF_E_IO at once, saying so.  Two refusals are followed by one
+ * more attempt at once: one naming the bucket's region (301
+ * PermanentRedirect or 400 AuthorizationHeaderMalformed, with
+ * x-amz-bucket-region or <Region>), after which the client signs for
+ * that region (and, on AWS's own endpoint, goes to its regional host)
+ * for good; and a temporary key refused as expired (400 or 403
+ * ExpiredToken), re-signed with fresh credentials (s3_auth.h).  With
+ * requester_pays every request carries x-amz-request-payer: requester,
+ * with expected_owner x-amz-expected-bucket-owner (both signed).
  * Messages name the endpoint, bucket, key, range and HTTP status and S3
  * error code, never a credential or a signature.
  */
@@ -32,6 +40,11 @@ typedef struct s3_client s3_client;
 /* A client of bucket with settings s (already resolved). */
 tf_status s3_client_new(const tf_s3_settings *s, const char *bucket, s3_client **out, tf_error *err);
 void s3_client_free(s3_client *c);
+/* Where lines for the log go (a region followed, a credential fetch
+ * that failed while the current keys hold). */
+void s3_client_set_warn(s3_client *c, void (*warn)(void *arg, const char *msg), void *arg);
+/* Where the credentials come from (s3_auth_origin), NULL when anonymous. */
+const char *s3_client_auth_origin(const s3_client *c);
 /* "http://host:port bucket 'b'" for messages. */
 const char *s3_client_where(const s3_client *c);
 /* "SCHEME://HOST[:PORT]/BUCKET": the host requests go to (no user

@@ -22,6 +22,7 @@ typedef struct cparser {
 	const char *path;
 	char *section;		/* the wanted section's name */
 	bool readable;		/* by group or others */
+	bool unsafe;		/* writable by group or others, or another user's */
 	bool no_secrets;
 	bool found;
 	s3_creds *out;
@@ -44,6 +45,8 @@ void s3_creds_free(s3_creds *c)
 	wipe_free(c->secret);
 	wipe_free(c->token);
 	free(c->region), free(c->origin);
+	free(c->process), free(c->role_arn), free(c->source_profile), free(c->session_name);
+	free(c->external_id), free(c->web_token_file), free(c->credential_source);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -108,6 +111,25 @@ static int on_key(void *user, const char *section, const char *name, const char 
 		dst = &ps->out->token, secret = true;
 	else if (!strcmp(name, "region"))
 		dst = &ps->out->region;
+	else if (!strcmp(name, "credential_process"))
+		dst = &ps->out->process;
+	else if (!strcmp(name, "role_arn"))
+		dst = &ps->out->role_arn;
+	else if (!strcmp(name, "source_profile"))
+		dst = &ps->out->source_profile;
+	else if (!strcmp(name, "role_session_name"))
+		dst = &ps->out->session_name;
+	else if (!strcmp(name, "external_id"))
+		dst = &ps->out->external_id;
+	else if (!strcmp(name, "web_identity_token_file"))
+		dst = &ps->out->web_token_file;
+	else if (!strcmp(name, "credential_source"))
+		dst = &ps->out->credential_source;
+	if (dst == &ps->out->process && ps->unsafe && !ps->no_secrets) {
+		ps->fail = "credential_process in a file that group or others can write, or another user owns; "
+			   "chmod go-w it";
+		return 0;
+	}
 	if (!dst || (secret && ps->no_secrets) || (dst == &ps->out->access_key && ps->no_secrets))
 		return 1;
 	if (secret && ps->readable) {
@@ -124,7 +146,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
  * must not hang start-up), telling whether group or others can read it.
  * Symlinks are followed (dotfile managers link ~/.aws/config): the mode
  * that counts is that of the file opened. */
-static int open_creds(const char *path, bool *readable, tf_error *err)
+static int open_creds(const char *path, bool *readable, bool *unsafe, tf_error *err)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	struct stat sb;
@@ -137,6 +159,7 @@ static int open_creds(const char *path, bool *readable, tf_error *err)
 		return -1;
 	}
 	*readable = (sb.st_mode & (S_IRGRP | S_IROTH)) != 0;
+	*unsafe = (sb.st_mode & (S_IWGRP | S_IWOTH)) || (sb.st_uid != getuid() && sb.st_uid != 0);
 	return fd;
 }
 
@@ -151,7 +174,7 @@ tf_status s3_creds_read_file(const char *path, const char *profile, int flags, s
 	int fd, rc;
 
 	*found = false;
-	if ((fd = open_creds(path, &ps.readable, region_only ? &ignored : err)) == -2)
+	if ((fd = open_creds(path, &ps.readable, &ps.unsafe, region_only ? &ignored : err)) == -2)
 		return must_exist ? tf_err(err, TF_E_INVAL, "%s: no such file", path) : TF_OK;
 	if (fd < 0)
 		return region_only ? TF_OK : TF_E_INVAL;
@@ -174,14 +197,13 @@ tf_status s3_creds_read_file(const char *path, const char *profile, int flags, s
 	*found = ps.found;
 	if (ps.fail)
 		return tf_err(err, TF_E_INVAL, "%s: %s%s", path, ps.fail,
-			      ps.readable ? " and holds a secret; chmod 600 it" : "");
+			      ps.readable && !strncmp(ps.fail, "readable", 8) ? " and holds a secret; chmod 600 it" : "");
 	if (rc != 0)
 		return tf_err(err, TF_E_INVAL, "%s:%d: syntax error", path, rc);
 	return TF_OK;
 }
 
-/* $VAR, else $HOME/.aws/NAME; NULL when neither is known. */
-static char *aws_file(const char *var, const char *name)
+char *s3_aws_file(const char *var, const char *name)
 {
 	const char *v = getenv(var), *home = getenv("HOME");
 	char *p = NULL;
@@ -191,74 +213,4 @@ static char *aws_file(const char *var, const char *name)
 	if (home && *home && asprintf(&p, "%s/.aws/%s", home, name) < 0)
 		return NULL;
 	return p;
-}
-
-static tf_status from_env(s3_creds *out, bool *done, tf_error *err)
-{
-	const char *id = getenv("AWS_ACCESS_KEY_ID"), *secret = getenv("AWS_SECRET_ACCESS_KEY");
-	const char *token = getenv("AWS_SESSION_TOKEN");
-
-	*done = id && *id && secret && *secret;
-	if (!*done)
-		return TF_OK;
-	if (!(out->access_key = strdup(id)) || !(out->secret = strdup(secret)) ||
-	    (token && *token && !(out->token = strdup(token))) || !(out->origin = strdup("environment")))
-		return tf_err(err, TF_E_NOMEM, "out of memory");
-	return TF_OK;
-}
-
-/* Keys from one file into out, if its profile has both. */
-static tf_status from_file(const char *path, const char *profile, int flags, s3_creds *out, bool *done,
-			   tf_error *err)
-{
-	bool must = flags & S3_CF_MUST_EXIST, found;
-	s3_creds c = { 0 };
-	tf_status rc = path ? s3_creds_read_file(path, profile, flags, &c, &found, err) : TF_OK;
-
-	*done = false;
-	if (rc == TF_OK && c.region && !out->region)
-		out->region = c.region, c.region = NULL;
-	if (rc == TF_OK && !out->access_key && c.access_key && c.secret) {
-		*done = true;
-		out->access_key = c.access_key, out->secret = c.secret, out->token = c.token;
-		c.access_key = c.secret = c.token = NULL;
-		if (!(out->origin = strdup(path)))
-			rc = tf_err(err, TF_E_NOMEM, "out of memory");
-	} else if (rc == TF_OK && must && !out->access_key) {
-		rc = tf_err(err, TF_E_INVAL, "%s: no aws_access_key_id and aws_secret_access_key for "
-			    "profile '%s'", path, profile);
-	}
-	s3_creds_free(&c);
-	return rc;
-}
-
-tf_status s3_creds_load(const tf_s3_settings *s, s3_creds *out, tf_error *err)
-{
-	const char *profile = s->profile ? s->profile : "default";
-	char *cred = aws_file("AWS_SHARED_CREDENTIALS_FILE", "credentials");
-	char *conf = aws_file("AWS_CONFIG_FILE", "config");
-	bool done = s->anonymous;
-	tf_status rc = TF_OK;
-
-	memset(out, 0, sizeof(*out));
-	if (!done)
-		rc = from_env(out, &done, err);
-	if (rc == TF_OK && !done)
-		rc = from_file(cred, profile, 0, out, &done, err);
-	/* The config file: the profile's region, and perhaps its keys. */
-	if (rc == TF_OK) {
-		bool got = false;
-		rc = from_file(conf, profile, S3_CF_CONFIG | (done ? S3_CF_NO_SECRETS : 0), out, &got, err);
-		done = done || got;
-	}
-	if (rc == TF_OK && !done && s->credentials)
-		rc = from_file(s->credentials, profile, S3_CF_MUST_EXIST, out, &done, err);
-	if (rc == TF_OK && !done)
-		rc = tf_err(err, TF_E_ACCESS, "no credentials for profile '%s': set AWS_ACCESS_KEY_ID and "
-			    "AWS_SECRET_ACCESS_KEY, add the profile to ~/.aws/credentials, name a file with "
-			    "credentials = FILE in [s3], or set anonymous = yes", profile);
-	free(cred), free(conf);
-	if (rc != TF_OK)
-		s3_creds_free(out);
-	return rc;
 }

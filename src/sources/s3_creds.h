@@ -1,10 +1,10 @@
 /*
- * s3_creds.h - where S3 credentials come from (private to the S3 source).
+ * s3_creds.h - AWS profile files (private to the S3 source; the chain
+ * that uses them is s3_auth.h).
  *
- * In order: AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN);
- * the profile's section of ~/.aws/credentials (AWS_SHARED_CREDENTIALS_FILE);
+ * A profile's section of ~/.aws/credentials (AWS_SHARED_CREDENTIALS_FILE),
  * its [profile NAME] (or [default]) section of ~/.aws/config
- * (AWS_CONFIG_FILE); the profile's section of the [s3] credentials = FILE.
+ * (AWS_CONFIG_FILE), or of the [s3] credentials = FILE.
  * Files are parsed with inih; a value longer than inih's line is kept
  * whole (session tokens run to a kilobyte or more).  A credentials file
  * that group or others can read, or a config file holding a secret that
@@ -25,11 +25,13 @@ typedef struct s3_creds {
 	char *token;		/* session token or NULL */
 	char *region;		/* the profile's region from the config file, or NULL */
 	char *origin;		/* where they came from, for messages ("environment", a path) */
+	/* A profile's other ways to credentials (none secret): */
+	char *process;		/* credential_process, from a file only its owner (or root) can write */
+	char *role_arn, *source_profile, *session_name, *external_id, *web_token_file, *credential_source;
 } s3_creds;
 
-/* Credentials for s (anonymous: none needed, *out stays empty).  The
- * region of the profile is filled even then. */
-tf_status s3_creds_load(const tf_s3_settings *s, s3_creds *out, tf_error *err);
+/* $VAR, else $HOME/.aws/NAME (malloc'd); NULL when neither is known. */
+char *s3_aws_file(const char *var, const char *name);
 
 /*
  * One profile of one file: credentials format ([NAME]) or, with
@@ -38,7 +40,10 @@ tf_status s3_creds_load(const tf_s3_settings *s, s3_creds *out, tf_error *err);
  * error; S3_CF_NO_SECRETS: keys and tokens are skipped (only the region
  * is wanted), so a readable file holding them is not refused, and a file
  * that cannot be opened (a link loop, a directory) has no region.
- * Symlinks are followed; the target's mode is the one checked.
+ * Symlinks are followed; the target's mode is the one checked.  A
+ * credential_process (a command tilefs will run) is refused from a file
+ * that group or others can write, or that another user than the caller
+ * or root owns.
  */
 enum { S3_CF_CONFIG = 1, S3_CF_MUST_EXIST = 2, S3_CF_NO_SECRETS = 4 };
 tf_status s3_creds_read_file(const char *path, const char *profile, int flags, s3_creds *out,

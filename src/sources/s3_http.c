@@ -268,13 +268,13 @@ static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_of
 	return b->gone(b->arg) ? (x->gone = true, 1) : 0;
 }
 
-/* The transfer's timeout: the pool's, or what is left of b. */
-static long timeout_ms(const s3_http *h, const s3_bound *b)
+/* The transfer's timeout: the pool's (or the transfer's own), or what is left of b. */
+static long timeout_ms(const s3_http *h, const s3_xfer *x, const s3_bound *b)
 {
-	int64_t left = (b->at_ns - s3_now_ns()) / 1000000;
+	int64_t left = (b->at_ns - s3_now_ns()) / 1000000, own = x->timeout_ms ? x->timeout_ms : h->timeout_ms;
 
 	left = left < 1 ? 1 : left;
-	return (long)(left < (int64_t)h->timeout_ms ? left : (int64_t)h->timeout_ms);
+	return (long)(left < own ? left : own);
 }
 
 static void set_options(s3_http *h, CURL *c, s3_xfer *x, void **user, long timeout)
@@ -292,7 +292,18 @@ static void set_options(s3_http *h, CURL *c, s3_xfer *x, void **user, long timeo
 	curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);	/* the path is encoded and signed as is */
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout < 10000 ? timeout : 10000L);
+	if (x->timeout_ms)	/* a metadata service: a machine without one must not wait */
+		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout / 4 > 1 ? timeout / 4 : 1L);
+	else
+		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout < 10000 ? timeout : 10000L);
+	if (x->method)
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, x->method);
+	if (x->post) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, x->post);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)x->post_len);
+	}
+	if (x->no_proxy)
+		curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, LOW_SPEED_BYTES);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, slow_s);
 	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
@@ -333,7 +344,7 @@ void s3_http_perform(s3_http *h, s3_xfer *x, const s3_bound *b)
 		return;
 	}
 	user[0] = x, user[1] = c, user[2] = (void *)(uintptr_t)b;
-	timeout = timeout_ms(h, b);
+	timeout = timeout_ms(h, x, b);
 	set_options(h, c, x, user, timeout);
 	x->cc = curl_easy_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &x->status);

@@ -47,6 +47,11 @@ bool s3_bound_over(const s3_bound *b);
 typedef struct s3_xfer {
 	/* request */
 	bool head;			/* HEAD rather than GET */
+	const char *method;		/* NULL: GET (or HEAD); else "PUT", "POST" */
+	const char *post;		/* a POST's body (post_len bytes), or NULL */
+	size_t post_len;
+	uint32_t timeout_ms;		/* 0: the pool's; else this (connecting: a quarter of it) */
+	bool no_proxy;			/* a link-local or loopback service: never through a proxy */
 	const char *url;
 	struct curl_slist *headers;
 	uint8_t *dst;			/* 2xx body sink, dst_len bytes at most */

@@ -165,7 +165,7 @@ char *s3_canonical_request(const s3_sign_req *r, char **signed_headers)
 	return out;
 }
 
-static void sha256_hex(const void *p, size_t n, char hex[65])
+void s3_sha256_hex(const void *p, size_t n, char hex[65])
 {
 	unsigned char md[32];
 	unsigned int mdlen = 0;
@@ -219,7 +219,7 @@ tf_status s3_sign_auth(const s3_sign_req *r, const char *access_key, const char 
 	*auth = NULL;
 	if (!creq)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
-	sha256_hex(creq, strlen(creq), hash);
+	s3_sha256_hex(creq, strlen(creq), hash);
 	if (asprintf(&sts, "AWS4-HMAC-SHA256\n%s\n%.8s/%s/%s/aws4_request\n%s", r->amz_date, r->amz_date,
 		     r->region, r->service, hash) < 0)
 		sts = NULL;

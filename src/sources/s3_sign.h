@@ -56,6 +56,9 @@ char *s3_canonical_request(const s3_sign_req *r, char **signed_headers);
 tf_status s3_sign_auth(const s3_sign_req *r, const char *access_key, const char *secret,
 		       char **auth, tf_error *err);
 
+/* The hex SHA-256 of p[0..n) into hex[65] (a POST body's payload hash). */
+void s3_sha256_hex(const void *p, size_t n, char hex[65]);
+
 /* YYYYMMDDTHHMMSSZ of t (UTC) into out[17]. */
 void s3_amz_date(long long t, char out[17]);
 

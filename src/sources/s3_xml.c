@@ -7,12 +7,13 @@
 
 #include <ctype.h>
 #include <expat.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-typedef enum { F_NONE, F_KEY, F_SIZE, F_MTIME, F_ETAG, F_PREFIX, F_TRUNC, F_TOKEN, F_ENC, F_CODE } field;
+typedef enum { F_NONE, F_KEY, F_SIZE, F_MTIME, F_ETAG, F_PREFIX, F_TRUNC, F_TOKEN, F_ENC, F_CODE, F_REGION } field;
 
 typedef struct lparser {
 	XML_Parser xp;
@@ -27,8 +28,10 @@ typedef struct lparser {
 	bool have_key, have_size;
 	bool url_encoded;
 	const char *fail;		/* the first problem */
-	char *code;			/* s3_parse_error_code's output */
+	char *code;			/* s3_parse_error's output */
 	size_t code_size;
+	char *region;
+	size_t region_size;
 } lparser;
 
 static void stop(lparser *p, const char *why)
@@ -50,7 +53,7 @@ static field field_of(const lparser *p, const char *name)
 		return !strcmp(name, "IsTruncated") ? F_TRUNC : !strcmp(name, "NextContinuationToken") ? F_TOKEN
 		     : !strcmp(name, "EncodingType") ? F_ENC : F_NONE;
 	if (p->depth == 2 && p->in_error)
-		return !strcmp(name, "Code") ? F_CODE : F_NONE;
+		return !strcmp(name, "Code") ? F_CODE : !strcmp(name, "Region") ? F_REGION : F_NONE;
 	return F_NONE;
 }
 
@@ -134,6 +137,13 @@ bool s3_parse_time(const char *s, int64_t *ns)
 		if (s == d)
 			return false;
 	}
+	int64_t off = 0;
+	if ((*s == '+' || *s == '-') && isdigit((unsigned char)s[1]) && isdigit((unsigned char)s[2]) &&
+	    s[3] == ':' && isdigit((unsigned char)s[4]) && isdigit((unsigned char)s[5]) && !s[6]) {
+		off = ((s[1] - '0') * 10 + (s[2] - '0')) * 3600 + ((s[4] - '0') * 10 + (s[5] - '0')) * 60;
+		off = *s == '-' ? -off : off;
+		s = "Z";
+	}
 	snprintf(tail, sizeof(tail), "%s", s);
 	if (strcmp(tail, "Z") || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31)
 		return false;
@@ -141,7 +151,7 @@ bool s3_parse_time(const char *s, int64_t *ns)
 		frac *= 10;
 	tm.tm_year -= 1900;
 	tm.tm_mon -= 1;
-	return s3_time_ns((int64_t)timegm(&tm), (uint32_t)frac, ns);
+	return s3_time_ns((int64_t)timegm(&tm) - off, (uint32_t)frac, ns);
 }
 
 /* A finished Contents or CommonPrefixes element joins the page. */
@@ -211,6 +221,10 @@ static void end_field(lparser *p)
 	case F_CODE:
 		if (p->code)
 			snprintf(p->code, p->code_size, "%.*s", 64, t);
+		break;
+	case F_REGION:
+		if (p->region)
+			snprintf(p->region, p->region_size, "%.*s", 60, t);
 		break;
 	case F_NONE: break;
 	}
@@ -358,16 +372,180 @@ void s3_list_page_free(s3_list_page *p)
 	memset(p, 0, sizeof(*p));
 }
 
-void s3_parse_error_code(const char *xml, size_t len, char *code, size_t size)
+/* Shown in messages and, for a region, put in host names: letters, digits and '-' only. */
+static void printable(char *s, bool dash)
+{
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && !(dash && *s == '-'))
+			*s = '_';
+}
+
+void s3_parse_error(const char *xml, size_t len, char *code, size_t code_size, char *region, size_t region_size)
 {
 	s3_list_page page = { 0 };
-	lparser p = { .page = &page, .max_entries = 0, .code = code, .code_size = size };
+	lparser p = { .page = &page, .max_entries = 0, .code = code, .code_size = code_size,
+		      .region = region, .region_size = region_size };
 
 	code[0] = '\0';
+	if (region)
+		region[0] = '\0';
 	if (len)
 		run(&p, xml, len);
 	s3_list_page_free(&page);
-	for (char *c = code; *c; c++)	/* shown in messages: printable only */
-		if (!isalnum((unsigned char)*c))
-			*c = '_';
+	printable(code, false);
+	if (region)
+		printable(region, true);
+}
+
+void s3_parse_error_code(const char *xml, size_t len, char *code, size_t size)
+{
+	s3_parse_error(xml, len, code, size, NULL, 0);
+}
+
+/* ---- STS answers -------------------------------------------------------------------------------- */
+
+#define STS_VALUE_MAX 16384	/* a session token runs to a few KB */
+
+typedef struct sparser {
+	XML_Parser xp;
+	int depth;
+	int in_creds;		/* the depth of <Credentials>, 0 outside */
+	char **cur;		/* the field being read, or NULL */
+	char *text;		/* its text so far (wiped when dropped) */
+	size_t tlen;
+	bool in_error;
+	const char *fail;
+	s3_sts_answer *out;
+} sparser;
+
+static void wipe_text(sparser *p)
+{
+	if (p->text) {
+		OPENSSL_cleanse(p->text, p->tlen);
+		free(p->text);
+	}
+	p->text = NULL, p->tlen = 0;
+}
+
+static void sts_stop(sparser *p, const char *why)
+{
+	if (!p->fail)
+		p->fail = why;
+	XML_StopParser(p->xp, XML_FALSE);
+}
+
+static void sts_start(void *user, const XML_Char *name, const XML_Char **attrs)
+{
+	sparser *p = user;
+	s3_sts_answer *o = p->out;
+
+	(void)attrs;
+	if (++p->depth > 16)
+		return sts_stop(p, "nested too deeply");
+	p->cur = NULL;
+	if (!strcmp(name, "Credentials"))
+		p->in_creds = p->depth;
+	else if (!strcmp(name, "Error"))
+		p->in_error = true;
+	else if (p->in_creds && p->depth == p->in_creds + 1)
+		p->cur = !strcmp(name, "AccessKeyId") ? &o->access_key : !strcmp(name, "SecretAccessKey") ? &o->secret
+		       : !strcmp(name, "SessionToken") ? &o->token : !strcmp(name, "Expiration") ? &o->expiration : NULL;
+	else if (p->in_error && !strcmp(name, "Code"))
+		p->cur = &o->code;
+	if (p->cur && *p->cur)
+		return sts_stop(p, "a credential given twice");
+	wipe_text(p);
+}
+
+static void sts_text(void *user, const XML_Char *s, int len)
+{
+	sparser *p = user;
+	char *nb;
+
+	if (!p->cur || len <= 0)
+		return;
+	if ((size_t)len > STS_VALUE_MAX - p->tlen)
+		return sts_stop(p, "a value longer than 16 KiB");
+	if (!(nb = malloc(p->tlen + (size_t)len + 1)))
+		return sts_stop(p, "out of memory");
+	if (p->text)
+		memcpy(nb, p->text, p->tlen);
+	memcpy(nb + p->tlen, s, (size_t)len);
+	len += (int)p->tlen;
+	wipe_text(p);
+	p->text = nb, p->tlen = (size_t)len;
+	nb[len] = '\0';
+}
+
+static void sts_end(void *user, const XML_Char *name)
+{
+	sparser *p = user;
+
+	(void)name;
+	if (p->cur) {
+		*p->cur = p->text ? p->text : strdup("");
+		p->text = NULL, p->tlen = 0;
+		if (!*p->cur)
+			sts_stop(p, "out of memory");
+	}
+	p->cur = NULL;
+	if (p->depth == p->in_creds)
+		p->in_creds = 0;
+	p->depth--;
+}
+
+static void sts_doctype(void *user, const XML_Char *name, const XML_Char *sys, const XML_Char *pub, int internal)
+{
+	(void)name, (void)sys, (void)pub, (void)internal;
+	sts_stop(user, "a DOCTYPE (entities are refused)");
+}
+
+static void sts_entity(void *user, const XML_Char *name, int pe, const XML_Char *value, int vlen,
+		       const XML_Char *base, const XML_Char *sys, const XML_Char *pub, const XML_Char *notation)
+{
+	(void)name, (void)pe, (void)value, (void)vlen, (void)base, (void)sys, (void)pub, (void)notation;
+	sts_stop(user, "an entity declaration");
+}
+
+tf_status s3_parse_sts(const char *xml, size_t len, s3_sts_answer *out, tf_error *err)
+{
+	sparser p = { .out = out };
+
+	memset(out, 0, sizeof(*out));
+	if (len > (size_t)1 << 20)
+		return tf_err(err, TF_E_IO, "an STS answer over 1 MiB");
+	if (!(p.xp = XML_ParserCreate("UTF-8")))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	XML_SetUserData(p.xp, &p);
+	XML_SetElementHandler(p.xp, sts_start, sts_end);
+	XML_SetCharacterDataHandler(p.xp, sts_text);
+	XML_SetStartDoctypeDeclHandler(p.xp, sts_doctype);
+	XML_SetEntityDeclHandler(p.xp, sts_entity);
+	if (XML_Parse(p.xp, xml, (int)len, XML_TRUE) != XML_STATUS_OK && !p.fail)
+		p.fail = XML_ErrorString(XML_GetErrorCode(p.xp));
+	XML_ParserFree(p.xp);
+	wipe_text(&p);
+	if (out->code)
+		printable(out->code, false);
+	if (!p.fail && !out->code && (!out->access_key || !out->secret || !out->token || !out->expiration))
+		p.fail = "no AccessKeyId, SecretAccessKey, SessionToken and Expiration in Credentials";
+	if (!p.fail)
+		return TF_OK;
+	s3_sts_answer_free(out);
+	return tf_err(err, TF_E_IO, "a bad STS answer: %s", p.fail);
+}
+
+static void wipe_str(char *s)
+{
+	if (s) {
+		OPENSSL_cleanse(s, strlen(s));
+		free(s);
+	}
+}
+
+void s3_sts_answer_free(s3_sts_answer *a)
+{
+	wipe_str(a->access_key), wipe_str(a->secret), wipe_str(a->token);
+	free(a->expiration), free(a->code);
+	memset(a, 0, sizeof(*a));
 }

@@ -49,8 +49,26 @@ void s3_list_page_free(s3_list_page *p);
 
 /* The <Code> of an S3 <Error> body into code ("" when there is none). */
 void s3_parse_error_code(const char *xml, size_t len, char *code, size_t size);
+/* The same, and its <Region> (a 301 or 400 naming the bucket's region)
+ * into region ("" when none; region may be NULL).  Both are made
+ * printable: letters and digits (and '-' in a region), '_' for the rest. */
+void s3_parse_error(const char *xml, size_t len, char *code, size_t code_size, char *region, size_t region_size);
 
-/* "2009-10-12T17:50:30.000Z" -> ns since the epoch; false if malformed or
+/*
+ * An STS answer (AssumeRole, AssumeRoleWithWebIdentity): the
+ * Credentials' AccessKeyId, SecretAccessKey, SessionToken and Expiration,
+ * all four required; or an ErrorResponse's <Code>.  Values are at most
+ * 16 KiB; secrets are wiped when freed (and every copy the parse made).
+ */
+typedef struct s3_sts_answer {
+	char *access_key, *secret, *token, *expiration;
+	char *code;			/* an error's Code (printable), else NULL */
+} s3_sts_answer;
+
+tf_status s3_parse_sts(const char *xml, size_t len, s3_sts_answer *out, tf_error *err);
+void s3_sts_answer_free(s3_sts_answer *a);
+
+/* "2009-10-12T17:50:30.000Z" (or with an offset, "+02:00") -> ns since the epoch; false if malformed or
  * past what int64 nanoseconds hold (before 1677, after 2262). */
 bool s3_parse_time(const char *s, int64_t *ns);
 /* sec s + frac_ns ns since the epoch -> ns; false past int64 (as above). */

@@ -114,6 +114,8 @@ typedef struct s3_source {
 	listing *head, *tail;
 	size_t nlist, bytes;
 	_Atomic int64_t ra_bytes;
+	atomic_bool told;		/* where the credentials come from, logged */
+	char *early;			/* the client's first line before the hooks were set */
 } s3_source;
 
 typedef enum { B_LOADING, B_READY, B_FAILED } block_state;
@@ -153,10 +155,40 @@ static int64_t now_ns(void)
 	return s3_now_ns();
 }
 
+/* Once the source has somewhere to say it (its hooks set), where its
+ * credentials come from: once, never a secret; but not keys the caller's
+ * own environment gave, which the caller knows (and tiletool's output
+ * stays free of a line on every run). */
+static void tell_origin(s3_source *s)
+{
+	const char *o;
+
+	if (!s->base.hooks.warn || atomic_load(&s->told) || atomic_exchange(&s->told, true))
+		return;
+	if ((o = s3_client_auth_origin(s->client)) && strncmp(o, "the environment", 15))
+		tf_source_warn(&s->base, "%s: credentials from %s", s3_client_where(s->client), o);
+	if (s->early)
+		tf_source_warn(&s->base, "%s", s->early);
+}
+
+/* A line of the client's; one said while the source was being opened
+ * (a region followed by the probe) waits for the hooks. */
+static void client_warn(void *arg, const char *msg)
+{
+	s3_source *s = arg;
+
+	if (s->base.hooks.warn || atomic_load(&s->told))
+		tf_source_warn(&s->base, "%s", msg);
+	else if (!s->early)
+		s->early = strdup(msg);
+}
+
 /* The bound of the work done now for the calling thread's request. */
-static s3_bound bound_of(const s3_source *s)
+static s3_bound bound_of(s3_source *s)
 {
 	tf_call c;
+
+	tell_origin(s);
 
 	tf_source_call(&s->base, &c);
 	return (s3_bound){ c.start_ns + s->deadline_ns, c.gone, c.arg };
@@ -1239,7 +1271,7 @@ static void s3_free(tf_source *base)
 		cache_drop(s, s->head);
 	s3_client_free(s->client);
 	pthread_mutex_destroy(&s->mu);
-	free(s->prefix), free(s->base.name);
+	free(s->prefix), free(s->base.name), free(s->early);
 	free(s);
 }
 
@@ -1337,6 +1369,8 @@ static tf_status s3_new(const char *spec, const tf_s3_settings *set, s3_source *
 	rc = parse_spec(spec, &bucket, &s->prefix, err);
 	if (rc == TF_OK)
 		rc = s3_client_new(set, bucket, &s->client, err);
+	if (rc == TF_OK)
+		s3_client_set_warn(s->client, client_warn, s);
 	free(bucket);
 	if (rc != TF_OK) {
 		s3_free(&s->base);

@@ -8,8 +8,10 @@
  * Message's version, kind, body length and row count, each column's null
  * count; batches cut at their row bound; a file of no batch; a value past
  * the offsets' limit refused with the batch unchanged; a cell of the wrong
- * size refused, the batch unchanged and usable.  The values themselves are
- * read by apache-arrow and polars (tests/arrow.sh, tests/mount/arrow.sh).
+ * size refused, the batch unchanged and usable; rows given as spans (a
+ * sparse array's runs of cells) written to the byte as row by row.  The
+ * values themselves are read by apache-arrow and polars (tests/arrow.sh,
+ * tests/mount/arrow.sh).
  */
 #include "tf_test.h"
 
@@ -44,7 +46,7 @@ static size_t deref(const uint8_t *fb, size_t at)
 
 typedef struct built {
 	tf_buf file;
-	tf_arrow_block blocks[64];
+	tf_arrow_block blocks[2048];
 	size_t nblocks;
 } built;
 
@@ -53,6 +55,7 @@ static void take(tf_arrow_batch *b, built *o)
 	size_t n;
 	const tf_arrow_block *got = tf_arrow_take_blocks(b, &n);
 
+	ck_assert_uint_le(o->nblocks + n, sizeof(o->blocks) / sizeof(o->blocks[0]));
 	for (size_t i = 0; i < n; i++)
 		o->blocks[o->nblocks++] = got[i];
 }
@@ -294,6 +297,133 @@ START_TEST(test_columnar_rows)
 }
 END_TEST
 
+/* ---- spans against rows ------------------------------------------------------------------------ */
+
+#define SPAN_ROWS 1500
+
+/* Columns of every kind spans take: a number, a nullable number, a
+ * FixedSizeList, nullable and plain strings; a null's bytes are there
+ * (as a window holds them) and must not be written. */
+static const tf_arrow_col SPAN_COLS[] = { { "d", TF_DT_INT64, 1, false }, { "v", TF_DT_INT32, 1, true },
+					  { "p", TF_DT_FLOAT32, 2, false }, { "s", TF_DT_STRING_UTF8, TF_CELL_VAR, true },
+					  { "t", TF_DT_STRING_ASCII, TF_CELL_VAR, false } };
+
+typedef struct span_data {
+	uint8_t d[SPAN_ROWS * 8], v[SPAN_ROWS * 4], p[SPAN_ROWS * 8];
+	uint8_t vvalid[SPAN_ROWS], svalid[SPAN_ROWS];
+	uint8_t s[SPAN_ROWS * 40], t[SPAN_ROWS * 40];
+	uint64_t sst[SPAN_ROWS + 1], tst[SPAN_ROWS + 1];
+} span_data;
+
+static void span_fill(span_data *x, size_t big_at, size_t big)
+{
+	for (size_t r = 0; r < SPAN_ROWS; r++) {
+		size_t ns = r == big_at ? big : (r * 13) % 23, nt = (r % 3) * 5;
+		tf_put_le64(x->d + 8 * r, r * 7);
+		tf_put_le32(x->v + 4 * r, (uint32_t)r);
+		tf_put_le32(x->p + 8 * r, (uint32_t)r), tf_put_le32(x->p + 8 * r + 4, (uint32_t)(r + 1));
+		x->vvalid[r] = r % 5 != 2;
+		x->svalid[r] = r % 4 != 1;
+		x->sst[r + 1] = x->sst[r] + ns;
+		x->tst[r + 1] = x->tst[r] + nt;
+		memset(x->s + x->sst[r], 'a' + r % 26, ns);
+		memset(x->t + x->tst[r], 'A' + r % 26, nt);
+	}
+}
+
+static void span_row(const span_data *x, size_t r, tf_arrow_cell *c)
+{
+	c[0] = (tf_arrow_cell){ x->d + 8 * r, 8, true };
+	c[1] = (tf_arrow_cell){ x->v + 4 * r, 4, x->vvalid[r] };
+	c[2] = (tf_arrow_cell){ x->p + 8 * r, 8, true };
+	c[3] = (tf_arrow_cell){ x->s + x->sst[r], x->sst[r + 1] - x->sst[r], x->svalid[r] };
+	c[4] = (tf_arrow_cell){ x->t + x->tst[r], x->tst[r + 1] - x->tst[r], true };
+}
+
+/* The file of the rows, given row by row (spans false) or as spans of
+ * pseudo-random lengths from 1 to 64, each cut where the batch takes no
+ * more; a batch is flushed when full, as a view's producer does.  The
+ * status of the first failure (the file then holds what was written). */
+static tf_status span_file(const span_data *x, const tf_arrow_limits *lim, bool spans, uint32_t seed, built *o)
+{
+	tf_arrow *a;
+	tf_arrow_batch *b;
+	tf_status rc = TF_OK;
+
+	tf_buf_init(&o->file, SIZE_MAX);
+	o->nblocks = 0;
+	ck_assert_int_eq(tf_arrow_new(SPAN_COLS, 5, lim, &a, NULL), TF_OK);
+	ck_assert(tf_arrow_spannable(a));
+	ck_assert_int_eq(tf_arrow_batch_new(a, &b, NULL), TF_OK);
+	ck_assert_int_eq(tf_arrow_file_head(a, &o->file, NULL), TF_OK);
+	for (size_t r = 0; r < SPAN_ROWS && rc == TF_OK;) {
+		if (tf_arrow_batch_full(b))
+			ck_assert_int_eq(tf_arrow_flush(b, &o->file, NULL), TF_OK);
+		if (!spans) {
+			tf_arrow_cell cells[5];
+			span_row(x, r++, cells);
+			rc = tf_arrow_put_row(b, cells, &o->file, NULL);
+		} else {
+			size_t m = 1 + (seed = seed * 1103515245u + 12345u) / 65536 % 64, taken;
+			tf_arrow_span sp[5] = { { x->d + 8 * r, NULL, NULL, 8 }, { x->v + 4 * r, NULL, x->vvalid + r, 4 },
+						{ x->p + 8 * r, NULL, NULL, 8 }, { x->s, x->sst + r, x->svalid + r, 0 },
+						{ x->t, x->tst + r, NULL, 0 } };
+			m = m < SPAN_ROWS - r ? m : SPAN_ROWS - r;
+			rc = tf_arrow_put_span(b, m, sp, &o->file, &taken, NULL);
+			ck_assert(rc != TF_OK || taken >= 1);	/* the batch was not full */
+			ck_assert_uint_le(taken, m);
+			r += taken;
+		}
+		take(b, o);
+	}
+	if (rc == TF_OK) {
+		ck_assert_int_eq(tf_arrow_flush(b, &o->file, NULL), TF_OK);
+		take(b, o);
+		ck_assert_int_eq(tf_arrow_file_tail(a, o->blocks, o->nblocks, &o->file, NULL), TF_OK);
+	}
+	tf_arrow_batch_free(b);
+	tf_arrow_free(a);
+	return rc;
+}
+
+/* A sparse array's runs of cells go into cells.arrow as spans: the same
+ * file, to the byte, as row by row, whichever bound closes each batch
+ * (rows, bytes, a string column's offsets), wherever the spans are cut;
+ * and a value past the offsets' limit fails both ways after the same rows. */
+START_TEST(test_spans_as_rows)
+{
+	static const tf_arrow_limits lims[] = { { 50, 600, 100 }, { 7, 1 << 20, 40 }, { 65536, 300, 1 << 20 },
+						{ 1, 64, 64 }, { TF_ARROW_CELLS, TF_ARROW_BYTES, TF_ARROW_VAR_MAX } };
+	span_data *x = calloc(1, sizeof(*x));
+	built rows, spans;
+	static uint64_t nrows[2048];
+
+	ck_assert_ptr_nonnull(x);
+	span_fill(x, SIZE_MAX, 0);
+	for (size_t l = 0; l < sizeof(lims) / sizeof(lims[0]); l++)
+		for (uint32_t seed = 1; seed <= 3; seed++) {
+			ck_assert_int_eq(span_file(x, &lims[l], false, seed, &rows), TF_OK);
+			ck_assert_int_eq(span_file(x, &lims[l], true, seed, &spans), TF_OK);
+			ck_assert_msg(rows.file.len == spans.file.len && !memcmp(rows.file.p, spans.file.p, rows.file.len),
+				      "limits %zu, seed %u: %zu bytes row by row, %zu as spans", l, seed, rows.file.len,
+				      spans.file.len);
+			ck_assert_uint_eq(rows.nblocks, spans.nblocks);
+			check_file(&spans, nrows, NULL, 5);
+			tf_buf_free(&rows.file), tf_buf_free(&spans.file);
+		}
+	/* a string of 41 bytes past a limit of 40, in a valid cell */
+	memset(x, 0, sizeof(*x));
+	span_fill(x, 12, 41);
+	ck_assert_int_eq(span_file(x, &lims[1], false, 1, &rows), TF_E_UNSUPPORTED);
+	ck_assert_int_eq(span_file(x, &lims[1], true, 1, &spans), TF_E_UNSUPPORTED);
+	ck_assert(rows.file.len == spans.file.len && !memcmp(rows.file.p, spans.file.p, rows.file.len));
+	ck_assert_uint_eq(rows.nblocks, spans.nblocks);
+	ck_assert_uint_eq(rows.nblocks, 3);	/* rows 0-6, 7-8 (40 bytes of s), 9-11 */
+	tf_buf_free(&rows.file), tf_buf_free(&spans.file);
+	free(x);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("arrow");
@@ -305,6 +435,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_offsets_limit);
 	tcase_add_test(t, test_wrong_cell_size);
 	tcase_add_test(t, test_columnar_rows);
+	tcase_add_test(t, test_spans_as_rows);
 	suite_add_tcase(s, t);
 	return s;
 }

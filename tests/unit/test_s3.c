@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sources/s3_auth.h"
 #include "sources/s3_client.h"
 #include "sources/s3_creds.h"
 #include "sources/s3_sign.h"
@@ -314,6 +315,35 @@ static const char *write_file(const char *name, const char *text, mode_t mode)
 	return path;
 }
 
+static void quiet_env(void);
+
+/* What the chain found for s: the key's id (or "" anonymous), where from, the region. */
+typedef struct found {
+	char id[300], origin[600], region[64];
+} chain_out;
+
+static tf_status chain(const tf_s3_settings *s, chain_out *f, tf_error *err)
+{
+	s3_bound b = { s3_now_ns() + 20000000000LL, NULL, NULL };
+	s3_auth *a = NULL;
+	s3_key *k = NULL;
+	char *region = NULL;
+	tf_status rc = s3_auth_new(s, &b, &a, &region, err);
+
+	memset(f, 0, sizeof(*f));
+	if (rc == TF_OK) {
+		snprintf(f->region, sizeof(f->region), "%s", region);
+		if (a && (rc = s3_auth_key(a, &b, &k, err)) == TF_OK) {
+			snprintf(f->id, sizeof(f->id), "%s", k->access_key);
+			snprintf(f->origin, sizeof(f->origin), "%s", s3_auth_origin(a));
+			s3_key_put(k);
+		}
+	}
+	s3_auth_free(a);
+	free(region);
+	return rc;
+}
+
 START_TEST(test_creds_file)
 {
 	char token[1601], text[2200];
@@ -373,9 +403,10 @@ START_TEST(test_creds_order)
 {
 	char cred[PATH_MAX + 64], conf[PATH_MAX + 64], extra[PATH_MAX + 64];
 	tf_s3_settings s;
-	s3_creds c;
+	chain_out c;
 	tf_error err;
 
+	quiet_env();
 	snprintf(cred, sizeof(cred), "%s", write_file("credentials", "[p]\naws_access_key_id = FROMFILE\n"
 						       "aws_secret_access_key = x\n", 0600));
 	snprintf(conf, sizeof(conf), "%s", write_file("config", "[profile p]\nregion = r-1\n", 0600));
@@ -383,40 +414,32 @@ START_TEST(test_creds_order)
 							 "aws_secret_access_key = y\n", 0600));
 	setenv("AWS_SHARED_CREDENTIALS_FILE", cred, 1);
 	setenv("AWS_CONFIG_FILE", conf, 1);
-	unsetenv("AWS_ACCESS_KEY_ID");
-	unsetenv("AWS_SECRET_ACCESS_KEY");
-	unsetenv("AWS_SESSION_TOKEN");
 	tf_s3_settings_init(&s);
 	ck_assert_int_eq(tf_s3_settings_set(&s, "profile", "p", NULL, &err), TF_OK);
-	ck_assert_int_eq(s3_creds_load(&s, &c, &err), TF_OK);
-	ck_assert_str_eq(c.access_key, "FROMFILE");
+	ck_assert_msg(chain(&s, &c, &err) == TF_OK, "%s", err.msg);
+	ck_assert_str_eq(c.id, "FROMFILE");
 	ck_assert_str_eq(c.region, "r-1");
-	s3_creds_free(&c);
 	setenv("AWS_ACCESS_KEY_ID", "ENVKEY", 1);
 	setenv("AWS_SECRET_ACCESS_KEY", "envsecret", 1);
-	ck_assert_int_eq(s3_creds_load(&s, &c, &err), TF_OK);
-	ck_assert_str_eq(c.access_key, "ENVKEY");
-	ck_assert_str_eq(c.origin, "environment");
-	s3_creds_free(&c);
+	ck_assert_int_eq(chain(&s, &c, &err), TF_OK);
+	ck_assert_str_eq(c.id, "ENVKEY");
+	ck_assert_str_eq(c.origin, "the environment (AWS_ACCESS_KEY_ID)");
 	unsetenv("AWS_ACCESS_KEY_ID");
 	unsetenv("AWS_SECRET_ACCESS_KEY");
 	/* Profile q is only in the credentials = FILE. */
 	ck_assert_int_eq(tf_s3_settings_set(&s, "profile", "q", NULL, &err), TF_OK);
-	ck_assert_int_eq(s3_creds_load(&s, &c, &err), TF_E_ACCESS);
-	ck_assert_ptr_nonnull(strstr(err.msg, "no credentials for profile 'q'"));
+	ck_assert_int_eq(chain(&s, &c, &err), TF_E_ACCESS);
+	ck_assert_msg(strstr(err.msg, "no credentials") && strstr(err.msg, "profile 'q'"), "%s", err.msg);
 	ck_assert_int_eq(tf_s3_settings_set(&s, "credentials", extra, NULL, &err), TF_OK);
-	ck_assert_int_eq(s3_creds_load(&s, &c, &err), TF_OK);
-	ck_assert_str_eq(c.access_key, "EXTRA");
-	s3_creds_free(&c);
+	ck_assert_int_eq(chain(&s, &c, &err), TF_OK);
+	ck_assert_str_eq(c.id, "EXTRA");
 	/* Anonymous: nothing needed. */
 	ck_assert_int_eq(tf_s3_settings_set(&s, "profile", "none", NULL, &err), TF_OK);
 	ck_assert_int_eq(tf_s3_settings_set(&s, "anonymous", "yes", NULL, &err), TF_OK);
-	ck_assert_int_eq(s3_creds_load(&s, &c, &err), TF_OK);
-	ck_assert_ptr_null(c.access_key);
-	s3_creds_free(&c);
+	ck_assert_int_eq(chain(&s, &c, &err), TF_OK);
+	ck_assert_str_eq(c.id, "");
 	tf_s3_settings_clear(&s);
-	unsetenv("AWS_SHARED_CREDENTIALS_FILE");
-	unsetenv("AWS_CONFIG_FILE");
+	quiet_env();
 }
 END_TEST
 
@@ -427,10 +450,15 @@ static void quiet_env(void)
 					    "no_proxy", "NO_PROXY", "AWS_ENDPOINT_URL", "AWS_REGION",
 					    "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ACCESS_KEY_ID",
 					    "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE",
-					    "AWS_SHARED_CREDENTIALS_FILE" };
+					    "AWS_SHARED_CREDENTIALS_FILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
+					    "AWS_ROLE_SESSION_NAME", "AWS_ENDPOINT_URL_STS",
+					    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+					    "AWS_CONTAINER_AUTHORIZATION_TOKEN", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+					    "AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE" };
 
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
 		unsetenv(vars[i]);
+	setenv("AWS_EC2_METADATA_DISABLED", "true", 1);	/* no machine's own identity */
 }
 
 static const char *tmp_path(const char *name)
@@ -447,7 +475,7 @@ START_TEST(test_creds_symlink)
 {
 	char real[PATH_MAX + 64], lnk[PATH_MAX + 64];
 	tf_s3_settings s;
-	s3_creds c;
+	chain_out c;
 	tf_error err;
 
 	quiet_env();
@@ -459,20 +487,18 @@ START_TEST(test_creds_symlink)
 	setenv("AWS_SHARED_CREDENTIALS_FILE", tmp_path("none"), 1);
 	setenv("AWS_ACCESS_KEY_ID", "ENVKEY", 1);
 	setenv("AWS_SECRET_ACCESS_KEY", "envsecret", 1);
-	ck_assert_msg(s3_creds_load(&s, &c, &err) == TF_OK, "%s", err.msg);
+	ck_assert_msg(chain(&s, &c, &err) == TF_OK, "%s", err.msg);
 	ck_assert_str_eq(c.region, "eu-central-1");
-	s3_creds_free(&c);
 	/* A config that cannot be opened costs only its region when no key is wanted from it... */
 	setenv("AWS_CONFIG_FILE", tmp_path("loop"), 1);
 	ck_assert_int_eq(symlink("loop", tmp_path("loop")), 0);
-	ck_assert_msg(s3_creds_load(&s, &c, &err) == TF_OK, "%s", err.msg);
-	ck_assert_ptr_null(c.region);
-	ck_assert_str_eq(c.access_key, "ENVKEY");
-	s3_creds_free(&c);
+	ck_assert_msg(chain(&s, &c, &err) == TF_OK, "%s", err.msg);
+	ck_assert_str_eq(c.region, "us-east-1");	/* none from the profile */
+	ck_assert_str_eq(c.id, "ENVKEY");
 	/* ... but ends the search for keys when one is. */
 	unsetenv("AWS_ACCESS_KEY_ID");
 	unsetenv("AWS_SECRET_ACCESS_KEY");
-	ck_assert_int_eq(s3_creds_load(&s, &c, &err), TF_E_INVAL);
+	ck_assert_int_eq(chain(&s, &c, &err), TF_E_INVAL);
 	ck_assert_ptr_nonnull(strstr(err.msg, "loop"));
 	/* A linked credentials file others can read is still refused. */
 	snprintf(real, sizeof(real), "%s", write_file("real-creds", "[default]\naws_access_key_id = K\n"
@@ -480,14 +506,166 @@ START_TEST(test_creds_symlink)
 	snprintf(lnk, sizeof(lnk), "%s", tmp_path("linked-credentials"));
 	ck_assert_int_eq(symlink(real, lnk), 0);
 	setenv("AWS_SHARED_CREDENTIALS_FILE", lnk, 1);
-	ck_assert_int_eq(s3_creds_load(&s, &c, &err), TF_E_INVAL);
+	ck_assert_int_eq(chain(&s, &c, &err), TF_E_INVAL);
 	ck_assert_ptr_nonnull(strstr(err.msg, "readable by group or others"));
 	ck_assert_int_eq(chmod(real, 0600), 0);
-	ck_assert_msg(s3_creds_load(&s, &c, &err) == TF_OK, "%s", err.msg);
-	ck_assert_str_eq(c.access_key, "K");
-	s3_creds_free(&c);
+	ck_assert_msg(chain(&s, &c, &err) == TF_OK, "%s", err.msg);
+	ck_assert_str_eq(c.id, "K");
 	tf_s3_settings_clear(&s);
 	quiet_env();
+}
+END_TEST
+
+
+/* ---- the credential chain's parts ------------------------------------------------------------- */
+
+START_TEST(test_expiration)
+{
+	int64_t t;
+
+	ck_assert(s3_parse_expiration("2024-01-02T03:04:05Z", &t));
+	ck_assert_int_eq(t, 1704164645);
+	ck_assert(s3_parse_expiration("2024-01-02T03:04:05.123456Z", &t));
+	ck_assert_int_eq(t, 1704164645);
+	ck_assert(s3_parse_expiration("2024-01-02T05:04:05+02:00", &t));	/* credential_process may give an offset */
+	ck_assert_int_eq(t, 1704164645);
+	ck_assert(s3_parse_expiration("2024-01-01T22:04:05-05:00", &t));
+	ck_assert_int_eq(t, 1704164645);
+	ck_assert(!s3_parse_expiration("2024-01-02 03:04:05Z", &t));
+	ck_assert(!s3_parse_expiration("2024-01-02T03:04:05", &t));
+	ck_assert(!s3_parse_expiration("2024-01-02T03:04:05+2", &t));
+	ck_assert(!s3_parse_expiration("2024-13-02T03:04:05Z", &t));
+	ck_assert(!s3_parse_expiration("", &t));
+}
+END_TEST
+
+static tf_status cred_json(const char *json, s3_json_kind kind, s3_key **k, tf_error *err)
+{
+	return s3_parse_cred_json(json, strlen(json), kind, k, err);
+}
+
+START_TEST(test_cred_json)
+{
+	s3_key *k;
+	tf_error err;
+
+	ck_assert_msg(cred_json("{\"Version\": 1, \"AccessKeyId\": \"AKID\", \"SecretAccessKey\": \"s/e+c\", "
+				"\"SessionToken\": \"TOK\", \"Expiration\": \"2030-01-01T00:00:00Z\"}", S3_JSON_PROCESS, &k,
+				&err) == TF_OK, "%s", err.msg);
+	ck_assert_str_eq(k->access_key, "AKID");
+	ck_assert_str_eq(k->secret, "s/e+c");
+	ck_assert_str_eq(k->token, "TOK");
+	ck_assert_int_eq(k->expires, 1893456000);
+	s3_key_put(k);
+	/* Long-term keys from a process: no token, no expiration, never fetched again. */
+	ck_assert_int_eq(cred_json("{\"Version\": 1, \"AccessKeyId\": \"A\", \"SecretAccessKey\": \"S\"}",
+				   S3_JSON_PROCESS, &k, &err), TF_OK);
+	ck_assert_ptr_null(k->token);
+	ck_assert_int_eq(k->expires, 0);
+	s3_key_put(k);
+	ck_assert_int_eq(cred_json("{\"AccessKeyId\": \"A\", \"SecretAccessKey\": \"S\"}", S3_JSON_PROCESS, &k, &err),
+			 TF_E_IO);
+	ck_assert_ptr_nonnull(strstr(err.msg, "Version"));
+	ck_assert_int_eq(cred_json("{\"Version\": 2, \"AccessKeyId\": \"A\", \"SecretAccessKey\": \"S\"}",
+				   S3_JSON_PROCESS, &k, &err), TF_E_IO);
+	ck_assert_int_eq(cred_json("{\"Version\": 1, \"AccessKeyId\": \"A\"}", S3_JSON_PROCESS, &k, &err), TF_E_ACCESS);
+	ck_assert_int_eq(cred_json("{\"Version\": 1, \"AccessKeyId\": \"A\", \"SecretAccessKey\": \"S\", "
+				   "\"Expiration\": \"soon\"}", S3_JSON_PROCESS, &k, &err), TF_E_IO);
+	ck_assert_int_eq(cred_json("not json", S3_JSON_PROCESS, &k, &err), TF_E_IO);
+	ck_assert_int_eq(cred_json("[1]", S3_JSON_PROCESS, &k, &err), TF_E_IO);
+	/* An answer that would forge a header, or run on for ever, is no key. */
+	ck_assert_int_eq(cred_json("{\"Version\": 1, \"AccessKeyId\": \"A\", \"SecretAccessKey\": \"S\", "
+				   "\"SessionToken\": \"T\\r\\nX-Evil: 1\"}", S3_JSON_PROCESS, &k, &err), TF_E_ACCESS);
+	ck_assert_ptr_null(strstr(err.msg, "Evil"));
+	ck_assert_int_eq(cred_json("{\"Version\": 1, \"AccessKeyId\": \"A/B\", \"SecretAccessKey\": \"S\"}",
+				   S3_JSON_PROCESS, &k, &err), TF_E_ACCESS);
+	ck_assert_int_eq(cred_json("{\"Version\": 1, \"AccessKeyId\": \"A B\", \"SecretAccessKey\": \"S\"}",
+				   S3_JSON_PROCESS, &k, &err), TF_E_ACCESS);
+	/* The container's and IMDS's: Token; IMDS's Code must say Success. */
+	ck_assert_int_eq(cred_json("{\"AccessKeyId\": \"A\", \"SecretAccessKey\": \"S\", \"Token\": \"T\", "
+				   "\"Expiration\": \"2030-01-01T00:00:00Z\"}", S3_JSON_CONTAINER, &k, &err), TF_OK);
+	ck_assert_str_eq(k->token, "T");
+	s3_key_put(k);
+	ck_assert_int_eq(cred_json("{\"Code\": \"Success\", \"AccessKeyId\": \"A\", \"SecretAccessKey\": \"S\", "
+				   "\"Token\": \"T\", \"Expiration\": \"2030-01-01T00:00:00Z\"}", S3_JSON_IMDS, &k, &err), TF_OK);
+	s3_key_put(k);
+	ck_assert_int_eq(cred_json("{\"Code\": \"Failure\", \"AccessKeyId\": \"A\", \"SecretAccessKey\": \"S\"}",
+				   S3_JSON_IMDS, &k, &err), TF_E_ACCESS);
+}
+END_TEST
+
+static void split_case(const char *line, const char *const *want)
+{
+	char **argv;
+	tf_error err;
+	size_t i = 0;
+
+	ck_assert_msg(s3_split_command(line, &argv, &err) == TF_OK, "%s: %s", line, err.msg);
+	for (; want[i]; i++) {
+		ck_assert_ptr_nonnull(argv[i]);
+		ck_assert_str_eq(argv[i], want[i]);
+	}
+	ck_assert_ptr_null(argv[i]);
+	s3_free_argv(argv);
+}
+
+/* credential_process is split as the AWS CLI splits it (Python's shlex.split), not run by a shell. */
+START_TEST(test_split_command)
+{
+	char **argv;
+	tf_error err;
+
+	split_case("/usr/bin/helper --profile x", (const char *[]){ "/usr/bin/helper", "--profile", "x", NULL });
+	split_case("  a\t 'b c'  \"d \\\"e\\\" \\\\f\" g\\ h ", (const char *[]){ "a", "b c", "d \"e\" \\f", "g h", NULL });
+	split_case("x'y'\"z\" ''", (const char *[]){ "xyz", "", NULL });
+	split_case("a \"$HOME\" '$(id)' ;", (const char *[]){ "a", "$HOME", "$(id)", ";", NULL });
+	split_case("\"a\\b\"", (const char *[]){ "a\\b", NULL });
+	ck_assert_int_eq(s3_split_command("a 'b", &argv, &err), TF_E_INVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "unclosed quote"));
+	ck_assert_int_eq(s3_split_command("a \"b", &argv, &err), TF_E_INVAL);
+	ck_assert_int_eq(s3_split_command("   ", &argv, &err), TF_E_INVAL);
+}
+END_TEST
+
+START_TEST(test_sts_parse)
+{
+	static const char ok[] = "<AssumeRoleWithWebIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+				 "<AssumeRoleWithWebIdentityResult><SubjectFromWebIdentityToken>x</SubjectFromWebIdentityToken>"
+				 "<Credentials><SessionToken>TOK/+=</SessionToken><SecretAccessKey>SEC</SecretAccessKey>"
+				 "<Expiration>2030-01-01T00:00:00Z</Expiration><AccessKeyId>ASIA</AccessKeyId></Credentials>"
+				 "</AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>";
+	static const char bad[] = "<ErrorResponse><Error><Type>Sender</Type><Code>InvalidIdentityToken</Code>"
+				  "<Message>no</Message></Error></ErrorResponse>";
+	s3_sts_answer a;
+	tf_error err;
+	char region[64], code[80];
+
+	ck_assert_int_eq(s3_parse_sts(ok, strlen(ok), &a, &err), TF_OK);
+	ck_assert_str_eq(a.access_key, "ASIA");
+	ck_assert_str_eq(a.secret, "SEC");
+	ck_assert_str_eq(a.token, "TOK/+=");
+	ck_assert_str_eq(a.expiration, "2030-01-01T00:00:00Z");
+	ck_assert_ptr_null(a.code);
+	s3_sts_answer_free(&a);
+	ck_assert_int_eq(s3_parse_sts(bad, strlen(bad), &a, &err), TF_OK);
+	ck_assert_str_eq(a.code, "InvalidIdentityToken");
+	s3_sts_answer_free(&a);
+	ck_assert_int_eq(s3_parse_sts("<R><Credentials><AccessKeyId>A</AccessKeyId></Credentials></R>", 62, &a, &err),
+			 TF_E_IO);
+	static const char ent[] = "<!DOCTYPE r [<!ENTITY e \"x\">]><R>&e;</R>";
+	ck_assert_int_eq(s3_parse_sts(ent, strlen(ent), &a, &err), TF_E_IO);
+	ck_assert_ptr_nonnull(strstr(err.msg, "DOCTYPE"));
+	static const char twice[] = "<R><Credentials><AccessKeyId>A</AccessKeyId><AccessKeyId>B</AccessKeyId>"
+				    "</Credentials></R>";
+	ck_assert_int_eq(s3_parse_sts(twice, strlen(twice), &a, &err), TF_E_IO);
+	/* An S3 error naming the bucket's region. */
+	static const char moved[] = "<Error><Code>AuthorizationHeaderMalformed</Code><Message>the region "
+				    "'us-east-1' is wrong; expecting 'eu-west-1'</Message><Region>eu-west-1</Region></Error>";
+	s3_parse_error(moved, strlen(moved), code, sizeof(code), region, sizeof(region));
+	ck_assert_str_eq(code, "AuthorizationHeaderMalformed");
+	ck_assert_str_eq(region, "eu-west-1");
+	s3_parse_error("<Error><Region>a.b/c</Region></Error>", 37, code, sizeof(code), region, sizeof(region));
+	ck_assert_str_eq(region, "a_b_c");
 }
 END_TEST
 
@@ -501,7 +679,11 @@ typedef struct fake {
 	atomic_uint hits;
 	const char *head;	/* status line and headers, without Content-Length */
 	size_t body_len;	/* a body of so many 'x' (none for HEAD) */
+	const char *text;	/* or this body */
+	const char *then;	/* from the second request on, this head (and text2) */
+	const char *text2;
 	char req[16384];	/* the last request's head; read it after fake_stop */
+	char first[16384];	/* the first one's */
 	char url[64];		/* "http://127.0.0.1:PORT" */
 } fake;
 
@@ -525,9 +707,20 @@ static void fake_serve(fake *f, int fd)
 			break;
 	}
 	f->req[n] = '\0';
-	atomic_fetch_add(&f->hits, 1);
-	snprintf(head, sizeof(head), "%sContent-Length: %zu\r\nConnection: close\r\n\r\n", f->head, left);
+	bool later = atomic_fetch_add(&f->hits, 1) > 0 && f->then;
+	const char *text = later ? f->text2 : f->text;
+	if (text)
+		left = strlen(text);
+	if (!later)
+		memcpy(f->first, f->req, sizeof(f->first));
+	snprintf(head, sizeof(head), "%sContent-Length: %zu\r\nConnection: close\r\n\r\n", later ? f->then : f->head,
+		 left);
 	send_all(fd, head, strlen(head));
+	if (text) {
+		if (strncmp(f->req, "HEAD ", 5))
+			send_all(fd, text, left);
+		return;
+	}
 	memset(body, 'x', sizeof(body));
 	for (left = strncmp(f->req, "HEAD ", 5) ? left : 0; left; left -= left < sizeof(body) ? left : sizeof(body))
 		send_all(fd, body, left < sizeof(body) ? left : sizeof(body));
@@ -547,19 +740,32 @@ static void *fake_run(void *arg)
 	return NULL;
 }
 
-static void fake_start(fake *f, const char *head, size_t body_len)
+/* A fake answering head + text to the first request, then + text2 to the
+ * others (then NULL: head + text to all). */
+static void fake_start_body(fake *f, const char *head, size_t body_len, const char *text, const char *then,
+			    const char *text2)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t alen = sizeof(a);
 
 	memset(f, 0, sizeof(*f));
-	f->head = head, f->body_len = body_len;
+	f->head = head, f->body_len = body_len, f->text = text, f->then = then, f->text2 = text2;
 	ck_assert_int_ge(f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), 0);
 	ck_assert_int_eq(bind(f->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
 	ck_assert_int_eq(listen(f->lfd, 8), 0);
 	ck_assert_int_eq(getsockname(f->lfd, (struct sockaddr *)&a, &alen), 0);
 	snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
 	ck_assert_int_eq(pthread_create(&f->th, NULL, fake_run, f), 0);
+}
+
+static void fake_start(fake *f, const char *head, size_t body_len)
+{
+	fake_start_body(f, head, body_len, NULL, NULL, NULL);
+}
+
+static void fake_start_seq(fake *f, const char *head, const char *text, const char *then, const char *text2)
+{
+	fake_start_body(f, head, 0, text, then, text2);
 }
 
 static void fake_stop(fake *f)
@@ -801,6 +1007,153 @@ START_TEST(test_client_path_style)
 }
 END_TEST
 
+
+#define CREDS_JSON(tok) "{\"AccessKeyId\": \"ASIAKEY\", \"SecretAccessKey\": \"sec\", \"Token\": \"" tok "\", " \
+			"\"Expiration\": \"2099-01-01T00:00:00Z\"}"
+
+/* The order: the environment beats web identity beats the profile beats
+ * the container beats IMDS (each tried alone below it). */
+START_TEST(test_chain_order)
+{
+	char url[128], cfg[PATH_MAX + 64];
+	tf_s3_settings s;
+	chain_out c;
+	tf_error err;
+	fake sts, cont;
+	static const char sts_answer[] = "<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult><Credentials>"
+					 "<AccessKeyId>FROMSTS</AccessKeyId><SecretAccessKey>S</SecretAccessKey>"
+					 "<SessionToken>T</SessionToken><Expiration>2099-01-01T00:00:00Z</Expiration>"
+					 "</Credentials></AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>";
+
+	quiet_env();
+	fake_start_seq(&sts, "HTTP/1.1 200 OK\r\n", sts_answer, NULL, NULL);
+	fake_start_seq(&cont, "HTTP/1.1 200 OK\r\n", CREDS_JSON("T"), NULL, NULL);
+	tf_s3_settings_init(&s);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", tmp_path("none"), 1);
+	snprintf(cfg, sizeof(cfg), "%s", write_file("config", "[default]\ncredential_process = sh -c 'echo "
+						    "\"{\\\"Version\\\": 1, \\\"AccessKeyId\\\": \\\"FROMPROCESS\\\", "
+						    "\\\"SecretAccessKey\\\": \\\"S\\\"}\"'\n", 0600));
+	setenv("AWS_CONFIG_FILE", cfg, 1);
+	setenv("AWS_ACCESS_KEY_ID", "FROMENV", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "S", 1);
+	setenv("AWS_WEB_IDENTITY_TOKEN_FILE", write_file("webtok", "jwt\n", 0600), 1);
+	setenv("AWS_ROLE_ARN", "arn:aws:iam::1:role/r", 1);
+	setenv("AWS_ENDPOINT_URL_STS", sts.url, 1);
+	snprintf(url, sizeof(url), "%s/creds", cont.url);
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", url, 1);
+	setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "Bearer ctok", 1);
+	setenv("AWS_EC2_METADATA_DISABLED", "false", 1);
+	setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:1", 1);
+	ck_assert_msg(chain(&s, &c, &err) == TF_OK, "%s", err.msg);
+	ck_assert_str_eq(c.id, "FROMENV");
+	unsetenv("AWS_ACCESS_KEY_ID");
+	ck_assert_msg(chain(&s, &c, &err) == TF_OK, "%s", err.msg);
+	ck_assert_str_eq(c.id, "FROMSTS");
+	ck_assert_ptr_nonnull(strstr(c.origin, "web identity"));
+	unsetenv("AWS_ROLE_ARN");
+	ck_assert_msg(chain(&s, &c, &err) == TF_OK, "%s", err.msg);
+	ck_assert_str_eq(c.id, "FROMPROCESS");
+	ck_assert_ptr_nonnull(strstr(c.origin, "credential_process"));
+	setenv("AWS_CONFIG_FILE", tmp_path("none"), 1);
+	ck_assert_msg(chain(&s, &c, &err) == TF_OK, "%s", err.msg);
+	ck_assert_str_eq(c.id, "ASIAKEY");
+	ck_assert_ptr_nonnull(strstr(c.origin, "container credentials"));
+	unsetenv("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+	ck_assert_int_eq(chain(&s, &c, &err), TF_E_ACCESS);
+	ck_assert_msg(strstr(err.msg, "instance metadata (IMDSv2) http://127.0.0.1:1"), "%s", err.msg);
+	fake_stop(&sts);
+	fake_stop(&cont);
+	/* What each service was asked. */
+	ck_assert_ptr_nonnull(strstr(sts.req, "POST / HTTP/1.1\r\n"));
+	ck_assert_ptr_null(strstr(sts.req, "Authorization"));
+	ck_assert_ptr_nonnull(strstr(cont.req, "GET /creds HTTP/1.1\r\n"));
+	ck_assert_ptr_nonnull(strstr(cont.req, "\r\nAuthorization: Bearer ctok\r\n"));
+	/* A container URL over plain http to another host is refused. */
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://192.0.2.1/creds", 1);
+	ck_assert_int_eq(chain(&s, &c, &err), TF_E_INVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "must be https://"));
+	tf_s3_settings_clear(&s);
+	quiet_env();
+}
+END_TEST
+
+/* A key the store calls expired is fetched afresh and the request signed
+ * again with it, once: the read does not fail. */
+START_TEST(test_client_expired_retry)
+{
+	static const char expired[] = "<Error><Code>ExpiredToken</Code><Message>x</Message></Error>";
+	char url[128];
+	uint8_t buf[10];
+	s3_version v = { "e1", 10, NULL };
+	s3_client *c;
+	tf_error err;
+	fake store, cont;
+
+	quiet_env();
+	fake_start_seq(&cont, "HTTP/1.1 200 OK\r\n", CREDS_JSON("FIRSTTOKEN"), "HTTP/1.1 200 OK\r\n",
+		       CREDS_JSON("SECONDTOKEN"));
+	fake_start_seq(&store, "HTTP/1.1 400 Bad Request\r\n", expired,
+		       "HTTP/1.1 206 Partial Content\r\nETag: \"e1\"\r\nContent-Range: bytes 0-9/10\r\n", "0123456789");
+	snprintf(url, sizeof(url), "%s/creds", cont.url);
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", url, 1);
+	setenv("AWS_ACCESS_KEY_ID", "", 1);	/* signed: client_ok's anonymous test */
+	c = client_ok(store.url, "b", NULL, "0");
+	ck_assert_msg(s3_client_get(c, &forever, "k", &v, 0, buf, sizeof(buf), &err) == TF_OK, "%s", err.msg);
+	ck_assert(!memcmp(buf, "0123456789", 10));
+	fake_stop(&store);
+	fake_stop(&cont);
+	ck_assert_uint_eq(atomic_load(&store.hits), 2);		/* retries = 0: the re-signing is no retry */
+	ck_assert_uint_eq(atomic_load(&cont.hits), 2);
+	ck_assert_ptr_nonnull(strstr(store.first, "x-amz-security-token: FIRSTTOKEN\r\n"));
+	ck_assert_ptr_nonnull(strstr(store.req, "x-amz-security-token: SECONDTOKEN\r\n"));
+	s3_client_free(c);
+	quiet_env();
+}
+END_TEST
+
+/* A 301 naming the bucket's region is followed at once and kept: the
+ * request signed again for that region; requester_pays and
+ * expected_owner go with every request, signed. */
+START_TEST(test_client_region)
+{
+	s3_client *c;
+	s3_entry e;
+	tf_error err;
+	fake f;
+	tf_s3_settings s;
+
+	quiet_env();
+	fake_start_seq(&f, "HTTP/1.1 301 Moved Permanently\r\nx-amz-bucket-region: eu-central-1\r\n", "",
+		       "HTTP/1.1 200 OK\r\nETag: \"e1\"\r\n", "");
+	setenv("AWS_ACCESS_KEY_ID", "AKID", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "S", 1);
+	setenv("AWS_CONFIG_FILE", tmp_path("none"), 1);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", tmp_path("none"), 1);
+	tf_s3_settings_init(&s);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "region", "us-west-2", NULL, &err), TF_OK);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "retries", "0", NULL, &err), TF_OK);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "endpoint", f.url, NULL, &err), TF_OK);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "requester_pays", "yes", NULL, &err), TF_OK);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "expected_owner", "123456789012", NULL, &err), TF_OK);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "expected_owner", "12345", NULL, &err), TF_E_INVAL);
+	ck_assert_int_eq(tf_s3_settings_resolve(&s, &err), TF_OK);
+	ck_assert_msg(s3_client_new(&s, "b", &c, &err) == TF_OK, "%s", err.msg);
+	tf_s3_settings_clear(&s);
+	ck_assert_msg(s3_client_head(c, &forever, "k", &e, &err) == TF_OK, "%s", err.msg);
+	ck_assert_msg(s3_client_head(c, &forever, "k", &e, &err) == TF_OK, "%s", err.msg);
+	fake_stop(&f);
+	ck_assert_uint_eq(atomic_load(&f.hits), 3);	/* one redirect, then straight */
+	ck_assert_ptr_nonnull(strstr(f.first, "/us-west-2/s3/aws4_request"));
+	ck_assert_ptr_nonnull(strstr(f.req, "/eu-central-1/s3/aws4_request"));
+	ck_assert_ptr_nonnull(strstr(f.req, "\r\nx-amz-request-payer: requester\r\n"));
+	ck_assert_ptr_nonnull(strstr(f.req, "\r\nx-amz-expected-bucket-owner: 123456789012\r\n"));
+	ck_assert_ptr_nonnull(strstr(f.req, "SignedHeaders=host;x-amz-content-sha256;x-amz-date;"
+					    "x-amz-expected-bucket-owner;x-amz-request-payer,"));
+	s3_client_free(c);
+	quiet_env();
+}
+END_TEST
+
 /* ---- settings ------------------------------------------------------------------------------ */
 
 START_TEST(test_settings)
@@ -921,6 +1274,10 @@ static Suite *s3_suite(void)
 	tcase_add_test(xml, test_list_without_etag);
 	tcase_add_test(xml, test_time_range);
 	tcase_add_test(xml, test_error_code);
+	tcase_add_test(xml, test_expiration);
+	tcase_add_test(xml, test_cred_json);
+	tcase_add_test(xml, test_split_command);
+	tcase_add_test(xml, test_sts_parse);
 	tcase_add_unchecked_fixture(creds, creds_setup, creds_teardown);
 	tcase_add_test(creds, test_creds_file);
 	tcase_add_test(creds, test_creds_config_file);
@@ -932,6 +1289,9 @@ static Suite *s3_suite(void)
 	tcase_add_test(creds, test_client_bound);
 	tcase_add_test(creds, test_client_last_modified);
 	tcase_add_test(creds, test_client_path_style);
+	tcase_add_test(creds, test_chain_order);
+	tcase_add_test(creds, test_client_expired_retry);
+	tcase_add_test(creds, test_client_region);
 	tcase_add_test(creds, test_settings);
 	tcase_add_test(creds, test_config_section);
 	tcase_add_test(creds, test_bad_specs);

@@ -1,7 +1,8 @@
 /*
  * test_view.c - array views: cell text and NumPy headers, delete
- * conditions, and tf_views over corpus arrays (ranged and concurrent
- * reads equal to a whole pass, listings, xattrs, a changed array).
+ * conditions, the sparse merge's runs against its cells, and tf_views
+ * over corpus arrays (ranged and concurrent reads equal to a whole pass,
+ * listings, xattrs, a changed array).
  */
 #include "tf_test.h"
 
@@ -1629,6 +1630,205 @@ START_TEST(test_arrow_size_remembered)
 }
 END_TEST
 
+/* ---- the sparse merge's runs ------------------------------------------------------------------ */
+
+/* Every dimension and attribute of the array, as a view reads them. */
+static size_t merge_fields(tf_snapshot *snap, tf_fieldspec *spec)
+{
+	const tf_schema *sc = tf_snapshot_schema(snap);
+	size_t n = 0;
+
+	for (size_t d = 0; d < sc->ndims; d++)
+		spec[n++] = (tf_fieldspec){ TF_COL_DIM, sc->dims[d].name, &sc->dims[d] };
+	for (size_t a = 0; a < sc->nattrs; a++)
+		spec[n++] = (tf_fieldspec){ TF_COL_ATTR, sc->attrs[a].name, &sc->attrs[a] };
+	return n;
+}
+
+/* One output cell appended to out: per field its validity, length and
+ * bytes (a null's bytes too), from a run's window or a copied row. */
+static void merge_cell(tf_buf *out, const tf_sparse *it, size_t nf, const tf_sparse_run *run, uint64_t c,
+		       const tf_row *row)
+{
+	for (size_t i = 0; i < nf; i++) {
+		const uint8_t *p;
+		size_t n;
+		bool valid;
+		uint8_t h[5];
+
+		if (run && run->buf)
+			tf_cellbuf_get(run->buf, tf_sparse_field(it, i), c, &p, &n, &valid);
+		else
+			p = row->bytes.p + row->off[i], n = row->len[i], valid = row->valid[i];
+		h[0] = valid;
+		tf_put_le32(h + 1, (uint32_t)n);
+		ck_assert_int_eq(tf_buf_append(out, h, 5, NULL), TF_OK);
+		ck_assert_int_eq(tf_buf_append(out, p ? p : (const uint8_t *)"", n, NULL), TF_OK);
+	}
+}
+
+/* The merge's cells one at a time (tf_sparse_next): the reference. */
+static uint64_t merge_by_cells(tf_snapshot *snap, tf_workspace *ws, tf_buf *out)
+{
+	tf_fieldspec spec[64];
+	size_t nf = merge_fields(snap, spec);
+	tf_sparse *it;
+	tf_row row;
+	tf_error err;
+	uint64_t n = 0;
+	bool end = false;
+
+	ck_assert_msg(tf_sparse_open(snap, spec, nf, NULL, &it, &err) == TF_OK, "%s", err.msg);
+	ck_assert_int_eq(tf_row_init(&row, nf, &err), TF_OK);
+	ck_assert_msg(tf_sparse_seek(it, ws, NULL, &err) == TF_OK, "%s", err.msg);
+	for (;;) {
+		ck_assert_msg(tf_sparse_next(it, ws, &row, &end, &err) == TF_OK, "%s", err.msg);
+		if (end)
+			break;
+		merge_cell(out, it, nf, NULL, 0, &row);
+		n++;
+	}
+	tf_row_free(&row);
+	tf_sparse_free(it);
+	return n;
+}
+
+typedef struct run_counts {
+	uint64_t cells, runs, long_runs, rows;	/* rows: cells the cell path copied */
+} run_counts;
+
+/* The same by runs, each taken in part (a pseudo-random count of its
+ * cells, none at times), the merge parked and resumed between runs now
+ * and then (its windows may be evicted meanwhile), and every so often
+ * left for a new merge seeked to its state, as a view's index does. */
+static void merge_by_runs(tf_snapshot *snap, tf_workspace *ws, uint32_t seed, tf_buf *out, run_counts *rc)
+{
+	tf_fieldspec spec[64];
+	size_t nf = merge_fields(snap, spec);
+	tf_sparse *it, *next;
+	tf_sparse_run run;
+	tf_row row;
+	tf_error err;
+	uint64_t *state;
+	bool end = false;
+
+	memset(rc, 0, sizeof(*rc));
+	ck_assert_msg(tf_sparse_open(snap, spec, nf, NULL, &it, &err) == TF_OK, "%s", err.msg);
+	ck_assert_int_eq(tf_row_init(&row, nf, &err), TF_OK);
+	ck_assert_ptr_nonnull(state = calloc(tf_sparse_state_len(it) + 1, sizeof(*state)));
+	ck_assert_msg(tf_sparse_seek(it, ws, NULL, &err) == TF_OK, "%s", err.msg);
+	for (;;) {
+		uint64_t k;
+
+		ck_assert_msg(tf_sparse_next_run(it, ws, &row, &run, &end, &err) == TF_OK, "%s", err.msg);
+		if (end)
+			break;
+		ck_assert_uint_ge(run.n, 1);
+		seed = seed * 1103515245u + 12345u;
+		k = run.buf ? (seed >> 16) % (run.n + 1) : 1;	/* a copied row is taken whole */
+		if (run.buf && (seed >> 8) % 4)
+			k = run.n;
+		for (uint64_t i = 0; i < k; i++)
+			merge_cell(out, it, nf, &run, run.first + i, &row);
+		if (run.buf)
+			tf_sparse_took(it, k);
+		rc->cells += k, rc->runs += run.buf != NULL, rc->long_runs += run.buf && k > 1, rc->rows += !run.buf;
+		if ((seed >> 4) % 16 == 0) {
+			tf_sparse_park(it);
+			ck_assert_msg(tf_sparse_resume(it, ws, NULL, &err) == TF_OK, "%s", err.msg);
+		} else if ((seed >> 4) % 64 == 1) {
+			tf_sparse_get_state(it, state);
+			ck_assert_msg(tf_sparse_open(snap, spec, nf, NULL, &next, &err) == TF_OK, "%s", err.msg);
+			ck_assert_msg(tf_sparse_seek(next, ws, state, &err) == TF_OK, "%s", err.msg);
+			tf_sparse_free(it);
+			it = next;
+		}
+	}
+	free(state);
+	tf_row_free(&row);
+	tf_sparse_free(it);
+}
+
+/* Array dir (of source root), merged by cells and by runs under a cache
+ * of `cache` bytes: the same cells, to the byte. */
+static void check_runs(const char *dir, size_t cache, run_counts *rc)
+{
+	tf_source *src;
+	char *root;
+	tf_array *a;
+	tf_cache *c;
+	tf_snapshot *snap;
+	tf_workspace *ws = tf_workspace_new();
+	tf_buf cells = TF_BUF_INIT(SIZE_MAX), runs = TF_BUF_INIT(SIZE_MAX);
+	tf_error err;
+	uint64_t n;
+
+	ck_assert_ptr_nonnull(ws);
+	ck_assert_msg(tf_source_locate(dir, NULL, &src, &root, &err) == TF_OK, "%s", err.msg);
+	ck_assert_int_eq(tf_array_open(src, root, NULL, &a, &err), TF_OK);
+	ck_assert_int_eq(tf_cache_new(cache, 1, &c, &err), TF_OK);
+	ck_assert_int_eq(tf_snapshot_open(a, c, &snap, &err), TF_OK);
+	n = merge_by_cells(snap, ws, &cells);
+	for (uint32_t seed = 1; seed <= 3; seed++) {
+		runs.len = 0;
+		merge_by_runs(snap, ws, seed, &runs, rc);
+		ck_assert_uint_eq(rc->cells, n);
+		ck_assert_msg(runs.len == cells.len && !memcmp(runs.p, cells.p, cells.len),
+			      "%s, seed %u: %llu cells by runs differ from the cells one by one", dir, seed,
+			      (unsigned long long)n);
+	}
+	tf_buf_free(&cells), tf_buf_free(&runs);
+	tf_snapshot_unref(snap);
+	tf_cache_free(c);
+	tf_array_free(a);
+	free(root);
+	tf_source_free(src);
+	tf_workspace_free(ws);
+}
+
+/*
+ * Runs through the sparse merge (tf_sparse_next_run) give the cells
+ * tf_sparse_next gives, to the byte: fragments interleaved in blocks whose
+ * edge cells later fragments write again (a run ends before a duplicate,
+ * which the cell path resolves: the newest wins, or with duplicates all
+ * come, newest first), interleaved cell by cell, one fragment, with a
+ * nullable string whose nulls hold bytes; tiles longer than the windows
+ * and windows cut mid-block; runs taken in part, the merge parked,
+ * resumed and seeked between them.  Then the corpus's sparse arrays
+ * (deletes, timestamps, duplicates, string dimensions).
+ */
+START_TEST(test_merge_runs)
+{
+	static const char *const gen[] = { "b --sparse 6000 4 100 blocks=10 nullable lz4",
+					   "bd --sparse 6000 4 100 blocks=10 dups nullable",
+					   "big --sparse 9000 4 1000 blocks=37 nullable",
+					   "c --sparse 3000 3 100 nullable", "one --sparse 3000 1 1000 nullable" };
+	static const char *const cases[] = { "sparse_1d", "sparse_2d", "multifrag_sparse", "sparse_string_dim",
+					     "extra/sparse_dups_timestamps", "extra/sparse_dups_consolidated_deletes",
+					     "extra/sparse_var_dim_nullable_attr" };
+	char dir[] = "/tmp/tf_runs.XXXXXX", args[4200];
+	run_counts rc;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	for (size_t i = 0; i < sizeof(gen) / sizeof(gen[0]); i++) {
+		snprintf(args, sizeof(args), "%s/%s", dir, gen[i]);
+		genarray(args);
+		snprintf(args, sizeof(args), "%s/%.*s", dir, (int)strcspn(gen[i], " "), gen[i]);
+		check_runs(args, 1 << 20, &rc);
+		if (i != 3)	/* runs there were (not cell by cell) */
+			ck_assert_uint_gt(rc.long_runs, 0);
+		if (i == 0 || i == 2)	/* and duplicates the cell path resolved (none with dups) */
+			ck_assert_uint_gt(rc.rows, 0);
+	}
+	snprintf(args, sizeof(args), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(args), 0);
+	for (size_t i = 0; tf_test_corpus() && i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(args, sizeof(args), "%s/%s/array", tf_test_corpus(), cases[i]);
+		check_runs(args, 1 << 20, &rc);
+	}
+}
+END_TEST
+
 static Suite *view_suite(void)
 {
 	Suite *s = suite_create("view");
@@ -1648,6 +1848,7 @@ static Suite *view_suite(void)
 	tcase_add_test(tc, test_fragment_csvs_bounded);
 	tcase_add_test(tc, test_arrow_ranges);
 	tcase_add_test(tc, test_arrow_idle_releases);
+	tcase_add_test(tc, test_merge_runs);
 	suite_add_tcase(s, tc);
 	if (tf_test_corpus()) {
 		corpus = tcase_create("corpus");
