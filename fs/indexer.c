@@ -218,12 +218,14 @@ char *fs_index_attr(tilefs *fs)
 	if (asprintf(&v, "dir=%s persist=%s entries=%" PRIu64 " bytes=%" PRIu64 " max_size=%" PRIu64
 		     " hits=%" PRIu64 " misses=%" PRIu64 " stale=%" PRIu64 " corrupt=%" PRIu64 " writes=%" PRIu64
 		     " write_errors=%" PRIu64 " evictions=%" PRIu64 " walks=%" PRIu64 " walk_bytes=%" PRIu64
-		     " background=%s files_seen=%" PRIu64 " files_indexed=%" PRIu64 " files_failed=%" PRIu64,
+		     " background=%s files_seen=%" PRIu64 " files_indexed=%" PRIu64 " files_failed=%" PRIu64
+		     " published=%" PRIu64 " published_misses=%" PRIu64 " published_ignored=%" PRIu64,
 		     tf_index_dir(fs->index), !s.persist ? "no" : s.writable ? "yes" : "read-only", s.entries,
 		     s.bytes, s.max_size, s.hits, s.misses, s.stale, s.corrupt, s.writes, s.write_errors,
 		     s.evictions, s.walks, s.walk_bytes,
 		     !ix ? "off" : atomic_load(&ix->done) ? "done" : "running", ix ? atomic_load(&ix->seen) : 0,
-		     ix ? atomic_load(&ix->indexed) : 0, ix ? atomic_load(&ix->failed) : 0) < 0)
+		     ix ? atomic_load(&ix->indexed) : 0, ix ? atomic_load(&ix->failed) : 0, s.published,
+		     s.published_misses, s.published_ignored) < 0)
 		return NULL;
 	return v;
 }

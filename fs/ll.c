@@ -898,8 +898,10 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * is known, which size_view made so but for an endless CSV (more
 	 * than 2^32 records): that one is read to its end as /proc files
 	 * are, past the size 0 its attributes show. */
-	if (h->view)
+	if (h->view) {
 		h->direct = !sized;
+		tf_view_set_kept(h->view, !h->direct);
+	}
 	fi->direct_io = h->direct;
 	fi->keep_cache = !h->direct;
 	fi->fh = (uintptr_t)h;

@@ -780,12 +780,69 @@ static size_t span_row_bytes(const tf_arrow_batch *b, const tf_arrow_span *cols,
 	return bytes;
 }
 
+/* Row r of the span into the batch if every buffer has room for it
+ * already (else false, nothing written): span_append's work for one row
+ * without its loops and calls, for the runs of one cell that fragments
+ * interleaved cell by cell give (~15% of such a cells.arrow's time). */
+static bool append_one(tf_arrow_batch *b, const tf_arrow_span *cols, size_t r)
+{
+	const tf_arrow *a = b->a;
+	uint64_t row = b->rows;
+
+	for (size_t i = 0; i < a->ncols; i++) {
+		const acol *ac = &a->cols[i];
+		const tf_arrow_span *sp = &cols[i];
+		const bcol *c = &b->c[i];
+		size_t n = ac->kind == K_FIXED ? sp->size : (size_t)(sp->starts[r + 1] - sp->starts[r]);
+
+		if ((ac->nullable && c->valid.len <= row / 8 && c->valid.len >= c->valid.cap) ||
+		    (ac->kind == K_BYTES && c->offs.cap - c->offs.len < 8) || c->vals.cap - c->vals.len < n)
+			return false;
+	}
+	for (size_t i = 0; i < a->ncols; i++) {
+		const acol *ac = &a->cols[i];
+		const tf_arrow_span *sp = &cols[i];
+		bcol *c = &b->c[i];
+		bool valid = !sp->valid || sp->valid[r];
+
+		if (ac->nullable) {
+			if (c->valid.len <= row / 8)
+				c->valid.p[c->valid.len++] = 0;
+			set_bit(c->valid.p, row, valid);
+			c->nulls += !valid;
+		}
+		if (ac->kind == K_FIXED) {
+			if (valid)
+				memcpy(c->vals.p + c->vals.len, sp->data + r * sp->size, sp->size);
+			else
+				memset(c->vals.p + c->vals.len, 0, sp->size);	/* nulls: zeros */
+			c->vals.len += sp->size;
+			c->nvals += ac->fixed ? ac->fixed : 1;
+			continue;
+		}
+		if (!c->offs.len) {
+			tf_put_le32(c->offs.p, 0);
+			c->offs.len = 4;
+		}
+		size_t n = valid ? (size_t)(sp->starts[r + 1] - sp->starts[r]) : 0;
+		if (n)
+			memcpy(c->vals.p + c->vals.len, sp->data + sp->starts[r], n);
+		c->vals.len += n;
+		tf_put_le32(c->offs.p + c->offs.len, (uint32_t)c->vals.len);
+		c->offs.len += 4;
+	}
+	b->rows++;
+	return true;
+}
+
 /* Rows [r, r + m) of the span into the batch, a column at a time. */
 static tf_status span_append(tf_arrow_batch *b, const tf_arrow_span *cols, size_t r, size_t m, tf_error *err)
 {
 	tf_status rc = TF_OK;
 	uint8_t *at;
 
+	if (m == 1 && append_one(b, cols, r))
+		return TF_OK;
 	for (size_t i = 0; m && i < b->a->ncols && rc == TF_OK; i++) {
 		const acol *ac = &b->a->cols[i];
 		const tf_arrow_span *sp = &cols[i];

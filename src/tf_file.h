@@ -128,6 +128,12 @@ char *tf_file_pipeline_text(const tf_file *f);
  * it (tf_pipeline_filter_attr, tf_pipeline_codecs_json); malloc'd. */
 char *tf_file_filter_attr(const tf_file *f);
 char *tf_file_codecs_json(const tf_file *f);
+/* The persisted form of f's index (tf_index.h's payload: what a walk
+ * found, or the entry f was restored from) into out (reset first), to be
+ * published; TF_E_INVAL for a file whose index is not persisted (not a
+ * walked tile file). */
+struct tf_buf;
+tf_status tf_file_export_index(const tf_file *f, struct tf_buf *out, tf_error *err);
 /* Memory held by the index, for index budgets. */
 size_t tf_file_index_bytes(const tf_file *f);
 /* Whether the stored file is still the version this index describes. */
@@ -181,6 +187,7 @@ typedef struct tf_slice {
 	size_t n;
 	tf_cache_entry *e;
 	bool whole;		/* the slice is its whole unit */
+	bool last;		/* the slice runs to its unit's last byte */
 } tf_slice;
 typedef struct tf_slices {
 	tf_slice *v;
@@ -206,6 +213,13 @@ void tf_slices_free(tf_slices *s);
 /* Pin, copy into dst, unpin: *got bytes (fewer only at the end of file). */
 tf_status tf_handle_read(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t off, size_t len,
 			 uint8_t *dst, size_t *got, tf_error *err);
+/* The same for a reader going forward through the file (a merge's
+ * windows, a dense view's row-major runs): a unit whose last byte it
+ * copied is released as done, recycled first (tf_cache.h), since that
+ * reader never comes back to it: a 4-million-cell sparse cells.arrow took 120 MB of
+ * fresh cache memory for units read once, the kernel zeroing its pages. */
+tf_status tf_handle_read_scan(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t off, size_t len,
+			      uint8_t *dst, size_t *got, tf_error *err);
 
 /* ---- units and chunks, for tools --------------------------------------------- */
 

@@ -40,6 +40,12 @@
  * the file answers nothing beyond what was proved (EIO): the next index of
  * it walks.  Never bytes at a wrong place.
  *
+ * An entry published in the bucket (tf_index.h) is used when the store
+ * has none, and trusted exactly as far: it is restored and proved the
+ * same way.  It is copied into the store once proved whole (the file read
+ * to its end), so that the store holds only what was walked or proved
+ * here; found wrong, it is ignored by this process from then on.
+ *
  * Why units are made late: a lookup wants the size alone.  The payload is
  * kept as it is (about 3 bytes a unit: 100 KB for a 2 GiB file of 64 KiB
  * chunks, against 1.3 MB of unit tables) and each tile's units are made
@@ -145,6 +151,16 @@ static tf_status export_file(const tf_file *f, tf_buf *b, tf_error *err)
 	return rc;
 }
 
+tf_status tf_file_export_index(const tf_file *f, tf_buf *out, tf_error *err)
+{
+	out->len = 0;
+	if (f->from_store && !atomic_load(&f->saved_bad))
+		return tf_buf_append(out, f->saved, f->saved_len, err);
+	if (!f->walked)
+		return tf_err(err, TF_E_INVAL, "%s: its index is not persisted (not a walked tile file)", f->name);
+	return export_file(f, out, err);
+}
+
 void tf_file_persist(const tf_file *f, struct tf_index *store)
 {
 	tf_buf b = TF_BUF_INIT(TF_INDEX_MAX_ENTRY);
@@ -218,7 +234,10 @@ void tf_file_reject_saved(const tf_file *f, size_t t, const char *why)
 	    !tf_index_key_make(&k, f->src, f->rel, &f->ver))
 		return;
 	snprintf(msg, sizeof(msg), "tile %zu: %s", t, why);
-	tf_index_reject(f->store, &k, msg);
+	if (f->from_published)
+		tf_index_reject_published(f->store, f->src, f->rel, &k, msg);
+	else
+		tf_index_reject(f->store, &k, msg);
 }
 
 tf_status tf_file_restore_tile(const tf_file *f, size_t t, unit_table **out, tf_error *err)
@@ -295,6 +314,17 @@ static tf_status check_count(const tf_file *f, tf_object *obj, size_t t, tf_erro
 	return rc;
 }
 
+/* All of f is proved: a published entry has earned its place in the
+ * store (proof lock held: once). */
+static void proved_whole(tf_file *f)
+{
+	tf_index_key k;
+
+	atomic_store_explicit(&f->proved, UINT64_MAX, memory_order_release);
+	if (f->from_published && !atomic_load(&f->saved_bad) && tf_index_key_make(&k, f->src, f->rel, &f->ver))
+		tf_index_put(f->store, &k, f->saved, f->saved_len);
+}
+
 /* Prove the next unit (or the next tile, when it has none), for a read
  * from off.  Lock held. */
 static tf_status prove_next(tf_file *f, tf_object *obj, tf_cache *c, tf_workspace *ws, uint64_t off,
@@ -306,7 +336,7 @@ static tf_status prove_next(tf_file *f, tf_object *obj, tf_cache *c, tf_workspac
 	tf_status rc;
 
 	if (t >= f->ntiles) {	/* no tile at all */
-		atomic_store_explicit(&f->proved, UINT64_MAX, memory_order_release);
+		proved_whole(f);
 		return TF_OK;
 	}
 	if (atomic_load(&f->saved_bad))
@@ -342,8 +372,10 @@ static tf_status prove_next(tf_file *f, tf_object *obj, tf_cache *c, tf_workspac
 		f->proof_tile++;
 		f->proof_unit = 0;
 		/* All of it: its last (empty) tiles too, whatever end is asked. */
-		atomic_store_explicit(&f->proved, f->proof_tile == f->ntiles ? UINT64_MAX : te->off + te->size,
-				      memory_order_release);
+		if (f->proof_tile == f->ntiles)
+			proved_whole(f);
+		else
+			atomic_store_explicit(&f->proved, te->off + te->size, memory_order_release);
 	}
 	return TF_OK;
 }
@@ -450,8 +482,11 @@ tf_status tf_file_restore(tf_file *f, struct tf_index *store, const tf_version *
 	 * cannot be stat'ed is left to the open to report). */
 	if (!expect && (tf_source_stat(f->src, f->rel, &st, NULL) != TF_OK || st.kind != TF_ENT_REG))
 		return tf_err(err, TF_E_NOTFOUND, "not indexed");
-	if (!tf_index_key_make(&k, f->src, f->rel, expect ? expect : &st.v) ||
-	    tf_index_get(store, &k, &p, NULL) != TF_OK) {
+	if (!tf_index_key_make(&k, f->src, f->rel, expect ? expect : &st.v))
+		return tf_err(err, TF_E_NOTFOUND, "not indexed");
+	/* The store's, else the bucket's (checked the same way). */
+	if (tf_index_get(store, &k, &p, NULL) != TF_OK &&
+	    !(f->from_published = tf_index_get_published(store, f->src, f->rel, &k, &p, NULL) == TF_OK)) {
 		tf_buf_free(&p);
 		return tf_err(err, TF_E_NOTFOUND, "not indexed");
 	}
@@ -459,7 +494,11 @@ tf_status tf_file_restore(tf_file *f, struct tf_index *store, const tf_version *
 	if ((rc = restore_file(f, p.p, p.len, &why)) != TF_OK) {
 		clear_tiles(f);
 		tf_buf_free(&p);
-		tf_index_reject(store, &k, why.msg);
+		if (f->from_published)
+			tf_index_reject_published(store, f->src, f->rel, &k, why.msg);
+		else
+			tf_index_reject(store, &k, why.msg);
+		f->from_published = false;
 		return tf_err(err, TF_E_NOTFOUND, "not indexed");
 	}
 	f->saved = p.p;	/* taken over: tiles' units are made from it */

@@ -85,6 +85,7 @@ struct tf_file {
 	bool generic, from_layout;
 	bool walk_headers;	/* walks read headers alone (tf_file_how.metadata) */
 	bool walked, from_store;
+	bool from_published;	/* from_store, but the entry was the bucket's (tf_index.h) */
 	uint64_t walked_bytes;
 	uint8_t *saved;		/* from the store: its payload, or NULL */
 	size_t saved_len;

@@ -537,7 +537,7 @@ static tf_status pin_unit(void *arg, size_t tile, size_t u, const unit_ent *e, t
 		return tf_err_prefix(err, "%s: tile %zu", j->r->f->name, tile);
 	sl = &j->s->v[j->s->n++];
 	*sl = (tf_slice){ .p = (const uint8_t *)(uintptr_t)from, .n = (size_t)(e->size - from), .e = ce,
-			  .whole = from == 0 };
+			  .whole = from == 0, .last = true };
 	if (st == TF_CACHE_CLAIMED)
 		j->claims[j->nclaims++] = (claim){ tile, u, ce };
 	j->pos += sl->n;
@@ -568,7 +568,7 @@ static tf_status finish_pins(tf_cache *c, tf_slices *s, uint64_t off, uint64_t e
 		sl->p = tf_cache_data(sl->e) + from;
 		if (at + sl->n > end - off) {
 			sl->n = (size_t)(end - off - at);
-			sl->whole = false;
+			sl->whole = sl->last = false;
 		}
 		at += sl->n;
 	}
@@ -651,8 +651,8 @@ void tf_slices_free(tf_slices *s)
 	*s = (tf_slices){ 0 };
 }
 
-tf_status tf_handle_read(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t off, size_t len,
-			 uint8_t *dst, size_t *got, tf_error *err)
+static tf_status read_copy(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t off, size_t len,
+			   uint8_t *dst, size_t *got, bool scan, tf_error *err)
 {
 	tf_slices s = { 0 };
 	tf_status rc = tf_handle_pin(r, c, ws, off, len, &s, err);
@@ -662,9 +662,23 @@ tf_status tf_handle_read(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t o
 		memcpy(dst + *got, s.v[i].p, s.v[i].n);
 		*got += s.v[i].n;
 	}
-	tf_handle_unpin(c, &s, false);
+	for (size_t i = 0; i < s.n; i++)
+		tf_cache_release(c, s.v[i].e, scan && s.v[i].last);
+	s.n = 0;
 	tf_slices_free(&s);
 	return rc;
+}
+
+tf_status tf_handle_read(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t off, size_t len,
+			 uint8_t *dst, size_t *got, tf_error *err)
+{
+	return read_copy(r, c, ws, off, len, dst, got, false, err);
+}
+
+tf_status tf_handle_read_scan(tf_handle *r, tf_cache *c, tf_workspace *ws, uint64_t off, size_t len,
+			      uint8_t *dst, size_t *got, tf_error *err)
+{
+	return read_copy(r, c, ws, off, len, dst, got, true, err);
 }
 
 /* ---- units and chunks, for tools --------------------------------------------------------- */

@@ -48,6 +48,9 @@
 #define TOUCH_AFTER_NS 60000000000LL	/* refresh an entry's mtime at most once a minute */
 #define TEMP_STALE_S 3600		/* a temporary file this old was left by a crash */
 #define RESCAN_PUTS 1024		/* writes between scans (other processes write too) */
+#define PUBLISHED_DIR "index/"		/* under the source's reserved prefix */
+#define PUBLISHED_SLACK 65536u		/* a published entry's payload: at most the object's size and this */
+#define SKIP_SLOTS 1024			/* published entries ignored, remembered (a ring) */
 
 struct tf_index {
 	char *dir;			/* "none" without one */
@@ -63,6 +66,13 @@ struct tf_index {
 	unsigned puts;			/* since the last scan */
 	atomic_bool write_warned;
 	_Atomic uint64_t hits, misses, stale, corrupt, writes, write_errors, evictions, walks, walk_bytes;
+	/* Published entries: whether to use them, and the keys (hashes of
+	 * identity and version) whose published entry was ignored, never
+	 * fetched again (lock). */
+	atomic_bool use_published, fetch_warned;
+	uint64_t skip[SKIP_SLOTS];
+	size_t skip_next;
+	_Atomic uint64_t published, published_misses, published_ignored;
 };
 
 /* ---- keys and names ------------------------------------------------------------------ */
@@ -251,6 +261,7 @@ tf_status tf_index_open(const char *dir, uint64_t max_size, tf_index_warn_fn war
 	s->sha256 = (EVP_MD *)EVP_sha256();
 #endif
 	pthread_mutex_init(&s->lock, NULL);
+	atomic_init(&s->use_published, true);
 	atomic_init(&s->writable, s->dirfd >= 0 && faccessat(s->dirfd, ".", W_OK, AT_EACCESS) == 0);
 	if (s->dirfd >= 0 && !atomic_load(&s->writable))
 		warnf(s, "index_dir %s: not writable (%s): indexes are read but not persisted", dir,
@@ -714,4 +725,138 @@ void tf_index_get_stats(tf_index *s, tf_index_stats *out)
 	out->evictions = atomic_load(&s->evictions);
 	out->walks = atomic_load(&s->walks);
 	out->walk_bytes = atomic_load(&s->walk_bytes);
+	out->published = atomic_load(&s->published);
+	out->published_misses = atomic_load(&s->published_misses);
+	out->published_ignored = atomic_load(&s->published_ignored);
+}
+
+/* ---- published entries ------------------------------------------------------------------- */
+
+bool tf_index_published_key(tf_index_key *k, const tf_source *src, const char *rel, const tf_version *v)
+{
+	char where[sizeof(k->id) - 8];
+
+	memset(k, 0, sizeof(*k));
+	if (!v->etag[0] || !tf_source_bucket_key(src, rel, where, sizeof(where)))
+		return false;	/* no object store, or nothing that pins a version */
+	snprintf(k->id, sizeof(k->id), "bucket:%s", where);
+	k->v.size = v->size;
+	memcpy(k->v.etag, v->etag, sizeof(k->v.etag));
+	k->v.etag[sizeof(k->v.etag) - 1] = '\0';
+	return true;
+}
+
+bool tf_index_published_name(tf_index *s, const tf_index_key *k, char *buf, size_t n)
+{
+	char name[NAME_HEX + 5];
+	int len;
+
+	if (!entry_name(s, k, name))
+		return false;
+	len = snprintf(buf, n, PUBLISHED_DIR "%s", name);
+	return len > 0 && (size_t)len < n;
+}
+
+tf_status tf_index_entry_bytes(const tf_index_key *k, const void *payload, size_t n, uint8_t **out, size_t *len,
+			       tf_error *err)
+{
+	if (strlen(k->id) > 65535 || n > TF_INDEX_MAX_ENTRY)
+		return tf_err(err, TF_E_INVAL, "an entry too large");
+	if (!(*out = build_entry(k, payload, n, len)))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	return TF_OK;
+}
+
+void tf_index_use_published(tf_index *s, bool use)
+{
+	atomic_store(&s->use_published, use);
+}
+
+/* A key (identity and version) as the ring remembers it. */
+static uint64_t skip_hash(const tf_index_key *k)
+{
+	uint64_t h = 14695981039346656037ull;
+	uint8_t v[VERSION_BYTES];
+
+	put_version(v, &k->v);
+	for (const char *c = k->id; *c; c++)
+		h = (h ^ (unsigned char)*c) * 1099511628211ull;
+	for (size_t i = 0; i < sizeof(v); i++)
+		h = (h ^ v[i]) * 1099511628211ull;
+	return h | 1;
+}
+
+static bool skipped(tf_index *s, const tf_index_key *k)
+{
+	uint64_t h = skip_hash(k);
+	bool found = false;
+
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < SKIP_SLOTS && !found; i++)
+		found = s->skip[i] == h;
+	pthread_mutex_unlock(&s->lock);
+	return found;
+}
+
+/* The published entry pk (name) of local key k is ignored for good:
+ * counted, warned (once, since it is never fetched again), remembered. */
+static void ignore_published(tf_index *s, const tf_index_key *k, const tf_index_key *pk, const char *name,
+			     const char *why, const char *then)
+{
+	uint64_t h = skip_hash(k);
+
+	atomic_fetch_add(&s->published_ignored, 1);
+	pthread_mutex_lock(&s->lock);
+	s->skip[s->skip_next++ % SKIP_SLOTS] = h;
+	pthread_mutex_unlock(&s->lock);
+	warnf(s, "published index entry .tilefs/%s (%s): %s: ignored (%s)", name, pk->id, why, then);
+}
+
+tf_status tf_index_get_published(tf_index *s, tf_source *src, const char *rel, const tf_index_key *k,
+				 tf_buf *payload, tf_error *err)
+{
+	tf_index_key pk;
+	char name[64], *body = NULL;
+	size_t n = 0, off = 0, plen = 0, max;
+	tf_error why;
+	tf_status rc;
+
+	payload->len = 0;
+	if (!atomic_load(&s->use_published) || !tf_index_published_key(&pk, src, rel, &k->v) ||
+	    !tf_index_published_name(s, &pk, name, sizeof(name)) || skipped(s, k))
+		return tf_err(err, TF_E_NOTFOUND, "no published entry");
+	/* What an entry of this object can need (a longer one is no entry of it). */
+	max = FIXED + strlen(pk.id) + VERSION_BYTES + PUBLISHED_SLACK;
+	max += k->v.size < TF_INDEX_MAX_ENTRY - max ? (size_t)k->v.size : TF_INDEX_MAX_ENTRY - max;
+	rc = tf_source_get_reserved(src, name, max, &body, &n, &why);
+	if (rc == TF_OK && (rc = check_entry((const uint8_t *)body, n, &pk, &off, &plen, &why)) == TF_OK)
+		rc = tf_buf_append(payload, body + off, plen, &why);
+	free(body);
+	if (rc == TF_OK) {
+		atomic_fetch_add(&s->published, 1);
+		return TF_OK;
+	}
+	if (rc == TF_E_NOTFOUND) {
+		atomic_fetch_add(&s->published_misses, 1);
+	} else if (rc == TF_E_CORRUPT || rc == TF_E_STALE) {
+		ignore_published(s, k, &pk, name, why.msg, "the file is walked");
+	} else {	/* the store failing (or refusing us): a miss this time, said once */
+		atomic_fetch_add(&s->published_misses, 1);
+		if (!atomic_exchange(&s->fetch_warned, true))
+			warnf(s, "published index entries cannot be read (%s): files are walked", why.msg);
+	}
+	payload->len = 0;
+	return tf_err(err, TF_E_NOTFOUND, "no published entry");
+}
+
+void tf_index_reject_published(tf_index *s, const tf_source *src, const char *rel, const tf_index_key *k,
+				const char *why)
+{
+	tf_index_key pk = { .id = "?" };
+	char name[64] = "?";
+
+	atomic_fetch_sub(&s->published, 1);	/* counted as used by tf_index_get_published */
+	if (tf_index_published_key(&pk, src, rel, &k->v))
+		tf_index_published_name(s, &pk, name, sizeof(name));
+	ignore_published(s, k, &pk, name, why, "found wrong: the file is walked when next indexed");
 }

@@ -35,6 +35,22 @@
  *     reads what it can and persists nothing: one warning, not an error.
  *     With no directory at all (index_dir = none) the store only counts.
  *
+ *   - Published entries (an object store's): tiletool index --publish puts
+ *     each file's entry in the bucket itself, as object
+ *     PREFIX/.tilefs/index/NAME (tf_source.h's reserved prefix), for every
+ *     node to use when its own store has none.  The same format, keyed by
+ *     bucket and key ("bucket:BUCKET/KEY": every endpoint of the bucket
+ *     reads the same entry beside the same object) and the object's ETag
+ *     and size, named by a hash of that identity.  Fetched with one GET (a
+ *     404 is a miss, which the source remembers), checked exactly as a
+ *     local entry (format, CRC, identity, version), and then validated by
+ *     its reader like any.  One that fails (stale, foreign, truncated,
+ *     corrupt, or found wrong by its reader) is ignored, warned once and
+ *     never fetched again by this process (the file is walked).  A store
+ *     copies one into its directory only once its reader has proved all
+ *     of it against the file (tf_file_index.c): what the directory holds
+ *     was walked or proved here, and is what tiletool publishes.
+ *
  * Thread-safe.  Counters (tf_index_stats) cover every walk the caller
  * reports, so a test can assert that a mount walked nothing.
  */
@@ -125,6 +141,9 @@ typedef struct tf_index_stats {
 	uint64_t max_size;
 	uint64_t hits, misses, stale, corrupt, writes, write_errors, evictions;
 	uint64_t walks, walk_bytes;
+	uint64_t published;		/* published entries used (and not found wrong) */
+	uint64_t published_misses;	/* none published (or the store failed) */
+	uint64_t published_ignored;	/* stale, foreign, corrupt, or found wrong */
 } tf_index_stats;
 /* Counters, and a scan of the directory if none was made yet (entries
  * and bytes are then kept up to date by this process's writes, and counted
@@ -133,5 +152,34 @@ void tf_index_get_stats(tf_index *s, tf_index_stats *out);
 void tf_index_rescan(tf_index *s);
 /* The directory ("none" when there is none); valid while s is. */
 const char *tf_index_dir(const tf_index *s);
+
+/* ---- published entries ---------------------------------------------------------------- */
+
+/* The published key of file rel of src as version v: "bucket:BUCKET/KEY"
+ * and v's ETag and size alone.  False for a local source, an object
+ * without an ETag, or a name too long. */
+bool tf_index_published_key(tf_index_key *k, const tf_source *src, const char *rel, const tf_version *v);
+/* Its object's name under the reserved prefix: "index/" 32 hex ".idx". */
+bool tf_index_published_name(tf_index *s, const tf_index_key *k, char *buf, size_t n);
+/* The bytes of k's entry holding payload[n] (malloc'd into *out, *len). */
+tf_status tf_index_entry_bytes(const tf_index_key *k, const void *payload, size_t n, uint8_t **out, size_t *len,
+			       tf_error *err);
+
+/*
+ * The payload of the entry published for file rel of src, for k (the
+ * local key: its version is the object's now) into *payload (reset
+ * first).  TF_OK: fetched and checked (counted `published`);
+ * TF_E_NOTFOUND: none, or ignored (counted, warned), or not an object
+ * store, or published entries are not used.
+ */
+tf_status tf_index_get_published(tf_index *s, tf_source *src, const char *rel, const tf_index_key *k,
+				 tf_buf *payload, tf_error *err);
+/* A payload tf_index_get_published returned that its reader found wrong:
+ * counted, warned, and never fetched again by this process. */
+void tf_index_reject_published(tf_index *s, const tf_source *src, const char *rel, const tf_index_key *k,
+				const char *why);
+/* Whether tf_index_get_published looks at all (default: yes; tiletool
+ * index, which publishes what it walked or holds, does not). */
+void tf_index_use_published(tf_index *s, bool use);
 
 #endif

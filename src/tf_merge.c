@@ -236,7 +236,7 @@ static tf_status read_starts(tf_cellbuf *b, const tf_col **cols, tf_workspace *w
 
 	for (size_t i = 0; i < b->nfields && rc == TF_OK; i++)
 		if (!b->f[i].missing && b->f[i].var)
-			rc = tf_col_var_starts(cols[i], ws, tile, first, n, starts_of(b, i, n), &vbase[i], err);
+			rc = tf_col_var_starts(cols[i], ws, tile, first, n, starts_of(b, i, n), &vbase[i], true, err);
 	return rc;
 }
 
@@ -273,15 +273,15 @@ static tf_status fill(tf_cellbuf *b, const tf_col **cols, tf_workspace *ws, uint
 		const tf_cellbuf_field *bf = &b->f[i];
 		if (bf->missing)
 			continue;
-		if (bf->nullable && (rc = tf_col_validity(cols[i], ws, b->tile, b->first, n, dst + bf->valid_at,
+		if (bf->nullable && (rc = tf_col_validity(cols[i], ws, b->tile, b->first, n, dst + bf->valid_at, true,
 							   err)) != TF_OK)
 			break;
 		if (!bf->var) {
-			rc = tf_col_fixed(cols[i], ws, b->tile, b->first, n, dst + bf->data_at, err);
+			rc = tf_col_fixed(cols[i], ws, b->tile, b->first, n, dst + bf->data_at, true, err);
 			continue;
 		}
 		memcpy(dst + bf->starts_at, starts_of(b, i, nread), (size_t)(n + 1) * 8);
-		rc = tf_col_var_bytes(cols[i], ws, b->tile, vbase[i], bf->vlen, dst + bf->data_at, err);
+		rc = tf_col_var_bytes(cols[i], ws, b->tile, vbase[i], bf->vlen, dst + bf->data_at, true, err);
 	}
 	return rc;
 }

@@ -1528,9 +1528,9 @@ bool tf_col_var(const tf_col *c) { return c->var; }
 bool tf_col_nullable(const tf_col *c) { return c->nullable; }
 unsigned tf_col_cell_size(const tf_col *c) { return c->cell_size; }
 
-/* Exactly len bytes at off of h's decoded bytes. */
+/* Exactly len bytes at off of h's decoded bytes (once: tf_col_fixed). */
 static tf_status read_exact(const tf_col *c, tf_handle *h, tf_workspace *ws, uint64_t off, uint64_t len,
-			    uint8_t *dst, tf_error *err)
+			    uint8_t *dst, bool once, tf_error *err)
 {
 	const tf_file *f = tf_handle_file(h);
 	size_t got = 0;
@@ -1540,7 +1540,8 @@ static tf_status read_exact(const tf_col *c, tf_handle *h, tf_workspace *ws, uin
 		return TF_OK;
 	if (len > SIZE_MAX)
 		return tf_err(err, TF_E_NOMEM, "read too large");
-	rc = tf_handle_read(h, c->cache, ws, off, (size_t)len, dst, &got, err);
+	rc = once ? tf_handle_read_scan(h, c->cache, ws, off, (size_t)len, dst, &got, err)
+		  : tf_handle_read(h, c->cache, ws, off, (size_t)len, dst, &got, err);
 	if (rc == TF_OK && got != len)
 		rc = tf_err(err, TF_E_CORRUPT, "%s: %llu bytes wanted at %llu, the file decodes to %llu",
 			    tf_file_name(f), (unsigned long long)len, (unsigned long long)off,
@@ -1598,7 +1599,7 @@ tf_status tf_col_check_cells(const tf_col *c, uint64_t tile, uint64_t cell, uint
 
 /* Legacy zipped coordinates: dimension c->dim of each cell. */
 static tf_status read_zipped(const tf_col *c, tf_workspace *ws, uint64_t off, uint64_t n, uint8_t *dst,
-			     tf_error *err)
+			     bool once, tf_error *err)
 {
 	uint64_t cell = c->stored, bytes;
 	uint8_t *tmp = tf_u64_mul(n, cell, &bytes) && bytes <= SIZE_MAX ? malloc(bytes ? (size_t)bytes : 1) : NULL;
@@ -1606,7 +1607,7 @@ static tf_status read_zipped(const tf_col *c, tf_workspace *ws, uint64_t off, ui
 
 	if (!tmp)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
-	rc = read_exact(c, c->data, ws, off, bytes, tmp, err);
+	rc = read_exact(c, c->data, ws, off, bytes, tmp, once, err);
 	for (uint64_t i = 0; rc == TF_OK && i < n; i++)
 		memcpy(dst + i * c->value_size, tmp + i * cell + (uint64_t)c->dim * c->value_size, c->value_size);
 	free(tmp);
@@ -1614,7 +1615,7 @@ static tf_status read_zipped(const tf_col *c, tf_workspace *ws, uint64_t off, ui
 }
 
 tf_status tf_col_fixed(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell, uint64_t n,
-		       uint8_t *dst, tf_error *err)
+		       uint8_t *dst, bool once, tf_error *err)
 {
 	uint64_t off, size, vs = c->value_size, ncells;
 	tf_status rc;
@@ -1627,11 +1628,11 @@ tf_status tf_col_fixed(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_
 	switch (c->layout) {
 	case LAYOUT_UNZIPPED:	/* all of dimension 0, then all of 1, ... (§8.3) */
 		ncells = size / c->stored;
-		return read_exact(c, c->data, ws, off + ((uint64_t)c->dim * ncells + cell) * vs, n * vs, dst, err);
+		return read_exact(c, c->data, ws, off + ((uint64_t)c->dim * ncells + cell) * vs, n * vs, dst, once, err);
 	case LAYOUT_ZIPPED:
-		return read_zipped(c, ws, off + cell * c->stored, n, dst, err);
+		return read_zipped(c, ws, off + cell * c->stored, n, dst, once, err);
 	default:
-		return read_exact(c, c->data, ws, off + cell * c->cell_size, n * c->cell_size, dst, err);
+		return read_exact(c, c->data, ws, off + cell * c->cell_size, n * c->cell_size, dst, once, err);
 	}
 }
 
@@ -1721,7 +1722,7 @@ tf_status tf_col_fixed_pinned(const tf_col *c, tf_workspace *ws, uint64_t tile, 
 	tf_status rc;
 
 	if (c->missing || c->var || c->layout != LAYOUT_PLAIN || c->cache != ps->cache)
-		return tf_col_fixed(c, ws, tile, cell, n, dst, err);
+		return tf_col_fixed(c, ws, tile, cell, n, dst, false, err);
 	if ((rc = tile_range(c->data, tile, &off, &size, err)) != TF_OK ||
 	    (rc = cells_in(c->data, size, c->stored, cell, n, err)) != TF_OK)
 		return rc;
@@ -1740,7 +1741,7 @@ tf_status tf_col_fixed_pinned(const tf_col *c, tf_workspace *ws, uint64_t tile, 
 }
 
 tf_status tf_col_var_starts(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell, uint64_t n,
-			    uint64_t *starts, uint64_t *vbase, tf_error *err)
+			    uint64_t *starts, uint64_t *vbase, bool once, tf_error *err)
 {
 	uint64_t off, size, voff, vsize, end;
 	tf_status rc;
@@ -1753,10 +1754,10 @@ tf_status tf_col_var_starts(const tf_col *c, tf_workspace *ws, uint64_t tile, ui
 		return rc;
 	/* Offsets are relative to the tile's var data; the cell after the
 	 * last one starts where the next offset says, or at the tile's end. */
-	if ((rc = read_exact(c, c->data, ws, off + cell * 8, n * 8, (uint8_t *)starts, err)) != TF_OK)
+	if ((rc = read_exact(c, c->data, ws, off + cell * 8, n * 8, (uint8_t *)starts, once, err)) != TF_OK)
 		return rc;
 	end = vsize;
-	if (cell + n < size / 8 && (rc = read_exact(c, c->data, ws, off + (cell + n) * 8, 8, (uint8_t *)&end, err)) != TF_OK)
+	if (cell + n < size / 8 && (rc = read_exact(c, c->data, ws, off + (cell + n) * 8, 8, (uint8_t *)&end, once, err)) != TF_OK)
 		return rc;
 	for (uint64_t i = 0; i < n; i++)
 		starts[i] = tf_le64((const uint8_t *)&starts[i]);
@@ -1775,7 +1776,7 @@ tf_status tf_col_var_starts(const tf_col *c, tf_workspace *ws, uint64_t tile, ui
 }
 
 tf_status tf_col_var_bytes(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t vbase, uint64_t len,
-			   uint8_t *dst, tf_error *err)
+			   uint8_t *dst, bool once, tf_error *err)
 {
 	uint64_t voff, vsize;
 	tf_status rc;
@@ -1788,22 +1789,22 @@ tf_status tf_col_var_bytes(const tf_col *c, tf_workspace *ws, uint64_t tile, uin
 		return tf_err(err, TF_E_CORRUPT, "%s: tile %llu: %llu var bytes at %llu of %llu",
 			      tf_file_name(tf_handle_file(c->vfile)), (unsigned long long)tile,
 			      (unsigned long long)len, (unsigned long long)vbase, (unsigned long long)vsize);
-	return read_exact(c, c->vfile, ws, voff + vbase, len, dst, err);
+	return read_exact(c, c->vfile, ws, voff + vbase, len, dst, once, err);
 }
 
 tf_status tf_col_var_cells(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell,
-			   uint64_t n, uint64_t *starts, tf_buf *data, tf_error *err)
+			   uint64_t n, uint64_t *starts, tf_buf *data, bool once, tf_error *err)
 {
 	uint64_t vbase, base = data->len;
 	uint8_t *at;
 	tf_status rc;
 
-	if ((rc = tf_col_var_starts(c, ws, tile, cell, n, starts, &vbase, err)) != TF_OK)
+	if ((rc = tf_col_var_starts(c, ws, tile, cell, n, starts, &vbase, once, err)) != TF_OK)
 		return rc;
 	if (starts[n] > SIZE_MAX)
 		return tf_err(err, TF_E_NOMEM, "cells too large");
 	if ((rc = tf_buf_grow(data, (size_t)starts[n], &at, err)) != TF_OK ||
-	    (rc = tf_col_var_bytes(c, ws, tile, vbase, starts[n], at, err)) != TF_OK)
+	    (rc = tf_col_var_bytes(c, ws, tile, vbase, starts[n], at, once, err)) != TF_OK)
 		return rc;
 	data->len += (size_t)starts[n];
 	for (uint64_t i = 0; i <= n; i++)
@@ -1812,7 +1813,7 @@ tf_status tf_col_var_cells(const tf_col *c, tf_workspace *ws, uint64_t tile, uin
 }
 
 tf_status tf_col_validity(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell,
-			  uint64_t n, uint8_t *dst, tf_error *err)
+			  uint64_t n, uint8_t *dst, bool once, tf_error *err)
 {
 	uint64_t off, size;
 	tf_status rc;
@@ -1824,5 +1825,5 @@ tf_status tf_col_validity(const tf_col *c, tf_workspace *ws, uint64_t tile, uint
 	if ((rc = tile_range(c->validity, tile, &off, &size, err)) != TF_OK ||
 	    (rc = cells_in(c->validity, size, 1, cell, n, err)) != TF_OK)
 		return rc;
-	return read_exact(c, c->validity, ws, off + cell, n, dst, err);
+	return read_exact(c, c->validity, ws, off + cell, n, dst, once, err);
 }

@@ -166,9 +166,14 @@ unsigned tf_col_cell_size(const tf_col *c);	/* fixed cells (8 for var offsets) *
  * check this before sizing anything by n, which a schema or fragment
  * metadata claimed. */
 tf_status tf_col_check_cells(const tf_col *c, uint64_t tile, uint64_t cell, uint64_t n, tf_error *err);
-/* n fixed-size cells from cell `cell` of tile `tile` into dst. */
+/* n fixed-size cells from cell `cell` of tile `tile` into dst.  once (here
+ * and below): the caller reads the column going forward and never comes
+ * back to what it read (a merge's windows, a dense view's row-major runs):
+ * the decoded units whose last byte it copies go back as done, recycled
+ * first (tf_handle_read_scan).  Not for column-major runs: each cell a
+ * read of its own, a unit's last byte comes before the rest of its rows. */
 tf_status tf_col_fixed(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell, uint64_t n,
-		       uint8_t *dst, tf_error *err);
+		       uint8_t *dst, bool once, tf_error *err);
 /* Decode units held by one caller while it gathers many small pieces (a
  * read of a .raw view): a piece inside a held unit is copied with no cache
  * lookup.  At most TF_PINSET_MAX are held (pinned cache entries, never
@@ -200,17 +205,17 @@ tf_status tf_col_fixed_pinned(const tf_col *c, tf_workspace *ws, uint64_t tile, 
 /* n var-sized cells: their bytes appended to data, starts[0..n] their
  * boundaries within what was appended. */
 tf_status tf_col_var_cells(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell,
-			   uint64_t n, uint64_t *starts, tf_buf *data, tf_error *err);
+			   uint64_t n, uint64_t *starts, tf_buf *data, bool once, tf_error *err);
 /* The same in two steps, for a caller that sizes its buffer first: the
  * boundaries starts[0..n] of n cells relative to the first one's bytes
  * (starts[0] = 0) and where those bytes start in the tile's var data
  * (*vbase); then len bytes of that var data from vbase into dst. */
 tf_status tf_col_var_starts(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell, uint64_t n,
-			    uint64_t *starts, uint64_t *vbase, tf_error *err);
+			    uint64_t *starts, uint64_t *vbase, bool once, tf_error *err);
 tf_status tf_col_var_bytes(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t vbase, uint64_t len,
-			   uint8_t *dst, tf_error *err);
+			   uint8_t *dst, bool once, tf_error *err);
 /* Validity bytes (1 valid, 0 null) of n cells; all 1 if not nullable. */
 tf_status tf_col_validity(const tf_col *c, tf_workspace *ws, uint64_t tile, uint64_t cell,
-			  uint64_t n, uint8_t *dst, tf_error *err);
+			  uint64_t n, uint8_t *dst, bool once, tf_error *err);
 
 #endif

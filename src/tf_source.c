@@ -114,6 +114,43 @@ void tf_source_warn(const tf_source *s, const char *fmt, ...)
 	s->hooks.warn(s->hooks.ctx, msg);
 }
 
+bool tf_source_bucket_key(const tf_source *s, const char *rel, char *buf, size_t n)
+{
+	return s->ops->bucket_key && check_rel(rel, NULL) == TF_OK && s->ops->bucket_key(s, rel, buf, n);
+}
+
+/* A reserved object's name: components of [A-Za-z0-9._-], none "." or "..". */
+static tf_status check_reserved(const tf_source *s, const char *name, tf_error *err)
+{
+	size_t n = strlen(name);
+
+	if (!s->ops->get_reserved)
+		return tf_err(err, TF_E_INVAL, "%s: a %s source has no reserved prefix", s->name, s->ops->kind);
+	if (!n || n > 255 || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/") != n ||
+	    check_rel(name, NULL) != TF_OK)
+		return tf_err(err, TF_E_INVAL, "'%.100s': not a reserved object's name", name);
+	return TF_OK;
+}
+
+tf_status tf_source_get_reserved(tf_source *s, const char *name, size_t max, char **out, size_t *n,
+				 tf_error *err)
+{
+	tf_status rc = check_reserved(s, name, err);
+
+	*out = NULL;
+	*n = 0;
+	return rc != TF_OK ? rc : s->ops->get_reserved(s, name, max, out, n, err);
+}
+
+tf_status tf_source_put_reserved(tf_source *s, const char *name, const void *p, size_t n, tf_error *err)
+{
+	tf_status rc = check_reserved(s, name, err);
+
+	if (rc == TF_OK && !s->ops->put_reserved)
+		rc = tf_err(err, TF_E_INVAL, "%s: cannot write to a %s source", s->name, s->ops->kind);
+	return rc != TF_OK ? rc : s->ops->put_reserved(s, name, p, n, err);
+}
+
 const char *tf_source_kind(const tf_source *s) { return s->ops->kind; }
 const char *tf_source_name(const tf_source *s) { return s->name; }
 int tf_source_local_fd(const tf_source *s) { return s->local_fd; }

@@ -133,6 +133,33 @@ const char *tf_source_name(const tf_source *s);
  * not fit.
  */
 bool tf_source_object_id(const tf_source *s, const char *rel, char *buf, size_t n);
+
+/*
+ * The reserved prefix of an object store: "PREFIX/.tilefs/", where
+ * tiletool index --publish puts index entries for every node (tf_index.h).
+ * A name ".tilefs" is no file of the source at any depth: listings never
+ * show it, and a stat, list or open of a path through it is TF_E_NOTFOUND.
+ * A local source has no such prefix (these fail TF_E_INVAL, or false).
+ *
+ * tf_source_bucket_key: "BUCKET/KEY", rel's name wherever the bucket is
+ * reached from (every endpoint of a bucket reads the same reserved objects
+ * next to the same objects).  False for a local source or when too long.
+ *
+ * tf_source_get_reserved: the whole of object PREFIX/.tilefs/NAME, at most
+ * max bytes, into *out (malloc'd, *n bytes).  One GET; TF_E_NOTFOUND when
+ * there is none (a 404, remembered for list_ttl, so a listing's files cost
+ * one request each per ttl at most), TF_E_CORRUPT when larger than max.
+ * Nothing read is trusted: the caller checks it.
+ *
+ * tf_source_put_reserved: write object PREFIX/.tilefs/NAME (a signed PUT;
+ * tiletool only: a mount never writes to its source).
+ */
+bool tf_source_bucket_key(const tf_source *s, const char *rel, char *buf, size_t n);
+tf_status tf_source_get_reserved(tf_source *s, const char *name, size_t max, char **out, size_t *n,
+				 tf_error *err);
+tf_status tf_source_put_reserved(tf_source *s, const char *name, const void *p, size_t n, tf_error *err);
+#define TF_SOURCE_RESERVED ".tilefs"
+
 /* The root's descriptor of a local source (for statfs and mount checks), or -1. */
 int tf_source_local_fd(const tf_source *s);
 /* Whether stats carry the stored files' own owners and modes (a local

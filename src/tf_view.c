@@ -76,7 +76,8 @@ typedef struct producer {
 	tf_arrow_cell *cells;	/* the row's cells, */
 	uint8_t (*small)[8];	/* and copies of the small ones (coordinates) */
 	uint8_t *coords;	/* columnar: DENSE_BATCH coordinates per dimension */
-	tf_arrow_span *spans;	/* c->spans: a run's columns */
+	tf_arrow_span *spans;	/* c->spans: a run's columns, */
+	size_t *fidx;		/* and the window's field of each (tf_sparse_field) */
 } producer;
 
 /*
@@ -195,6 +196,7 @@ struct tf_view {
 	view_kind kind;
 	csv *c;
 	const matrix *m;
+	bool kept;	/* tf_view_set_kept */
 };
 
 static tf_dense *views_dense(tf_views *v);
@@ -292,6 +294,7 @@ static tf_status gather_run(tf_snapshot *s, const tf_field *f, tf_workspace *ws,
 {
 	const tf_col *col;
 	uint64_t step = r->stride == 1 ? r->n : 1;
+	bool once = r->stride == 1;	/* row-major: read forward (tf_col_fixed) */
 	uint8_t *at;
 	tf_status rc;
 
@@ -308,15 +311,15 @@ static tf_status gather_run(tf_snapshot *s, const tf_field *f, tf_workspace *ws,
 
 		/* The tile holds them (its chunk headers say) before room is made. */
 		if ((rc = tf_col_check_cells(col, r->tile, cell, step, err)) != TF_OK ||
-		    (rc = tf_col_validity(col, ws, r->tile, cell, step, g->valid + k + i, err)) != TF_OK)
+		    (rc = tf_col_validity(col, ws, r->tile, cell, step, g->valid + k + i, once, err)) != TF_OK)
 			break;
 		if (tf_col_var(col)) {
-			rc = tf_col_var_cells(col, ws, r->tile, cell, step, g->starts + k + i, &g->data, err);
+			rc = tf_col_var_cells(col, ws, r->tile, cell, step, g->starts + k + i, &g->data, once, err);
 		} else if ((rc = tf_buf_grow(&g->data, tf_size_mul(tf_size_of_u64(step), tf_col_cell_size(col)), &at,
 					     err)) == TF_OK) {
 			for (uint64_t j = 0; j < step; j++)
 				g->starts[k + i + j] = g->data.len + j * tf_col_cell_size(col);
-			rc = tf_col_fixed(col, ws, r->tile, cell, step, at, err);
+			rc = tf_col_fixed(col, ws, r->tile, cell, step, at, once, err);
 			g->data.len += (size_t)step * tf_col_cell_size(col);
 		}
 	}
@@ -366,6 +369,10 @@ static tf_status prod_init(csv *c, producer *p, const tf_cancel *cancel, tf_erro
 	case CSV_ARRAY_SPARSE:
 		if ((rc = tf_sparse_open(c->v->s, c->specs, c->nspecs, cancel, &p->it, err)) == TF_OK)
 			rc = tf_row_init(&p->row, c->nspecs, err);
+		if (rc == TF_OK && c->spans && !(p->fidx = calloc(c->ncols + 1, sizeof(*p->fidx))))
+			rc = tf_err(err, TF_E_NOMEM, "out of memory");
+		for (size_t j = 0; rc == TF_OK && p->fidx && j < c->ncols; j++)
+			p->fidx[j] = tf_sparse_field(p->it, j);
 		break;
 	default:
 		rc = tf_cellbuf_init(&p->buf, tf_snapshot_cache(c->v->s), c->specs, c->nspecs, 0, err);
@@ -392,6 +399,7 @@ static void prod_free(csv *c, producer *p)
 	free(p->small);
 	free(p->coords);
 	free(p->spans);
+	free(p->fidx);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -542,7 +550,7 @@ static tf_status produce_dense(csv *c, producer *p, tf_workspace *ws, const uint
 static bool run_whole(const csv *c, const producer *p, const tf_sparse_run *run)
 {
 	for (size_t j = 0; j < c->ncols; j++)
-		if (run->buf->f[tf_sparse_field(p->it, j)].missing)
+		if (run->buf->f[p->fidx[j]].missing)
 			return false;
 	return true;
 }
@@ -557,7 +565,7 @@ static tf_status put_span(csv *c, producer *p, const tf_sparse_run *run, tf_buf 
 	tf_status rc;
 
 	for (size_t j = 0; j < c->ncols; j++) {
-		const tf_cellbuf_field *bf = &run->buf->f[tf_sparse_field(p->it, j)];
+		const tf_cellbuf_field *bf = &run->buf->f[p->fidx[j]];
 
 		p->spans[j] = (tf_arrow_span){ bf->var ? bf->data : bf->data + o * bf->cell_size,
 					       bf->var ? bf->starts + o : NULL, bf->valid ? bf->valid + o : NULL,
@@ -1387,7 +1395,7 @@ static tf_status prove_claim(csv *c, tf_workspace *ws, uint64_t read_end, bool s
 }
 
 static tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst, size_t *got,
-			  const tf_cancel *cancel, tf_error *err)
+			  bool kept, const tf_cancel *cancel, tf_error *err)
 {
 	tf_cache *cache = tf_snapshot_cache(c->v->s);
 	piece_src ps = { 0 };
@@ -1417,10 +1425,13 @@ static tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, ui
 		n = ps.at + ps.len - pos < len - done ? (size_t)(ps.at + ps.len - pos) : len - done;
 		memcpy(dst + done, tf_cache_data(e) + (pos - ps.at), n);
 		done += n;
-		/* Not "done" even when read to its end: a piece costs a merge to
-		 * make again, and nothing tells us a page cache holds it (the
-		 * driver serves a CSV of unknown size with direct I/O). */
-		tf_cache_release(cache, e, false);
+		/* "Done" when read whole by a reader that keeps it (a page
+		 * cache): else a piece costs formatting its block again.  Not
+		 * when read to its end only: concurrent requests (the kernel's
+		 * readahead) read a piece's start after its end, and the done
+		 * list had let it go (cells.arrow formatted ~4% of its batches
+		 * twice).  The kernel's 1 MiB requests leave 1 piece in 16. */
+		tf_cache_release(cache, e, kept && pos == ps.at && n == ps.len);
 	}
 	if (rc == TF_OK && eof && c->arrow && done < len) {	/* the tail after the last block */
 		pthread_mutex_lock(&c->lock);
@@ -2379,7 +2390,7 @@ tf_status tf_view_read_cancellable(tf_view *w, tf_workspace *ws, uint64_t off, s
 	*got = 0;
 	switch (w->kind) {
 	case V_CSV:
-		return csv_read(w->c, ws, off, len, dst, got, cancel, err);
+		return csv_read(w->c, ws, off, len, dst, got, w->kept, cancel, err);
 	case V_RAW:
 		return raw_read(w->v, w->m, ws, off, len, dst, got, err);
 	default:
@@ -2397,6 +2408,11 @@ tf_status tf_view_read(tf_view *w, tf_workspace *ws, uint64_t off, size_t len, u
 		       size_t *got, tf_error *err)
 {
 	return tf_view_read_cancellable(w, ws, off, len, dst, got, NULL, err);
+}
+
+void tf_view_set_kept(tf_view *w, bool kept)
+{
+	w->kept = kept;
 }
 
 size_t tf_view_index_bytes(tf_view *w)

@@ -179,6 +179,13 @@ tf_status tf_view_read(tf_view *w, tf_workspace *ws, uint64_t off, size_t len, u
  * away: a read far into a CSV may format gigabytes first. */
 tf_status tf_view_read_cancellable(tf_view *w, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst,
 				   size_t *got, const tf_cancel *cancel, tf_error *err);
+/* Whether w's reader keeps what it reads (the driver's page cache, for a
+ * view of known size): then a CSV's or cells.arrow's piece read to its end
+ * goes back to the cache as done, recycled first (tf_cache.h), as .raw
+ * units are; a streaming read reuses warm memory instead of taking its
+ * whole file's worth of fresh pages.  Off by default: with direct I/O a
+ * piece read again costs formatting its block again. */
+void tf_view_set_kept(tf_view *w, bool kept);
 /* Bytes a CSV's index holds now (0 for other views), for tests. */
 size_t tf_view_index_bytes(tf_view *w);
 

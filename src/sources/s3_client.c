@@ -57,11 +57,15 @@ typedef struct s3_req {
 	uint64_t off, size;	/* a ranged GET of len bytes at off of size */
 	size_t len;
 	void *dst;
+	const uint8_t *put;	/* a PUT of put_len bytes (NULL: none) */
+	size_t put_len;
+	size_t whole_max;	/* a GET of a whole object of at most so many bytes (0: none) */
 } s3_req;
 
 typedef enum { V_OK, V_RETRY, V_FAIL } verdict;
 
 const char *s3_client_where(const s3_client *c) { return c->where; }
+const char *s3_client_bucket(const s3_client *c) { return c->bucket; }
 
 /* The region and host now (a redirect may have changed them). */
 static void addr_of(s3_client *c, char region[REGION_MAX], char host[HOST_MAX])
@@ -220,10 +224,10 @@ static struct curl_slist *add_header(struct curl_slist *l, bool *ok, const char 
 static tf_status sign_headers(s3_client *c, const s3_req *r, const char *path, const s3_key *k,
 			      const char *region, const char *host, struct curl_slist **l, tf_error *err)
 {
-	char date[17], *auth = NULL;
-	s3_kv h[6] = { { "host", host }, { "x-amz-content-sha256", S3_EMPTY_SHA256 }, { "x-amz-date", date } };
+	char date[17], *auth = NULL, sha[65] = S3_EMPTY_SHA256;
+	s3_kv h[6] = { { "host", host }, { "x-amz-content-sha256", sha }, { "x-amz-date", date } };
 	size_t n = 3;
-	s3_sign_req sr = { r->head ? "HEAD" : "GET", path, r->query, r->nquery, h, 0, S3_EMPTY_SHA256, date,
+	s3_sign_req sr = { r->put ? "PUT" : r->head ? "HEAD" : "GET", path, r->query, r->nquery, h, 0, sha, date,
 			   region, "s3" };
 	bool ok = true;
 	tf_status rc;
@@ -235,10 +239,13 @@ static tf_status sign_headers(s3_client *c, const s3_req *r, const char *path, c
 	if (k->token)
 		h[n++] = (s3_kv){ "x-amz-security-token", k->token };
 	sr.nheaders = n;
+	/* A body is signed by its hash: a store checks the bytes it got against it. */
+	if (r->put)
+		s3_sha256_hex(r->put, r->put_len, sha);
 	s3_amz_date((long long)time(NULL), date);
 	if ((rc = s3_sign_auth(&sr, k->access_key, k->secret, &auth, err)) != TF_OK)
 		return rc;
-	*l = add_header(*l, &ok, "x-amz-content-sha256: %s", S3_EMPTY_SHA256);
+	*l = add_header(*l, &ok, "x-amz-content-sha256: %s", sha);
 	*l = add_header(*l, &ok, "x-amz-date: %s", date);
 	if (k->token)
 		*l = add_header(*l, &ok, "x-amz-security-token: %s", k->token);
@@ -273,6 +280,10 @@ static tf_status build(s3_client *c, const s3_req *r, const s3_bound *b, s3_xfer
 		l = add_header(l, &ok, "Range: bytes=%" PRIu64 "-%" PRIu64, r->off, r->off + r->len - 1);
 	if (r->if_match && *r->if_match)
 		l = add_header(l, &ok, "If-Match: \"%s\"", r->if_match);
+	if (r->put) {
+		l = add_header(l, &ok, "Content-Type: application/octet-stream");
+		l = add_header(l, &ok, "Expect:");	/* no wait for a 100 Continue */
+	}
 	if (c->owner)
 		l = add_header(l, &ok, "x-amz-expected-bucket-owner: %s", c->owner);
 	if (c->requester_pays)
@@ -378,6 +389,11 @@ static verdict judge(const s3_req *r, const s3_xfer *x, tf_status *code, const c
 	}
 	if (x->gone) {
 		*why = "the caller is gone";
+		return V_FAIL;
+	}
+	if (x->cc != CURLE_OK && x->overflow && r->whole_max) {
+		*code = TF_E_CORRUPT;	/* the same object again would be as long */
+		*why = "larger than allowed";
 		return V_FAIL;
 	}
 	if (x->cc != CURLE_OK) {
@@ -502,7 +518,8 @@ static tf_status run(s3_client *c, const s3_bound *b, const s3_req *r, s3_xfer *
 			break;
 		again = false;
 		x->dst = r->dst, x->dst_len = r->len, x->head = r->head;
-		x->body_max = r->dst ? ERROR_BODY_MAX : LIST_BODY_MAX;
+		x->upload = r->put, x->upload_len = r->put_len;
+		x->body_max = r->dst ? ERROR_BODY_MAX : r->whole_max ? r->whole_max : LIST_BODY_MAX;
 		if ((rc = build(c, r, b, x, &k, err)) == TF_OK)
 			s3_http_perform(c->http, x, b);
 		free((char *)x->url);
@@ -594,6 +611,43 @@ tf_status s3_client_list(s3_client *c, const s3_bound *b, const char *prefix, co
 	if (rc == TF_OK && (rc = s3_parse_list(x.body ? x.body : "", x.body_len, (size_t)max_keys * 2 + 16,
 					       out, err)) != TF_OK)
 		tf_err_prefix(err, "%s %s", c->where, what);
+	s3_xfer_done(&x);
+	return rc;
+}
+
+tf_status s3_client_get_whole(s3_client *c, const s3_bound *b, const char *key, size_t max, char **body,
+			      size_t *len, tf_error *err)
+{
+	s3_req r = { .key = key, .whole_max = max ? max : 1 };
+	s3_xfer x = { 0 };
+	char what[1100];
+	tf_status rc;
+
+	*body = NULL;
+	*len = 0;
+	snprintf(what, sizeof(what), "key '%.1024s' (at most %zu bytes)", key, max);
+	if ((rc = run(c, b, &r, &x, what, err)) == TF_OK) {
+		*body = x.body ? x.body : strdup("");
+		*len = x.body_len;
+		x.body = NULL;
+		if (!*body)
+			rc = tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	s3_xfer_done(&x);
+	return rc;
+}
+
+tf_status s3_client_put(s3_client *c, const s3_bound *b, const char *key, const void *body, size_t len,
+			tf_error *err)
+{
+	static const uint8_t none[1];
+	s3_req r = { .key = key, .put = len ? body : none, .put_len = len };
+	s3_xfer x = { 0 };
+	char what[1100];
+	tf_status rc;
+
+	snprintf(what, sizeof(what), "PUT key '%.1024s' (%zu bytes)", key, len);
+	rc = run(c, b, &r, &x, what, err);
 	s3_xfer_done(&x);
 	return rc;
 }

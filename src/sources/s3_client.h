@@ -45,6 +45,7 @@ void s3_client_free(s3_client *c);
 void s3_client_set_warn(s3_client *c, void (*warn)(void *arg, const char *msg), void *arg);
 /* Where the credentials come from (s3_auth_origin), NULL when anonymous. */
 const char *s3_client_auth_origin(const s3_client *c);
+const char *s3_client_bucket(const s3_client *c);
 /* "http://host:port bucket 'b'" for messages. */
 const char *s3_client_where(const s3_client *c);
 /* "SCHEME://HOST[:PORT]/BUCKET": the host requests go to (no user
@@ -70,6 +71,21 @@ tf_status s3_client_get(s3_client *c, const s3_bound *b, const char *key, const 
 
 /* HEAD key: size, ETag, mtime (entry->key is not set). */
 tf_status s3_client_head(s3_client *c, const s3_bound *b, const char *key, s3_entry *out, tf_error *err);
+
+/*
+ * The whole of object key (no version pinned: the caller checks what it
+ * gets) into *body (malloc'd, NUL-terminated past *len): TF_E_NOTFOUND
+ * for a 404, TF_E_CORRUPT for one over max bytes (collected as it
+ * arrives, never allocated from a length the store announces).
+ */
+tf_status s3_client_get_whole(s3_client *c, const s3_bound *b, const char *key, size_t max, char **body,
+			      size_t *len, tf_error *err);
+
+/* PUT len bytes of body as object key, signed with their SHA-256
+ * (x-amz-content-sha256), so a store checks it got those very bytes.
+ * Retried as any request: a PUT is idempotent. */
+tf_status s3_client_put(s3_client *c, const s3_bound *b, const char *key, const void *body, size_t len,
+			tf_error *err);
 
 /* One ListObjectsV2 page of prefix (delimiter '/'), after token (NULL:
  * the first); max_keys per page. */

@@ -253,6 +253,28 @@ static size_t on_body(char *buf, size_t size, size_t n, void *user)
 	return len;
 }
 
+/* A PUT's body, from the caller's memory. */
+static size_t on_upload(char *buf, size_t size, size_t n, void *user)
+{
+	s3_xfer *x = user;
+	size_t left = x->upload_len - x->upload_at, len = size * n < left ? size * n : left;
+
+	memcpy(buf, x->upload + x->upload_at, len);
+	x->upload_at += len;
+	return len;
+}
+
+/* libcurl sends a body again (a reused connection found closed): from offset. */
+static int on_seek(void *user, curl_off_t offset, int origin)
+{
+	s3_xfer *x = user;
+
+	if (origin != SEEK_SET || offset < 0 || (uint64_t)offset > x->upload_len)
+		return CURL_SEEKFUNC_CANTSEEK;
+	x->upload_at = (size_t)offset;
+	return CURL_SEEKFUNC_OK;
+}
+
 /* Called by libcurl about once a second, and as data moves: asks whether
  * the caller is gone at most every GONE_EVERY_NS. */
 static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
@@ -302,6 +324,14 @@ static void set_options(s3_http *h, CURL *c, s3_xfer *x, void **user, long timeo
 		curl_easy_setopt(c, CURLOPT_POSTFIELDS, x->post);
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)x->post_len);
 	}
+	if (x->upload) {
+		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)x->upload_len);
+		curl_easy_setopt(c, CURLOPT_READFUNCTION, on_upload);
+		curl_easy_setopt(c, CURLOPT_READDATA, x);
+		curl_easy_setopt(c, CURLOPT_SEEKFUNCTION, on_seek);
+		curl_easy_setopt(c, CURLOPT_SEEKDATA, x);
+	}
 	if (x->no_proxy)
 		curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, LOW_SPEED_BYTES);
@@ -332,6 +362,7 @@ void s3_http_perform(s3_http *h, s3_xfer *x, const s3_bound *b)
 	x->mtime_ns = 0;
 	x->bucket_region[0] = '\0';
 	x->got = 0;
+	x->upload_at = 0;
 	x->gone_asked_ns = 0;
 	waited = !s3_bound_over(b);
 	if (!waited || !(c = acquire(h, b, &x->cc))) {

@@ -12,7 +12,10 @@
  * body longer than the buffer aborts the transfer (x->overflow).  Any other
  * body is collected up to body_max bytes: a longer 2xx body (a listing)
  * aborts the transfer (x->overflow), the rest of a longer error body is
- * dropped.
+ * dropped.  A PUT's body (x->upload) is sent from the caller's memory with
+ * its length announced and without "Expect: 100-continue" (no wait for a
+ * store that does not answer it); libcurl rewinds it when it must send it
+ * again.
  */
 #ifndef S3_HTTP_H
 #define S3_HTTP_H
@@ -50,6 +53,8 @@ typedef struct s3_xfer {
 	const char *method;		/* NULL: GET (or HEAD); else "PUT", "POST" */
 	const char *post;		/* a POST's body (post_len bytes), or NULL */
 	size_t post_len;
+	const uint8_t *upload;		/* a PUT's body (upload_len bytes), or NULL */
+	size_t upload_len;
 	uint32_t timeout_ms;		/* 0: the pool's; else this (connecting: a quarter of it) */
 	bool no_proxy;			/* a link-local or loopback service: never through a proxy */
 	const char *url;
@@ -74,6 +79,7 @@ typedef struct s3_xfer {
 	int64_t gone_asked_ns;		/* when the transfer last asked */
 	char *body;			/* collected body (malloc'd) */
 	size_t body_len;
+	size_t upload_at;		/* bytes of upload sent */
 } s3_xfer;
 
 tf_status s3_http_new(uint32_t timeout_ms, uint32_t max_conns, s3_http **out, tf_error *err);

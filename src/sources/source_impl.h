@@ -29,6 +29,12 @@ typedef struct tf_source_ops {
 	void (*set_max_fds)(tf_source *s, unsigned max);
 	/* tf_source_object_id; may be NULL (false) */
 	bool (*object_id)(const tf_source *s, const char *rel, char *buf, size_t n);
+	/* tf_source_bucket_key, tf_source_get_reserved, tf_source_put_reserved:
+	 * object stores only (NULL: false, TF_E_INVAL) */
+	bool (*bucket_key)(const tf_source *s, const char *rel, char *buf, size_t n);
+	tf_status (*get_reserved)(tf_source *s, const char *name, size_t max, char **out, size_t *n,
+				  tf_error *err);
+	tf_status (*put_reserved)(tf_source *s, const char *name, const void *p, size_t n, tf_error *err);
 } tf_source_ops;
 
 typedef struct tf_object_ops {

@@ -24,6 +24,13 @@
  * no longer holds it.  The cache holds at most CACHE_LISTINGS listings
  * and CACHE_BYTES of them, least recently used out first.
  *
+ * The reserved prefix.  "PREFIX/.tilefs/" holds what tiletool index
+ * --publish wrote (tf_source.h): a name ".tilefs" is never listed, at any
+ * depth, and no path through one is looked up or opened.  Its objects are
+ * read whole, one GET each; a 404 (or 403) is remembered for list_ttl in a table of
+ * MISS_SLOTS names (a name's slot is its hash's: a collision forgets the
+ * older name, which costs one more GET).
+ *
  * Versions.  An object is its ETag and size; every GET of it sends
  * If-Match with that ETag, so an object replaced while open answers 412
  * and the read fails TF_E_STALE (and the cached listing of its directory
@@ -75,6 +82,7 @@
 #define SEQ_GAP ((uint64_t)256 << 10)
 #define PART_MIN ((size_t)4 << 20)
 #define PARTS_MAX 4
+#define MISS_SLOTS 4096
 
 /* ---- types -------------------------------------------------------------------------------- */
 
@@ -116,6 +124,7 @@ typedef struct s3_source {
 	_Atomic int64_t ra_bytes;
 	atomic_bool told;		/* where the credentials come from, logged */
 	char *early;			/* the client's first line before the hooks were set */
+	struct { uint64_t h; int64_t at_ns; } misses[MISS_SLOTS];	/* reserved names not there (mu) */
 } s3_source;
 
 typedef enum { B_LOADING, B_READY, B_FAILED } block_state;
@@ -212,6 +221,17 @@ static char *key_of(const s3_source *s, const char *rel, bool dir)
 	if (asprintf(&k, "%s%s%s", s->prefix, rel, dir ? "/" : "") < 0)
 		return NULL;
 	return k;
+}
+
+/* Whether rel goes through the reserved prefix (a ".tilefs" component). */
+static bool reserved_rel(const char *rel)
+{
+	size_t n = strlen(TF_SOURCE_RESERVED);
+
+	for (const char *c = rel; c; c = strchr(c, '/') ? strchr(c, '/') + 1 : NULL)
+		if (!strncmp(c, TF_SOURCE_RESERVED, n) && (c[n] == '/' || !c[n]))
+			return true;
+	return false;
 }
 
 /* Why n (a name within its directory) can be no file name, or NULL. */
@@ -426,6 +446,8 @@ static tf_status add_page(builder *bd, const s3_list_page *pg, tf_error *err)
 		const s3_entry *e = &pg->objects[i];
 		if (strncmp(e->key, prefix, plen))
 			skip(bd, e->key, "outside the prefix");
+		else if (!strcmp(e->key + plen, TF_SOURCE_RESERVED))
+			continue;	/* reserved: never shown */
 		else if (!(why = bad_name(e->key + plen)))
 			rc = listing_add(bd, e->key + plen, strlen(e->key + plen), e, err);
 		else if (e->key[plen])	/* not the folder marker */
@@ -439,7 +461,9 @@ static tf_status add_page(builder *bd, const s3_list_page *pg, tf_error *err)
 			continue;
 		}
 		p[n - 1] = '\0';
-		if (!(why = bad_name(p + plen)))
+		if (!strcmp(p + plen, TF_SOURCE_RESERVED))
+			why = NULL;	/* reserved: never shown */
+		else if (!(why = bad_name(p + plen)))
 			rc = listing_add(bd, p + plen, n - 1 - plen, NULL, err);
 		p[n - 1] = '/';
 		if (why)
@@ -735,6 +759,9 @@ static tf_status s3_stat(tf_source *base, const char *rel, tf_stat *st, tf_error
 {
 	s3_bound b = bound_of((s3_source *)base);
 
+	if (reserved_rel(rel))
+		return tf_err(err, TF_E_NOTFOUND, "%s: no such file or directory", rel);
+
 	return lookup((s3_source *)base, &b, rel, st, err);
 }
 
@@ -748,6 +775,8 @@ static tf_status s3_list(tf_source *base, const char *rel, bool want_stat, tf_li
 	tf_status rc;
 
 	(void)want_stat;	/* sizes come with the listing: always full */
+	if (reserved_rel(rel))
+		return tf_err(err, TF_E_NOTFOUND, "%s: no such file or directory", rel);
 	if ((rc = listing_get(s, &b, rel, &l, err)) != TF_OK)
 		return rc;
 	/* An empty prefix is no directory, unless it is the top. */
@@ -845,6 +874,8 @@ static tf_status s3_open(tf_source *base, const char *rel, const tf_version *exp
 	tf_stat st;
 	tf_status rc;
 
+	if (reserved_rel(rel))
+		return tf_err(err, TF_E_NOTFOUND, "%s: no such file or directory", rel);
 	if ((rc = current_stat(s, &b, rel, expect, &st, err)) != TF_OK)
 		return rc;
 	/* A GET's answer proves its version by its ETag: without one, no read
@@ -1289,9 +1320,89 @@ static bool s3_object_id(const tf_source *base, const char *rel, char *buf, size
 	return len > 0 && (size_t)len < n;
 }
 
+/* "BUCKET/KEY": the same wherever the bucket is reached from. */
+static bool s3_bucket_key(const tf_source *base, const char *rel, char *buf, size_t n)
+{
+	const s3_source *s = (const s3_source *)base;
+	int len = snprintf(buf, n, "%s/%s%s", s3_client_bucket(s->client), s->prefix, strcmp(rel, ".") ? rel : "");
+
+	return len > 0 && (size_t)len < n;
+}
+
+/* ---- the reserved prefix ------------------------------------------------------------------ */
+
+static char *reserved_key(const s3_source *s, const char *name)
+{
+	char *k = NULL;
+
+	return asprintf(&k, "%s%s/%s", s->prefix, TF_SOURCE_RESERVED, name) < 0 ? NULL : k;
+}
+
+static uint64_t miss_hash(const char *name)
+{
+	return hash_token(name) | 1;	/* 0 marks a free slot */
+}
+
+/* Whether name was not there less than list_ttl ago. */
+static bool missing(s3_source *s, const char *name)
+{
+	uint64_t h = miss_hash(name);
+	bool m;
+
+	pthread_mutex_lock(&s->mu);
+	m = s->misses[h % MISS_SLOTS].h == h && now_ns() - s->misses[h % MISS_SLOTS].at_ns < s->ttl_ns;
+	pthread_mutex_unlock(&s->mu);
+	return m;
+}
+
+static void set_missing(s3_source *s, const char *name, bool m)
+{
+	uint64_t h = miss_hash(name);
+
+	pthread_mutex_lock(&s->mu);
+	if (m)
+		s->misses[h % MISS_SLOTS].h = h, s->misses[h % MISS_SLOTS].at_ns = now_ns();
+	else if (s->misses[h % MISS_SLOTS].h == h)
+		s->misses[h % MISS_SLOTS].h = 0;
+	pthread_mutex_unlock(&s->mu);
+}
+
+static tf_status s3_get_reserved(tf_source *base, const char *name, size_t max, char **out, size_t *n,
+				 tf_error *err)
+{
+	s3_source *s = (s3_source *)base;
+	s3_bound b = bound_of(s);
+	char *key;
+	tf_status rc;
+
+	if (missing(s, name))
+		return tf_err(err, TF_E_NOTFOUND, "%s: none (a moment ago)", name);
+	if (!(key = reserved_key(s, name)))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	rc = s3_client_get_whole(s->client, &b, key, max, out, n, err);
+	free(key);
+	if (rc == TF_E_NOTFOUND || rc == TF_E_ACCESS)	/* a refusal lasts as long */
+		set_missing(s, name, true);
+	return rc;
+}
+
+static tf_status s3_put_reserved(tf_source *base, const char *name, const void *p, size_t n, tf_error *err)
+{
+	s3_source *s = (s3_source *)base;
+	s3_bound b = bound_of(s);
+	char *key = reserved_key(s, name);
+	tf_status rc = key ? s3_client_put(s->client, &b, key, p, n, err) : tf_err(err, TF_E_NOMEM, "out of memory");
+
+	free(key);
+	if (rc == TF_OK)
+		set_missing(s, name, false);
+	return rc;
+}
+
 static const tf_source_ops s3_source_ops = {
 	.kind = "s3", .free = s3_free, .stat = s3_stat, .list = s3_list, .readlink = NULL,
-	.statfs = s3_statfs, .open = s3_open, .object_id = s3_object_id,
+	.statfs = s3_statfs, .open = s3_open, .object_id = s3_object_id, .bucket_key = s3_bucket_key,
+	.get_reserved = s3_get_reserved, .put_reserved = s3_put_reserved,
 };
 
 /* "s3://BUCKET[/PREFIX]" -> bucket and "PREFIX/" ("" for none). */

@@ -1,5 +1,5 @@
 /*
- * index.c - tiletool index [-j N] [-c CONFIG] [--index-dir DIR] SOURCE
+ * index.c - tiletool index [-j N] [-c CONFIG] [--index-dir DIR] [--publish] SOURCE
  *
  * Build the persisted index store (tf_index.h) for every file under SOURCE
  * that a [match] rule of CONFIG decodes, as a mount of SOURCE would on its
@@ -8,6 +8,12 @@
  * fragment metadata says where every tile is.  The store is the one the
  * daemon uses: --index-dir, else the configuration's index_dir, else the
  * default (tf_index_default_dir).
+ *
+ * With --publish (SOURCE an object store), each file's entry is also put
+ * in the bucket, under SOURCE's reserved prefix (PREFIX/.tilefs/index/,
+ * tf_index.h), for every mount of SOURCE to use: what the walk found, or
+ * what the local store held (walked or proved on this machine), never an
+ * entry read from the bucket.
  *
  * N threads index files at once (default: one per CPU).  On a terminal a
  * progress line shows files, bytes, rate and ETA; otherwise one summary
@@ -49,7 +55,8 @@ typedef struct run {
 	size_t n, cap;
 	uint64_t total_bytes;
 	atomic_size_t next;
-	_Atomic uint64_t done, done_bytes, walked, restored, failed;
+	_Atomic uint64_t done, done_bytes, walked, restored, failed, published;
+	bool publish;
 	pthread_mutex_t lock;		/* output, and `finished` */
 	pthread_cond_t cond;
 	unsigned finished;		/* worker threads done */
@@ -61,7 +68,8 @@ static const char *prog = "tiletool index";
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: tiletool index [-j N] [-c CONFIG] [--index-dir DIR] [--index-max-size SIZE] SOURCE\n\n"
+	fprintf(f, "Usage: tiletool index [-j N] [-c CONFIG] [--index-dir DIR] [--index-max-size SIZE]\n"
+		   "                      [--publish] SOURCE\n\n"
 		   "Index every file under SOURCE that a [match] rule of CONFIG decodes, into the\n"
 		   "store a mount of SOURCE uses (tilefs -o index_dir), so that the mount walks\n"
 		   "nothing.  Files of TileDB arrays need no index.\n\n"
@@ -69,7 +77,10 @@ static void usage(FILE *f)
 		   "  -c, --config CONFIG    tilefs.ini(5) with the [match] rules (and index_dir)\n"
 		   "      --index-dir DIR    the store (default: index_dir of CONFIG, else\n"
 		   "                         $XDG_CACHE_HOME/tilefs, /var/cache/tilefs for root)\n"
-		   "      --index-max-size S its bound (default: index_max_size, else 1G)\n\n"
+		   "      --index-max-size S its bound (default: index_max_size, else 1G)\n"
+		   "      --publish          SOURCE being s3://BUCKET[/PREFIX]: also put each entry\n"
+		   "                         in the bucket, under PREFIX/.tilefs/index/, where every\n"
+		   "                         mount of SOURCE finds it (needs write access)\n\n"
 		   "On a terminal a progress line shows files, bytes, rate and ETA; otherwise one\n"
 		   "summary line is printed.  Exit status: 0 ok, 1 a file failed, 2 usage error.\n");
 }
@@ -183,13 +194,44 @@ static void clear_progress(run *r)
 	r->progress_len = 0;
 }
 
+/* Put f's entry in the bucket; false (said) if that failed. */
+static bool publish(run *r, const job *j, const tf_file *f, tf_error *err)
+{
+	tf_buf payload = TF_BUF_INIT(TF_INDEX_MAX_ENTRY);
+	tf_index_key k;
+	char name[64];
+	uint8_t *e = NULL;
+	size_t n = 0;
+	tf_status rc;
+
+	if (!tf_index_published_key(&k, r->src, j->rel, tf_file_version(f)) ||
+	    !tf_index_published_name(r->store, &k, name, sizeof(name)))
+		rc = tf_err(err, TF_E_INVAL, "no ETag, or a key too long");
+	else if ((rc = tf_file_export_index(f, &payload, err)) == TF_OK &&
+		 (rc = tf_index_entry_bytes(&k, payload.p, payload.len, &e, &n, err)) == TF_OK)
+		rc = tf_source_put_reserved(r->src, name, e, n, err);
+	free(e);
+	tf_buf_free(&payload);
+	if (rc != TF_OK)
+		tf_err_prefix(err, "%s: not published", j->rel);
+	return rc == TF_OK;
+}
+
 static void index_job(run *r, const job *j)
 {
 	tf_file_info info;
 	tf_file *f;
 	tf_error err;
+	bool ok;
 
-	if (tf_catalog_open_for(r->cat, j->rel, &j->v, TF_OPEN_METADATA, &f, NULL, &err) != TF_OK) {
+	ok = tf_catalog_open_for(r->cat, j->rel, &j->v, TF_OPEN_METADATA, &f, NULL, &err) == TF_OK;
+	if (ok && r->publish && !publish(r, j, f, &err)) {
+		tf_file_unref(f);
+		ok = false;
+	} else if (ok && r->publish) {
+		atomic_fetch_add(&r->published, 1);
+	}
+	if (!ok) {
 		atomic_fetch_add(&r->failed, 1);
 		pthread_mutex_lock(&r->lock);
 		clear_progress(r);
@@ -269,6 +311,7 @@ static void index_all(run *r, unsigned n, double t0)
 typedef struct index_opts {
 	const char *config, *dir, *max_size;
 	unsigned jobs;
+	bool publish;
 } index_opts;
 
 static int parse(int argc, char **argv, index_opts *o)
@@ -276,6 +319,7 @@ static int parse(int argc, char **argv, index_opts *o)
 	static const struct option longs[] = {
 		{ "jobs", required_argument, NULL, 'j' }, { "config", required_argument, NULL, 'c' },
 		{ "index-dir", required_argument, NULL, 'd' }, { "index-max-size", required_argument, NULL, 'm' },
+		{ "publish", no_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -296,12 +340,17 @@ static int parse(int argc, char **argv, index_opts *o)
 		case 'c': o->config = optarg; break;
 		case 'd': o->dir = optarg; break;
 		case 'm': o->max_size = optarg; break;
+		case 'p': o->publish = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
 	if (optind != argc - 1) {
 		usage(stderr);
+		return 2;
+	}
+	if (o->publish && strncmp(argv[optind], "s3://", 5)) {
+		fprintf(stderr, "%s: --publish: %s is no object store (s3://BUCKET[/PREFIX])\n", prog, argv[optind]);
 		return 2;
 	}
 	return -1;
@@ -334,7 +383,7 @@ static int setup(run *r, const index_opts *o, const char *source)
 	dir = o->dir ? o->dir : tf_config_settings(r->cfg)->index_dir;
 	if (!dir && !(dir = tf_index_default_dir(def, sizeof(def)) ? def : NULL))
 		dir = "none";
-	if (!strcmp(dir, "none")) {
+	if (!strcmp(dir, "none") && !o->publish) {
 		fprintf(stderr, "%s: no index directory (index_dir = none): nothing to do\n", prog);
 		return 2;
 	}
@@ -343,15 +392,17 @@ static int setup(run *r, const index_opts *o, const char *source)
 		fprintf(stderr, "%s: %s: %s\n", prog, source, strerror(errno));
 		return 1;
 	}
-	if (tf_index_open(dir, max ? max : tf_config_settings(r->cfg)->index_max_size, warn, NULL, &r->store,
-			  &err) != TF_OK ||
+	if (tf_index_open(strcmp(dir, "none") ? dir : NULL, max ? max : tf_config_settings(r->cfg)->index_max_size,
+			  warn, NULL, &r->store, &err) != TF_OK ||
 	    tf_source_open(strncmp(source, "s3://", 5) ? real : source, tf_config_s3(r->cfg), &r->src, &err) != TF_OK ||
 	    tf_catalog_new(r->src, r->cfg, &r->cat, &err) != TF_OK) {
 		fprintf(stderr, "%s: %s\n", prog, err.msg);
 		return 1;
 	}
 	tf_source_set_hooks(r->src, &(tf_source_hooks){ .warn = warn });	/* keys it skips */
+	tf_index_use_published(r->store, false);	/* what it stores and publishes, it walked or holds */
 	tf_catalog_set_index(r->cat, r->store);
+	r->publish = o->publish;
 	return -1;
 }
 
@@ -376,10 +427,14 @@ static void summary(run *r, double secs)
 	tf_index_rescan(r->store);
 	tf_index_get_stats(r->store, &s);
 	printf("tiletool index: %zu files (%s) in %.1f s: %" PRIu64 " walked (%s read), %" PRIu64
-	       " already indexed, %" PRIu64 " failed; %s: %" PRIu64 " entries, %s\n",
+	       " already indexed, %" PRIu64 " failed; %s: %" PRIu64 " entries, %s",
 	       r->n, human(r->total_bytes, a, sizeof(a)), secs, atomic_load(&r->walked),
 	       human(s.walk_bytes, b, sizeof(b)), atomic_load(&r->restored), atomic_load(&r->failed),
 	       tf_index_dir(r->store), s.entries, human(s.bytes, c, sizeof(c)));
+	if (r->publish)
+		printf("; %" PRIu64 " published in %s/.tilefs/index/", atomic_load(&r->published),
+		       tf_source_name(r->src));
+	printf("\n");
 }
 
 int tiletool_index(int argc, char **argv)

@@ -85,6 +85,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         for k, v in headers:
             if k.lower() not in ("connection", "transfer-encoding"):
                 self.send_header(k, v)
+        # A chunked answer (Swift's error pages) is sent whole: its length
+        # told, or the client would wait for the connection to close.
+        if self.command != "HEAD" and not any(k.lower() == "content-length" for k, _ in headers):
+            self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data if cut is None else data[:cut])

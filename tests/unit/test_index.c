@@ -763,6 +763,10 @@ typedef struct fake_s3 {
 	pthread_t th;
 	atomic_bool stop;
 	char url[64];
+	/* A GET under .tilefs/index/ is answered with entry (NULL: 404). */
+	const uint8_t *_Atomic entry;
+	_Atomic size_t entry_len;
+	atomic_uint entry_gets;
 } fake_s3;
 
 static void *fake_s3_run(void *arg)
@@ -785,6 +789,18 @@ static void *fake_s3_run(void *arg)
 			req[n += (size_t)r] = '\0';
 			if (strstr(req, "\r\n\r\n"))
 				break;
+		}
+		if (!strncmp(req, "GET ", 4) && strstr(req, "/.tilefs/index/") < strstr(req, " HTTP/") &&
+		    strstr(req, "/.tilefs/index/")) {
+			const uint8_t *e = atomic_load(&f->entry);
+			size_t n = e ? atomic_load(&f->entry_len) : 0;
+			atomic_fetch_add(&f->entry_gets, 1);
+			snprintf(head, sizeof(head), "HTTP/1.1 %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+				 e ? "200 OK" : "404 Not Found", n);
+			if (send(fd, head, strlen(head), MSG_NOSIGNAL) > 0 && n)
+				send(fd, e, n, MSG_NOSIGNAL);
+			close(fd);
+			continue;
 		}
 		snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\n"
 			 "Content-Length: %zu\r\nConnection: close\r\n\r\n", sizeof(body) - 1);
@@ -869,6 +885,163 @@ START_TEST(test_s3_keyed_by_endpoint)
 	fake_s3_stop(&b);
 	tf_index_free(s);
 	tf_buf_free(&p);
+}
+END_TEST
+
+/* Issue 21: published entries are keyed by bucket and key whatever the
+ * endpoint, versioned by ETag and size alone; none for a local source or
+ * an object without an ETag. */
+START_TEST(test_published_key)
+{
+	fake_s3 a, b;
+	tf_source *sa, *sb, *sp;
+	tf_version v = { .size = 5, .mtime_ns = 7000000000, .etag = "e1" }, v2 = v, none = { .size = 5 };
+	tf_index_key ka, kb, kp, k2;
+	tf_index *s = open_store(0, NULL);
+	char na[64], nb[64], np[64];
+
+	setenv("AWS_CONFIG_FILE", "/nonexistent", 1);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent", 1);
+	fake_s3_start(&a);
+	fake_s3_start(&b);
+	sa = s3_source_at("s3://b", a.url);
+	sb = s3_source_at("s3://b", b.url);
+	sp = s3_source_at("s3://b/d", a.url);
+	v2.mtime_ns = 9000000000;	/* another listing's mtime: the same version */
+	ck_assert(tf_index_published_key(&ka, sa, "f.tdb", &v));
+	ck_assert(tf_index_published_key(&kb, sb, "f.tdb", &v2));
+	ck_assert(tf_index_published_key(&kp, sp, "f.tdb", &v));
+	ck_assert_str_eq(ka.id, "bucket:b/f.tdb");
+	ck_assert_str_eq(kb.id, "bucket:b/f.tdb");
+	ck_assert_str_eq(kp.id, "bucket:b/d/f.tdb");
+	ck_assert(tf_version_equal(&ka.v, &kb.v));
+	ck_assert_uint_eq(ka.v.size, 5);
+	ck_assert_str_eq(ka.v.etag, "e1");
+	ck_assert(tf_index_published_name(s, &ka, na, sizeof(na)));
+	ck_assert(tf_index_published_name(s, &kb, nb, sizeof(nb)));
+	ck_assert(tf_index_published_name(s, &kp, np, sizeof(np)));
+	ck_assert_str_eq(na, nb);
+	ck_assert_str_ne(na, np);
+	ck_assert_uint_eq(strlen(na), 6 + 32 + 4);
+	ck_assert(!strncmp(na, "index/", 6) && !strcmp(na + 38, ".idx"));
+	ck_assert(!tf_index_published_key(&k2, sa, "f.tdb", &none));
+	ck_assert(!tf_index_published_key(&k2, tf_test_root(), "tmp", &v));
+	tf_source_free(sa);
+	tf_source_free(sb);
+	tf_source_free(sp);
+	fake_s3_stop(&a);
+	fake_s3_stop(&b);
+	tf_index_free(s);
+}
+END_TEST
+
+/* The bytes of the entry published for key `of` (with payload pay[n]). */
+static uint8_t *published_entry(const tf_source *src, const char *rel, const tf_version *v, const void *pay,
+				size_t n, size_t *len)
+{
+	tf_index_key k;
+	uint8_t *e;
+
+	ck_assert(tf_index_published_key(&k, src, rel, v));
+	ck_assert(tf_index_entry_bytes(&k, pay, n, &e, len, NULL) == TF_OK);
+	return e;
+}
+
+/* Issue 21: a published entry is fetched once and checked as a local one:
+ * a miss (404) is remembered; a good one is used; a stale, foreign,
+ * truncated, corrupt or oversized one is ignored, warned once and never
+ * fetched again; one its reader rejects, the same. */
+START_TEST(test_published_fetch)
+{
+	static const char pay[] = "payload bytes";
+	fake_s3 a;
+	heard h = { 0 };
+	tf_index *s = open_store(0, &h);
+	tf_source *src;
+	tf_version v = { .size = 5, .mtime_ns = 7000000000, .etag = "e1" }, old = v;
+	tf_index_key k;
+	tf_index_stats st;
+	tf_buf p = TF_BUF_INIT(1 << 20);
+	uint8_t *good, *stale, *foreign, *big, *bad;
+	size_t ngood, nstale, nforeign, nbig, nbad;
+	unsigned gets;
+
+	setenv("AWS_CONFIG_FILE", "/nonexistent", 1);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent", 1);
+	fake_s3_start(&a);
+	src = s3_source_at("s3://b", a.url);
+	snprintf(old.etag, sizeof(old.etag), "e0");
+	good = published_entry(src, "f.tdb", &v, pay, sizeof(pay), &ngood);
+	stale = published_entry(src, "f.tdb", &old, pay, sizeof(pay), &nstale);
+	foreign = published_entry(src, "g.tdb", &v, pay, sizeof(pay), &nforeign);
+	big = malloc(nbig = 65536 * 2);
+	memset(big, 'x', nbig);
+	bad = malloc(nbad = ngood);
+	memcpy(bad, good, ngood);
+	bad[ngood - 1] ^= 1;	/* the CRC no longer holds */
+
+	/* None: a miss, remembered (no second GET within list_ttl). */
+	ck_assert(tf_index_key_make(&k, src, "f.tdb", &v));
+	ck_assert_int_eq(tf_index_get_published(s, src, "f.tdb", &k, &p, NULL), TF_E_NOTFOUND);
+	ck_assert_int_eq(tf_index_get_published(s, src, "f.tdb", &k, &p, NULL), TF_E_NOTFOUND);
+	ck_assert_uint_eq(atomic_load(&a.entry_gets), 1);
+	tf_index_get_stats(s, &st);
+	ck_assert_uint_eq(st.published_misses, 2);
+	ck_assert_uint_eq(h.n, 0);
+	tf_source_free(src);
+
+	/* Good: its payload; ignored ones, each warned once and not asked again. */
+	struct { const uint8_t *e; size_t n; tf_status want; const char *why; } cases[] = {
+		{ good, ngood, TF_OK, NULL },
+		{ stale, nstale, TF_E_NOTFOUND, "an older version's entry" },
+		{ foreign, nforeign, TF_E_NOTFOUND, "another file's entry (bucket:b/g.tdb)" },
+		{ good, ngood - 1, TF_E_NOTFOUND, "truncated" },
+		{ bad, nbad, TF_E_NOTFOUND, "checksum mismatch" },
+		{ big, nbig, TF_E_NOTFOUND, "larger than allowed" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		tf_index *si = open_store(0, &h);
+		h.n = 0;
+		src = s3_source_at("s3://b", a.url);
+		atomic_store(&a.entry_len, cases[i].n);
+		atomic_store(&a.entry, cases[i].e);
+		gets = atomic_load(&a.entry_gets);
+		ck_assert_int_eq(tf_index_get_published(si, src, "f.tdb", &k, &p, NULL), cases[i].want);
+		ck_assert_uint_eq(atomic_load(&a.entry_gets), gets + 1);	/* one GET, never retried */
+		tf_index_get_stats(si, &st);
+		if (cases[i].want == TF_OK) {
+			ck_assert_uint_eq(p.len, sizeof(pay));
+			ck_assert(!memcmp(p.p, pay, sizeof(pay)));
+			ck_assert_uint_eq(st.published, 1);
+			ck_assert_uint_eq(h.n, 0);
+			/* Its reader finds it wrong: ignored from then on. */
+			tf_index_reject_published(si, src, "f.tdb", &k, "test");
+			ck_assert_ptr_nonnull(strstr(h.last, "found wrong"));
+		} else {
+			ck_assert_uint_eq(p.len, 0);
+			ck_assert_uint_eq(st.published_ignored, 1);
+			ck_assert_msg(strstr(h.last, cases[i].why) && strstr(h.last, "bucket:b/f.tdb"), "%s", h.last);
+		}
+		ck_assert_uint_eq(h.n, 1);
+		ck_assert_int_eq(tf_index_get_published(si, src, "f.tdb", &k, &p, NULL), TF_E_NOTFOUND);
+		ck_assert_uint_eq(atomic_load(&a.entry_gets), gets + 1);
+		ck_assert_uint_eq(h.n, 1);
+		tf_source_free(src);
+		tf_index_free(si);
+	}
+	/* Not used at all when told so (tiletool). */
+	src = s3_source_at("s3://b", a.url);
+	atomic_store(&a.entry, good);
+	atomic_store(&a.entry_len, ngood);
+	gets = atomic_load(&a.entry_gets);
+	tf_index_use_published(s, false);
+	ck_assert_int_eq(tf_index_get_published(s, src, "f.tdb", &k, &p, NULL), TF_E_NOTFOUND);
+	ck_assert_uint_eq(atomic_load(&a.entry_gets), gets);
+	tf_source_free(src);
+	fake_s3_stop(&a);
+	tf_index_free(s);
+	tf_buf_free(&p);
+	free(good), free(stale), free(foreign), free(big), free(bad);
 }
 END_TEST
 
@@ -1772,6 +1945,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_dir_ownership);
 	tcase_add_test(tc, test_foreign_files);
 	tcase_add_test(tc, test_s3_keyed_by_endpoint);
+	tcase_add_test(tc, test_published_key);
+	tcase_add_test(tc, test_published_fetch);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("files");
 	tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);

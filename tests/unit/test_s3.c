@@ -1114,6 +1114,61 @@ END_TEST
 /* A 301 naming the bucket's region is followed at once and kept: the
  * request signed again for that region; requester_pays and
  * expected_owner go with every request, signed. */
+/* Issue 21: a PUT carries its body's length and SHA-256 (signed: a store
+ * checks the bytes it got against it), no Expect (no wait for a 100), and
+ * a store's refusal is its status; a whole GET over its bound is
+ * TF_E_CORRUPT at once, not retried. */
+START_TEST(test_client_put)
+{
+	static const char body[] = "an index entry's bytes";
+	char sha[65], want[120], *got = NULL;
+	size_t n = 0;
+	s3_client *c;
+	tf_error err;
+	fake f;
+
+	quiet_env();
+	setenv("AWS_ACCESS_KEY_ID", "AKIDTEST", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "secret", 1);
+	fake_start(&f, "HTTP/1.1 200 OK\r\n", 0);
+	c = client_ok(f.url, "b", NULL, "0");
+	ck_assert_msg(s3_client_put(c, &forever, "d/.tilefs/index/x.idx", body, sizeof(body) - 1, &err) == TF_OK,
+		      "%s", err.msg);
+	fake_stop(&f);
+	s3_sha256_hex(body, sizeof(body) - 1, sha);
+	ck_assert_msg(!strncmp(f.req, "PUT /b/d/.tilefs/index/x.idx HTTP/1.1\r\n", 39), "%s", f.req);
+	snprintf(want, sizeof(want), "\r\nx-amz-content-sha256: %s\r\n", sha);
+	ck_assert_ptr_nonnull(strstr(f.req, want));
+	snprintf(want, sizeof(want), "\r\nContent-Length: %zu\r\n", sizeof(body) - 1);
+	ck_assert_ptr_nonnull(strstr(f.req, want));
+	ck_assert_ptr_null(strstr(f.req, "Expect:"));
+	ck_assert_ptr_nonnull(strstr(f.req, "SignedHeaders=host;x-amz-content-sha256;x-amz-date"));
+	s3_client_free(c);
+
+	fake_start(&f, "HTTP/1.1 403 Forbidden\r\n", 10);
+	c = client_ok(f.url, "b", NULL, "2");
+	ck_assert_int_eq(s3_client_put(c, &forever, "k", body, sizeof(body) - 1, &err), TF_E_ACCESS);
+	fake_stop(&f);
+	ck_assert_uint_eq(atomic_load(&f.hits), 1);
+	ck_assert_msg(strstr(err.msg, "PUT key 'k'") && strstr(err.msg, "HTTP 403"), "%s", err.msg);
+	s3_client_free(c);
+
+	fake_start(&f, "HTTP/1.1 200 OK\r\n", 5000);
+	c = client_ok(f.url, "b", NULL, "2");
+	ck_assert_int_eq(s3_client_get_whole(c, &forever, "k", 4999, &got, &n, &err), TF_E_CORRUPT);
+	ck_assert_uint_eq(atomic_load(&f.hits), 1);
+	ck_assert_ptr_null(got);
+	ck_assert_int_eq(s3_client_get_whole(c, &forever, "k", 5000, &got, &n, &err), TF_OK);
+	fake_stop(&f);
+	ck_assert_uint_eq(n, 5000);
+	ck_assert_ptr_null(strstr(f.req, "Range:"));
+	ck_assert_ptr_null(strstr(f.req, "If-Match:"));
+	free(got);
+	s3_client_free(c);
+	quiet_env();
+}
+END_TEST
+
 START_TEST(test_client_region)
 {
 	s3_client *c;
@@ -1292,6 +1347,7 @@ static Suite *s3_suite(void)
 	tcase_add_test(creds, test_chain_order);
 	tcase_add_test(creds, test_client_expired_retry);
 	tcase_add_test(creds, test_client_region);
+	tcase_add_test(creds, test_client_put);
 	tcase_add_test(creds, test_settings);
 	tcase_add_test(creds, test_config_section);
 	tcase_add_test(creds, test_bad_specs);
