@@ -401,7 +401,10 @@ static int serve(tilefs *fs, struct fuse_args *args, const struct fuse_cmdline_o
 		fuse_remove_signal_handlers(fs->se);
 		goto unmount;
 	}
-	rc = loop(fs, o) ? TFS_EXIT_FUSE : 0;
+	/* libfuse ends the loop with the number of the signal that ended it:
+	 * SIGINT or SIGTERM (kill, systemctl stop) is the unmount asked for. */
+	rc = loop(fs, o);
+	rc = rc == 0 || rc == SIGINT || rc == SIGTERM ? 0 : TFS_EXIT_FUSE;
 	fs_watch_stop(fs);
 	fuse_remove_signal_handlers(fs->se);
 unmount:

@@ -222,7 +222,7 @@ hang() {	# hang unmount|signal: a read stuck in the plugin, then the daemon aske
 		want=0
 	else
 		kill -TERM $pid
-		want=1		# (libfuse's loop says it was interrupted)
+		want=0		# (the unmount asked for, as systemctl stop asks it)
 	fi
 	i=0
 	while kill -0 $pid 2>/dev/null && [ $i -lt 200 ]; do i=$((i + 1)); sleep 0.05; done
