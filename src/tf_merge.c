@@ -1845,6 +1845,25 @@ static tf_status settle_lazy(tf_sparse *it, tf_workspace *ws, tf_error *err)
 	return TF_OK;
 }
 
+/* One step of the cell path: the next cell into row (*emitted), or none
+ * yet (a deleted cell, a group wholly superseded). */
+static tf_status next_cell(tf_sparse *it, tf_workspace *ws, tf_row *row, bool *emitted, tf_error *err)
+{
+	tf_status rc = TF_OK;
+	size_t s;
+
+	if (!it->dups)
+		return next_unique(it, ws, row, emitted, err);
+	/* Duplicates: every cell, in merge order, unless deleted. */
+	s = heap_pop(it);
+	*emitted = !cell_deleted(it, &it->slots[s]);
+	if (*emitted)
+		rc = copy_row(it, &it->slots[s], row, err);
+	if (rc == TF_OK)
+		rc = slot_advance(it, s, ws, err);
+	return rc;
+}
+
 tf_status tf_sparse_next(tf_sparse *it, tf_workspace *ws, tf_row *row, bool *end, tf_error *err)
 {
 	bool emitted = false;
@@ -1853,19 +1872,8 @@ tf_status tf_sparse_next(tf_sparse *it, tf_workspace *ws, tf_row *row, bool *end
 	/* A waiting fragment joins before the merge could pass its corner: a
 	 * group of equal cells is then whole in the heap. */
 	while (rc == TF_OK && !emitted && (rc = admit(it, ws, err)) == TF_OK && it->nheap &&
-	       (rc = check_cancel(it, err)) == TF_OK) {
-		if (!it->dups) {
-			rc = next_unique(it, ws, row, &emitted, err);
-			continue;
-		}
-		/* Duplicates: every cell, in merge order, unless deleted. */
-		size_t s = heap_pop(it);
-		emitted = !cell_deleted(it, &it->slots[s]);
-		if (emitted)
-			rc = copy_row(it, &it->slots[s], row, err);
-		if (rc == TF_OK)
-			rc = slot_advance(it, s, ws, err);
-	}
+	       (rc = check_cancel(it, err)) == TF_OK)
+		rc = next_cell(it, ws, row, &emitted, err);
 	*end = !emitted;
 	return rc;
 }
@@ -1940,16 +1948,7 @@ tf_status tf_sparse_next_run(tf_sparse *it, tf_workspace *ws, tf_row *row, tf_sp
 			*end = false;
 			return TF_OK;
 		}
-		if (!it->dups) {
-			rc = next_unique(it, ws, row, &emitted, err);
-			continue;
-		}
-		size_t s = heap_pop(it);
-		emitted = !cell_deleted(it, &it->slots[s]);
-		if (emitted)
-			rc = copy_row(it, &it->slots[s], row, err);
-		if (rc == TF_OK)
-			rc = slot_advance(it, s, ws, err);
+		rc = next_cell(it, ws, row, &emitted, err);
 	}
 	*run = (tf_sparse_run){ NULL, 0, emitted };
 	*end = !emitted;

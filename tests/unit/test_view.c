@@ -378,18 +378,26 @@ typedef struct opened {
 	tf_views *v;
 } opened;
 
+/* The views of the array at path, through a cache of `cache` bytes. */
+static void open_views_at(const char *path, size_t cache, opened *o)
+{
+	tf_error err;
+
+	ck_assert_msg(tf_source_locate(path, NULL, &o->src, &o->rel, &err) == TF_OK, "%s", err.msg);
+	ck_assert_int_eq(tf_array_open(o->src, o->rel, NULL, &o->a, &err), TF_OK);
+	ck_assert_int_eq(tf_cache_new(cache, 1, &o->cache, &err), TF_OK);
+	ck_assert_msg(tf_views_open(o->a, o->cache, &o->v, &err) == TF_OK, "%s", err.msg);
+}
+
+/* The same of corpus case case_name; false without the corpus. */
 static bool open_views(const char *case_name, size_t cache, opened *o)
 {
 	char dir[4096];
-	tf_error err;
 
 	if (!tf_test_corpus())
 		return false;
 	snprintf(dir, sizeof(dir), "%s/%s/array", tf_test_corpus(), case_name);
-	ck_assert_msg(tf_source_locate(dir, NULL, &o->src, &o->rel, &err) == TF_OK, "%s", err.msg);
-	ck_assert_int_eq(tf_array_open(o->src, o->rel, NULL, &o->a, &err), TF_OK);
-	ck_assert_int_eq(tf_cache_new(cache, 1, &o->cache, &err), TF_OK);
-	ck_assert_msg(tf_views_open(o->a, o->cache, &o->v, &err) == TF_OK, "%s", err.msg);
+	open_views_at(dir, cache, o);
 	return true;
 }
 
@@ -1362,12 +1370,8 @@ START_TEST(test_views_index_bounded)
 	const uint64_t want = (uint64_t)12 << 20;
 	uint8_t *all = malloc(want);
 	tf_workspace *ws = tf_workspace_new();
-	tf_source *src;
-	tf_array *a;
-	tf_cache *cache;
-	tf_views *v;
+	opened o;
 	tf_view *w;
-	char *rel;
 	size_t got;
 	uint64_t n = 0;
 	tf_error err;
@@ -1381,11 +1385,8 @@ START_TEST(test_views_index_bounded)
 		 "2147483645 2147483645 20", dir);
 	genarray(args);
 	snprintf(args, sizeof(args), "%s/c", dir);
-	ck_assert_msg(tf_source_locate(args, NULL, &src, &rel, &err) == TF_OK, "%s", err.msg);
-	ck_assert_int_eq(tf_array_open(src, rel, NULL, &a, &err), TF_OK);
-	ck_assert_int_eq(tf_cache_new(64 << 10, 1, &cache, &err), TF_OK);
-	ck_assert_msg(tf_views_open(a, cache, &v, &err) == TF_OK, "%s", err.msg);
-	ck_assert_msg(tf_view_open(v, "cells.csv", &w, &err) == TF_OK, "%s", err.msg);
+	open_views_at(args, 64 << 10, &o);
+	ck_assert_msg(tf_view_open(o.v, "cells.csv", &w, &err) == TF_OK, "%s", err.msg);
 	while (n < want) {
 		ck_assert_msg(tf_view_read(w, ws, n, 65536, all + n, &got, &err) == TF_OK, "%s", err.msg);
 		ck_assert_uint_eq(got, 65536);
@@ -1424,11 +1425,7 @@ START_TEST(test_views_index_bounded)
 		ck_assert(got == sizeof(buf) && !memcmp(buf, all, sizeof(buf)));
 	}
 	tf_view_close(w);
-	tf_views_unref(v);
-	tf_cache_free(cache);
-	tf_array_free(a);
-	free(rel);
-	tf_source_free(src);
+	close_views(&o);
 	tf_workspace_free(ws);
 	free(all);
 	snprintf(rm, sizeof(rm), "rm -rf '%s'", dir);
@@ -1451,22 +1448,15 @@ START_TEST(test_fragment_csvs_bounded)
 	char dir[] = "/tmp/tf_fcsv.XXXXXX", args[4200], name[300], rel[400];
 	tf_workspace *ws = tf_workspace_new();
 	uint64_t *sizes = calloc(300, sizeof(uint64_t));
-	tf_source *src;
-	tf_array *a;
-	tf_cache *cache;
-	tf_views *v;
-	char *root;
+	opened o;
 	tf_error err;
 
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(args, sizeof(args), "%s/a --sparse 300 300 100 disjoint", dir);
 	genarray(args);
 	snprintf(args, sizeof(args), "%s/a", dir);
-	ck_assert_msg(tf_source_locate(args, NULL, &src, &root, &err) == TF_OK, "%s", err.msg);
-	ck_assert_int_eq(tf_array_open(src, root, NULL, &a, &err), TF_OK);
-	ck_assert_int_eq(tf_cache_new(16 << 20, 1, &cache, &err), TF_OK);
-	ck_assert_msg(tf_views_open(a, cache, &v, &err) == TF_OK, "%s", err.msg);
-	ck_assert_uint_eq(tf_views_nvisible(v), 300);
+	open_views_at(args, 16 << 20, &o);
+	ck_assert_uint_eq(tf_views_nvisible(o.v), 300);
 	for (int kind = 0; kind < 2; kind++) {	/* cells.csv, then cells.arrow (same list) */
 	const char *file = kind ? "cells.arrow" : "cells.csv";
 	for (int pass = 0; pass < 2; pass++)
@@ -1476,48 +1466,44 @@ START_TEST(test_fragment_csvs_bounded)
 			tf_view *w;
 			size_t got;
 
-			ck_assert(tf_views_visible_dir(v, k, name, sizeof(name)));
+			ck_assert(tf_views_visible_dir(o.v, k, name, sizeof(name)));
 			snprintf(rel, sizeof(rel), "fragments/%s/%s", strrchr(name, '/') ? strrchr(name, '/') + 1 : name, file);
-			ck_assert_msg(tf_view_open(v, rel, &w, &err) == TF_OK, "%s: %s", rel, err.msg);
+			ck_assert_msg(tf_view_open(o.v, rel, &w, &err) == TF_OK, "%s: %s", rel, err.msg);
 			ck_assert_msg(tf_view_read(w, ws, 0, sizeof(buf), buf, &got, &err) == TF_OK, "%s", err.msg);
 			ck_assert_uint_gt(got, 0);
 			ck_assert_uint_lt(got, sizeof(buf));
 			ck_assert(pass == 0 || sizes[k] == got);
 			sizes[k] = got;
 			tf_view_close(w);
-			ck_assert_uint_le(tf_views_csv_states(v), 65);
-			ck_assert_int_eq(tf_views_stat(v, rel, &st, &err), TF_OK);
+			ck_assert_uint_le(tf_views_csv_states(o.v), 65);
+			ck_assert_int_eq(tf_views_stat(o.v, rel, &st, &err), TF_OK);
 			ck_assert(st.size_known && st.size == got);
 		}
 	for (size_t k = 0; k < 300; k++) {	/* let go long ago: still known */
 		tf_view_stat st;
 
-		ck_assert(tf_views_visible_dir(v, k, name, sizeof(name)));
+		ck_assert(tf_views_visible_dir(o.v, k, name, sizeof(name)));
 		snprintf(rel, sizeof(rel), "fragments/%s/%s", strrchr(name, '/') ? strrchr(name, '/') + 1 : name, file);
-		ck_assert_int_eq(tf_views_stat(v, rel, &st, &err), TF_OK);
+		ck_assert_int_eq(tf_views_stat(o.v, rel, &st, &err), TF_OK);
 		ck_assert(st.size_known && st.size == sizes[k]);
 	}
-	tf_views_shrink(v);	/* views not used for a while: what is kept goes */
-	ck_assert_uint_eq(tf_views_csv_states(v), 0);
-	ck_assert_uint_eq(tf_array_idle_bytes(a), 0);
+	tf_views_shrink(o.v);	/* views not used for a while: what is kept goes */
+	ck_assert_uint_eq(tf_views_csv_states(o.v), 0);
+	ck_assert_uint_eq(tf_array_idle_bytes(o.a), 0);
 	for (size_t k = 0; k < 300; k += 7) {	/* and they read the same */
 		uint8_t buf[4096];
 		tf_view *w;
 		size_t got;
 
-		ck_assert(tf_views_visible_dir(v, k, name, sizeof(name)));
+		ck_assert(tf_views_visible_dir(o.v, k, name, sizeof(name)));
 		snprintf(rel, sizeof(rel), "fragments/%s/%s", strrchr(name, '/') ? strrchr(name, '/') + 1 : name, file);
-		ck_assert_msg(tf_view_open(v, rel, &w, &err) == TF_OK, "%s: %s", rel, err.msg);
+		ck_assert_msg(tf_view_open(o.v, rel, &w, &err) == TF_OK, "%s: %s", rel, err.msg);
 		ck_assert_msg(tf_view_read(w, ws, 0, sizeof(buf), buf, &got, &err) == TF_OK, "%s", err.msg);
 		ck_assert_uint_eq(got, sizes[k]);
 		tf_view_close(w);
 	}
 	}
-	tf_views_unref(v);
-	tf_cache_free(cache);
-	tf_array_free(a);
-	free(root);
-	tf_source_free(src);
+	close_views(&o);
 	tf_workspace_free(ws);
 	free(sizes);
 	snprintf(args, sizeof(args), "rm -rf '%s'", dir);
@@ -1536,13 +1522,9 @@ START_TEST(test_arrow_ranges)
 
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	for (int k = 0; k < 2; k++) {
-		tf_source *src;
-		tf_array *a;
-		tf_cache *cache;
-		tf_views *v;
+		opened o;
 		tf_view *w;
 		tf_view_stat st;
-		char *root;
 		uint8_t *all;
 		uint64_t n, size;
 		tf_error err;
@@ -1550,26 +1532,19 @@ START_TEST(test_arrow_ranges)
 		snprintf(args, sizeof(args), "%s/%s", dir, kinds[k]);
 		genarray(args);
 		snprintf(args, sizeof(args), "%s/%.*s", dir, (int)strcspn(kinds[k], " "), kinds[k]);
-		ck_assert_msg(tf_source_locate(args, NULL, &src, &root, &err) == TF_OK, "%s", err.msg);
-		ck_assert_int_eq(tf_array_open(src, root, NULL, &a, &err), TF_OK);
-		ck_assert_int_eq(tf_cache_new(1 << 20, 1, &cache, &err), TF_OK);
-		ck_assert_msg(tf_views_open(a, cache, &v, &err) == TF_OK, "%s", err.msg);
-		ck_assert_msg(tf_view_open(v, "cells.arrow", &w, &err) == TF_OK, "%s", err.msg);
+		open_views_at(args, 1 << 20, &o);
+		ck_assert_msg(tf_view_open(o.v, "cells.arrow", &w, &err) == TF_OK, "%s", err.msg);
 		ck_assert(!tf_view_size(w, &size));
 		all = read_all(w, 100000, &n);
 		ck_assert_uint_gt(n, 150000 * 12);
 		ck_assert(!memcmp(all, "ARROW1\0\0", 8) && !memcmp(all + n - 6, "ARROW1", 6));
 		ck_assert(tf_view_size(w, &size) && size == n);
-		ck_assert_int_eq(tf_views_stat(v, "cells.arrow", &st, &err), TF_OK);
+		ck_assert_int_eq(tf_views_stat(o.v, "cells.arrow", &st, &err), TF_OK);
 		ck_assert(st.size_known && st.size == n);
 		check_ranges(w, all, n, 7 + (uint64_t)k, 300);
 		free(all);
 		tf_view_close(w);
-		tf_views_unref(v);
-		tf_cache_free(cache);
-		tf_array_free(a);
-		free(root);
-		tf_source_free(src);
+		close_views(&o);
 	}
 	snprintf(args, sizeof(args), "rm -rf '%s'", dir);
 	ck_assert_int_eq(system(args), 0);
@@ -1584,12 +1559,8 @@ START_TEST(test_arrow_idle_releases)
 	char dir[] = "/tmp/tf_arrel.XXXXXX", args[4200];
 	tf_workspace *ws = tf_workspace_new();
 	tf_cache_stats open_st, closed_st;
-	tf_source *src;
-	tf_array *a;
-	tf_cache *cache;
-	tf_views *v;
+	opened o;
 	tf_view *w;
-	char *root;
 	uint8_t buf[100];
 	size_t got;
 	tf_error err;
@@ -1598,24 +1569,17 @@ START_TEST(test_arrow_idle_releases)
 	snprintf(args, sizeof(args), "%s/d 300 500 100 100 3", dir);
 	genarray(args);
 	snprintf(args, sizeof(args), "%s/d", dir);
-	ck_assert_msg(tf_source_locate(args, NULL, &src, &root, &err) == TF_OK, "%s", err.msg);
-	ck_assert_int_eq(tf_array_open(src, root, NULL, &a, &err), TF_OK);
-	ck_assert_int_eq(tf_cache_new(16 << 20, 1, &cache, &err), TF_OK);
-	ck_assert_msg(tf_views_open(a, cache, &v, &err) == TF_OK, "%s", err.msg);
-	ck_assert_msg(tf_view_open(v, "cells.arrow", &w, &err) == TF_OK, "%s", err.msg);
+	open_views_at(args, 16 << 20, &o);
+	ck_assert_msg(tf_view_open(o.v, "cells.arrow", &w, &err) == TF_OK, "%s", err.msg);
 	ck_assert_msg(tf_view_read(w, ws, 100000, sizeof(buf), buf, &got, &err) == TF_OK, "%s", err.msg);
 	ck_assert_uint_eq(got, sizeof(buf));
-	tf_cache_get_stats(cache, &open_st);
+	tf_cache_get_stats(o.cache, &open_st);
 	tf_view_close(w);
-	tf_cache_get_stats(cache, &closed_st);
+	tf_cache_get_stats(o.cache, &closed_st);
 	/* a batch of 65,536 cells of 12 bytes, and its block: ~1.5 MB */
 	ck_assert_msg(open_st.charged >= closed_st.charged + (1 << 20), "charged %zu open, %zu closed",
 		      open_st.charged, closed_st.charged);
-	tf_views_unref(v);
-	tf_cache_free(cache);
-	tf_array_free(a);
-	free(root);
-	tf_source_free(src);
+	close_views(&o);
 	tf_workspace_free(ws);
 	snprintf(args, sizeof(args), "rm -rf '%s'", dir);
 	ck_assert_int_eq(system(args), 0);
@@ -1642,26 +1606,19 @@ START_TEST(test_views_sparse_scan_recycles)
 		for (size_t k = 0; k < 2; k++) {
 			tf_workspace *ws = tf_workspace_new();
 			tf_cache_stats st;
-			tf_source *src;
-			tf_array *a;
-			tf_cache *cache;
-			tf_views *v;
+			opened o;
 			tf_view *w;
-			char *root;
 			uint64_t n;
 			size_t held;
 			tf_error err;
 
 			snprintf(args, sizeof(args), "%s/s", dir);
-			ck_assert_msg(tf_source_locate(args, NULL, &src, &root, &err) == TF_OK, "%s", err.msg);
-			ck_assert_int_eq(tf_array_open(src, root, NULL, &a, &err), TF_OK);
-			ck_assert_int_eq(tf_cache_new(64 << 20, 1, &cache, &err), TF_OK);
-			ck_assert_msg(tf_views_open(a, cache, &v, &err) == TF_OK, "%s", err.msg);
-			ck_assert_msg(tf_view_open(v, names[k], &w, &err) == TF_OK, "%s", err.msg);
+			open_views_at(args, 64 << 20, &o);
+			ck_assert_msg(tf_view_open(o.v, names[k], &w, &err) == TF_OK, "%s", err.msg);
 			tf_view_set_kept(w, kept);
 			free(read_all(w, 1 << 20, &n));	/* the kernel's requests */
 			ck_assert_uint_gt(n, 400000 * 20);
-			tf_cache_get_stats(cache, &st);
+			tf_cache_get_stats(o.cache, &st);
 			/* kept: the decoded units (~12 MB) and the pieces (n
 			 * bytes) are never all held, the done list keeps 4 MiB */
 			held = st.used - st.charged;
@@ -1673,11 +1630,7 @@ START_TEST(test_views_sparse_scan_recycles)
 				ck_assert_msg(held >= n, "%s: the pieces went: %zu bytes held of %llu read", names[k],
 					      held, (unsigned long long)n);
 			tf_view_close(w);
-			tf_views_unref(v);
-			tf_cache_free(cache);
-			tf_array_free(a);
-			free(root);
-			tf_source_free(src);
+			close_views(&o);
 			tf_workspace_free(ws);
 		}
 	snprintf(args, sizeof(args), "rm -rf '%s'", dir);
