@@ -132,7 +132,8 @@ static tilefs *fs_of(fuse_req_t req)
 	fs_thread *t = thread_of(fs);
 	int64_t now = fs_now_ns();
 
-	atomic_store_explicit(&fs->last_request_ns, now, memory_order_relaxed);	/* not idle */
+	if (fs->idle_ns)	/* one line every request writes: only when it is read */
+		atomic_store_explicit(&fs->last_request_ns, now, memory_order_relaxed);
 	if (!t)
 		return fs;	/* no memory: the source bounds each operation alone */
 	if (atomic_load_explicit(&fs->gone_seen, memory_order_relaxed)) {
