@@ -16,8 +16,9 @@ touch) is given the next fault of KINDS in turn instead of an honest answer:
 --per-request N, one request (method, path, range) is given at most N faults, so a client
 that retries more than N times always gets through, however its requests interleave with
 other clients' (0: no limit).  Every
-request is logged to --log as "METHOD STATUS BYTES FAULT PATH RANGE" (the benchmark counts GETs
-and bytes from it).  --ready FILE is written once the port listens.  Stops on SIGTERM."""
+request is logged to --log as "METHOD STATUS BYTES FAULT PATH RANGE START END" (START and END
+are the monotonic clock, in seconds, when the request arrived and when its answer was sent;
+the benchmark counts GETs, bytes and requests in flight from it: tests/s3/proxystats.py).  --ready FILE is written once the port listens.  Stops on SIGTERM."""
 import argparse, http.client, http.server, itertools, os, signal, socket, socketserver, struct, sys, threading, time
 
 A = None
@@ -29,9 +30,12 @@ per_key = {}
 
 
 def log(method, status, nbytes, fault, path, rng=None):
+    t0 = getattr(threading.current_thread(), "t0", None)
+    t1 = time.monotonic()
     with lock:
-        logf.write("%s %s %d %s %s %s\n" % (method, status, nbytes, fault or "-", path,
-                                            (rng or "-").replace(" ", "")))
+        logf.write("%s %s %d %s %s %s %.6f %.6f\n" % (method, status, nbytes, fault or "-", path,
+                                                      (rng or "-").replace(" ", ""),
+                                                      t0 if t0 is not None else t1, t1))
         logf.flush()
 
 
@@ -99,6 +103,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.close_connection = True
 
     def handle_any(self):
+        threading.current_thread().t0 = time.monotonic()
         fault = self.pick_fault()
         if fault == "503":
             body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
