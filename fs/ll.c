@@ -1179,6 +1179,7 @@ static char *root_attr(tilefs *fs, const char *name)
 {
 	size_t nodes, indexes, index_bytes, handles;
 	tf_cache_stats s;
+	tf_source_stored st;
 	char *v;
 
 	if (!strcmp(name, "index"))
@@ -1188,13 +1189,19 @@ static char *root_attr(tilefs *fs, const char *name)
 	if (strcmp(name, "cache") || !fs->cache)
 		return NULL;
 	tf_cache_get_stats(fs->cache, &s);
+	tf_source_stored_stats(fs->src, &st);
 	fs_nodes_stats(fs, &nodes, &indexes, &index_bytes, &handles);
 	struct mallinfo2 mi = mallinfo2();
 	if (asprintf(&v, "budget=%zu used=%zu entries=%zu hits=%" PRIu64 " misses=%" PRIu64
 		     " evictions=%" PRIu64 " prefetches=%" PRIu64 " recycled=%" PRIu64 " nodes=%zu indexes=%zu"
-		     " index_bytes=%zu index_budget=%zu handles=%zu arrays=%zu heap_used=%zu heap_free=%zu heap_mmap=%zu", s.budget, s.used, s.entries,
+		     " index_bytes=%zu index_budget=%zu handles=%zu arrays=%zu heap_used=%zu heap_free=%zu heap_mmap=%zu"
+		     " charged=%zu stored=%zu stored_bound=%zu stored_parts=%u in_flight=%u queued=%u"
+		     " fetched=%" PRIu64 " stored_served=%" PRIu64 " stored_evicted=%" PRIu64 " cancelled=%" PRIu64,
+		     s.budget, s.used, s.entries,
 		     s.hits, s.misses, s.evictions, s.prefetches, s.recycled, nodes, indexes, index_bytes,
-		     (size_t)fs->settings->index_budget, handles, tf_catalog_arrays(fs->catalog), mi.uordblks, mi.fordblks, mi.hblkhd) < 0)
+		     (size_t)fs->settings->index_budget, handles, tf_catalog_arrays(fs->catalog), mi.uordblks, mi.fordblks, mi.hblkhd,
+		     s.charged, st.held, st.bound, st.parts, st.in_flight, st.queued, st.fetched, st.served,
+		     st.evicted, st.cancelled) < 0)
 		return NULL;
 	return v;
 }

@@ -359,6 +359,7 @@ static int start(tilefs *fs)
 		fs_log(TF_LOG_ERROR, "cannot start: out of memory, or SOURCE unreadable");
 		return -1;
 	}
+	tf_source_set_cache(fs->src, fs->cache);	/* stored bytes: the one budget */
 	fs_log(TF_LOG_INFO, "serving %s (cache %llu bytes, %u decode workers)", tf_source_name(fs->src),
 	       (unsigned long long)fs->settings->cache_size, workers);
 	return 0;
@@ -430,6 +431,8 @@ static void teardown(tilefs *fs)
 	}
 	if (fs->catalog)
 		tf_catalog_drop_views(fs->catalog);	/* they charge the cache */
+	if (fs->src)
+		tf_source_set_cache(fs->src, NULL);	/* so does it */
 	tf_cache_free(fs->cache);
 	tf_catalog_free(fs->catalog);
 	fs_index_close(fs);		/* after every file restored from it */

@@ -432,6 +432,32 @@ static void plan_reads(tf_handle *r)
 		tf_object_advise(r->var, TF_ACCESS_PLANNED);
 }
 
+/* An object store fetches the stored bytes from the reader's position on,
+ * ahead of the decoding, with many requests in flight (its window grows
+ * from a first megabyte); decode-ahead runs then find them fetched or in
+ * flight.  Tiles are stored in decoded order, so the stored offset of the
+ * unit at `end` (of its tile while its units are not listed yet) is where
+ * the reader is.  A local file reads ahead in its kernel already. */
+static void fetch_ahead(tf_handle *r, uint64_t end)
+{
+	const tf_file *f = r->f;
+	const tile_ent *te;
+	const unit_table *ut;
+	uint64_t at;
+
+	if (tf_source_local_fd(f->src) >= 0 || end >= f->size || !f->ntiles)
+		return;
+	te = &f->tiles[tile_at(f, end)];
+	if (te->kind == TILE_FOLDED)
+		return;	/* its bytes are in the data file, read whole per tile */
+	at = te->start;
+	if ((ut = atomic_load_explicit(&te->units, memory_order_acquire)) && ut->n) {
+		size_t u = unit_at(ut, end);
+		at = u < ut->n ? ut->u[u].src_off : at;
+	}
+	tf_object_prefetch(r->obj, at, UINT64_MAX);
+}
+
 /* A reader continuing where it left off: queue the window after `end`,
  * four jobs deep at least (several reads in flight), at most a quarter of
  * the budget. */
@@ -455,6 +481,7 @@ static void decode_ahead(tf_handle *r, tf_cache *c, uint64_t owner, uint64_t off
 	if (!tf_cache_workers(c))
 		return;
 	plan_reads(r);
+	fetch_ahead(r, end);
 	step = ahead_step(r, streak);
 	window = 4 * step < AHEAD_MIN ? AHEAD_MIN : 4 * step;
 	window = window < tf_cache_budget(c) / 4 ? window : tf_cache_budget(c) / 4;

@@ -163,6 +163,19 @@ void tf_source_fd_stats(tf_source *s, tf_source_fds *out)
 		s->ops->fd_stats(s, out);
 }
 
+void tf_source_set_cache(tf_source *s, struct tf_cache *c)
+{
+	if (s->ops->set_cache)
+		s->ops->set_cache(s, c);
+}
+
+void tf_source_stored_stats(tf_source *s, tf_source_stored *out)
+{
+	*out = (tf_source_stored){ 0 };
+	if (s->ops->stored_stats)
+		s->ops->stored_stats(s, out);
+}
+
 void tf_source_set_max_fds(tf_source *s, unsigned max)
 {
 	if (s->ops->set_max_fds)

@@ -189,6 +189,23 @@ void tf_source_fd_stats(tf_source *s, tf_source_fds *out);
  * it is now, e.g. after raising it); idle ones beyond it close at once. */
 void tf_source_set_max_fds(tf_source *s, unsigned max);
 
+/*
+ * Stored bytes an object store holds for reads (fetched ahead of a reader,
+ * or kept after a walk for the reads that follow), least recently used out
+ * first.  tf_source_set_cache charges them to that cache's budget and
+ * bounds them at half of it (else at 64 MiB); NULL detaches the cache,
+ * giving back what was charged: before the cache is freed.  Other kinds
+ * hold none (all zero).
+ */
+struct tf_cache;
+void tf_source_set_cache(tf_source *s, struct tf_cache *c);
+typedef struct tf_source_stored {
+	size_t held, bound;	/* bytes of parts (loaded, loading, queued), at most */
+	unsigned parts, in_flight, queued;	/* GETs running now, parts waiting for one */
+	uint64_t fetched, served, evicted, cancelled;	/* bytes; parts */
+} tf_source_stored;
+void tf_source_stored_stats(tf_source *s, tf_source_stored *out);
+
 /* Stat rel without following a symlink (a symlink reports itself). */
 tf_status tf_source_stat(tf_source *s, const char *rel, tf_stat *st, tf_error *err);
 

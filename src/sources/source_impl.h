@@ -35,6 +35,9 @@ typedef struct tf_source_ops {
 	tf_status (*get_reserved)(tf_source *s, const char *name, size_t max, char **out, size_t *n,
 				  tf_error *err);
 	tf_status (*put_reserved)(tf_source *s, const char *name, const void *p, size_t n, tf_error *err);
+	/* tf_source_set_cache, tf_source_stored_stats (may be NULL: none held) */
+	void (*set_cache)(tf_source *s, struct tf_cache *c);
+	void (*stored_stats)(tf_source *s, tf_source_stored *out);
 } tf_source_ops;
 
 typedef struct tf_object_ops {

@@ -41,19 +41,37 @@
  * are whole seconds, as HEAD gives them, so a version from a listing
  * equals the same version from a HEAD.
  *
- * Reads.  A read of RA_DIRECT bytes or more is fetched as it is, in up to
- * PARTS_MAX ranged GETs in parallel.  Smaller reads are where per-request
- * cost hurts: a reader going forward (each read starting within SEQ_GAP
- * of where the last ended, as chunk after chunk of a tile does) gets a
- * read-ahead block instead, 1 MiB at first and doubling up to 16 MiB, and
- * the next block is fetched in the background once the reader is half way
- * through the current one.  A reader jumping about gets exactly the bytes
- * it asked for, and so does every read of an object advised
- * TF_ACCESS_PLANNED (a tf_handle, which reads ahead itself in runs from
- * several workers: blocks of ours would overlap their ranges and fetch
- * those bytes twice).  Read-ahead memory is at most RA_SLOTS blocks per object
- * and RA_BUDGET per source; a block that failed to load is never served:
- * the reader fetches its range itself and gets that error if it persists.
+ * Reads: stored bytes in parts.  What is fetched is kept in parts: ranges
+ * of one version of one object (keyed by key and ETag), held by the
+ * source, not by an open, so the walk of a loose tile file at its first
+ * open leaves the bytes its cat reads next, and each byte is fetched once.
+ * A read takes what parts hold, waits for a part in flight rather than
+ * fetching its bytes again, fetches a part still queued itself, and
+ * fetches a gap before the next part (as a part of its own when it is
+ * PART_KEEP bytes or more and there is room, else straight into the
+ * caller's buffer, in up to PARTS_MAX ranged GETs at once).
+ *
+ * Fetch-ahead.  A reader going forward (each read starting within SEQ_GAP
+ * of where the last ended, as a walk's windows do), or one telling where it
+ * goes (tf_object_prefetch: a tf_handle, advised TF_ACCESS_PLANNED, passes
+ * the stored offset of its position, as its decode-ahead workers read
+ * their runs exactly), gets the window after its position queued as parts
+ * for the source's fetcher threads (max_requests of them, so that many
+ * ranged GETs in flight).  The window starts at W_FIRST and grows with the
+ * distance read (twice it) up to max_requests x W_PER_REQUEST, in parts of
+ * the window over max_requests (W_PART_MIN to W_PART_MAX: adjacent wanted
+ * ranges coalesced); a short read fetches little, a long one fills the
+ * pipe.  A reader jumping about fetches only the ranges it reads.
+ *
+ * Memory.  Parts (queued, in flight, loaded) are at most `cap` bytes per
+ * source: half the decoded cache's budget once it is attached
+ * (tf_source_set_cache, which charges them to it), else STORED_DEFAULT;
+ * the least recently used loaded part goes first, and a window that finds
+ * no room is not fetched ahead (its reader then fetches what it reads).
+ * Closing an open cancels its parts still queued; those in flight finish
+ * (nobody waits for them) and stay for the next open.  A part that failed
+ * to load is never served: whoever waited fetches that range itself and
+ * gets the error if it persists.
  */
 #include "config.h"
 
@@ -67,6 +85,7 @@
 
 #include "sources/s3_client.h"
 #include "sources/source_impl.h"
+#include "tf_cache.h"
 #include "tf_s3.h"
 
 #define LIST_PAGE 1000
@@ -74,12 +93,16 @@
 #define CACHE_BYTES ((size_t)64 << 20)
 #define HASH_BUCKETS 1024
 
-#define RA_DIRECT ((size_t)1 << 20)
-#define RA_FIRST ((size_t)1 << 20)
-#define RA_MAX ((size_t)16 << 20)
-#define RA_SLOTS 3
-#define RA_BUDGET ((int64_t)256 << 20)
+#define IO_SIZE ((size_t)16 << 20)
+#define W_FIRST ((uint64_t)1 << 20)
+#define W_PART_MIN ((size_t)512 << 10)
+#define W_PART_MAX ((size_t)8 << 20)
+#define W_PER_REQUEST ((uint64_t)4 << 20)
+#define PART_KEEP ((size_t)64 << 10)
+#define STORED_DEFAULT ((size_t)64 << 20)
+#define STORED_MIN ((size_t)4 << 20)
 #define SEQ_GAP ((uint64_t)256 << 10)
+#define SEQ_SLACK ((uint64_t)4 << 20)
 #define PART_MIN ((size_t)4 << 20)
 #define PARTS_MAX 4
 #define MISS_SLOTS 4096
@@ -121,34 +144,53 @@ typedef struct s3_source {
 	listing *hash[HASH_BUCKETS];
 	listing *head, *tail;
 	size_t nlist, bytes;
-	_Atomic int64_t ra_bytes;
+	/* Stored bytes (pmu): parts, most recently used first; the queue of
+	 * those the fetchers are to load; the bound; the cache charged. */
+	pthread_mutex_t pmu;
+	pthread_cond_t pcv;		/* a part loaded (or failed) */
+	pthread_cond_t fcv;		/* a part queued, or stopping */
+	struct s3_part *lru_head, *lru_tail, *q_head, *q_tail;
+	size_t held, cap;
+	uint64_t wmax;			/* fetch-ahead window of one reader, at most */
+	struct tf_cache *cache;
+	ptrdiff_t charged;
+	pthread_t *fetchers;
+	unsigned nfetchers, max_fetchers, idle, queued, inflight;
+	bool stopping;
+	uint64_t fetched, served, evicted, cancelled;
 	atomic_bool told;		/* where the credentials come from, logged */
 	char *early;			/* the client's first line before the hooks were set */
 	struct { uint64_t h; int64_t at_ns; } misses[MISS_SLOTS];	/* reserved names not there (mu) */
 } s3_source;
 
-typedef enum { B_LOADING, B_READY, B_FAILED } block_state;
+typedef enum { P_QUEUED, P_LOADING, P_READY, P_FAILED } part_state;
 
-typedef struct ra_block {
+/* Stored bytes [off, off+len) of one version of one object (id: its key
+ * and ETag), kept across opens within the source's bound. */
+typedef struct s3_part {
+	char *id;
+	uint64_t idh;
 	uint64_t off;
 	size_t len;
 	uint8_t *data;
-	block_state state;
-	uint64_t used;			/* the object's tick when last read */
-} ra_block;
+	part_state state;
+	unsigned pins;			/* readers copying or waiting, its loader */
+	struct s3_object *o;		/* queued: the open it is fetched through (a reference) */
+	bool linked;			/* in the LRU: findable */
+	struct s3_part *prev, *next, *qnext;
+} s3_part;
 
 typedef struct s3_object {
 	tf_object base;
 	s3_source *src;
 	char *key;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	ra_block *blocks[RA_SLOTS];
-	uint64_t seq_end, tick;		/* where the last read ended */
+	char *id;			/* key and ETag: its parts' */
+	uint64_t idh;
+	unsigned refs;			/* the open, and its parts queued (src->pmu) */
+	uint64_t seq_end, tick;		/* where the last read ended (src->pmu) */
+	uint64_t s_start, s_pos;	/* the stream fetched ahead: where it began, is */
 	bool streaming;
-	bool planned;			/* TF_ACCESS_PLANNED: no read-ahead */
-	size_t window;
-	unsigned jobs;			/* background loads running */
+	bool planned;			/* TF_ACCESS_PLANNED: its reader says where it goes */
 	_Atomic int64_t mtime_ns;	/* the Last-Modified of every answer (0 until one) */
 	pthread_mutex_t pin_mu;		/* the first answer, which pins mtime_ns: */
 	pthread_cond_t pin_cv;
@@ -158,6 +200,7 @@ typedef struct s3_object {
 enum { PIN_NONE, PIN_BUSY, PIN_DONE };
 
 static const tf_object_ops s3_object_ops;
+static uint64_t hash_id(const char *id);
 
 static int64_t now_ns(void)
 {
@@ -883,21 +926,22 @@ static tf_status s3_open(tf_source *base, const char *rel, const tf_version *exp
 	if (!st.v.etag[0])
 		return tf_err(err, TF_E_IO, "%s key '%s%s': the store gives it no ETag: its version cannot be "
 			      "pinned", s3_client_where(s->client), s->prefix, rel);
-	if (!(o = calloc(1, sizeof(*o))) || !(o->base.name = strdup(rel)) || !(o->key = key_of(s, rel, false))) {
+	if (!(o = calloc(1, sizeof(*o))) || !(o->base.name = strdup(rel)) || !(o->key = key_of(s, rel, false)) ||
+	    asprintf(&o->id, "%s\n%s", o->key, st.v.etag) < 0) {
 		if (o)
-			free(o->base.name), free(o->key);
+			free(o->base.name), free(o->key), free(o->id);
 		free(o);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
 	o->base.ops = &s3_object_ops;
 	o->base.st = st;
-	/* Callers that can choose read RA_MAX at a time: four PART_MIN GETs
+	/* Callers that can choose read IO_SIZE at a time: four PART_MIN GETs
 	 * in parallel, where one 64 KiB chunk per request would cost a round
 	 * trip each. */
-	o->base.io_size = RA_MAX;
+	o->base.io_size = IO_SIZE;
 	o->src = s;
-	pthread_mutex_init(&o->mu, NULL);
-	pthread_cond_init(&o->cv, NULL);
+	o->idh = hash_id(o->id);
+	o->refs = 1;
 	atomic_init(&o->mtime_ns, 0);
 	atomic_init(&o->pin, PIN_NONE);
 	pthread_mutex_init(&o->pin_mu, NULL);
@@ -1011,122 +1055,279 @@ static tf_status fetch(s3_object *o, const s3_bound *b, uint64_t off, void *dst,
 	return rc;
 }
 
-/* ---- read-ahead blocks (o->mu held unless said) ------------------------------------------- */
-
-static ra_block *block_at(s3_object *o, uint64_t off)
+/* Bound stored bytes at cap, a reader's window at half of it (pmu held, or
+ * the source not yet shared). */
+static void stored_bound(s3_source *s, size_t cap)
 {
-	for (int i = 0; i < RA_SLOTS; i++) {
-		ra_block *b = o->blocks[i];
-		if (b && off >= b->off && off - b->off < b->len)
-			return b;
+	uint64_t w = (uint64_t)s->max_fetchers * W_PER_REQUEST;
+
+	s->cap = cap < STORED_MIN ? STORED_MIN : cap;
+	s->wmax = w < s->cap / 2 ? w : s->cap / 2;
+	s->wmax = s->wmax < W_FIRST ? W_FIRST : s->wmax;
+}
+
+/* ---- stored bytes: parts (src->pmu held unless said) -------------------------------------- */
+
+static uint64_t hash_id(const char *id)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (; *id; id++)
+		h = (h ^ (uint8_t)*id) * 1099511628211ULL;
+	return h;
+}
+
+static bool part_of(const s3_part *p, const s3_object *o)
+{
+	return p->idh == o->idh && !strcmp(p->id, o->id);
+}
+
+/* Memory held (charged to the cache's budget when one is attached). */
+static void held_add(s3_source *s, ptrdiff_t n)
+{
+	s->held = (size_t)((ptrdiff_t)s->held + n);
+	if (s->cache) {
+		tf_cache_charge(s->cache, n);
+		s->charged += n;
+	}
+}
+
+static void parts_unlink(s3_source *s, s3_part *p)
+{
+	if (!p->linked)
+		return;
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		s->lru_head = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	else
+		s->lru_tail = p->prev;
+	p->prev = p->next = NULL;
+	p->linked = false;
+}
+
+static void parts_front(s3_source *s, s3_part *p)
+{
+	parts_unlink(s, p);
+	p->next = s->lru_head;
+	if (s->lru_head)
+		s->lru_head->prev = p;
+	s->lru_head = p;
+	if (!s->lru_tail)
+		s->lru_tail = p;
+	p->linked = true;
+}
+
+/* Drop a reference to o (a part queued or loading through it holds one). */
+static void object_unref(s3_object *o);
+
+static void part_free(s3_source *s, s3_part *p)
+{
+	parts_unlink(s, p);
+	held_add(s, -(ptrdiff_t)p->len);
+	if (p->o)
+		object_unref(p->o);
+	free(p->data);
+	free(p->id);
+	free(p);
+}
+
+/* Unpin p; a part no longer listed goes with its last pin. */
+static void part_unpin(s3_source *s, s3_part *p)
+{
+	if (!--p->pins && !p->linked)
+		part_free(s, p);
+}
+
+/* Room for n more bytes within the bound: least recently used parts out
+ * (ready ones no reader holds). */
+static bool make_room(s3_source *s, size_t n)
+{
+	s3_part *p = s->lru_tail;
+
+	while (s->held + n > s->cap && p) {
+		s3_part *prev = p->prev;
+		if (p->state == P_READY && !p->pins) {
+			part_free(s, p);
+			s->evicted++;
+		}
+		p = prev;
+	}
+	return s->held + n <= s->cap;
+}
+
+/* A new part of o for [off, off+len), listed, its memory taken; NULL when
+ * the bound leaves no room. */
+static s3_part *part_new(s3_object *o, uint64_t off, size_t len, part_state state)
+{
+	s3_source *s = o->src;
+	s3_part *p;
+
+	if (len > s->cap / 4 || !make_room(s, len))
+		return NULL;
+	if (!(p = calloc(1, sizeof(*p))) || !(p->data = malloc(len))) {
+		free(p);
+		return NULL;
+	}
+	if (!(p->id = strdup(o->id))) {
+		free(p->data);
+		free(p);
+		return NULL;
+	}
+	p->idh = o->idh;
+	p->off = off, p->len = len, p->state = state;
+	held_add(s, (ptrdiff_t)len);
+	parts_front(s, p);
+	return p;
+}
+
+/* The part of o holding off, or NULL; *next: where the next one starts. */
+static s3_part *part_at(s3_object *o, uint64_t off, uint64_t *next)
+{
+	*next = UINT64_MAX;
+	for (s3_part *p = o->src->lru_head; p; p = p->next) {
+		if (!part_of(p, o))
+			continue;
+		if (off >= p->off && off - p->off < p->len)
+			return p;
+		if (p->off > off && p->off < *next)
+			*next = p->off;
 	}
 	return NULL;
 }
 
-static void block_free(s3_object *o, int i)
+static void *fetcher_main(void *arg);
+
+/* Queue p for the fetchers, starting one more if all are busy. */
+static void part_queue(s3_object *o, s3_part *p)
 {
-	atomic_fetch_sub(&o->src->ra_bytes, (int64_t)o->blocks[i]->len);
-	free(o->blocks[i]->data);
-	free(o->blocks[i]);
-	o->blocks[i] = NULL;
-}
-
-/* A new loading block for [off, off+len), or NULL when no slot or memory
- * is free (the caller then reads without read-ahead). */
-static ra_block *block_new(s3_object *o, uint64_t off, size_t len)
-{
-	int slot = -1;
-	ra_block *b;
-
-	for (int i = 0; i < RA_SLOTS && slot < 0; i++)
-		if (!o->blocks[i])
-			slot = i;
-	/* All taken: the least recently read block that is not loading. */
-	for (int i = 0; i < RA_SLOTS && !(slot >= 0 && !o->blocks[slot]); i++)
-		if (o->blocks[i]->state != B_LOADING && (slot < 0 || o->blocks[i]->used < o->blocks[slot]->used))
-			slot = i;
-	if (slot < 0)
-		return NULL;
-	if (o->blocks[slot])
-		block_free(o, slot);
-	if (atomic_fetch_add(&o->src->ra_bytes, (int64_t)len) + (int64_t)len > RA_BUDGET) {
-		atomic_fetch_sub(&o->src->ra_bytes, (int64_t)len);
-		return NULL;
-	}
-	if (!(b = calloc(1, sizeof(*b))) || !(b->data = malloc(len))) {
-		free(b);
-		atomic_fetch_sub(&o->src->ra_bytes, (int64_t)len);
-		return NULL;
-	}
-	b->off = off, b->len = len, b->state = B_LOADING, b->used = ++o->tick;
-	o->blocks[slot] = b;
-	return b;
-}
-
-/* Load blk within b (o->mu not held: blk is LOADING, so nobody else
- * touches its data). */
-static tf_status block_load(s3_object *o, const s3_bound *b, ra_block *blk, tf_error *err)
-{
-	tf_status rc = fetch(o, b, blk->off, blk->data, blk->len, err);
-
-	pthread_mutex_lock(&o->mu);
-	blk->state = rc == TF_OK ? B_READY : B_FAILED;
-	pthread_cond_broadcast(&o->cv);
-	pthread_mutex_unlock(&o->mu);
-	return rc;
-}
-
-typedef struct bg_job {
-	s3_object *o;
-	ra_block *b;
-} bg_job;
-
-static void *bg_main(void *arg)
-{
-	bg_job *j = arg;
-	s3_object *o = j->o;
-	s3_bound b = bound_now(o->src);
-
-	block_load(o, &b, j->b, NULL);
-	free(j);
-	pthread_mutex_lock(&o->mu);
-	o->jobs--;
-	pthread_cond_broadcast(&o->cv);
-	pthread_mutex_unlock(&o->mu);
-	return NULL;
-}
-
-/* Load [off, off+len) in the background (o->mu held). */
-static void start_bg(s3_object *o, uint64_t off, uint64_t len)
-{
-	uint64_t size = o->base.st.v.size;
-	bg_job *j;
+	s3_source *s = o->src;
 	pthread_t th;
-	pthread_attr_t attr;
-	ra_block *b;
 
-	len = len < size - off ? len : size - off;
-	if (o->jobs || !len || block_at(o, off) || !(b = block_new(o, off, (size_t)len)))
+	p->o = o;
+	o->refs++;
+	p->qnext = NULL;
+	if (s->q_tail)
+		s->q_tail->qnext = p;
+	else
+		s->q_head = p;
+	s->q_tail = p;
+	s->queued++;
+	if (s->idle < s->queued && s->nfetchers < s->max_fetchers &&
+	    pthread_create(&th, NULL, fetcher_main, s) == 0)
+		s->fetchers[s->nfetchers++] = th;
+	pthread_cond_broadcast(&s->fcv);
+}
+
+/* Take p off the queue (it is there). */
+static void queue_remove(s3_source *s, s3_part *p)
+{
+	s3_part **pp = &s->q_head, *prev = NULL;
+
+	while (*pp && *pp != p)
+		prev = *pp, pp = &(*pp)->qnext;
+	if (!*pp)
 		return;
-	if (!(j = malloc(sizeof(*j)))) {
-		b->state = B_FAILED;
-		return;
+	*pp = p->qnext;
+	if (s->q_tail == p)
+		s->q_tail = prev;
+	p->qnext = NULL;
+	s->queued--;
+}
+
+/* Fetch p (LOADING, pinned by the caller) through o, pmu released meanwhile. */
+static void part_load(s3_object *o, s3_part *p, bool parallel)
+{
+	s3_source *s = o->src;
+	s3_bound b = bound_now(s);
+	tf_status rc;
+
+	s->inflight++;
+	pthread_mutex_unlock(&s->pmu);
+	rc = parallel ? fetch(o, &b, p->off, p->data, p->len, NULL) : get(o, &b, p->off, p->data, p->len, NULL);
+	pthread_mutex_lock(&s->pmu);
+	s->inflight--;
+	s->fetched += p->len;
+	p->state = rc == TF_OK ? P_READY : P_FAILED;
+	if (rc != TF_OK)	/* never served: whoever waits fetches for itself */
+		parts_unlink(s, p);
+	pthread_cond_broadcast(&s->pcv);
+}
+
+static void *fetcher_main(void *arg)
+{
+	s3_source *s = arg;
+
+	pthread_mutex_lock(&s->pmu);
+	for (;;) {
+		s3_part *p = s->q_head;
+		s3_object *o;
+
+		if (s->stopping)
+			break;
+		if (!p) {
+			s->idle++;
+			pthread_cond_wait(&s->fcv, &s->pmu);
+			s->idle--;
+			continue;
+		}
+		queue_remove(s, p);
+		p->state = P_LOADING;
+		p->pins++;
+		o = p->o;
+		part_load(o, p, false);
+		p->o = NULL;
+		part_unpin(s, p);
+		object_unref(o);
 	}
-	*j = (bg_job){ o, b };
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&th, &attr, bg_main, j) == 0) {
-		o->jobs++;
-	} else {
-		free(j);
-		b->state = B_FAILED;
+	pthread_mutex_unlock(&s->pmu);
+	return NULL;
+}
+
+/* Fetch-ahead along a forward reader at stored offset off, which will read
+ * up to off+len: parts over what is not there yet of a window that starts
+ * at W_FIRST and grows with the distance read (doubling), in parts of the
+ * window over max_requests (coalesced gaps), W_PART_MIN to W_PART_MAX. */
+static void stream_ahead(s3_object *o, uint64_t off, uint64_t len)
+{
+	s3_source *s = o->src;
+	uint64_t size = o->base.st.v.size, window, to, at, next;
+	size_t piece;
+
+	if (!o->streaming || off + SEQ_SLACK < o->s_pos || off > o->s_pos + s->wmax + SEQ_SLACK)
+		o->s_start = off;	/* a new stream */
+	o->streaming = true;
+	o->s_pos = off;
+	window = 2 * (off - o->s_start);
+	window = window < W_FIRST ? W_FIRST : window > s->wmax ? s->wmax : window;
+	piece = (size_t)(window / s->max_fetchers);
+	piece = piece < W_PART_MIN ? W_PART_MIN : piece > W_PART_MAX ? W_PART_MAX : piece;
+	to = off + (window < len ? window : len);
+	to = to < size ? to : size;
+	for (at = off; at < to;) {
+		s3_part *p = part_at(o, at, &next);
+		if (p) {
+			at = p->off + p->len;
+			continue;
+		}
+		next = next < to ? next : to;
+		while (at < next) {
+			size_t n = next - at < piece ? (size_t)(next - at) : piece;
+			if (next - at - n < piece / 2)	/* no sliver at the end */
+				n = (size_t)(next - at);
+			if (!(p = part_new(o, at, n, P_QUEUED)))
+				return;
+			part_queue(o, p);
+			at += n;
+		}
 	}
-	pthread_attr_destroy(&attr);
 }
 
 /* ---- reading ----------------------------------------------------------------------------------- */
 
-/* Whether a read at off continues the last one (o->mu held). */
+/* Whether a read at off continues the last one (pmu held). */
 static bool continues(const s3_object *o, uint64_t off)
 {
 	if (!o->tick && off == 0)
@@ -1134,106 +1335,96 @@ static bool continues(const s3_object *o, uint64_t off)
 	return o->tick && off + SEQ_GAP >= o->seq_end && off <= o->seq_end + SEQ_GAP;
 }
 
-/* Served from b what it holds of [*off, *off+*len); fetch the next block
- * in the background once the reader is half way through (o->mu held). */
-static void take_from(s3_object *o, ra_block *b, uint64_t *off, uint8_t **dst, size_t *len)
-{
-	size_t n = b->len - (size_t)(*off - b->off);
-
-	n = n < *len ? n : *len;
-	memcpy(*dst, b->data + (*off - b->off), n);
-	*off += n, *dst += n, *len -= n;
-	b->used = ++o->tick;
-	o->seq_end = *off;
-	if (o->streaming && *off >= b->off + b->len / 2 && b->off + b->len < o->base.st.v.size)
-		start_bg(o, b->off + b->len, o->window);
-}
-
-/* Forget block b (failed: never served). */
-static void block_drop(s3_object *o, ra_block *b)
-{
-	for (int i = 0; i < RA_SLOTS; i++)
-		if (o->blocks[i] == b)
-			block_free(o, i);
-}
-
 /*
- * One step of a small read: serve from a block, or load one, or say the
- * rest is to be fetched directly (*direct).  A block this reader loaded
- * and that failed is its error (another attempt would only repeat those
- * the load made).  o->mu held.
+ * One step of a read at *off: served from a part (waited for if in flight;
+ * one still queued is fetched here), or the gap before the next part
+ * fetched here, kept as a part when it is worth one and there is room,
+ * else into dst directly.  A failed part is never served: its range is
+ * fetched again here, and that error is the read's.  pmu held.
  */
 static tf_status read_step(s3_object *o, const s3_bound *bd, uint64_t *off, uint8_t **dst, size_t *len,
-			   bool *direct, tf_error *err)
+			   tf_error *err)
 {
-	uint64_t size = o->base.st.v.size;
-	ra_block *b;
+	s3_source *s = o->src;
+	uint64_t next, end;
+	s3_part *p = part_at(o, *off, &next);
 	tf_status rc;
+	size_t n;
 
-	while ((b = block_at(o, *off)) && b->state == B_LOADING)
-		pthread_cond_wait(&o->cv, &o->mu);
-	if (b && b->state == B_READY) {
-		take_from(o, b, off, dst, len);
+	if (p) {
+		p->pins++;
+		if (p->state == P_QUEUED) {	/* ours now: no waiting behind the queue */
+			s3_object *by = p->o;
+			queue_remove(s, p);
+			p->state = P_LOADING;
+			p->o = NULL;
+			part_load(o, p, true);
+			object_unref(by);
+		}
+		while (p->state == P_LOADING)
+			pthread_cond_wait(&s->pcv, &s->pmu);
+	} else {
+		n = next - *off < *len ? (size_t)(next - *off) : *len;
+		if (n >= PART_KEEP && (p = part_new(o, *off, n, P_LOADING))) {
+			p->pins++;
+			part_load(o, p, true);
+		}
+	}
+	if (p && p->state == P_READY) {
+		n = p->len - (size_t)(*off - p->off);
+		n = n < *len ? n : *len;
+		parts_front(s, p);
+		pthread_mutex_unlock(&s->pmu);
+		memcpy(*dst, p->data + (*off - p->off), n);
+		pthread_mutex_lock(&s->pmu);
+		part_unpin(s, p);
+		s->served += n;
+		*off += n, *dst += n, *len -= n;
 		return TF_OK;
 	}
-	if (b)	/* failed: dropped, and this reader asks for itself */
-		block_drop(o, b);
-	if (b || !continues(o, *off)) {	/* a failed block, or a jump */
-		o->streaming = false;
-		o->window = 0;
-		*direct = true;
-		return TF_OK;
-	}
-	o->window = !o->streaming || !o->window ? RA_FIRST : o->window * 2 > RA_MAX ? RA_MAX : o->window * 2;
-	o->streaming = true;
-	size_t want = o->window > *len ? o->window : *len;
-	want = want < size - *off ? want : (size_t)(size - *off);
-	if (!(b = block_new(o, *off, want))) {
-		*direct = true;
-		return TF_OK;
-	}
-	pthread_mutex_unlock(&o->mu);
-	rc = block_load(o, bd, b, err);	/* retakes and drops the lock */
-	pthread_mutex_lock(&o->mu);
-	if (rc != TF_OK) {	/* b stays, failed, for whoever finds it (it may be gone already) */
-		o->streaming = false;
-		o->window = 0;
-	}
+	end = p ? p->off + p->len : next;	/* failed, or no room: fetched here, into dst */
+	if (p)
+		part_unpin(s, p);
+	n = end - *off < *len ? (size_t)(end - *off) : *len;
+	s->inflight++;
+	pthread_mutex_unlock(&s->pmu);
+	rc = fetch(o, bd, *off, *dst, n, err);
+	pthread_mutex_lock(&s->pmu);
+	s->inflight--;
+	s->fetched += n;
+	if (rc == TF_OK)
+		*off += n, *dst += n, *len -= n;
 	return rc;
 }
 
 static tf_status s3_read(tf_object *base, uint64_t off, void *dst, size_t len, tf_error *err)
 {
 	s3_object *o = (s3_object *)base;
-	s3_bound b = bound_of(o->src);
+	s3_source *s = o->src;
+	s3_bound b = bound_of(s);
 	uint8_t *p = dst;
-	bool direct;
 	tf_status rc = TF_OK;
 
-	pthread_mutex_lock(&o->mu);
-	direct = o->planned || len >= RA_DIRECT;
-	while (len && !direct && rc == TF_OK)
-		rc = read_step(o, &b, &off, &p, &len, &direct, err);
-	if (rc != TF_OK) {
-		pthread_mutex_unlock(&o->mu);
-		return rc;
-	}
-	if (direct) {	/* the reader's own GETs: whatever happens, no block is served */
-		o->tick++;
-		o->seq_end = off + len;
-	}
-	pthread_mutex_unlock(&o->mu);
-	return len ? fetch(o, &b, off, p, len, err) : TF_OK;
+	pthread_mutex_lock(&s->pmu);
+	if (!o->planned && continues(o, off))
+		stream_ahead(o, off, o->base.st.v.size - off);
+	else if (!o->planned)
+		o->streaming = false;
+	o->tick++;
+	o->seq_end = off + len;
+	while (len && rc == TF_OK)
+		rc = read_step(o, &b, &off, &p, &len, err);
+	pthread_mutex_unlock(&s->pmu);
+	return rc;
 }
 
 static void s3_prefetch(tf_object *base, uint64_t off, uint64_t len)
 {
 	s3_object *o = (s3_object *)base;
 
-	pthread_mutex_lock(&o->mu);
-	if (!o->planned)	/* blocks are never served to a planned reader */
-		start_bg(o, off, len < RA_MAX ? len : RA_MAX);
-	pthread_mutex_unlock(&o->mu);
+	pthread_mutex_lock(&o->src->pmu);
+	stream_ahead(o, off, len);
+	pthread_mutex_unlock(&o->src->pmu);
 }
 
 static bool s3_advise(tf_object *base, tf_access how)
@@ -1242,12 +1433,9 @@ static bool s3_advise(tf_object *base, tf_access how)
 
 	if (how != TF_ACCESS_PLANNED)
 		return false;	/* headers: a round trip each, so large runs stay */
-	pthread_mutex_lock(&o->mu);
-	o->planned = true;
-	for (int i = 0; i < RA_SLOTS; i++)	/* never served again: free them */
-		if (o->blocks[i] && o->blocks[i]->state != B_LOADING)
-			block_free(o, i);
-	pthread_mutex_unlock(&o->mu);
+	pthread_mutex_lock(&o->src->pmu);
+	o->planned = true;	/* its reader tells us where it goes (s3_prefetch) */
+	pthread_mutex_unlock(&o->src->pmu);
 	return true;
 }
 
@@ -1268,23 +1456,36 @@ static tf_status s3_check(tf_object *base, tf_error *err)
 	return rc;
 }
 
+/* pmu held. */
+static void object_unref(s3_object *o)
+{
+	if (--o->refs)
+		return;
+	pthread_mutex_destroy(&o->pin_mu);
+	pthread_cond_destroy(&o->pin_cv);
+	free(o->key), free(o->id), free(o->base.name);
+	free(o);
+}
+
+/* Parts still queued for this open are cancelled (unless a reader waits on
+ * one); those in flight finish without anyone waiting here, and stay as
+ * parts for the next open of the same version. */
 static void s3_close(tf_object *base)
 {
 	s3_object *o = (s3_object *)base;
+	s3_source *s = o->src;
 
-	pthread_mutex_lock(&o->mu);
-	while (o->jobs)
-		pthread_cond_wait(&o->cv, &o->mu);
-	for (int i = 0; i < RA_SLOTS; i++)
-		if (o->blocks[i])
-			block_free(o, i);
-	pthread_mutex_unlock(&o->mu);
-	pthread_mutex_destroy(&o->mu);
-	pthread_mutex_destroy(&o->pin_mu);
-	pthread_cond_destroy(&o->pin_cv);
-	pthread_cond_destroy(&o->cv);
-	free(o->key), free(o->base.name);
-	free(o);
+	pthread_mutex_lock(&s->pmu);
+	for (s3_part *p = s->q_head, *nx; p; p = nx) {
+		nx = p->qnext;
+		if (p->o == o && !p->pins) {
+			queue_remove(s, p);
+			s->cancelled++;
+			part_free(s, p);	/* drops its reference to o */
+		}
+	}
+	object_unref(o);
+	pthread_mutex_unlock(&s->pmu);
 }
 
 static const tf_object_ops s3_object_ops = {
@@ -1298,6 +1499,25 @@ static void s3_free(tf_source *base)
 {
 	s3_source *s = (s3_source *)base;
 
+	pthread_mutex_lock(&s->pmu);
+	s->stopping = true;
+	pthread_cond_broadcast(&s->fcv);
+	pthread_mutex_unlock(&s->pmu);
+	for (unsigned i = 0; i < s->nfetchers; i++)
+		pthread_join(s->fetchers[i], NULL);
+	pthread_mutex_lock(&s->pmu);
+	while (s->q_head) {	/* no open is left: none was */
+		s3_part *p = s->q_head;
+		queue_remove(s, p);
+		part_free(s, p);
+	}
+	while (s->lru_head)
+		part_free(s, s->lru_head);
+	pthread_mutex_unlock(&s->pmu);
+	free(s->fetchers);
+	pthread_cond_destroy(&s->pcv);
+	pthread_cond_destroy(&s->fcv);
+	pthread_mutex_destroy(&s->pmu);
 	while (s->head)
 		cache_drop(s, s->head);
 	s3_client_free(s->client);
@@ -1399,10 +1619,40 @@ static tf_status s3_put_reserved(tf_source *base, const char *name, const void *
 	return rc;
 }
 
+static void s3_set_cache(tf_source *base, struct tf_cache *c)
+{
+	s3_source *s = (s3_source *)base;
+
+	pthread_mutex_lock(&s->pmu);
+	if (s->cache)
+		tf_cache_charge(s->cache, -s->charged);
+	s->cache = c;
+	s->charged = c ? (ptrdiff_t)s->held : 0;
+	if (c)
+		tf_cache_charge(c, s->charged);
+	stored_bound(s, c ? tf_cache_budget(c) / 2 : STORED_DEFAULT);
+	make_room(s, 0);
+	pthread_mutex_unlock(&s->pmu);
+}
+
+static void s3_stored_stats(tf_source *base, tf_source_stored *out)
+{
+	s3_source *s = (s3_source *)base;
+
+	pthread_mutex_lock(&s->pmu);
+	*out = (tf_source_stored){ .held = s->held, .bound = s->cap, .in_flight = s->inflight,
+				   .queued = s->queued, .fetched = s->fetched, .served = s->served,
+				   .evicted = s->evicted, .cancelled = s->cancelled };
+	for (s3_part *p = s->lru_head; p; p = p->next)
+		out->parts++;
+	pthread_mutex_unlock(&s->pmu);
+}
+
 static const tf_source_ops s3_source_ops = {
 	.kind = "s3", .free = s3_free, .stat = s3_stat, .list = s3_list, .readlink = NULL,
 	.statfs = s3_statfs, .open = s3_open, .object_id = s3_object_id, .bucket_key = s3_bucket_key,
 	.get_reserved = s3_get_reserved, .put_reserved = s3_put_reserved,
+	.set_cache = s3_set_cache, .stored_stats = s3_stored_stats,
 };
 
 /* "s3://BUCKET[/PREFIX]" -> bucket and "PREFIX/" ("" for none). */
@@ -1476,7 +1726,15 @@ static tf_status s3_new(const char *spec, const tf_s3_settings *set, s3_source *
 	s->list_max_bytes = set->list_max_bytes < UINT32_MAX ? set->list_max_bytes : UINT32_MAX;
 	s->uid = (uint32_t)getuid(), s->gid = (uint32_t)getgid();
 	pthread_mutex_init(&s->mu, NULL);
-	atomic_init(&s->ra_bytes, 0);
+	pthread_mutex_init(&s->pmu, NULL);
+	pthread_cond_init(&s->pcv, NULL);
+	pthread_cond_init(&s->fcv, NULL);
+	s->max_fetchers = set->max_requests ? set->max_requests : 1;
+	if (!(s->fetchers = calloc(s->max_fetchers, sizeof(*s->fetchers)))) {
+		s3_free(&s->base);
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	stored_bound(s, STORED_DEFAULT);
 	rc = parse_spec(spec, &bucket, &s->prefix, err);
 	if (rc == TF_OK)
 		rc = s3_client_new(set, bucket, &s->client, err);

@@ -190,7 +190,7 @@ mount_check "fault proxy" "$WORK/fault.ini"; rc=$?
 faults=$(grep -vc ' - ' "$WORK/proxy.log")
 [ $rc = 0 ] && [ "$faults" -gt 100 ] &&
 	ok "tilefs s3://corpus through the fault proxy: the corpus byte-exact ($faults faults injected)" ||
-	fail "the corpus through the mount and the fault proxy"
+	fail "the corpus through the mount and the fault proxy (rc=$rc, $faults faults injected)"
 stop_proxy
 
 if [ -x "${TILEFS:-}" ] && [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then

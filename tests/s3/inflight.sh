@@ -1,0 +1,134 @@
+#!/bin/sh
+# tests/s3/inflight.sh - requests in flight and bytes fetched once (issue
+# 24), counted by tests/s3/faultproxy.py (no faults) in front of
+# ../shared/tools/wan-proxy (a few ms of round trip, so requests overlap)
+# in front of the store (tests/s3/store):
+#  - a first mount of a loose zstd tile file walks it and a cat reads it:
+#    the bytes equal the source's, and the ranged GETs of both move at
+#    most 1.05x the stored bytes (the walk's parts serve the cat), with
+#    >= 8 of them in flight at once;
+#  - remounted with its index, a cat keeps >= 8 in flight, <= 1.05x;
+#  - an array attribute (genarray: 1 MiB tiles) read with cat: the same;
+#  - a 4 KiB read far into the file, remounted: fetches its unit only.
+# Counts and bytes only, never speed.  TF_INFLIGHT_INTS (int32 values of
+# the tile file), TF_INFLIGHT_ROWS (of the square array), TF_INFLIGHT_RTT,
+# TF_INFLIGHT_RATE and TF_INFLIGHT_KEEP=1 (print figures, keep nothing)
+# make it a measurement.
+#
+# Needs swift (skips with 77 when absent unless TILEFS_CI=1), python3,
+# root with /dev/fuse, built TILETOOL, TILEFS and GENARRAY.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+: "${TILEFS:?}" "${TILETOOL:?}" "${GENARRAY:?}"
+TF_TOOLS=${TF_TOOLS:-$here/../../../shared/tools}
+PORT=${TF_S3_INFLIGHT_PORT:-18132}; export TF_S3_PORT=$PORT
+FPROXY=$((PORT + 8)); WAN=$((PORT + 9))
+INTS=${TF_INFLIGHT_INTS:-4194304}
+ROWS=${TF_INFLIGHT_ROWS:-2048}
+RTT=${TF_INFLIGHT_RTT:-4}; RATE=${TF_INFLIGHT_RATE:-200}
+skip() { echo "SKIP: $*"; [ "${TILEFS_CI:-0}" = 1 ] && exit 1; exit 77; }
+command -v swift-proxy-server >/dev/null 2>&1 || skip "swift not installed (contrib/setup installs it)"
+[ "$(id -u)" = 0 ] && [ -c /dev/fuse ] || skip "needs root and /dev/fuse"
+[ -x "$TF_TOOLS/wan-proxy" ] || skip "no $TF_TOOLS/wan-proxy"
+WORK=$(mktemp -d /tmp/tilefs-s3inflight.XXXXXX)
+MNT=$WORK/mnt; LMNT=$WORK/lmnt
+mkdir -p "$MNT" "$LMNT" "$WORK/up" "$WORK/arr"
+fproxy_pid=; wan_pid=
+ok() { echo "ok: $*"; }
+fail() { echo "FAIL: $*"; exit 1; }
+cleanup() {
+	mountpoint -q "$MNT" && fusermount3 -u "$MNT"
+	mountpoint -q "$LMNT" && fusermount3 -u "$LMNT"
+	[ -n "$fproxy_pid" ] && kill "$fproxy_pid" 2>/dev/null
+	[ -n "$wan_pid" ] && kill "$wan_pid" 2>/dev/null
+	"$here/store" stop "$WORK/store"
+	rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+python3 - "$WORK/big.raw" "$INTS" <<'PY' || fail "making big.raw"
+import array, random, sys
+r = random.Random(7); v = 0; a = array.array("i")
+for _ in range(int(sys.argv[2])):
+    v += r.randint(-3000, 3000); a.append(v)
+open(sys.argv[1], "wb").write(a.tobytes())
+PY
+"$TILETOOL" encode -F zstd -t int32 --tile-size 4194304 "$WORK/big.raw" "$WORK/up/big.tdb" || fail "encode big"
+"$GENARRAY" "$WORK/arr/dense" "$ROWS" "$ROWS" 512 512 1 >/dev/null || fail "genarray"
+"$here/store" start "$WORK/store" || fail "store did not start"
+"$here/store" upload "$WORK/store" big "$WORK/up" || fail "upload big"
+"$here/store" upload "$WORK/store" arr "$WORK/arr" || fail "upload arr"
+export AWS_ACCESS_KEY_ID=test:tester AWS_SECRET_ACCESS_KEY=testing
+unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL
+export HOME=$WORK
+
+python3 "$TF_TOOLS/wan-proxy" $WAN $PORT --rtt "$RTT" --rate "$RATE" --ready "$WORK/wan.ready" & wan_pid=$!
+python3 "$here/faultproxy.py" --listen $FPROXY --upstream 127.0.0.1:$WAN --ready "$WORK/fproxy.ready" \
+	--log "$WORK/proxy.log" & fproxy_pid=$!
+i=0; while [ $i -lt 100 ] && { [ ! -f "$WORK/wan.ready" ] || [ ! -f "$WORK/fproxy.ready" ]; }; do
+	i=$((i + 1)); sleep 0.1
+done
+printf '[s3]\nendpoint = http://127.0.0.1:%s\n[match big.tdb]\nfilters = zstd\ndatatype = int32\n' \
+	"$FPROXY" > "$WORK/s3.ini"
+
+stat_of() { python3 "$here/proxystats.py" "$WORK/proxy.log" --ranged | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+# LABEL STORED: ranged bytes <= 1.05x STORED, >= 8 ranged GETs in flight at once
+check_counts() {
+	got=$(stat_of bytes); peak=$(stat_of max_inflight)
+	echo "  $1: $(python3 "$here/proxystats.py" "$WORK/proxy.log" --ranged) stored=$2"
+	[ "$got" -le $(($2 + $2 / 20)) ] || fail "$1: $got bytes fetched of $2 stored (> 1.05x)"
+	[ "$peak" -ge 8 ] || fail "$1: at most $peak ranged GETs in flight"
+}
+mount_s3() {	# BUCKET INDEX_DIR
+	timeout 60 "$TILEFS" -o config="$WORK/s3.ini",index_dir="$2" "s3://$1" "$MNT" || fail "mount s3://$1"
+}
+stored=$(stat -c %s "$WORK/up/big.tdb")
+
+# ---- first mount: the walk and the cat fetch each stored byte once
+: > "$WORK/proxy.log"
+mount_s3 big "$WORK/idx"
+cmp -s "$MNT/big.tdb" "$WORK/big.raw" || fail "big.tdb, first mount"
+getfattr --absolute-names --only-values -n user.tilefs.cache "$MNT" | tr ' ' '\n' | grep -E "^(stored|fetched|stored_served|charged)=" | tr '\n' ' '; echo
+fusermount3 -u "$MNT"
+check_counts "first mount + cat" "$stored"
+ok "first mount + cat of a loose tile file ($stored bytes stored): each byte fetched once, $peak GETs in flight"
+
+# ---- remounted with its index: a cat keeps many GETs in flight
+: > "$WORK/proxy.log"
+mount_s3 big "$WORK/idx"
+cmp -s "$MNT/big.tdb" "$WORK/big.raw" || fail "big.tdb, remounted"
+fusermount3 -u "$MNT"
+check_counts "indexed cat" "$stored"
+ok "remounted with its index: a cat fetched each byte once, $peak GETs in flight"
+
+# ---- an array attribute (1 MiB tiles): a cat keeps many GETs in flight
+timeout 60 "$TILEFS" "$WORK/arr" "$LMNT" || fail "local mount of the array"
+attr=$(cd "$LMNT" && find . -name 'a*.tdb' -path '*__fragments*' | head -1)
+[ -n "$attr" ] || fail "no attribute file in the array"
+astored=$(stat -c %s "$WORK/arr/$attr")
+: > "$WORK/proxy.log"
+mount_s3 arr "$WORK/idx"
+cmp -s "$MNT/$attr" "$LMNT/$attr" || fail "$attr through s3:// differs from the local mount"
+fusermount3 -u "$MNT"
+check_counts "array attribute cat" "$astored"
+ok "cat of an array attribute ($astored bytes stored, 1 MiB tiles): $peak GETs in flight, each byte once"
+
+# ---- a 4 KiB read far into it fetches its tile (1 MiB), not a window
+: > "$WORK/proxy.log"
+mount_s3 arr "$WORK/idx"
+python3 - "$MNT/$attr" "$LMNT/$attr" <<'PY' || fail "4 KiB read: wrong bytes"
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+at = os.fstat(fd).st_size // 2 + 12345 // 4096 * 4096
+got = os.pread(fd, 4096, at)
+sys.exit(0 if got == open(sys.argv[2], "rb").read()[at:at + 4096] else 1)
+PY
+fusermount3 -u "$MNT"
+name=$(basename "$attr")
+got=$(awk -v n="$name" '$1 == "GET" && $6 != "-" && index($5, "/" n) { b += $3 } END { print b + 0 }' "$WORK/proxy.log")
+gets=$(awk -v n="$name" '$1 == "GET" && $6 != "-" && index($5, "/" n) { g++ } END { print g + 0 }' "$WORK/proxy.log")
+[ "$got" -le $(((1 << 20) + 4096)) ] && [ "$gets" -le 1 ] ||
+	fail "a 4 KiB read of $attr fetched $got bytes of it in $gets GETs"
+ok "a 4 KiB read far into $attr: $got bytes of it in $gets ranged GET"
+exit 0
