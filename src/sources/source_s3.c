@@ -1237,11 +1237,12 @@ static void queue_remove(s3_source *s, s3_part *p)
 	s->queued--;
 }
 
-/* Fetch p (LOADING, pinned by the caller) through o, pmu released meanwhile. */
-static void part_load(s3_object *o, s3_part *p, bool parallel)
+/* Fetch p (LOADING, pinned by the caller) through o within bd (NULL: a
+ * fetcher's, from now), pmu released meanwhile. */
+static void part_load(s3_object *o, s3_part *p, const s3_bound *bd, bool parallel)
 {
 	s3_source *s = o->src;
-	s3_bound b = bound_now(s);
+	s3_bound b = bd ? *bd : bound_now(s);
 	tf_status rc;
 
 	s->inflight++;
@@ -1277,7 +1278,7 @@ static void *fetcher_main(void *arg)
 		p->state = P_LOADING;
 		p->pins++;
 		o = p->o;
-		part_load(o, p, false);
+		part_load(o, p, NULL, false);
 		p->o = NULL;
 		part_unpin(s, p);
 		object_unref(o);
@@ -1335,6 +1336,19 @@ static bool continues(const s3_object *o, uint64_t off)
 	return o->tick && off + SEQ_GAP >= o->seq_end && off <= o->seq_end + SEQ_GAP;
 }
 
+/* Wait for p (pinned) to leave LOADING, or for bd to be over: whether it did. */
+static bool wait_part(s3_source *s, s3_part *p, const s3_bound *bd)
+{
+	while (p->state == P_LOADING && !s3_bound_over(bd)) {
+		int64_t until = now_ns() + 200000000;
+		struct timespec ts;
+		until = until < bd->at_ns ? until : bd->at_ns;
+		ts = (struct timespec){ (time_t)(until / 1000000000), (long)(until % 1000000000) };
+		pthread_cond_timedwait(&s->pcv, &s->pmu, &ts);
+	}
+	return p->state != P_LOADING;
+}
+
 /*
  * One step of a read at *off: served from a part (waited for if in flight;
  * one still queued is fetched here), or the gap before the next part
@@ -1358,16 +1372,19 @@ static tf_status read_step(s3_object *o, const s3_bound *bd, uint64_t *off, uint
 			queue_remove(s, p);
 			p->state = P_LOADING;
 			p->o = NULL;
-			part_load(o, p, true);
+			part_load(o, p, bd, true);
 			object_unref(by);
 		}
-		while (p->state == P_LOADING)
-			pthread_cond_wait(&s->pcv, &s->pmu);
+		if (!wait_part(s, p, bd)) {	/* the caller went, or its deadline */
+			part_unpin(s, p);
+			return tf_err(err, TF_E_IO, "%s: %llu bytes at %llu: not fetched within the request",
+				      o->base.name, (unsigned long long)p->len, (unsigned long long)p->off);
+		}
 	} else {
 		n = next - *off < *len ? (size_t)(next - *off) : *len;
 		if (n >= PART_KEEP && (p = part_new(o, *off, n, P_LOADING))) {
 			p->pins++;
-			part_load(o, p, true);
+			part_load(o, p, bd, true);
 		}
 	}
 	if (p && p->state == P_READY) {
@@ -1711,6 +1728,7 @@ static tf_status probe(s3_source *s, tf_error *err)
 static tf_status s3_new(const char *spec, const tf_s3_settings *set, s3_source **out, tf_error *err)
 {
 	s3_source *s = calloc(1, sizeof(*s));
+	pthread_condattr_t ca;
 	char *bucket = NULL;
 	tf_status rc;
 
@@ -1727,7 +1745,10 @@ static tf_status s3_new(const char *spec, const tf_s3_settings *set, s3_source *
 	s->uid = (uint32_t)getuid(), s->gid = (uint32_t)getgid();
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_mutex_init(&s->pmu, NULL);
-	pthread_cond_init(&s->pcv, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);	/* waits end at a monotonic deadline */
+	pthread_cond_init(&s->pcv, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_cond_init(&s->fcv, NULL);
 	s->max_fetchers = set->max_requests ? set->max_requests : 1;
 	if (!(s->fetchers = calloc(s->max_fetchers, sizeof(*s->fetchers)))) {
