@@ -9,7 +9,9 @@
 #    >= 8 of them in flight at once;
 #  - remounted with its index, a cat keeps >= 8 in flight, <= 1.05x;
 #  - an array attribute (genarray: 1 MiB tiles) read with cat: the same;
-#  - a 4 KiB read far into the file, remounted: fetches its unit only.
+#  - a 4 KiB read far into the attribute: fetches its tile only;
+#  - faults (503, resets, cut and short bodies) in ranged GETs: the same
+#    bytes, no hang.
 # Counts and bytes only, never speed.  TF_INFLIGHT_INTS (int32 values of
 # the tile file), TF_INFLIGHT_ROWS (of the square array), TF_INFLIGHT_RTT,
 # TF_INFLIGHT_RATE and TF_INFLIGHT_KEEP=1 (print figures, keep nothing)
@@ -21,8 +23,8 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 : "${TILEFS:?}" "${TILETOOL:?}" "${GENARRAY:?}"
 TF_TOOLS=${TF_TOOLS:-$here/../../../shared/tools}
-PORT=${TF_S3_INFLIGHT_PORT:-18132}; export TF_S3_PORT=$PORT
-FPROXY=$((PORT + 8)); WAN=$((PORT + 9))
+PORT=${TF_S3_INFLIGHT_PORT:-18152}; export TF_S3_PORT=$PORT
+FPROXY=$((PORT + 5)); WAN=$((PORT + 6))	# the store uses PORT to PORT + 4
 INTS=${TF_INFLIGHT_INTS:-4194304}
 ROWS=${TF_INFLIGHT_ROWS:-2048}
 RTT=${TF_INFLIGHT_RTT:-4}; RATE=${TF_INFLIGHT_RATE:-200}
@@ -62,7 +64,8 @@ export AWS_ACCESS_KEY_ID=test:tester AWS_SECRET_ACCESS_KEY=testing
 unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL
 export HOME=$WORK
 
-python3 "$TF_TOOLS/wan-proxy" $WAN $PORT --rtt "$RTT" --rate "$RATE" --ready "$WORK/wan.ready" & wan_pid=$!
+python3 "$TF_TOOLS/wan-proxy" $WAN $PORT --rtt "$RTT" --rate "$RATE" --ready "$WORK/wan.ready" \
+	2> "$WORK/wan.err" & wan_pid=$!
 python3 "$here/faultproxy.py" --listen $FPROXY --upstream 127.0.0.1:$WAN --ready "$WORK/fproxy.ready" \
 	--log "$WORK/proxy.log" & fproxy_pid=$!
 i=0; while [ $i -lt 100 ] && { [ ! -f "$WORK/wan.ready" ] || [ ! -f "$WORK/fproxy.ready" ]; }; do
@@ -87,7 +90,7 @@ stored=$(stat -c %s "$WORK/up/big.tdb")
 # ---- first mount: the walk and the cat fetch each stored byte once
 : > "$WORK/proxy.log"
 mount_s3 big "$WORK/idx"
-cmp -s "$MNT/big.tdb" "$WORK/big.raw" || fail "big.tdb, first mount"
+cmp "$MNT/big.tdb" "$WORK/big.raw" || fail "big.tdb, first mount"
 getfattr --absolute-names --only-values -n user.tilefs.cache "$MNT" | tr ' ' '\n' | grep -E "^(stored|fetched|stored_served|charged)=" | tr '\n' ' '; echo
 fusermount3 -u "$MNT"
 check_counts "first mount + cat" "$stored"
@@ -131,4 +134,23 @@ gets=$(awk -v n="$name" '$1 == "GET" && $6 != "-" && index($5, "/" n) { g++ } EN
 [ "$got" -le $(((1 << 20) + 4096)) ] && [ "$gets" -le 1 ] ||
 	fail "a 4 KiB read of $attr fetched $got bytes of it in $gets GETs"
 ok "a 4 KiB read far into $attr: $got bytes of it in $gets ranged GET"
+
+# ---- faults in the fetchers' GETs (503, resets, cut and short bodies):
+# the same bytes, no hang (each step bounded by its timeout)
+kill "$fproxy_pid"; wait "$fproxy_pid" 2>/dev/null; rm -f "$WORK/fproxy.ready"
+python3 "$here/faultproxy.py" --listen $FPROXY --upstream 127.0.0.1:$WAN --ready "$WORK/fproxy.ready" \
+	--log "$WORK/proxy.log" --faults 503,reset,trunc,short --every 3 --per-request 2 --ranged-only & fproxy_pid=$!
+i=0; while [ $i -lt 100 ] && [ ! -f "$WORK/fproxy.ready" ]; do i=$((i + 1)); sleep 0.1; done
+: > "$WORK/proxy.log"
+printf '[s3]\nendpoint = http://127.0.0.1:%s\ntimeout = 2\nretries = 4\n[match big.tdb]\nfilters = zstd\ndatatype = int32\n' \
+	"$FPROXY" > "$WORK/s3.ini"
+mount_s3 big "$WORK/idx-faults"
+timeout 120 cmp -s "$MNT/big.tdb" "$WORK/big.raw" || fail "big.tdb through faults: wrong bytes or no answer"
+fusermount3 -u "$MNT"
+mount_s3 arr "$WORK/idx-faults"
+timeout 120 cmp -s "$MNT/$attr" "$LMNT/$attr" || fail "$attr through faults: wrong bytes or no answer"
+fusermount3 -u "$MNT"
+faults=$(awk '$4 != "-"' "$WORK/proxy.log" | wc -l)
+[ "$faults" -gt 10 ] || fail "only $faults faults injected"
+ok "first mount + cat and an array attribute through $faults faults: the same bytes"
 exit 0
