@@ -101,6 +101,7 @@
 #define PART_KEEP ((size_t)64 << 10)
 #define STORED_DEFAULT ((size_t)64 << 20)
 #define STORED_MIN ((size_t)4 << 20)
+#define STORED_PARTS 2048		/* parts listed at most: a read scans them */
 #define SEQ_GAP ((uint64_t)256 << 10)
 #define SEQ_SLACK ((uint64_t)4 << 20)
 #define PART_MIN ((size_t)4 << 20)
@@ -151,6 +152,7 @@ typedef struct s3_source {
 	pthread_cond_t fcv;		/* a part queued, or stopping */
 	struct s3_part *lru_head, *lru_tail, *q_head, *q_tail;
 	size_t held, cap;
+	unsigned nparts;		/* listed */
 	uint64_t wmax;			/* fetch-ahead window of one reader, at most */
 	struct tf_cache *cache;
 	ptrdiff_t charged;
@@ -1106,6 +1108,7 @@ static void parts_unlink(s3_source *s, s3_part *p)
 		s->lru_tail = p->prev;
 	p->prev = p->next = NULL;
 	p->linked = false;
+	s->nparts--;
 }
 
 static void parts_front(s3_source *s, s3_part *p)
@@ -1118,6 +1121,7 @@ static void parts_front(s3_source *s, s3_part *p)
 	if (!s->lru_tail)
 		s->lru_tail = p;
 	p->linked = true;
+	s->nparts++;
 }
 
 /* Drop a reference to o (a part queued or loading through it holds one). */
@@ -1141,13 +1145,13 @@ static void part_unpin(s3_source *s, s3_part *p)
 		part_free(s, p);
 }
 
-/* Room for n more bytes within the bound: least recently used parts out
- * (ready ones no reader holds). */
+/* Room for n more bytes and one more part within the bounds: least
+ * recently used parts out (ready ones no reader holds). */
 static bool make_room(s3_source *s, size_t n)
 {
 	s3_part *p = s->lru_tail;
 
-	while (s->held + n > s->cap && p) {
+	while ((s->held + n > s->cap || s->nparts >= STORED_PARTS) && p) {
 		s3_part *prev = p->prev;
 		if (p->state == P_READY && !p->pins) {
 			part_free(s, p);
@@ -1155,7 +1159,7 @@ static bool make_room(s3_source *s, size_t n)
 		}
 		p = prev;
 	}
-	return s->held + n <= s->cap;
+	return s->held + n <= s->cap && s->nparts < STORED_PARTS;
 }
 
 /* A new part of o for [off, off+len), listed, its memory taken; NULL when
@@ -1660,8 +1664,7 @@ static void s3_stored_stats(tf_source *base, tf_source_stored *out)
 	*out = (tf_source_stored){ .held = s->held, .bound = s->cap, .in_flight = s->inflight,
 				   .queued = s->queued, .fetched = s->fetched, .served = s->served,
 				   .evicted = s->evicted, .cancelled = s->cancelled };
-	for (s3_part *p = s->lru_head; p; p = p->next)
-		out->parts++;
+	out->parts = s->nparts;
 	pthread_mutex_unlock(&s->pmu);
 }
 

@@ -14,7 +14,7 @@
 #    bytes, no hang.
 # Counts and bytes only, never speed.  TF_INFLIGHT_INTS (int32 values of
 # the tile file), TF_INFLIGHT_ROWS (of the square array), TF_INFLIGHT_RTT,
-# TF_INFLIGHT_RATE and TF_INFLIGHT_KEEP=1 (print figures, keep nothing)
+# and TF_INFLIGHT_RATE (MB/s per connection)
 # make it a measurement.
 #
 # Needs swift (skips with 77 when absent unless TILEFS_CI=1), python3,
