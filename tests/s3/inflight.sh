@@ -27,7 +27,7 @@ PORT=${TF_S3_INFLIGHT_PORT:-18152}; export TF_S3_PORT=$PORT
 FPROXY=$((PORT + 5)); WAN=$((PORT + 6))	# the store uses PORT to PORT + 4
 INTS=${TF_INFLIGHT_INTS:-4194304}
 ROWS=${TF_INFLIGHT_ROWS:-2048}
-RTT=${TF_INFLIGHT_RTT:-4}; RATE=${TF_INFLIGHT_RATE:-200}
+RTT=${TF_INFLIGHT_RTT:-10}; RATE=${TF_INFLIGHT_RATE:-200}
 skip() { echo "SKIP: $*"; [ "${TILEFS_CI:-0}" = 1 ] && exit 1; exit 77; }
 command -v swift-proxy-server >/dev/null 2>&1 || skip "swift not installed (contrib/setup installs it)"
 [ "$(id -u)" = 0 ] && [ -c /dev/fuse ] || skip "needs root and /dev/fuse"
