@@ -1,0 +1,3 @@
+#include "tf_test.h"
+static Suite *nodes_suite(void) { return suite_create("nodes"); }
+TF_TEST_MAIN(nodes_suite)
