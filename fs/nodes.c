@@ -866,7 +866,7 @@ void fs_node_facts(tilefs *fs, fs_node *n, tf_facts *out)
 {
 	pthread_mutex_lock(&fs->nodes.lock);
 	*out = (tf_facts){ dup_or_null(n->facts.field), dup_or_null(n->facts.role),
-			   dup_or_null(n->facts.fragment), n->facts.format_version };
+			   dup_or_null(n->facts.fragment), n->facts.format_version, n->facts.keyed };
 	pthread_mutex_unlock(&fs->nodes.lock);
 }
 

@@ -498,8 +498,15 @@ START_TEST(test_attr)
 		tf_perm pm = TF_PERM_INIT;
 		bool keyed = false;
 
+		tf_facts fx;
+
 		ck_assert(fs_node_access(&fs, e, &pm, &keyed));
 		ck_assert(keyed);
+		/* The facts say it too (fs_node_facts: copies of the node's). */
+		fs_node_facts(&fs, e, &fx);
+		ck_assert_str_eq(fx.field, "i32");	/* a1.tdb */
+		ck_assert(fx.keyed);
+		tf_facts_clear(&fx);
 		ck_assert(!fs_node_access(&fs, a, &pm, &keyed));
 		ck_assert(!keyed);
 		tf_perm_clear(&pm);
