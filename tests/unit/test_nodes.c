@@ -450,6 +450,78 @@ START_TEST(test_changed_source_unindexed)
 }
 END_TEST
 
+/* Directories keep their node while their path holds the same inode;
+ * a symlink is a version like a file; a name changing kind is a new node. */
+START_TEST(test_dirs_links_kinds)
+{
+	struct stat st;
+	fs_node *sub = lookup(top, "sub", &st), *l, *x;
+
+	sh("touch '%s/sub/newfile'", root);	/* the directory's times move */
+	ck_assert_ptr_eq(lookup(top, "sub", &st), sub);
+	sh("mv '%s/sub' '%s/sub.old' && mkdir '%s/sub'", root, root, root);
+	ck_assert_ptr_ne(lookup(top, "sub", &st), sub);
+	ck_assert(alive(fs_node_ino(sub)));	/* for the kernel, which knows it */
+	ck_assert_int_eq(symlink("plain.txt", strcat(strcpy((char[PATH_MAX]){ 0 }, root), "/link")), 0);
+	l = lookup(top, "link", &st);
+	ck_assert(S_ISLNK(st.st_mode));
+	ck_assert_int_eq(st.st_size, 9);
+	ck_assert(!fs_node_is_decoded(l));
+	ck_assert_ptr_eq(lookup(top, "link", &st), l);
+	sh("rm '%s/link' && ln -s loose '%s/link'", root, root);
+	ck_assert_ptr_ne(lookup(top, "link", &st), l);
+	/* A file where a directory was. */
+	x = lookup(top, "sub.old", &st);
+	sh("rm -rf '%s/sub.old' && printf abc > '%s/sub.old'", root, root);
+	ck_assert_ptr_ne(x = lookup(top, "sub.old", &st), NULL);
+	ck_assert(S_ISREG(st.st_mode));
+	ck_assert(!fs_node_is_dir(x));
+	ck_assert_int_eq(st.st_size, 3);
+}
+END_TEST
+
+/* Thousands of nodes: the tables grow, every node is found by number and
+ * by name, and all go when forgotten. */
+START_TEST(test_many_nodes)
+{
+	enum { N = 2100 };	/* past twice the 1,024 first buckets: a grow */
+	static fs_node *nodes[N];
+	struct stat st;
+	fs_node *many;
+	char name[32];
+
+	char first[PATH_MAX], path[PATH_MAX];
+
+	/* Names of one inode (links: a new inode costs ~1 ms on a busy ext4). */
+	sh("mkdir '%s/many' && printf x > '%s/many/f0'", root, root);
+	FMT(first, "%s/many/f0", root);
+	for (int i = 1; i < N; i++) {
+		FMT(path, "%s/many/f%d", root, i);
+		ck_assert_int_eq(link(first, path), 0);
+	}
+	many = lookup(top, "many", &st);
+	for (int i = 0; i < N; i++) {
+		FMT(name, "f%d", i);
+		nodes[i] = lookup(many, name, &st);
+	}
+	ck_assert_uint_eq(count_nodes(NULL, NULL), N + 2);
+	for (int i = 0; i < N; i++) {
+		fs_node *g = fs_node_get(&fs, fs_node_ino(nodes[i]));
+
+		FMT(name, "f%d", i);
+		ck_assert_ptr_eq(g, nodes[i]);
+		ck_assert_str_eq(fs_node_rel(g) + strlen("many/"), name);
+		fs_node_put(&fs, g);
+		if (i % 97 == 0)
+			ck_assert_ptr_eq(lookup(many, name, &st), nodes[i]);
+	}
+	for (int i = 0; i < N; i++)
+		fs_node_forget(&fs, fs_node_ino(nodes[i]), i % 97 == 0 ? 2 : 1);
+	fs_node_forget(&fs, fs_node_ino(many), 1);
+	ck_assert_uint_eq(count_nodes(NULL, NULL), 1);
+}
+END_TEST
+
 /* ---- attributes ----------------------------------------------------------------------------- */
 
 START_TEST(test_attr)
@@ -889,6 +961,8 @@ static Suite *nodes_suite(void)
 	tcase_add_test(tc, test_forget_and_pins);
 	tcase_add_test(tc, test_changed_source);
 	tcase_add_test(tc, test_changed_source_unindexed);
+	tcase_add_test(tc, test_dirs_links_kinds);
+	tcase_add_test(tc, test_many_nodes);
 	tcase_add_test(tc, test_attr);
 	tcase_add_test(tc, test_dep);
 	tcase_add_test(tc, test_index_budget);
