@@ -309,6 +309,56 @@ START_TEST(test_open_array_files)
 }
 END_TEST
 
+/* The innermost array root holding a path wins (dimension-label arrays
+ * nest in their array). */
+START_TEST(test_nested_array)
+{
+	char rel[PATH_MAX];
+	size_t n;
+	uint8_t *want = expected("str_rle", "unfiltered/f0/a0_var.tdb.bin", &n);
+	tf_facts fx;
+	tf_file *f;
+	tf_error err;
+
+	sh("cp -R '%s/str' '%s/arr/inner'", root, root);
+	ck_assert(tf_catalog_is_array(cat, "arr"));
+	ck_assert(tf_catalog_is_array(cat, "arr/inner"));
+	FMT(rel, "arr/inner/%s", strchr(frag_file("str", "a0_var.tdb"), '/') + 1);
+	ck_assert_int_eq(tf_catalog_show(cat, rel), TF_SHOW_DECODED);
+	check_decodes(rel, 0, want, n);
+	ck_assert_int_eq(tf_catalog_open(cat, rel, NULL, &f, &fx, &err), TF_OK);
+	ck_assert_str_eq(fx.field, "s");	/* str's attribute, not arr's */
+	tf_facts_clear(&fx);
+	tf_file_unref(f);
+	/* arr's own files are still arr's. */
+	free(want);
+	want = expected("gzip_level1", "unfiltered/f0/a0.tdb.bin", &n);
+	check_decodes(frag_file("arr", "a0.tdb"), 0, want, n);
+	free(want);
+}
+END_TEST
+
+/* Plaintext: an array with a key whose newest schema is encrypted, or
+ * cannot be read now; not an array with a key whose schema is plain. */
+START_TEST(test_keyed)
+{
+	char rel[PATH_MAX];
+
+	tf_catalog_set_config(cat, config_of("[tilefs]\n" RULES "[array arr]\nkey = oracle\n"));
+	FMT(rel, "%s", frag_file("arr", "a0.tdb"));
+	ck_assert(!tf_catalog_keyed(cat, rel));
+	FMT(rel, "%s", frag_file("enc", "a0.tdb"));
+	ck_assert(tf_catalog_keyed(cat, rel));
+	/* Its schema gone (a reload forgets what was learnt): still keyed. */
+	sh("mkdir '%s/enc2' && cp -R '%s/enc/__fragments' '%s/enc/__commits' '%s/enc2/' && mkdir '%s/enc2/__schema'",
+	   root, root, root, root, root);
+	tf_catalog_set_config(cat, config_of("[tilefs]\n" RULES "[array enc2]\nkey = oracle\n"));
+	ck_assert(tf_catalog_is_array(cat, "enc2"));
+	FMT(rel, "%s", frag_file("enc2", "a0.tdb"));
+	ck_assert(tf_catalog_keyed(cat, rel));
+}
+END_TEST
+
 START_TEST(test_open_encrypted)
 {
 	const char *rel;
@@ -706,6 +756,8 @@ static Suite *catalog_suite(void)
 	tcase_add_test(tc, test_show_hidden);
 	tcase_add_test(tc, test_open_loose_rule);
 	tcase_add_test(tc, test_open_array_files);
+	tcase_add_test(tc, test_nested_array);
+	tcase_add_test(tc, test_keyed);
 	tcase_add_test(tc, test_open_encrypted);
 	tcase_add_test(tc, test_open_errors);
 	tcase_add_test(tc, test_changed_loose_file);
