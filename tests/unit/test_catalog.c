@@ -25,6 +25,7 @@
 #include "tf_cache.h"
 #include "tf_catalog.h"
 #include "tf_config.h"
+#include "tf_index.h"
 #include "tf_perm.h"
 #include "tf_view.h"
 
@@ -610,6 +611,21 @@ START_TEST(test_arrays_bounded)
 	ck_assert(gn == n && !memcmp(got, want, n));
 	free(got);
 	tf_catalog_views_put(cat, v, hold);
+	/* Views of more arrays than are kept warm: those beyond the most
+	 * recently used shrink, and read as before when used again. */
+	for (int i = N - 8; i < N; i++) {
+		snprintf(dir, sizeof(dir), "many/a%d", i);
+		ck_assert_int_eq(tf_catalog_views(cat, dir, cache, &v, &hold, &err), TF_OK);
+		got = view_bytes(v, "i32.raw", &gn);
+		ck_assert(gn == n && !memcmp(got, want, n));
+		free(got);
+		tf_catalog_views_put(cat, v, hold);
+	}
+	ck_assert_int_eq(tf_catalog_views(cat, "many/a64", cache, &v, &hold, &err), TF_OK);
+	got = view_bytes(v, "i32.raw", &gn);
+	ck_assert(gn == n && !memcmp(got, want, n));
+	free(got);
+	tf_catalog_views_put(cat, v, hold);
 	/* Files of arrays long trimmed still decode (found again). */
 	want = (free(want), expected("gzip_level1", "unfiltered/f0/a0.tdb.bin", &n));
 	for (int i = 0; i < N; i += 9) {
@@ -625,16 +641,99 @@ START_TEST(test_arrays_bounded)
 END_TEST
 
 /* A directory found not to be an array is asked again after a second
- * (tf_catalog.h), so an array created under a live mount is seen. */
-START_TEST(test_new_array_seen)
+ * (tf_catalog.h), so an array created under a live mount is seen; and an
+ * array's views are asked whether they are current at most once a
+ * second: a new fragment then gives a new state, while the old one reads
+ * on for its holders. */
+START_TEST(test_changes_seen_after_a_second)
 {
+	static const char frag2[] = "__1795312349999_1795312349999_6a6ad23b6959570eaad37e4e9154f4c8_22";
 	struct timespec t = { 1, 100000000 };
+	size_t n, gn;
+	uint8_t *want = expected("gzip_level1", "w0/i32.bin", &n), *got;
+	char frag[PATH_MAX];
+	tf_views *v, *v2, *v3;
+	tf_catalog_hold *hold, *hold2, *hold3;
+	tf_error err;
 
 	ck_assert(!tf_catalog_is_array(cat, "later"));
+	ck_assert_int_eq(tf_catalog_views(cat, "arr", cache, &v, &hold, &err), TF_OK);
 	sh("cp -R '%s/arr' '%s/later'", root, root);
+	/* A second fragment: a copy of the first, written later. */
+	FMT(frag, "%s", frag_file("arr", "a0.tdb"));
+	*strrchr(frag, '/') = '\0';
+	sh("cp -R '%s/%s' '%s/arr/__fragments/%s' && touch '%s/arr/__commits/%s.wrt'", root, frag, root, frag2, root,
+	   frag2);
 	ck_assert(!tf_catalog_is_array(cat, "later"));	/* remembered */
+	ck_assert_int_eq(tf_catalog_views(cat, "arr", cache, &v2, &hold2, &err), TF_OK);
+	ck_assert_ptr_eq(v2, v);	/* not asked yet */
+	tf_catalog_views_put(cat, v2, hold2);
 	nanosleep(&t, NULL);	/* the catalog's documented time to live */
 	ck_assert(tf_catalog_is_array(cat, "later"));
+	ck_assert_int_eq(tf_catalog_views(cat, "arr", cache, &v2, &hold2, &err), TF_OK);
+	ck_assert_ptr_ne(v2, v);
+	ck_assert_ptr_eq(hold2, hold);	/* the same array */
+	ck_assert_uint_eq(tf_views_nvisible(v2), 2);
+	ck_assert_uint_eq(tf_views_nvisible(v), 1);
+	/* Both states read the same cells (the newer fragment holds the same). */
+	got = view_bytes(v2, "i32.raw", &gn);
+	ck_assert(gn == n && !memcmp(got, want, n));
+	free(got);
+	got = view_bytes(v, "i32.raw", &gn);
+	ck_assert(gn == n && !memcmp(got, want, n));
+	free(got);
+	/* Unchanged since: the state kept (asked again after a second). */
+	ck_assert_int_eq(tf_catalog_views(cat, "arr", cache, &v3, &hold3, &err), TF_OK);
+	ck_assert_ptr_eq(v3, v2);
+	tf_catalog_views_put(cat, v3, hold3);
+	tf_catalog_views_put(cat, v2, hold2);
+	tf_catalog_views_put(cat, v, hold);
+	free(want);
+}
+END_TEST
+
+/* The persisted index store: a walked file is stored once and found by
+ * the next catalog (a remount) without a walk; views remember their
+ * sizes there. */
+START_TEST(test_index_store)
+{
+	char dir[PATH_MAX];
+	size_t n;
+	uint8_t *want = expected("gzip_level1", "unfiltered/f0/a0.tdb.bin", &n);
+	tf_stat st = stat_of("loose/a.tdb");
+	tf_index *store;
+	tf_index_stats s;
+	tf_catalog *first = cat;
+	tf_views *v;
+	tf_catalog_hold *hold;
+	tf_error err;
+
+	FMT(dir, "%s/index", base);
+	ck_assert_msg(tf_index_open(dir, 0, NULL, NULL, &store, &err) == TF_OK, "%s", err.msg);
+	tf_catalog_set_index(cat, store);
+	tf_catalog_prefetch(cat, "loose/a.tdb", &st.v);
+	check_decodes("loose/a.tdb", TF_OPEN_METADATA, want, n);
+	check_decodes(frag_file("arr", "a0.tdb"), 0, want, n);	/* from fragment metadata: no walk */
+	tf_index_get_stats(store, &s);
+	ck_assert_uint_eq(s.walks, 1);
+	ck_assert_uint_eq(s.writes, 1);
+	ck_assert_int_eq(tf_catalog_views(cat, "arr", cache, &v, &hold, &err), TF_OK);
+	tf_catalog_views_put(cat, v, hold);
+	/* Another catalog over the same store: found, not walked. */
+	ck_assert_int_eq(tf_catalog_new(src, configs[0], &cat, &err), TF_OK);
+	tf_catalog_set_index(cat, store);
+	tf_catalog_prefetch(cat, "loose/a.tdb", &st.v);
+	check_decodes("loose/a.tdb", 0, want, n);
+	tf_index_get_stats(store, &s);
+	ck_assert_uint_eq(s.walks, 1);
+	ck_assert_uint_ge(s.hits, 1);
+	tf_catalog_drop_views(cat);
+	tf_catalog_free(cat);
+	cat = first;
+	tf_catalog_drop_views(cat);
+	tf_catalog_set_index(cat, NULL);
+	tf_index_free(store);
+	free(want);
 }
 END_TEST
 
@@ -765,7 +864,8 @@ static Suite *catalog_suite(void)
 	tcase_add_test(tc, test_views);
 	tcase_add_test(tc, test_reload_keeps_held_arrays);
 	tcase_add_test(tc, test_arrays_bounded);
-	tcase_add_test(tc, test_new_array_seen);
+	tcase_add_test(tc, test_changes_seen_after_a_second);
+	tcase_add_test(tc, test_index_store);
 	tcase_add_test(tc, test_threads);
 	suite_add_tcase(s, tc);
 	return s;
