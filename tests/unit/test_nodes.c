@@ -433,6 +433,26 @@ START_TEST(test_changed_source)
 }
 END_TEST
 
+/* Attributes a listing gave (known) that are no longer true: the index
+ * of that version is stale, and the lookup looks at the source again. */
+START_TEST(test_known_stale)
+{
+	struct stat st;
+	fs_node *loose = lookup(top, "loose", &st), *a;
+	tf_stat known;
+
+	ck_assert_int_eq(tf_source_stat(fs.src, "loose/b.tdb", &known, NULL), TF_OK);
+	sh("head -c 328 '%s/loose/b.tdb' > '%s/loose/new' && mv '%s/loose/new' '%s/loose/b.tdb'", root, root, root,
+	   root);
+	ck_assert_int_eq(fs_node_lookup(&fs, loose, "b.tdb", &known, &a, &st), 0);
+	ck_assert(!tf_version_equal(fs_node_version(a), &known.v));
+	ck_assert_int_eq(st.st_size, 1024);
+	ck_assert_ptr_eq(lookup(loose, "b.tdb", &st), a);
+	/* The root looked up again is the root. */
+	ck_assert_ptr_eq(lookup(NULL, ".", &st), top);
+}
+END_TEST
+
 /* Without the index kept, opening a node whose source changed is ESTALE. */
 START_TEST(test_changed_source_unindexed)
 {
@@ -961,6 +981,7 @@ static Suite *nodes_suite(void)
 	tcase_add_test(tc, test_forget_and_pins);
 	tcase_add_test(tc, test_changed_source);
 	tcase_add_test(tc, test_changed_source_unindexed);
+	tcase_add_test(tc, test_known_stale);
 	tcase_add_test(tc, test_dirs_links_kinds);
 	tcase_add_test(tc, test_many_nodes);
 	tcase_add_test(tc, test_attr);
