@@ -643,6 +643,32 @@ START_TEST(test_dep)
 	ck_assert_ptr_ne(o2, o1);
 	check_bytes(o2, want, n);
 	ck_assert_ptr_eq(walk(off_rel, &st), o2);
+	/* Its index dropped, then the data file rewritten again: rebuilding
+	 * it would decode another version of the data file, which is another
+	 * node's: ESTALE. */
+	fs.nodes.index_budget = 0;
+	check_bytes(o2, want, n);
+	sh("cp -p '%s/%s' '%s/tmpcopy' && mv '%s/tmpcopy' '%s/%s'", root, var_rel, root, root, root, var_rel);
+	{
+		tf_file *f;
+
+		ck_assert_int_eq(fs_node_open_index(&fs, o2, &f), NODE_ERR(ESTALE));
+	}
+	/* Owners that differ (root may give the data file away): what is
+	 * shown lets in nobody either file refuses. */
+	if (geteuid() == 0) {
+		sh("chown 12345:12345 '%s/%s' && chmod 0644 '%s/%s'", root, var_rel, root, var_rel);
+		o1 = walk(off_rel, &st);
+		ck_assert_uint_eq(st.st_mode & 0004, 0004);	/* both let others read */
+		ck_assert_msg(st.st_uid == 0 || st.st_uid == 12345 || st.st_uid == geteuid(), "uid %u",
+			      (unsigned)st.st_uid);
+		check_bytes(o1, want, n);
+		sh("chmod 0640 '%s/%s'", root, var_rel);
+		o2 = walk(off_rel, &st);
+		ck_assert_ptr_ne(o2, o1);
+		ck_assert_uint_eq(st.st_mode & 0007, 0);	/* others may not read the data */
+		ck_assert_uint_eq(st.st_mode & 0222, 0);
+	}
 	free(want);
 }
 END_TEST
@@ -840,6 +866,11 @@ START_TEST(test_view_nodes)
 	ck_assert_int_eq(fs_node_attr(&fs, csv, &st), 0);
 	ck_assert_int_eq(st.st_size, 12345);
 	ck_assert_int_eq(lookup_rc(vd, "nothing.raw", &n, &st), NODE_ERR(ENOENT));
+	/* An array whose schema is gone: its state cannot be read, EIO (and
+	 * a log line saying why). */
+	sh("cp -R '%s/arr' '%s/broken' && rm -f '%s'/broken/__schema/*", root, root, root);
+	n = lookup(top, "broken", &st);
+	ck_assert_int_eq(lookup_rc(n, TF_VIEWS_DIR, &n, &st), NODE_ERR(EIO));
 	/* Not an array: no views folder. */
 	n = lookup(top, "sub", &st);
 	ck_assert_int_eq(lookup_rc(n, TF_VIEWS_DIR, &n, &st), NODE_ERR(ENOENT));
