@@ -16,10 +16,13 @@
 #include <glob.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tf_cache.h"
@@ -875,6 +878,48 @@ START_TEST(test_threads)
 }
 END_TEST
 
+/* An array's files stay its files while reloads come and go: a reload
+ * makes the catalog ask again, never answer "no array" for one. */
+typedef struct reloader {
+	atomic_bool stop;
+	unsigned reloads;
+} reloader;
+
+static void *reload_loop(void *arg)
+{
+	reloader *r = arg;
+
+	while (!atomic_load(&r->stop)) {
+		tf_catalog_set_config(cat, alt[r->reloads++ % 2]);
+		sched_yield();
+	}
+	return NULL;
+}
+
+START_TEST(test_reload_race)
+{
+	char rel[PATH_MAX];
+	reloader r = { 0 };
+	pthread_t th;
+	unsigned wrong = 0, calls = 0;
+	struct timespec t0, t;
+
+	FMT(rel, "%s", frag_file("arr", "a0.tdb"));
+	alt[0] = config_of("[tilefs]\nunmatched = hide\n" RULES);
+	alt[1] = config_of("[tilefs]\nunmatched = hide\n");
+	ck_assert_int_eq(pthread_create(&th, NULL, reload_loop, &r), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (int i = 0; i < 100; i++, calls++)
+			wrong += tf_catalog_show(cat, rel) != TF_SHOW_DECODED;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while (!wrong && (t.tv_sec - t0.tv_sec) * 1000000000LL + (t.tv_nsec - t0.tv_nsec) < 1000000000LL);
+	atomic_store(&r.stop, true);
+	pthread_join(th, NULL);
+	ck_assert_msg(!wrong, "%u of %u shown as hidden (%u reloads)", wrong, calls, r.reloads);
+}
+END_TEST
+
 static Suite *catalog_suite(void)
 {
 	Suite *s = suite_create("catalog");
@@ -898,6 +943,7 @@ static Suite *catalog_suite(void)
 	tcase_add_test(tc, test_changes_seen_after_a_second);
 	tcase_add_test(tc, test_index_store);
 	tcase_add_test(tc, test_threads);
+	tcase_add_test(tc, test_reload_race);
 	suite_add_tcase(s, tc);
 	return s;
 }
