@@ -603,6 +603,16 @@ START_TEST(test_reload_keeps_held_arrays)
 	free(got);
 	tf_catalog_views_put(cat, v2, hold2);
 	ck_assert_uint_eq(tf_catalog_arrays(cat), 0);
+	/* The catalog lets every array's views go: a holder's stay its own. */
+	ck_assert_int_eq(tf_catalog_views(cat, "arr", cache, &v, &hold, &err), TF_OK);
+	tf_catalog_drop_views(cat);
+	got = view_bytes(v, "i32.raw", &gn);
+	ck_assert(gn == n && !memcmp(got, want, n));
+	free(got);
+	ck_assert_int_eq(tf_catalog_views(cat, "arr", cache, &v2, &hold2, &err), TF_OK);
+	ck_assert_ptr_eq(hold2, hold);
+	tf_catalog_views_put(cat, v2, hold2);
+	tf_catalog_views_put(cat, v, hold);
 	free(want);
 }
 END_TEST
