@@ -671,6 +671,16 @@ START_TEST(test_arrays_bounded)
 }
 END_TEST
 
+/* Rename base/from to root/to. */
+static void move_in(const char *from, const char *to)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+
+	FMT(a, "%s/%s", base, from);
+	FMT(b, "%s/%s", root, to);
+	ck_assert_msg(rename(a, b) == 0, "%s -> %s", a, b);
+}
+
 /* A directory found not to be an array is asked again after a second
  * (tf_catalog.h), so an array created under a live mount is seen; and an
  * array's views are asked whether they are current at most once a
@@ -687,16 +697,23 @@ START_TEST(test_changes_seen_after_a_second)
 	tf_catalog_hold *hold, *hold2, *hold3;
 	tf_error err;
 
+	/* Made beside the source first, moved in by rename (a copy may take
+	 * longer than the second this test is about on a busy machine): an
+	 * array, and a second fragment of arr, a copy of the first written
+	 * later. */
+	FMT(frag, "%s", frag_file("arr", "a0.tdb"));
+	*strrchr(frag, '/') = '\0';
+	sh("cp -R '%s/arr' '%s/later' && cp -R '%s/%s' '%s/frag2' && touch '%s/commit2'", root, base, root, frag, base,
+	   base);
 	ck_assert(!tf_catalog_is_array(cat, "later"));
 	ck_assert_int_eq(tf_catalog_views(cat, "str", cache, &v3, &hold3, &err), TF_OK);
 	tf_catalog_views_put(cat, v3, hold3);
 	ck_assert_int_eq(tf_catalog_views(cat, "arr", cache, &v, &hold, &err), TF_OK);
-	sh("cp -R '%s/arr' '%s/later'", root, root);
-	/* A second fragment: a copy of the first, written later. */
-	FMT(frag, "%s", frag_file("arr", "a0.tdb"));
-	*strrchr(frag, '/') = '\0';
-	sh("cp -R '%s/%s' '%s/arr/__fragments/%s' && touch '%s/arr/__commits/%s.wrt'", root, frag, root, frag2, root,
-	   frag2);
+	move_in("later", "later");
+	FMT(frag, "arr/__fragments/%s", frag2);
+	move_in("frag2", frag);
+	FMT(frag, "arr/__commits/%s.wrt", frag2);
+	move_in("commit2", frag);
 	ck_assert(!tf_catalog_is_array(cat, "later"));	/* remembered */
 	ck_assert_int_eq(tf_catalog_views(cat, "arr", cache, &v2, &hold2, &err), TF_OK);
 	ck_assert_ptr_eq(v2, v);	/* not asked yet */
