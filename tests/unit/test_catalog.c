@@ -417,7 +417,7 @@ END_TEST
 START_TEST(test_open_errors)
 {
 	tf_stat st = stat_of("plain.txt");
-	tf_file *f = (tf_file *)&st;
+	tf_file *f;
 	tf_facts fx = { (char *)"junk", NULL, NULL, 9, true };
 	tf_error err;
 
