@@ -23,7 +23,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 : "${TILEFS:?}" "${TILETOOL:?}" "${GENARRAY:?}"
 TF_TOOLS=${TF_TOOLS:-$here/../../../shared/tools}
-PORT=${TF_S3_INFLIGHT_PORT:-18152}; export TF_S3_PORT=$PORT
+PORT=${TF_S3_INFLIGHT_PORT:-18172}; export TF_S3_PORT=$PORT
 FPROXY=$((PORT + 5)); WAN=$((PORT + 6))	# the store uses PORT to PORT + 4
 INTS=${TF_INFLIGHT_INTS:-4194304}
 ROWS=${TF_INFLIGHT_ROWS:-2048}
