@@ -250,7 +250,9 @@ uint64_t tf_object_io_size(const tf_object *o);
  * that are no longer that version's, fail: TF_E_STALE; I/O: TF_E_IO. */
 tf_status tf_object_read(tf_object *o, uint64_t off, void *dst, size_t len, tf_error *err);
 
-/* Hint that [off, off+len) will be read soon (local: WILLNEED). */
+/* Hint that [off, off+len) will be read soon, from off on (local:
+ * WILLNEED; an object store: its reader is at off going forward, and it
+ * fetches ahead from there within its window, len at most). */
 void tf_object_prefetch(tf_object *o, uint64_t off, uint64_t len);
 
 /* Whether the stored file is still this object's version (a cheap check). */
@@ -265,9 +267,10 @@ tf_status tf_object_check(tf_object *o, tf_error *err);
  * Returns whether such reads are cheap for this kind: an object store pays
  * a round trip per read (false: nothing changes, read in large runs).
  * TF_ACCESS_PLANNED: the caller reads ahead itself, from several threads,
- * in runs it sized with tf_object_io_size; the source reads exactly what
- * is asked (an object store then runs no read-ahead of its own, which
- * would fetch again the ranges the caller's other threads are fetching).
+ * in runs it sized with tf_object_io_size, out of order; the source does
+ * not guess a direction from them: the caller says where it is with
+ * tf_object_prefetch (an object store fetches ahead from there, and the
+ * runs find their bytes fetched or in flight, never fetched twice).
  * Returns whether the source changed how it reads.
  */
 typedef enum { TF_ACCESS_NORMAL, TF_ACCESS_HEADERS, TF_ACCESS_PLANNED } tf_access;
