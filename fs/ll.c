@@ -1185,6 +1185,10 @@ static char *root_attr(tilefs *fs, const char *name)
 		return fs_index_attr(fs);
 	if (!strcmp(name, "opens"))
 		return opens_attr(fs);
+	if (!strcmp(name, "disk_cache")) {	/* cache_dir's counters (tilefs(1), DISK CACHE) */
+		char buf[512];
+		return tf_source_disk_cache_text(fs->src, buf, sizeof(buf)) ? strdup(buf) : NULL;
+	}
 	if (strcmp(name, "cache") || !fs->cache)
 		return NULL;
 	tf_cache_get_stats(fs->cache, &s);
