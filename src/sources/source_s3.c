@@ -1579,7 +1579,7 @@ static tf_status s3_new(const char *spec, const tf_s3_settings *set, s3_source *
 		s3_client_set_warn(s->client, client_warn, s);
 	if (rc == TF_OK && set->cache_dir &&
 	    tf_disk_cache_open(set->cache_dir, set->cache_dir_size, set->cache_dir_min_free, &s->disk, err) != TF_OK)
-		rc = TF_E_INVAL;	/* a configuration error, whatever the directory's */
+		rc = err ? (err->code = TF_E_INVAL) : TF_E_INVAL;	/* a configuration error, whatever the directory's */
 	free(bucket);
 	if (rc != TF_OK) {
 		s3_free(&s->base);
