@@ -8,6 +8,10 @@
  * used of EVICT_SAMPLES random entries (redis's approximated LRU): no list
  * to keep in order, and blocks learned from a walk carry their file's mtime
  * as last use.
+ *
+ * The data's checksum is zlib's crc32: 2.0-2.2 GB/s a core here against
+ * 0.6 GB/s for libcrypto's SHA-256 (1 MiB buffers, 512 times), and it only
+ * has to catch damage: the name and key are what keep objects apart.
  */
 #include "config.h"
 

@@ -75,7 +75,11 @@ start() {
 	said=$(timeout 60 head -c 1 "$WORK/ready") || fail "no word on the notify pipe"
 	[ "$said" = s ] || fail "mount with cache_dir=$1 failed: $(cat "$WORK/log")"
 }
-stop() { fusermount3 -u "$MNT"; wait "$pid"; pid=; }
+stop() {
+	fusermount3 -u "$MNT"
+	wait "$pid" || fail "tilefs exited $? (the sanitizers' report, if any, above)"
+	pid=
+}
 counter() {
 	getfattr --absolute-names --only-values -n user.tilefs.disk_cache "$MNT" | tr ' ' '\n' | sed -n "s/^$1=//p"
 }
