@@ -66,6 +66,7 @@ struct tf_disk_cache {
 	uint64_t rng;
 	tf_disk_cache_stats st;		/* mu */
 	bool started, stop;		/* mu */
+	atomic_int started_in;		/* the process whose thread th is, 0 before */
 	pthread_t th;
 };
 
@@ -423,6 +424,16 @@ static void *walker_main(void *arg)
 	}
 }
 
+/* Whether this process is a child forked after the cache was first used:
+ * then the cache is off here (every get a miss, every put dropped), as its
+ * lock and condition may be held by threads the fork did not copy. */
+static bool forked(tf_disk_cache *dc)
+{
+	int p = atomic_load(&dc->started_in);
+
+	return p && p != (int)getpid();
+}
+
 /* The walker starts with the first use: a daemon forks after opening its
  * source, and fork keeps no threads. */
 static void ensure_started(tf_disk_cache *dc)
@@ -430,6 +441,7 @@ static void ensure_started(tf_disk_cache *dc)
 	pthread_mutex_lock(&dc->mu);
 	if (!dc->started && !dc->stop) {
 		dc->started = true;
+		atomic_store(&dc->started_in, (int)getpid());
 		if (pthread_create(&dc->th, NULL, walker_main, dc) != 0) {
 			dc->st.errors++;
 			dc->st.scanned = true;	/* no walk will come */
@@ -496,6 +508,7 @@ tf_status tf_disk_cache_open(const char *dir, uint64_t max_bytes, uint64_t min_f
 		dc->tmp_tag = (uint64_t)now_s() ^ (uint64_t)(uintptr_t)dc;
 	dc->rng = dc->tmp_tag | 1;
 	atomic_init(&dc->tmp_seq, 0);
+	atomic_init(&dc->started_in, 0);
 	dc->max_bytes = max_bytes, dc->min_free = min_free;
 	dc->st.max_bytes = max_bytes, dc->st.min_free = min_free;
 	pthread_mutex_init(&dc->mu, NULL);
@@ -510,6 +523,12 @@ void tf_disk_cache_free(tf_disk_cache *dc)
 
 	if (!dc)
 		return;
+	if (forked(dc)) {	/* nothing here to stop or destroy */
+		close(dc->dir);
+		free(dc->ent), free(dc->heads);
+		free(dc);
+		return;
+	}
 	pthread_mutex_lock(&dc->mu);
 	dc->stop = true;
 	join = dc->started;
@@ -568,7 +587,7 @@ bool tf_disk_cache_get(tf_disk_cache *dc, const char *key, uint64_t idx, void *d
 	bool ok;
 	int fd;
 
-	if (!len || len > TF_DISK_CACHE_BLOCK || klen > TF_DISK_CACHE_KEY_MAX)
+	if (!len || len > TF_DISK_CACHE_BLOCK || klen > TF_DISK_CACHE_KEY_MAX || forked(dc))
 		return false;
 	ensure_started(dc);
 	digest_of(key, d);
@@ -627,7 +646,7 @@ void tf_disk_cache_put(tf_disk_cache *dc, const char *key, uint64_t idx, const v
 	bool ok;
 	int fd;
 
-	if (!len || len > TF_DISK_CACHE_BLOCK || klen > TF_DISK_CACHE_KEY_MAX)
+	if (!len || len > TF_DISK_CACHE_BLOCK || klen > TF_DISK_CACHE_KEY_MAX || forked(dc))
 		return;
 	ensure_started(dc);
 	/* Room first: what is over the bounds goes, and below the free-space
@@ -659,6 +678,10 @@ void tf_disk_cache_put(tf_disk_cache *dc, const char *key, uint64_t idx, const v
 
 void tf_disk_cache_get_stats(tf_disk_cache *dc, tf_disk_cache_stats *out)
 {
+	if (forked(dc)) {
+		*out = (tf_disk_cache_stats){ .max_bytes = dc->max_bytes, .min_free = dc->min_free, .scanned = true };
+		return;
+	}
 	pthread_mutex_lock(&dc->mu);
 	*out = dc->st;
 	pthread_mutex_unlock(&dc->mu);
@@ -666,6 +689,8 @@ void tf_disk_cache_get_stats(tf_disk_cache *dc, tf_disk_cache_stats *out)
 
 void tf_disk_cache_settle(tf_disk_cache *dc)
 {
+	if (forked(dc))
+		return;
 	ensure_started(dc);
 	pthread_mutex_lock(&dc->mu);
 	while (!dc->st.scanned)

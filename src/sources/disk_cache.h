@@ -43,7 +43,9 @@
  * The directory is created 0700 if missing (its parent must exist) and
  * refused if another user owns it or group or others have any access.
  * A failing disk never fails a read: get is a miss, put does nothing, and
- * the stats count the errors.  Thread-safe.
+ * the stats count the errors.  Thread-safe.  A process forked after the
+ * first get or put (which starts the thread) finds the cache off: only
+ * its parent uses it (a daemon opens its source, then forks, then reads).
  */
 #ifndef TF_DISK_CACHE_H
 #define TF_DISK_CACHE_H

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sources/disk_cache.h"
@@ -379,6 +380,39 @@ START_TEST(test_refused_dirs)
 }
 END_TEST
 
+/* A cache used before a fork: off in the child (its lock and condition
+ * may be held by threads the fork did not copy), which frees it without
+ * joining the parent's thread; the parent's goes on. */
+START_TEST(test_after_fork)
+{
+	tf_disk_cache *dc = open_ok((uint64_t)1 << 30, 0);
+	uint8_t *got = malloc(B), *want = malloc(B);
+	int status;
+	char k[64];
+	pid_t p;
+
+	put_filled(dc, key_n(k, 1), 0, B);	/* the walker starts here */
+	tf_disk_cache_settle(dc);
+	if ((p = fork()) == 0) {
+		tf_disk_cache_stats s;
+		put_filled(dc, key_n(k, 2), 0, B);
+		tf_disk_cache_settle(dc);
+		tf_disk_cache_get_stats(dc, &s);
+		bool ok = !tf_disk_cache_get(dc, key_n(k, 1), 0, got, B) && s.written_bytes == 0;
+		tf_disk_cache_free(dc);
+		_exit(ok ? 0 : 1);
+	}
+	ck_assert_int_eq(waitpid(p, &status, 0), p);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ck_assert(get_checked(dc, key_n(k, 1), 0, B));
+	ck_assert(!get_checked(dc, key_n(k, 2), 0, B));
+	put_filled(dc, key_n(k, 2), 0, B);
+	ck_assert(get_checked(dc, key_n(k, 2), 0, B));
+	free(got), free(want);
+	tf_disk_cache_free(dc);
+}
+END_TEST
+
 /* ---- two caches, one directory, threads ------------------------------------------------------------ */
 
 typedef struct worker {
@@ -453,6 +487,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_learned_later);
 	tcase_add_test(t, test_free_floor);
 	tcase_add_test(t, test_refused_dirs);
+	tcase_add_test(t, test_after_fork);
 	tcase_add_test(t, test_two_caches_threads);
 	suite_add_tcase(s, t);
 	return s;
