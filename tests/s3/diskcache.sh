@@ -138,7 +138,9 @@ start "$WORK/cache"
 same "damaged" "$WORK/blob1.bin"
 got=$(ranged_bytes)
 [ "$(counter bad)" -ge 2 ] || fail "damaged: bad=$(counter bad), expected 2 or more"
-[ "$got" -gt 0 ] && [ "$got" -le $((4 * 1048576)) ] || fail "damaged: $got bytes fetched for 2 blocks"
+# Two readers missing one block both fetch it (no fetch is shared): a few
+# MiB at most, of the 41 MiB stored.
+[ "$got" -gt 0 ] && [ "$got" -le $((8 * 1048576)) ] || fail "damaged: $got bytes fetched for 2 blocks"
 stop
 ok "a flipped and a truncated block: fetched again ($got bytes), byte-exact"
 
