@@ -13,7 +13,9 @@
 #   byte-exact, fetching again only what was damaged;
 # - the object replaced in the bucket (same size, new ETag) is fetched
 #   again, and its new bytes are served;
-# - a cache_dir others may read is refused at mount time (exit 3).
+# - a cache_dir others may read is refused at mount time (exit 3), a
+#   cache_dir_size too small too (exit 2);
+# - cache_dir in [s3] is taken relative to the configuration's directory.
 #
 # Needs swift (skips with 77 when absent unless TILEFS_CI=1), python3 and
 # root with /dev/fuse (skips otherwise), built TILETOOL and TILEFS.
@@ -162,4 +164,23 @@ rc=$?
 	fail "cache_dir 0755: exit $rc, $(cat "$WORK/err")"
 mountpoint -q "$MNT" && fail "mounted with a cache_dir others may read"
 ok "a cache_dir of mode 0755 is refused: $(cat "$WORK/err")"
+"$TILEFS" -o config="$WORK/dc.ini",index_dir=none,cache_dir="$WORK/c3",cache_dir_size=1K s3://dcache "$MNT" \
+	2> "$WORK/err"
+rc=$?
+[ $rc = 2 ] && grep -q "cache_dir_size must be 4M" "$WORK/err" || fail "cache_dir_size=1K: exit $rc, $(cat "$WORK/err")"
+ok "cache_dir_size=1K is refused: $(cat "$WORK/err")"
+
+# ---- cache_dir in [s3], relative to the configuration's directory
+sed -i 's/^\(endpoint = .*\)$/\1\ncache_dir = cache/' "$WORK/dc.ini"
+: > "$WORK/proxy.log"
+"$TILEFS" -f -o config="$WORK/dc.ini",index_dir="$WORK/idx",notify_pipe="$WORK/ready" s3://dcache "$MNT" \
+	2> "$WORK/log" &
+pid=$!
+said=$(timeout 60 head -c 1 "$WORK/ready") || fail "no word on the notify pipe"
+[ "$said" = s ] || fail "mount with cache_dir in [s3] failed: $(cat "$WORK/log")"
+same "cache_dir in [s3]" "$WORK/up2/blob.bin"
+got=$(ranged_bytes)
+[ "$got" = 0 ] || fail "cache_dir = cache in [s3]: $got bytes fetched"
+stop
+ok "cache_dir = cache in [s3] is the configuration's directory's: 0 bytes fetched"
 exit 0

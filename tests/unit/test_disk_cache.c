@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "sources/disk_cache.h"
+#include "tf_s3.h"
 
 #define TP 256	/* test paths: short, in /tmp */
 
@@ -483,6 +484,41 @@ START_TEST(test_two_caches_threads)
 }
 END_TEST
 
+/* The [s3] settings: cache_dir relative to the configuration's directory,
+ * sizes with suffixes, bounds refused with the key's name. */
+START_TEST(test_settings)
+{
+	tf_s3_settings s, c;
+	tf_error err;
+
+	tf_s3_settings_init(&s);
+	ck_assert_ptr_null(s.cache_dir);
+	ck_assert_uint_eq(s.cache_dir_size, (uint64_t)1 << 30);
+	ck_assert_uint_eq(s.cache_dir_min_free, (uint64_t)1 << 30);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "cache_dir", "dc", "/etc/tilefs", &err), TF_OK);
+	ck_assert_str_eq(s.cache_dir, "/etc/tilefs/dc");
+	ck_assert_int_eq(tf_s3_settings_set(&s, "cache_dir", "/var/cache/x", "/etc/tilefs", &err), TF_OK);
+	ck_assert_str_eq(s.cache_dir, "/var/cache/x");
+	ck_assert_int_eq(tf_s3_settings_set(&s, "cache_dir", "", NULL, &err), TF_E_INVAL);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "cache_dir_size", "20G", NULL, &err), TF_OK);
+	ck_assert_uint_eq(s.cache_dir_size, (uint64_t)20 << 30);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "cache_dir_size", "2T", NULL, &err), TF_OK);
+	ck_assert_uint_eq(s.cache_dir_size, (uint64_t)2 << 40);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "cache_dir_size", "1M", NULL, &err), TF_E_INVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "cache_dir_size"));
+	ck_assert_int_eq(tf_s3_settings_set(&s, "cache_dir_size", "-1", NULL, &err), TF_E_INVAL);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "cache_dir_min_free", "0", NULL, &err), TF_OK);
+	ck_assert_uint_eq(s.cache_dir_min_free, 0);
+	ck_assert_int_eq(tf_s3_settings_set(&s, "cache_dir_min_free", "5X", NULL, &err), TF_E_INVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "cache_dir_min_free"));
+	ck_assert_int_eq(tf_s3_settings_copy(&c, &s, &err), TF_OK);
+	ck_assert_str_eq(c.cache_dir, "/var/cache/x");
+	ck_assert_ptr_ne(c.cache_dir, s.cache_dir);
+	tf_s3_settings_clear(&c);
+	tf_s3_settings_clear(&s);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("disk_cache");
@@ -499,6 +535,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_free_floor);
 	tcase_add_test(t, test_refused_dirs);
 	tcase_add_test(t, test_after_fork);
+	tcase_add_test(t, test_settings);
 	tcase_add_test(t, test_two_caches_threads);
 	suite_add_tcase(s, t);
 	return s;
