@@ -102,6 +102,8 @@ start "$WORK/cache"
 same "warm" "$WORK/blob1.bin"
 got=$(ranged_bytes)
 [ "$got" = 0 ] || fail "warm remount fetched $got bytes in ranged GETs"
+getfattr --absolute-names -d "$MNT" | grep -q '^user.tilefs.disk_cache="hits=' ||
+	fail "getfattr -d of the root shows no user.tilefs.disk_cache"
 hits=$(counter hits)
 [ "$hits" -gt 0 ] && [ "$(counter bad)" = 0 ] || fail "warm: hits=$hits bad=$(counter bad)"
 stop
