@@ -206,6 +206,10 @@ typedef struct tf_source_stored {
 } tf_source_stored;
 void tf_source_stored_stats(tf_source *s, tf_source_stored *out);
 
+/* The disk cache's counters as "name=value ..." text (false: the source
+ * keeps none; see sources/disk_cache.h). */
+bool tf_source_disk_cache_text(tf_source *s, char *buf, size_t n);
+
 /* Stat rel without following a symlink (a symlink reports itself). */
 tf_status tf_source_stat(tf_source *s, const char *rel, tf_stat *st, tf_error *err);
 

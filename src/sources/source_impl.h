@@ -38,6 +38,7 @@ typedef struct tf_source_ops {
 	/* tf_source_set_cache, tf_source_stored_stats (may be NULL: none held) */
 	void (*set_cache)(tf_source *s, struct tf_cache *c);
 	void (*stored_stats)(tf_source *s, tf_source_stored *out);
+	bool (*disk_cache_text)(tf_source *s, char *buf, size_t n);	/* may be NULL: no disk cache */
 } tf_source_ops;
 
 typedef struct tf_object_ops {
