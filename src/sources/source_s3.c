@@ -60,8 +60,9 @@
  * ranged GETs in flight).  The window starts at W_FIRST and grows with the
  * distance read (twice it) up to max_requests x W_PER_REQUEST, in parts of
  * the window over max_requests (W_PART_MIN to W_PART_MAX: adjacent wanted
- * ranges coalesced); a short read fetches little, a long one fills the
- * pipe.  A reader jumping about fetches only the ranges it reads.
+ * ranges coalesced; ending at multiples of W_ALIGN, so that the disk
+ * cache's blocks are fetched whole by one part); a short read fetches
+ * little, a long one fills the pipe.  A reader jumping about fetches only the ranges it reads.
  *
  * Memory.  Parts (queued, in flight, loaded) are at most `cap` bytes per
  * source: half the decoded cache's budget once it is attached
@@ -97,7 +98,8 @@
 
 #define IO_SIZE ((size_t)16 << 20)
 #define W_FIRST ((uint64_t)1 << 20)
-#define W_PART_MIN ((size_t)512 << 10)
+#define W_PART_MIN ((size_t)1 << 20)
+#define W_ALIGN ((uint64_t)1 << 20)	/* parts end at multiples: the disk cache's blocks */
 #define W_PART_MAX ((size_t)8 << 20)
 #define W_PER_REQUEST ((uint64_t)4 << 20)
 #define PART_KEEP ((size_t)64 << 10)
@@ -1395,7 +1397,11 @@ static void stream_ahead(s3_object *o, uint64_t off, uint64_t len)
 		}
 		next = next < to ? next : to;
 		while (at < next) {
-			size_t n = next - at < piece ? (size_t)(next - at) : piece;
+			uint64_t end = at + piece;
+			size_t n;
+			if (end % W_ALIGN && end - end % W_ALIGN > at)
+				end -= end % W_ALIGN;	/* whole blocks of the disk cache */
+			n = next - at < end - at ? (size_t)(next - at) : (size_t)(end - at);
 			if (next - at - n < piece / 2)	/* no sliver at the end */
 				n = (size_t)(next - at);
 			if (!(p = part_new(o, at, n, P_QUEUED)))

@@ -23,11 +23,11 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 : "${TILEFS:?}" "${TILETOOL:?}" "${GENARRAY:?}"
 TF_TOOLS=${TF_TOOLS:-$here/../../../shared/tools}
-PORT=${TF_S3_INFLIGHT_PORT:-18172}; export TF_S3_PORT=$PORT
+PORT=${TF_S3_INFLIGHT_PORT:-18212}; export TF_S3_PORT=$PORT
 FPROXY=$((PORT + 5)); WAN=$((PORT + 6))	# the store uses PORT to PORT + 4
-INTS=${TF_INFLIGHT_INTS:-4194304}
+INTS=${TF_INFLIGHT_INTS:-8388608}
 ROWS=${TF_INFLIGHT_ROWS:-2048}
-RTT=${TF_INFLIGHT_RTT:-10}; RATE=${TF_INFLIGHT_RATE:-200}
+RTT=${TF_INFLIGHT_RTT:-10}; RATE=${TF_INFLIGHT_RATE:-50}
 skip() { echo "SKIP: $*"; [ "${TILEFS_CI:-0}" = 1 ] && exit 1; exit 77; }
 command -v swift-proxy-server >/dev/null 2>&1 || skip "swift not installed (contrib/setup installs it)"
 [ "$(id -u)" = 0 ] && [ -c /dev/fuse ] || skip "needs root and /dev/fuse"
