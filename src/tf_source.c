@@ -155,6 +155,7 @@ const char *tf_source_kind(const tf_source *s) { return s->ops->kind; }
 const char *tf_source_name(const tf_source *s) { return s->name; }
 int tf_source_local_fd(const tf_source *s) { return s->local_fd; }
 bool tf_source_has_modes(const tf_source *s) { return s->local_fd >= 0; }
+unsigned tf_source_in_flight(const tf_source *s) { return s->in_flight; }
 
 void tf_source_fd_stats(tf_source *s, tf_source_fds *out)
 {

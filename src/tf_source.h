@@ -165,6 +165,11 @@ int tf_source_local_fd(const tf_source *s);
 /* Whether stats carry the stored files' own owners and modes (a local
  * source), rather than the same ones for everything (an object store). */
 bool tf_source_has_modes(const tf_source *s);
+/* Requests worth keeping in flight for many small reads (metadata of many
+ * fragments): an object store's max_requests, each costing a round trip;
+ * 0 for a local source, whose reads are system calls (tf_fanout's figures
+ * say when threads pay there). */
+unsigned tf_source_in_flight(const tf_source *s);
 
 /*
  * Descriptors.  A local source lends descriptors to its objects from a

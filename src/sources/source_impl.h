@@ -50,6 +50,7 @@ struct tf_source {
 	char *name;		/* as the user spelled it */
 	int local_fd;		/* the root directory of a local source, else -1 */
 	tf_source_hooks hooks;	/* all NULL unless set */
+	unsigned in_flight;	/* tf_source_in_flight: 0 for a local source */
 };
 
 struct tf_object {

@@ -1766,6 +1766,7 @@ static tf_status s3_new(const char *spec, const tf_s3_settings *set, s3_source *
 	}
 	s->base.ops = &s3_source_ops;
 	s->base.local_fd = -1;
+	s->base.in_flight = set->max_requests;
 	s->ttl_ns = (int64_t)set->list_ttl * 1000000000;
 	s->deadline_ns = (int64_t)set->deadline_ms * 1000000;
 	s->list_max_pages = set->list_max_pages;
