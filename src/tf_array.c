@@ -950,3 +950,8 @@ const char *tf_array_dir(const tf_array *a)
 {
 	return a->dir;
 }
+
+tf_source *tf_array_source(const tf_array *a)
+{
+	return a->src;
+}
