@@ -145,9 +145,13 @@ static tf_status read_whole(tf_source *src, const char *path, tf_buf *out, tf_er
 {
 	tf_object *o;
 	uint64_t size;
+	tf_stat st;
 	tf_status rc;
 
 	out->len = 0;
+	/* Looked up first: an object store then lists the directory (every
+	 * schema, one request) rather than asking for this one alone. */
+	tf_source_stat(src, path, &st, NULL);
 	if ((rc = tf_object_open(src, path, NULL, &o, err)) != TF_OK)
 		return rc;
 	size = tf_object_stat(o)->v.size;
