@@ -12,7 +12,8 @@
  *     link ever leads outside it; files are opened O_NONBLOCK and fstat'ed
  *     before anything is read, so a FIFO or device is refused at once;
  *   - an S3 bucket or prefix (source_s3.c): "s3://BUCKET[/PREFIX]", listed
- *     with ListObjectsV2 (delimiter '/'), read with ranged GETs.
+ *     with ListObjectsV2 (delimiter '/'; a directory named __* whole, its
+ *     subdirectories' listings made from it), read with ranged GETs.
  *
  * Versions.  Every stat carries a tf_version: what proves a file unchanged
  * (local: device, inode, size, mtime and ctime in ns; S3: ETag and size).

@@ -3,7 +3,10 @@
  *
  * Names.  Source path "a/b" is key PREFIX "a/b"; directory "a" is every key
  * under "PREFIX a/", listed with ListObjectsV2 and delimiter '/' (common
- * prefixes are the subdirectories).  Keys that cannot be a path component
+ * prefixes are the subdirectories); but a directory named "__*" (TileDB's
+ * __fragments, __commits, __schema) is listed whole, without a delimiter,
+ * and the listing of every directory beneath it is made from those keys
+ * and cached (see "Listing a subtree whole" below).  Keys that cannot be a path component
  * (".", "..", "a//b", a NUL, a '/' or a bad escape once decoded, over 255
  * bytes) are not shown, and the listing warns once (tf_source_warn),
  * naming the first few; a folder marker ("dir/" itself) is not shown
