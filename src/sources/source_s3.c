@@ -667,9 +667,12 @@ static const char *bad_component(const char *c, size_t n)
 }
 
 /* The entries key k gives: a directory in each directory above it, then
- * itself; none past a name that can be none (noted) or ".tilefs". */
-static tf_status tree_entries(tree *t, const tree_key *k, const char *whole, tf_error *err)
+ * itself; none past a name that can be none (noted, as the whole key) or
+ * ".tilefs". */
+static tf_status tree_entries(tree *t, const tree_key *k, tf_error *err)
 {
+	char whole[S3_MAX_NAME + 1];
+
 	const char *p = k->path, *c = p, *slash, *why;
 	size_t rn = strlen(TF_SOURCE_RESERVED);
 	tf_status rc = TF_OK;
@@ -682,6 +685,7 @@ static tf_status tree_entries(tree *t, const tree_key *k, const char *whole, tf_
 		if (n == rn && !strncmp(c, TF_SOURCE_RESERVED, n))
 			return TF_OK;			/* reserved: never shown */
 		if ((why = bad_component(c, n))) {
+			snprintf(whole, sizeof(whole), "%s%s", t->bd.prefix, p);
 			skip(&t->bd, whole, why);
 			return TF_OK;
 		}
@@ -776,7 +780,7 @@ static tf_status tree_listings(tree *t, const char *rel, listing ***out, size_t 
 	if ((rc = tree_ent_add(t, "", 0, NULL, 0, NULL, err)) != TF_OK)
 		return rc;
 	for (size_t i = 0; i < t->nkeys && rc == TF_OK && !t->too_big; i++)
-		rc = tree_entries(t, &t->keys[i], t->keys[i].path, err);
+		rc = tree_entries(t, &t->keys[i], err);
 	if (rc != TF_OK || t->too_big)
 		return rc;
 	qsort(t->ents, t->nents, sizeof(*t->ents), cmp_tree_ent);
