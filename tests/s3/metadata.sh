@@ -37,6 +37,7 @@ ok() { echo "ok: $*"; }
 fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
 pids=
 cleanup() {
+	[ -n "${KEEP:-}" ] && { cp "$WORK/log" "$KEEP.log"; cp "$WORK/ls.log" "$KEEP.ls.log" 2>/dev/null; }
 	for p in $pids; do kill "$p" 2>/dev/null; done
 	for m in "$WORK/mnt" "$WORK/local"; do mountpoint -q "$m" && fusermount3 -u "$m"; done
 	"$here/store" stop "$WORK/store"
@@ -116,6 +117,7 @@ if timeout 120 "$TILEFS" -o config="$WORK/s3.ini",index_dir=none s3://frags "$WO
 	timeout 120 ls -lR "$WORK/mnt" > /dev/null
 	listing "$WORK/mnt" > "$WORK/ls.s3"
 	fusermount3 -u "$WORK/mnt"
+	cp "$WORK/log" "$WORK/ls.log"
 	cmp -s "$WORK/ls.local" "$WORK/ls.s3" && ok "ls -lR: the $NFRAG fragments' names and sizes equal the local ones" ||
 		fail "ls -lR differs from the local mount: $(diff "$WORK/ls.local" "$WORK/ls.s3" | head -5)"
 	set -- $(counts "$WORK/log")
