@@ -35,7 +35,7 @@
  *            (its bytes written all the same).  Cell values: a = d * 3 +
  *            f, s = "v<d>.<f>" (".<f>b" for the second of a pair).
  *
- * The layout follows FORMAT-NOTES §6-§8 and the corpus: __schema/ holds the
+ * The layout follows FORMAT.md §6-§8 and the corpus: __schema/ holds the
  * schema's generic tile, each fragment its a0.tdb tiles, a
  * __fragment_metadata.tdb of generic tiles and the footer, and a .wrt
  * commit in __commits/.  Statistics tiles are empty lists (tilefs does not

@@ -1,5 +1,5 @@
 /*
- * tf_array.c - files of a TileDB array and how to decode each (FORMAT-NOTES
+ * tf_array.c - files of a TileDB array and how to decode each (FORMAT.md
  * §7-§9, array_directory.cc for the layout of the directory).
  */
 #include "config.h"

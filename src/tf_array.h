@@ -1,7 +1,7 @@
 /*
  * tf_array.h - a TileDB array directory decoded with no configuration: its
  * own schemas and fragment metadata say how every file is stored
- * (FORMAT-NOTES §7-§9).
+ * (FORMAT.md §7-§9).
  *
  *   - data files of every fragment (a<k>.tdb, a<k>_var.tdb, a<k>_validity.tdb,
  *     d<j>.tdb, t.tdb, dt.tdb, dci.tdb, and the older name-based layouts):

@@ -1,7 +1,7 @@
 /*
  * tf_bytes.h - bounds-checked byte reading and bounded growable buffers.
  *
- * TileDB stores every integer little-endian with no padding (FORMAT-NOTES §0);
+ * TileDB stores every integer little-endian with no padding (FORMAT.md §0);
  * a few run lengths and string lengths are big-endian.  A tf_reader walks a
  * span of untrusted bytes: every get checks the remaining length first and
  * fails with TF_E_CORRUPT instead of reading past the end.

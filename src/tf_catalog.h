@@ -3,7 +3,7 @@
  *
  * The one place that answers "what is this file?": the first [match] rule
  * whose glob matches its path, else the TileDB array holding it (its own
- * schemas and fragment metadata say how, FORMAT-NOTES §7-§9), else nothing:
+ * schemas and fragment metadata say how, FORMAT.md §7-§9), else nothing:
  * it is shown as stored, or hidden (`unmatched = hide`).
  *
  * Arrays are found by their root (__schema/ or __array_schema.tdb; the

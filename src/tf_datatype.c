@@ -1,4 +1,4 @@
-/* tf_datatype.c - datatype table (FORMAT-NOTES §1.3). */
+/* tf_datatype.c - datatype table (FORMAT.md §1.3). */
 #include "tf_datatype.h"
 
 #include <strings.h>

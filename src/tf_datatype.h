@@ -1,6 +1,6 @@
 /*
  * tf_datatype.h - TileDB datatypes: on-disk ids, names, sizes, classes.
- * Values and sizes: FORMAT-NOTES §1.3 (tiledb/sm/enums/datatype.h).
+ * Values and sizes: FORMAT.md §1.3 (tiledb/sm/enums/datatype.h).
  */
 #ifndef TF_DATATYPE_H
 #define TF_DATATYPE_H

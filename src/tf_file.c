@@ -648,7 +648,7 @@ static tf_status open_var_data(tf_file *f, const tf_file_spec *spec, tf_error *e
 	if ((rc = make_decoder(&f->var, spec->var_pipeline, spec->key, err)) != TF_OK)
 		return rc;
 	/* A 0-chunk offsets tile is the authoritative sign of the var-string
-	 * layout, whatever the version rule says (FORMAT-NOTES §4.7, §10 #21). */
+	 * layout, whatever the version rule says (FORMAT.md §4.7, §10 #21). */
 	f->var.env = (tf_chunk_env){ .type = spec->var_type, .cell_size = tf_datatype_size(spec->var_type),
 				     .version = f->dec[0].env.version, .var_string = true, .key = spec->key };
 	/* Without a layout of both files, the data file is read now. */

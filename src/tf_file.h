@@ -1,7 +1,7 @@
 /*
  * tf_file.h - one source file seen as its decoded bytes.
  *
- * A file is a sequence of tiles, a tile a sequence of chunks (FORMAT-NOTES
+ * A file is a sequence of tiles, a tile a sequence of chunks (FORMAT.md
  * §3.1-3.2).  tf_file keeps a two-level index: every tile's decoded range,
  * and each tile's chunk list, which maps the tile's decoded bytes to where
  * its chunks are stored.  Where the caller knows the tiles (a fragment's

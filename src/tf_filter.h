@@ -4,7 +4,7 @@
  * One filter = one file in src/filters/ exporting one tf_filter_class.  A
  * class knows its own bytes and nothing of files, caches or configs.
  *
- * Decoding (FORMAT-NOTES §3.4).  A chunk carries a metadata stream and a
+ * Decoding (FORMAT.md §3.4).  A chunk carries a metadata stream and a
  * data stream.  The pipeline calls each filter's decode() in reverse write
  * order with a tf_stream:
  *   - md   : metadata still unread; this filter's header is at its front
@@ -36,7 +36,7 @@
 #include "tf_datatype.h"
 #include "tf_status.h"
 
-/* Filter type ids as serialized (FORMAT-NOTES §1.1). */
+/* Filter type ids as serialized (FORMAT.md §1.1). */
 enum {
 	TF_F_NONE = 0, TF_F_GZIP = 1, TF_F_ZSTD = 2, TF_F_LZ4 = 3, TF_F_RLE = 4,
 	TF_F_BZIP2 = 5, TF_F_DOUBLE_DELTA = 6, TF_F_BIT_WIDTH_REDUCTION = 7,
@@ -66,7 +66,7 @@ typedef struct tf_filter_opts {
 	uint32_t cd[TF_MAX_CD_VALUES]; /* ... and the values (HDF5 cd_values) */
 } tf_filter_opts;
 
-/* How a class's options are serialized and spelled (FORMAT-NOTES §2.3). */
+/* How a class's options are serialized and spelled (FORMAT.md §2.3). */
 typedef enum tf_opts_layout {
 	TF_OPTS_NONE,		/* no option bytes */
 	TF_OPTS_COMPRESSOR,	/* u8 compressor, i32 level */

@@ -1,5 +1,5 @@
 /*
- * tf_fragment.c - fragment metadata (FORMAT-NOTES §8.4-8.7,
+ * tf_fragment.c - fragment metadata (FORMAT.md §8.4-8.7,
  * tiledb/sm/fragment/fragment_metadata.cc).
  */
 #include "config.h"

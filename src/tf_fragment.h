@@ -1,5 +1,5 @@
 /*
- * tf_fragment.h - a fragment's metadata (__fragment_metadata.tdb, FORMAT-NOTES
+ * tf_fragment.h - a fragment's metadata (__fragment_metadata.tdb, FORMAT.md
  * §8): which schema it was written with, its format version, and for every
  * field where each tile is stored and how big it is decoded, so that data
  * files can be indexed without walking their chunk headers.

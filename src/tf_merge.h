@@ -7,7 +7,7 @@
  * visible fragment's; each cell comes from the newest fragment whose
  * non-empty domain holds it (later in read order wins), or is the fill
  * value.  A dense fragment stores whole space tiles in tile order, cells in
- * cell order (FORMAT-NOTES, corpus README); tf_dense_runs maps a range of
+ * cell order (FORMAT.md §5.4, §14); tf_dense_runs maps a range of
  * output cells to runs of stored cells.
  *
  * Sparse (sparse_global_order_reader.cc, comparators.h): every visible

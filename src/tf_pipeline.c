@@ -1,6 +1,6 @@
 /*
  * tf_pipeline.c - pipeline objects, their serialized form, and running a
- * pipeline over one chunk (FORMAT-NOTES §2, §3.4).
+ * pipeline over one chunk (FORMAT.md §2, §3.4).
  */
 #include "tf_pipeline_int.h"
 

@@ -2,7 +2,7 @@
  * tf_pipeline.h - a filter pipeline: parse (serialized or text), print,
  * and run it over one chunk in either direction.
  *
- * Serialized form (FORMAT-NOTES §2.1-2.3): u32 max_chunk_size, u32 count,
+ * Serialized form (FORMAT.md §2.1-2.3): u32 max_chunk_size, u32 count,
  * then per filter u8 type, u32 options length, options.
  *
  * Text form, filters in write order:

@@ -1,5 +1,5 @@
 /*
- * tf_schema.c - array schema payloads (FORMAT-NOTES §7.2-7.7,
+ * tf_schema.c - array schema payloads (FORMAT.md §7.2-7.7,
  * tiledb/sm/array_schema/array_schema.cc and friends).
  *
  * Every field is read by the layout of the schema's version.  A version

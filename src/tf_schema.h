@@ -1,6 +1,6 @@
 /*
  * tf_schema.h - a TileDB array schema: the payload of the schema's
- * generic tile (FORMAT-NOTES §7), every format version from 1 on.
+ * generic tile (FORMAT.md §7), every format version from 1 on.
  *
  * What tilefs needs from it: each attribute's and dimension's datatype,
  * cell_val_num, nullability and pipeline; the coords, offsets and validity

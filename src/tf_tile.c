@@ -1,4 +1,4 @@
-/* tf_tile.c - chunks, tiles and generic tiles in memory (FORMAT-NOTES §3, §6). */
+/* tf_tile.c - chunks, tiles and generic tiles in memory (FORMAT.md §3, §6). */
 #include "tf_tile.h"
 
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * tf_tile.h - tiles, chunks and generic tiles as stored (FORMAT-NOTES §3, §6).
+ * tf_tile.h - tiles, chunks and generic tiles as stored (FORMAT.md §3, §6).
  *
  *   tile    = u64 num_chunks, then num_chunks chunks back to back
  *   chunk   = u32 orig_len, u32 filtered_len, u32 metadata_len, metadata, data

@@ -19,7 +19,7 @@ import sys
 
 
 def generic(payload):
-    """payload as one generic tile, unfiltered, one chunk (FORMAT-NOTES §6)."""
+    """payload as one generic tile, unfiltered, one chunk (FORMAT.md §6)."""
     pipe = struct.pack('<II', 65536, 0)
     tile = struct.pack('<Q', 1) + struct.pack('<III', len(payload), len(payload), 0) + payload
     return struct.pack('<IQQBQBI', 22, len(tile), len(payload), 4, 1, 0, len(pipe)) + pipe + tile

@@ -1,5 +1,5 @@
 /*
- * aes_256_gcm.c - AES-256-GCM (internal filter type 11), FORMAT-NOTES §4.19
+ * aes_256_gcm.c - AES-256-GCM (internal filter type 11), FORMAT.md §4.19
  * and §9; tiledb/sm/filter/encryption_aes256gcm_filter.cc, crypto_openssl.cc.
  *
  * Header in md:  u32 n_md_parts, u32 n_data_parts, then one AESPart per md
@@ -217,7 +217,7 @@ static tf_status encode(const tf_filter_opts *o, const tf_stage *st, tf_parts *m
 	return tf_framing_end(&f, md, data, rc);
 }
 
-/* Ciphertext has no element structure (FORMAT-NOTES §2.4). */
+/* Ciphertext has no element structure (FORMAT.md §2.4). */
 static tf_datatype out_type(const tf_filter_opts *o, tf_datatype t)
 {
 	(void)o; (void)t;

@@ -1,6 +1,6 @@
 /*
  * bit_width_reduction.c - BIT_WIDTH_REDUCTION (filter type 7)
- * (FORMAT-NOTES §4.11, tiledb/sm/filter/bit_width_reduction_filter.cc).
+ * (FORMAT.md §4.11, tiledb/sm/filter/bit_width_reduction_filter.cc).
  *
  * Applied to 16/32/64-bit integers (and date/time as int64 from format
  * 20); every other type passes through with no header at all (§10 #7).

@@ -1,6 +1,6 @@
 /*
  * bitshuffle.c - BITSHUFFLE (filter type 8), Kiyo Masui's bitshuffle
- * (FORMAT-NOTES §4.13, tiledb/sm/filter/bitshuffle_filter.cc).
+ * (FORMAT.md §4.13, tiledb/sm/filter/bitshuffle_filter.cc).
  *
  * Each input part is split into its first L - L%8 bytes and, when L%8 != 0,
  * a tail of L%8 bytes; metadata lists every resulting part:

@@ -1,6 +1,6 @@
 /*
  * byteshuffle.c - BYTESHUFFLE (filter type 9), blosc's shuffle
- * (FORMAT-NOTES §4.14, tiledb/sm/filter/byteshuffle_filter.cc).
+ * (FORMAT.md §4.14, tiledb/sm/filter/byteshuffle_filter.cc).
  *
  * Metadata: u32 n_parts, u32 part_len[n_parts].  Each part of L bytes is
  * shuffled on its own, without blocking: with es = sizeof(type_in) and

@@ -1,6 +1,6 @@
 /*
  * bzip2.c - BZIP2 (filter type 5): one standard bzip2 stream per part
- * (FORMAT-NOTES §4.5, tiledb/sm/compressors/bzip_compressor.cc).  The level
+ * (FORMAT.md §4.5, tiledb/sm/compressors/bzip_compressor.cc).  The level
  * is the block size in units of 100 kB: below 1 means 1, above 9 fails.
  * TileDB compresses with verbosity 0 and workFactor 0 (the library default)
  * and decompresses with small = 0.

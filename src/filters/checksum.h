@@ -1,6 +1,6 @@
 /*
  * checksum.h - the layout shared by CHECKSUM_MD5 and CHECKSUM_SHA256
- * (FORMAT-NOTES §4.15, tiledb/sm/filter/checksum_md5_filter.cc and
+ * (FORMAT.md §4.15, tiledb/sm/filter/checksum_md5_filter.cc and
  * checksum_sha256_filter.cc).  Only the digest differs.
  *
  * Header in md:  u32 n_md_parts, u32 n_data_parts,

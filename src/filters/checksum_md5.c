@@ -1,6 +1,6 @@
 /*
  * checksum_md5.c - CHECKSUM_MD5 (filter type 12): a 16-byte MD5 digest per
- * part, verified on decode (FORMAT-NOTES §4.15, checksum_md5_filter.cc).
+ * part, verified on decode (FORMAT.md §4.15, checksum_md5_filter.cc).
  */
 #include "checksum.h"
 

@@ -1,6 +1,6 @@
 /*
  * checksum_sha256.c - CHECKSUM_SHA256 (filter type 13): a 32-byte SHA-256
- * digest per part, verified on decode (FORMAT-NOTES §4.15,
+ * digest per part, verified on decode (FORMAT.md §4.15,
  * checksum_sha256_filter.cc).
  */
 #include "checksum.h"

@@ -1,6 +1,6 @@
 /*
  * delta.c - DELTA (filter type 19), a member of the compression family
- * (FORMAT-NOTES §4.1, §4.10; tiledb/sm/compressors/delta_compressor.cc).
+ * (FORMAT.md §4.1, §4.10; tiledb/sm/compressors/delta_compressor.cc).
  *
  * Each part, metadata parts of earlier filters included (§10 #10), is
  * coded on its own as n = len / sizeof(T) values of the integer type T:

@@ -1,7 +1,7 @@
 /*
  * dictionary.c - DICTIONARY_ENCODING (filter type 14, compressor 7), which
  * exists only on the var-string path: var-sized STRING_ASCII/UTF8 data as
- * filter 0, one chunk per tile, offsets tile not stored (FORMAT-NOTES §4.8,
+ * filter 0, one chunk per tile, offsets tile not stored (FORMAT.md §4.8,
  * tiledb/sm/filter/compression_filter.cc, tiledb/sm/compressors/dict_compressor.h).
  *
  * Chunk metadata: u32 0, u32 1 (part counts), u32 uncompressed size,

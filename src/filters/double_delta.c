@@ -1,6 +1,6 @@
 /*
  * double_delta.c - DOUBLE_DELTA (filter type 6), a member of the
- * compression family (FORMAT-NOTES §4.1, §4.9; tiledb/sm/compressors/dd_compressor.cc).
+ * compression family (FORMAT.md §4.1, §4.9; tiledb/sm/compressors/dd_compressor.cc).
  *
  * Each part (metadata parts of earlier filters included, §10 #10) holds
  * n = len / sizeof(T) values x_i of the integer type T (the reinterpret

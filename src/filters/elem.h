@@ -3,7 +3,7 @@
  * delta, bit width reduction, positive delta, bit/byte shuffle, xor and
  * scale float.
  *
- *   - which integer type T a filter works with (FORMAT-NOTES §4.9-4.12),
+ *   - which integer type T a filter works with (FORMAT.md §4.9-4.12),
  *     with the reinterpret type and value count checks of delta and double
  *     delta, and the windows of bit width reduction and positive delta;
  *   - little-endian loads/stores for the word-at-a-time kernels;

@@ -1,4 +1,4 @@
-/* framing.c - parts header of the compression family (FORMAT-NOTES §4.1),
+/* framing.c - parts header of the compression family (FORMAT.md §4.1),
  * and the encode output every metadata-consuming filter builds (framing.h). */
 #include "framing.h"
 

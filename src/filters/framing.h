@@ -1,6 +1,6 @@
 /*
  * framing.h - the compression-filter framing shared by GZIP, ZSTD, LZ4,
- * RLE (fixed path), BZIP2, DOUBLE_DELTA and DELTA (FORMAT-NOTES §4.1).
+ * RLE (fixed path), BZIP2, DOUBLE_DELTA and DELTA (FORMAT.md §4.1).
  *
  * Header in md:  u32 n_md_parts, u32 n_data_parts,
  *                (u32 orig_len, u32 comp_len) per md part, then per data part.

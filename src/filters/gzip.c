@@ -1,7 +1,7 @@
 /*
  * gzip.c - GZIP (filter type 1): one zlib stream (RFC 1950; neither a gzip
  * header nor raw deflate) per part, from deflateInit(level) with the default
- * window and memory level (FORMAT-NOTES §4.2,
+ * window and memory level (FORMAT.md §4.2,
  * tiledb/sm/compressors/gzip_compressor.cc).  Levels below 0 mean zlib's
  * default; 0-9 are used as given; TileDB refuses to compress above 9.
  */

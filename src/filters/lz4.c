@@ -1,7 +1,7 @@
 /*
  * lz4.c - LZ4 (filter type 3): one raw LZ4 block per part, with no frame
  * and no size prefix; the decoded size is the part's orig_len from the
- * framing header (FORMAT-NOTES §4.4, tiledb/sm/compressors/lz4_compressor.cc).
+ * framing header (FORMAT.md §4.4, tiledb/sm/compressors/lz4_compressor.cc).
  * TileDB ignores the level and always compresses with the default
  * acceleration (LZ4_compress_default).
  */

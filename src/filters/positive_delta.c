@@ -1,6 +1,6 @@
 /*
  * positive_delta.c - POSITIVE_DELTA (filter type 10)
- * (FORMAT-NOTES §4.12, tiledb/sm/filter/positive_delta_filter.cc).
+ * (FORMAT.md §4.12, tiledb/sm/filter/positive_delta_filter.cc).
  *
  * Applied to 8/16/32/64-bit integers, BOOL, BLOB and GEOM_* (and date/time
  * as int64 from format 20); every other type passes through with no

@@ -1,7 +1,7 @@
 /*
  * rle.c - RLE (filter type 4), which has two layouts.
  *
- * Fixed path (FORMAT-NOTES §4.6, tiledb/sm/compressors/rle_compressor.cc):
+ * Fixed path (FORMAT.md §4.6, tiledb/sm/compressors/rle_compressor.cc):
  * through the compression framing; each part is a sequence of runs
  * value ‖ u16 big-endian run length (1..65535, longer runs are split).  The
  * value width is the tile's cell size (cell_val_num x sizeof(type)), not
@@ -272,7 +272,7 @@ static bool next_run(run_iter *it, str_run *run)
  * Header fields as RLE::calculate_compression_params chooses them, except
  * that the longest string is taken over ALL runs: TileDB forgets the last
  * run's string, so when that one alone needs a wider length field it writes
- * a corrupt tile (FORMAT-NOTES §4.7, §13 Q2).  Otherwise both agree.
+ * a corrupt tile (FORMAT.md §4.7, §13 Q2).  Otherwise both agree.
  */
 static tf_status plan_runs(const varstring_cells *cells, varstring_header *h, tf_error *err)
 {

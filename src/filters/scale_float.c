@@ -1,6 +1,6 @@
 /*
  * scale_float.c - SCALE_FLOAT (filter type 15)
- * (FORMAT-NOTES §4.16, tiledb/sm/filter/float_scaling_filter.cc).
+ * (FORMAT.md §4.16, tiledb/sm/filter/float_scaling_filter.cc).
  *
  * Floats F (f32 or f64 by sizeof(type_in)) become signed integers W of
  * byte_width bytes: w = round((x - (F)offset) / (F)scale), the arithmetic

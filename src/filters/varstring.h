@@ -1,6 +1,6 @@
 /*
  * varstring.h - what the var-string layouts of RLE and DICTIONARY share
- * (FORMAT-NOTES §4.7, §4.8; tiledb/sm/filter/compression_filter.cc).
+ * (FORMAT.md §4.7, §4.8; tiledb/sm/filter/compression_filter.cc).
  *
  * Both code var-sized STRING_ASCII/UTF8 data as filter 0: the whole tile is
  * one chunk, its offsets tile is not stored, and decoding rebuilds the cell

@@ -1,6 +1,6 @@
 /*
  * webp.c - WEBP (filter type 18): each part is one WebP image
- * (FORMAT-NOTES §4.18, tiledb/sm/filter/webp_filter.cc).
+ * (FORMAT.md §4.18, tiledb/sm/filter/webp_filter.cc).
  *
  * Header in md:  u32 n_parts, then u32 enc_len per part; the metadata of
  *                earlier filters follows unchanged.
@@ -167,7 +167,7 @@ static tf_status encode_part(const tf_filter_opts *o, const geometry *g, const t
 /*
  * TileDB prepends each encoded part to its output, so with several parts
  * the images end up in reverse order of their recorded sizes and do not
- * decode (FORMAT-NOTES §12 Q8).  We keep them in order; with the one part
+ * decode (FORMAT.md §12 Q8).  We keep them in order; with the one part
  * a real pipeline gives, the bytes are the same.
  */
 static tf_status encode(const tf_filter_opts *o, const tf_stage *st, tf_parts *md,

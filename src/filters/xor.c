@@ -1,5 +1,5 @@
 /*
- * xor.c - XOR (filter type 16) (FORMAT-NOTES §4.17, tiledb/sm/filter/xor_filter.cc).
+ * xor.c - XOR (filter type 16) (FORMAT.md §4.17, tiledb/sm/filter/xor_filter.cc).
  *
  * Metadata: u32 n_parts, u32 part_len[n_parts].  Each part is a run of
  * es-byte integers (es = sizeof(type_in) = 1, 2, 4 or 8) stored as

@@ -1,6 +1,6 @@
 /*
  * zstd.c - ZSTD (filter type 2): one standard zstd frame per part
- * (FORMAT-NOTES §4.3, tiledb/sm/compressors/zstd_compressor.cc).
+ * (FORMAT.md §4.3, tiledb/sm/compressors/zstd_compressor.cc).
  * Levels below -7 mean 3; every other level is used as given.
  */
 #include <zstd.h>

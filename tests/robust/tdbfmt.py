@@ -5,7 +5,7 @@ fragment metadata instead of flipping random bits, so that its mutations
 get past the generic tiles' zlib streams and GCM tags and reach the
 arithmetic behind views.  This module reads and writes:
 
-  generic tiles   (FORMAT-NOTES section 6): the payload out of its chunks
+  generic tiles   (FORMAT.md section 6): the payload out of its chunks
                   (GZIP and AES-256-GCM, the only filters TileDB puts in
                   generic tiles), and a payload back in, stored as one chunk
                   with no filter, or with AES alone when the array is

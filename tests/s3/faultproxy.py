@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """faultproxy.py --listen PORT --upstream HOST:PORT [--faults KINDS] [--every N] [--ranged-only]
-                [--per-request N] [--delay SECONDS] [--log FILE] [--ready FILE]
+                [--per-request N] [--delay SECONDS] [--latency MS] [--log FILE] [--ready FILE]
 
 An HTTP proxy on 127.0.0.1 for tests: requests go to the upstream store unchanged (Host
 included, so SigV4 signatures still verify), and every N-th request (counting those it may
@@ -12,7 +12,9 @@ touch) is given the next fault of KINDS in turn instead of an honest answer:
   short   a 206 claiming the range asked for, with a shorter body and a Content-Length to match
   delay   the answer held back --delay seconds (longer than the client's timeout)
 
---ranged-only touches only GETs with a Range header (listings and HEADs pass).  With
+--latency MS holds every answer MS milliseconds before it is sent (a round trip, for tests
+that count requests in flight without ../shared/tools/wan-proxy; requests are served each on
+its own thread, so they overlap).  --ranged-only touches only GETs with a Range header (listings and HEADs pass).  With
 --per-request N, one request (method, path, range) is given at most N faults, so a client
 that retries more than N times always gets through, however its requests interleave with
 other clients' (0: no limit).  Every
@@ -104,6 +106,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def handle_any(self):
         threading.current_thread().t0 = time.monotonic()
+        if A.latency:
+            time.sleep(A.latency / 1000.0)
         fault = self.pick_fault()
         if fault == "503":
             body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
@@ -153,6 +157,7 @@ def main():
     ap.add_argument("--ranged-only", action="store_true")
     ap.add_argument("--per-request", type=int, default=0)
     ap.add_argument("--delay", type=float, default=3.0)
+    ap.add_argument("--latency", type=float, default=0)
     ap.add_argument("--log", default=os.devnull)
     ap.add_argument("--ready")
     A = ap.parse_args()

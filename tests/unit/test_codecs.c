@@ -516,7 +516,7 @@ static void expect_framed(const char *spec, const uint8_t *in, size_t n, const u
 	free(got);
 }
 
-/* An empty part is still a whole stream (FORMAT-NOTES §10 #2). */
+/* An empty part is still a whole stream (FORMAT.md §10 #2). */
 START_TEST(test_empty_streams)
 {
 	static const uint8_t zlib6[] = { 0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01 };
@@ -587,7 +587,7 @@ START_TEST(test_multi_part_framing)
 	ck_assert_uint_eq(tf_le32(chunk.p + 12), 1);
 	ck_assert_uint_eq(tf_le32(chunk.p + 20), 24);
 	tf_buf_free(&chunk);
-	/* FORMAT-NOTES §3.5: gzip gets two metadata parts, the checksum
+	/* FORMAT.md §3.5: gzip gets two metadata parts, the checksum
 	 * header (covering one md and one data part) and the shuffle's. */
 	encode_chunk("byteshuffle | checksum_md5 | gzip", &env, in, 5000, NULL, 0, &chunk);
 	ck_assert_uint_eq(tf_le32(chunk.p + 8), 8 + 3 * 8);

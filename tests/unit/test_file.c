@@ -412,7 +412,7 @@ START_TEST(test_reads_through_cache)
 END_TEST
 
 /*
- * Zero-length chunks (FORMAT-NOTES §3.3 step 4): a var tile of only empty
+ * Zero-length chunks (FORMAT.md §3.3 step 4): a var tile of only empty
  * strings is one chunk of 0 bytes, and a last cell kept in a chunk that
  * overflows closes it at the tile's end, leaving an empty last chunk.
  */

@@ -5,7 +5,7 @@
  *
  *   corpus   : TileDB 2.29.2's tiles decode to its unfiltered bytes, and
  *              re-encoding those bytes gives TileDB's chunks back exactly;
- *   layout   : hand-checked bytes from FORMAT-NOTES, and the shuffles
+ *   layout   : hand-checked bytes from doc/FORMAT.md, and the shuffles
  *              against straightforward reference implementations;
  *   roundtrip: every datatype, odd sizes and chains with other filters;
  *   errors   : precise messages; corrupt input never crashes.
