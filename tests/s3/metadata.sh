@@ -5,14 +5,15 @@
 # names: contrib/s3-fragments) in a real store (tests/s3/store), reached
 # through tests/s3/faultproxy.py (no faults: it logs every request with
 # its arrival and answer times) and, when ../shared/tools is there, the
-# WAN proxy at 4 ms of round trip, so that requests overlap as they would
-# across a network.
+# WAN proxy at 10 ms of round trip (else the fault proxy's --latency 10), so
+# that requests overlap as they would across a network.
 #   - `ls -lR` of the mount equals that of a mount of the local copy (names
 #     and decoded sizes); it sends a few LISTs (a directory named __* is
 #     listed whole: source_s3.c), no HEAD, the schema and each fragment's
 #     metadata at most twice (the array's read, and the file's own decode: the
 #     second is a read path's), and the metadata of the fragments with
-#     >= 8 GETs in flight at once (tf_array.c's batch);
+#     >= 6 GETs in flight at once (tf_array.c's batch; 9-16 seen here, the
+#     batch has 16 threads);
 #   - @views/cells.csv (-o views) equals the local mount's byte for byte;
 #     a fresh mount reading it fetches each fragment's metadata once, the
 #     schema once, no HEAD, a few LISTs, and has >= 8 requests in flight
@@ -54,13 +55,15 @@ export AWS_ACCESS_KEY_ID=test:tester AWS_SECRET_ACCESS_KEY=testing
 unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL
 export HOME=$WORK
 
-up=$PORT
+up=$PORT lat=
 if [ -f "$TF_TOOLS/wan-proxy" ]; then
-	python3 "$TF_TOOLS/wan-proxy" $WAN $PORT --rtt 4 --rate 25 --ready "$WORK/wready" & pids="$pids $!"
+	python3 "$TF_TOOLS/wan-proxy" $WAN $PORT --rtt 10 --rate 25 --ready "$WORK/wready" & pids="$pids $!"
 	i=0; while [ ! -f "$WORK/wready" ] && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
 	[ -f "$WORK/wready" ] && up=$WAN
 fi
-python3 "$here/faultproxy.py" --listen $FP --upstream 127.0.0.1:$up --log "$WORK/log" --ready "$WORK/fready" &
+[ $up = $PORT ] && lat="--latency 10"	# no WAN proxy: the fault proxy holds each answer
+# shellcheck disable=SC2086
+python3 "$here/faultproxy.py" --listen $FP --upstream 127.0.0.1:$up --log "$WORK/log" --ready "$WORK/fready" $lat &
 pids="$pids $!"
 i=0; while [ ! -f "$WORK/fready" ] && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
 [ -f "$WORK/fready" ] || { echo "FAIL: faultproxy did not start"; exit 1; }
@@ -121,9 +124,9 @@ if timeout 120 "$TILEFS" -o config="$WORK/s3.ini",index_dir=none s3://frags "$WO
 	cmp -s "$WORK/ls.local" "$WORK/ls.s3" && ok "ls -lR: the $NFRAG fragments' names and sizes equal the local ones" ||
 		fail "ls -lR differs from the local mount: $(diff "$WORK/ls.local" "$WORK/ls.s3" | head -5)"
 	set -- $(counts "$WORK/log")
-	[ "$1" -le 8 ] && [ "$2" = 0 ] && [ "$3" -le 2 ] && [ "$4" -le 2 ] && [ "$5" = $NFRAG ] && [ "$7" -ge 8 ] &&
+	[ "$1" -le 8 ] && [ "$2" = 0 ] && [ "$3" -le 2 ] && [ "$4" -le 2 ] && [ "$5" = $NFRAG ] && [ "$7" -ge 6 ] &&
 		ok "ls -lR: $1 LISTs, $2 HEADs, the schema $3 times, each metadata file <= $4 times ($5 of them), $7 of them in flight at once" ||
-		fail "ls -lR: $1 LISTs (<= 8), $2 HEADs (0), the schema $3 times (<= 2), a metadata file $4 times (<= 2), $5 of $NFRAG fetched, $7 in flight at most (>= 8)"
+		fail "ls -lR: $1 LISTs (<= 8), $2 HEADs (0), the schema $3 times (<= 2), a metadata file $4 times (<= 2), $5 of $NFRAG fetched, $7 in flight at most (>= 6)"
 else
 	fail "mount s3://frags"
 fi
