@@ -133,7 +133,7 @@ int fs_index_start(tilefs *fs)
 	if (!fs->settings->index_at_mount)
 		return 0;
 	if (!(fs->indexer = calloc(1, sizeof(*fs->indexer))))
-		return -1;
+		return ENOMEM;
 	if (pthread_create(&fs->indexer->thread, NULL, run, fs) != 0) {
 		fs_log(TF_LOG_WARN, "index_at_mount: cannot start a thread");
 		free(fs->indexer);
