@@ -30,6 +30,7 @@
 #include "tf_file.h"
 #include "tf_perm.h"
 #include "tf_source.h"
+#include "tf_source_open.h"
 
 /* Exit statuses of the tilefs command (documented in tilefs(1)). */
 enum { TFS_EXIT_FUSE = 1, TFS_EXIT_USAGE = 2, TFS_EXIT_CONFIG = 3, TFS_EXIT_KEY = 4, TFS_EXIT_SOURCE = 5 };

@@ -36,6 +36,7 @@
 #include "tf_catalog.h"
 #include "tf_config.h"
 #include "tf_index.h"
+#include "tf_source_open.h"
 #include "tf_walk.h"
 #include "tools/index.h"
 
