@@ -435,14 +435,17 @@ static bool dep_changed(tilefs *fs, const char *rel)
 
 /* The current node for rel showing st: the existing one, or a new one.  A
  * file's node made under an older configuration is replaced (a reload:
- * its bytes may decode otherwise now); a directory's stays. */
+ * its bytes may decode otherwise now); a directory's stays.  So is one
+ * the catalog now shows otherwise (decoded or as stored: an array's
+ * schema written after its files were looked up). */
 static fs_node *node_for(tilefs *fs, const char *rel, const tf_stat *st, bool decoded, bool dep_moved,
 			 uint64_t gen)
 {
 	fs_nodes *t = &fs->nodes;
 	fs_node *n = *rel_slot(t, rel);
 
-	if (n && same_thing(n, st) && !dep_moved && (n->kind == TF_ENT_DIR || n->gen >= gen)) {
+	if (n && same_thing(n, st) && n->decoded == decoded && !dep_moved &&
+	    (n->kind == TF_ENT_DIR || n->gen >= gen)) {
 		if (n->st.kind == TF_ENT_DIR)
 			n->st = *st;	/* fresh mode and times */
 		return n;
@@ -876,7 +879,7 @@ void fs_node_facts(tilefs *fs, fs_node *n, tf_facts *out)
 {
 	pthread_mutex_lock(&fs->nodes.lock);
 	*out = (tf_facts){ dup_or_null(n->facts.field), dup_or_null(n->facts.role),
-			   dup_or_null(n->facts.fragment), n->facts.format_version };
+			   dup_or_null(n->facts.fragment), n->facts.format_version, n->facts.keyed };
 	pthread_mutex_unlock(&fs->nodes.lock);
 }
 

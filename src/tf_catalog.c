@@ -225,51 +225,58 @@ static dir_slot *remember(tf_catalog *c, const char *rel, tf_array *a)
 
 /* ---- finding the array of a path ---------------------------------------------------------- */
 
-/*
- * The array slot for directory dir, referenced, or NULL if dir is not an
- * array root.  The root is detected (two stats) outside the lock.
- */
-static dir_slot *array_at(tf_catalog *c, const char *dir)
+/* Reference array slot d, or NULL if d is not one; then trim the table
+ * (lock held). */
+static dir_slot *hold_array(tf_catalog *c, dir_slot *d)
 {
-	dir_slot *d;
-	tf_array *a = NULL;
-	bool known;
-	unsigned gen;
-
-	/* What the slot says is read under the lock: once it is released,
-	 * another thread may fill the slot in or trim it. */
-again:
-	pthread_mutex_lock(&c->lock);
-	d = find(c, dir);
-	known = d && d->array;
-	gen = c->gen;
-	if (d && !d->array && now_ns() - d->checked_ns < NOT_ARRAY_TTL_NS)
-		dir = NULL;	/* known not to be one */
-	pthread_mutex_unlock(&c->lock);
-	if (!dir)
-		return NULL;
-	if (!known) {
-		if (tf_array_detect(c->src, dir) &&
-		    tf_array_open(c->src, dir, tf_config_array_key(c->cfg, dir), &a, NULL) != TF_OK)
-			a = NULL;
-		pthread_mutex_lock(&c->lock);
-		if (c->gen != gen) {	/* a reload meanwhile: the key may be another */
-			pthread_mutex_unlock(&c->lock);
-			tf_array_free(a);
-			a = NULL;
-			goto again;
-		}
-		d = remember(c, dir, a);
-		pthread_mutex_unlock(&c->lock);
-	}
-	pthread_mutex_lock(&c->lock);
-	if (d && (d = find(c, dir)) && d->array) {	/* may have been trimmed */
+	if (d && d->array) {
 		d->refs++;
 		lru_touch(c, d);
 	} else {
 		d = NULL;
 	}
 	trim(c);
+	return d;
+}
+
+/*
+ * The array slot for directory dir, referenced, or NULL if dir is not an
+ * array root.  The root is detected (two stats) outside the lock.  A slot
+ * is referenced in the same hold of the lock that found or made it: once
+ * the lock is released, a trim or a reload may take it out of the table,
+ * and an array's file was then shown as no array's (test_reload_race).
+ */
+static dir_slot *array_at(tf_catalog *c, const char *dir)
+{
+	dir_slot *d;
+	tf_array *a = NULL;
+	unsigned gen;
+
+again:
+	pthread_mutex_lock(&c->lock);
+	d = find(c, dir);
+	if (d && d->array) {
+		d = hold_array(c, d);
+		pthread_mutex_unlock(&c->lock);
+		return d;
+	}
+	gen = c->gen;
+	if (d && now_ns() - d->checked_ns < NOT_ARRAY_TTL_NS)
+		dir = NULL;	/* known not to be one */
+	pthread_mutex_unlock(&c->lock);
+	if (!dir)
+		return NULL;
+	if (tf_array_detect(c->src, dir) &&
+	    tf_array_open(c->src, dir, tf_config_array_key(c->cfg, dir), &a, NULL) != TF_OK)
+		a = NULL;
+	pthread_mutex_lock(&c->lock);
+	if (c->gen != gen) {	/* a reload meanwhile: the key may be another */
+		pthread_mutex_unlock(&c->lock);
+		tf_array_free(a);
+		a = NULL;
+		goto again;
+	}
+	d = hold_array(c, remember(c, dir, a));
 	pthread_mutex_unlock(&c->lock);
 	return d;
 }
