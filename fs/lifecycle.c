@@ -65,6 +65,12 @@ int fs_config_make(const fs_options *o, tf_config **out, tf_error *err)
 	}
 	if (o->index_at_mount)
 		tf_config_set_index_at_mount(c, true);
+	if ((o->cache_dir && tf_config_set_s3(c, "cache_dir", o->cache_dir, err) != TF_OK) ||
+	    (o->cache_dir_size && tf_config_set_s3(c, "cache_dir_size", o->cache_dir_size, err) != TF_OK) ||
+	    (o->cache_dir_min_free && tf_config_set_s3(c, "cache_dir_min_free", o->cache_dir_min_free, err) != TF_OK)) {
+		tf_config_free(c);
+		return TFS_EXIT_USAGE;	/* the message names the option */
+	}
 	*out = c;
 	return 0;
 }

@@ -1179,6 +1179,10 @@ static char *root_attr(tilefs *fs, const char *name)
 		return fs_index_attr(fs);
 	if (!strcmp(name, "opens"))
 		return opens_attr(fs);
+	if (!strcmp(name, "disk_cache")) {	/* cache_dir's counters (tilefs(1), DISK CACHE) */
+		char buf[512];
+		return tf_source_disk_cache_text(fs->src, buf, sizeof(buf)) ? strdup(buf) : NULL;
+	}
 	if (strcmp(name, "cache") || !fs->cache)
 		return NULL;
 	tf_cache_get_stats(fs->cache, &s);
@@ -1290,6 +1294,9 @@ static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	if (ino == FUSE_ROOT_ID) {
 		len = (size_t)snprintf(names, sizeof(names), XATTR_PREFIX "cache%c" XATTR_PREFIX "index%c"
 				       XATTR_PREFIX "opens", '\0', '\0') + 1;
+		char dc[512];
+		if (tf_source_disk_cache_text(fs->src, dc, sizeof(dc)))	/* with cache_dir */
+			len += (size_t)snprintf(names + len, sizeof(names) - len, XATTR_PREFIX "disk_cache") + 1;
 	} else if ((n = fs_node_get(fs, ino))) {
 		if (fs_node_views(n) &&
 		    tf_views_listxattr(fs_node_views(n), fs_node_vrel(n), names, sizeof(names), &len, NULL) != TF_OK)

@@ -34,6 +34,9 @@ static const struct fuse_opt cli_spec[] = {
 	CLI_OPT("max_user_opens=%s", max_user_opens),
 	CLI_OPT("notify_pipe=%s", notify_pipe),
 	CLI_OPT("idle_timeout=%s", idle_timeout),
+	CLI_OPT("cache_dir=%s", cache_dir),
+	CLI_OPT("cache_dir_size=%s", cache_dir_size),
+	CLI_OPT("cache_dir_min_free=%s", cache_dir_min_free),
 	FUSE_OPT_KEY("index_dir=", KEY_INDEX_DIR),
 	CLI_OPT("--help", help), CLI_OPT("-h", help),
 	CLI_OPT("--version", version), CLI_OPT("-V", version),
@@ -77,6 +80,10 @@ static void usage(const char *prog)
 	       "                           16384; 0: no bound); more get EMFILE\n"
 	       "    -o notify_pipe=FIFO    write 's' there once the mount serves, 'f' if it failed\n"
 	       "    -o idle_timeout=SECS   unmount after SECS with no open file and no request\n"
+	       "    -o cache_dir=DIR       keep an object store's stored bytes on disk in DIR,\n"
+	       "                           across mounts (tilefs(1), DISK CACHE)\n"
+	       "    -o cache_dir_size=SIZE at most SIZE there (default 1G)\n"
+	       "    -o cache_dir_min_free=SIZE  leave SIZE free on DIR's filesystem (default 1G)\n"
 	       "    -o allow_other         let other users read the mount\n"
 	       "    -f                     stay in the foreground, log to stderr\n"
 	       "    -s                     one thread\n"
@@ -494,6 +501,7 @@ int main(int argc, char **argv)
 	free(o.mountpoint);
 	free(fs.mountpoint), free(fs.notify_pipe), free(fs.negatives);
 	free(c.config), free(c.cache_size), free(c.source), free(c.index_dir), free(c.max_user_opens);
+	free(c.cache_dir), free(c.cache_dir_size), free(c.cache_dir_min_free);
 	free(c.notify_pipe), free(c.idle_timeout);
 	fuse_opt_free_args(&args);
 	return rc;

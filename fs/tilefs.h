@@ -98,6 +98,7 @@ typedef struct fs_users {
 /* The command line (main.c parses it; a reload applies it again). */
 typedef struct fs_options {
 	char *config, *cache_size, *source, *index_dir, *max_user_opens, *notify_pipe, *idle_timeout;
+	char *cache_dir, *cache_dir_size, *cache_dir_min_free;	/* [s3] overrides */
 	int help, version, views, direct_io, index_at_mount;
 } fs_options;
 

@@ -1049,6 +1049,13 @@ void tf_config_set_index_at_mount(tf_config *c, bool on)
 	c->s.index_at_mount = on;
 }
 
+tf_status tf_config_set_s3(tf_config *c, const char *name, const char *value, tf_error *err)
+{
+	char cwd[PATH_MAX];
+
+	return tf_s3_settings_set(&c->s3, name, value, getcwd(cwd, sizeof(cwd)) ? cwd : NULL, err);
+}
+
 void tf_config_set_views(tf_config *c, bool on)
 {
 	c->s.views = on;

@@ -95,6 +95,10 @@ void tf_config_set_views(tf_config *c, bool on);
 /* Override index_dir (a path, or "none") and index_at_mount (mount options). */
 bool tf_config_set_index_dir(tf_config *c, const char *dir);
 void tf_config_set_index_at_mount(tf_config *c, bool on);
+/* Override one [s3] setting (mount options cache_dir, cache_dir_size,
+ * cache_dir_min_free): tf_s3_settings_set, a relative path taken from the
+ * working directory. */
+tf_status tf_config_set_s3(tf_config *c, const char *name, const char *value, tf_error *err);
 /* The first rule whose glob matches relpath (relative to SOURCE), or NULL. */
 const tf_rule *tf_config_match(const tf_config *c, const char *relpath);
 /* Key for the TileDB array at relpath ([array] rule, else default_key). */

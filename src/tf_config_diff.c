@@ -200,7 +200,9 @@ static void diff_settings(said *s, const tf_config *a, const tf_config *b)
 	    a->s3.anonymous != b->s3.anonymous || a->s3.path_style != b->s3.path_style ||
 	    a->s3.max_requests != b->s3.max_requests || a->s3.timeout_ms != b->s3.timeout_ms ||
 	    a->s3.retries != b->s3.retries || a->s3.list_ttl != b->s3.list_ttl ||
-	    a->s3.requester_pays != b->s3.requester_pays || !str_eq(a->s3.expected_owner, b->s3.expected_owner))
+	    a->s3.requester_pays != b->s3.requester_pays || !str_eq(a->s3.expected_owner, b->s3.expected_owner) ||
+	    !str_eq(a->s3.cache_dir, b->s3.cache_dir) || a->s3.cache_dir_size != b->s3.cache_dir_size ||
+	    a->s3.cache_dir_min_free != b->s3.cache_dir_min_free)
 		say(s, "[s3] changed: %s", later);
 }
 

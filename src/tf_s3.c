@@ -19,12 +19,14 @@ void tf_s3_settings_init(tf_s3_settings *s)
 		.timeout_ms = TF_S3_DEFAULT_TIMEOUT_MS, .retries = TF_S3_DEFAULT_RETRIES,
 		.max_requests = TF_S3_DEFAULT_MAX_REQUESTS, .deadline_ms = TF_S3_DEFAULT_DEADLINE_MS,
 		.list_max_pages = TF_S3_DEFAULT_LIST_MAX_PAGES, .list_max_bytes = TF_S3_DEFAULT_LIST_MAX_BYTES,
+		.cache_dir_size = TF_S3_DEFAULT_CACHE_DIR_SIZE, .cache_dir_min_free = TF_S3_DEFAULT_CACHE_DIR_MIN_FREE,
 	};
 }
 
 void tf_s3_settings_clear(tf_s3_settings *s)
 {
 	free(s->endpoint), free(s->region), free(s->profile), free(s->credentials), free(s->expected_owner);
+	free(s->cache_dir);
 	tf_s3_settings_init(s);
 }
 
@@ -38,9 +40,10 @@ tf_status tf_s3_settings_copy(tf_s3_settings *dst, const tf_s3_settings *src, tf
 {
 	*dst = *src;
 	dst->endpoint = dst->region = dst->profile = dst->credentials = dst->expected_owner = NULL;
+	dst->cache_dir = NULL;
 	if (dup_or_null(&dst->endpoint, src->endpoint) && dup_or_null(&dst->region, src->region) &&
 	    dup_or_null(&dst->profile, src->profile) && dup_or_null(&dst->credentials, src->credentials) &&
-	    dup_or_null(&dst->expected_owner, src->expected_owner))
+	    dup_or_null(&dst->expected_owner, src->expected_owner) && dup_or_null(&dst->cache_dir, src->cache_dir))
 		return TF_OK;
 	tf_s3_settings_clear(dst);
 	return tf_err(err, TF_E_NOMEM, "out of memory");
@@ -85,7 +88,7 @@ static bool parse_bytes(const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
 	n = strtoull(v, &end, 10);
 	if (*end && !end[1])
 		shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20
-		      : *end == 'G' || *end == 'g' ? 30 : 64;
+		      : *end == 'G' || *end == 'g' ? 30 : *end == 'T' || *end == 't' ? 40 : 64;
 	else if (*end)
 		shift = 64;
 	if (errno || shift == 64 || n > (hi >> shift) || (n << shift) < lo)
@@ -146,11 +149,13 @@ tf_status tf_s3_settings_set(tf_s3_settings *s, const char *name, const char *va
 	if (!strcmp(name, "expected_owner"))
 		return strlen(value) == 12 && strspn(value, "0123456789") == 12 ? set_string(&s->expected_owner, value, err)
 		       : tf_err(err, TF_E_INVAL, "expected_owner must be an account id of 12 digits, not '%.40s'", value);
-	if (!strcmp(name, "credentials")) {
+	if (!strcmp(name, "credentials") || !strcmp(name, "cache_dir")) {
 		char *p = NULL;
+		if (!*value)
+			return tf_err(err, TF_E_INVAL, "empty %s", name);
 		if (value[0] != '/' && relative_to && asprintf(&p, "%s/%s", relative_to, value) < 0)
 			return tf_err(err, TF_E_NOMEM, "out of memory");
-		tf_status rc = set_string(&s->credentials, p ? p : value, err);
+		tf_status rc = set_string(name[1] == 'r' ? &s->credentials : &s->cache_dir, p ? p : value, err);
 		free(p);
 		return rc;
 	}
@@ -173,6 +178,11 @@ tf_status tf_s3_settings_set(tf_s3_settings *s, const char *name, const char *va
 		return parse_bytes(value, (uint64_t)64 << 10, (uint64_t)4 << 30, &s->list_max_bytes) ? TF_OK
 		       : tf_err(err, TF_E_INVAL, "list_max_bytes must be 64K to 4G (a number with K, M or G), "
 				"not '%s'", value);
+	if (!strcmp(name, "cache_dir_size") || !strcmp(name, "cache_dir_min_free"))
+		return parse_bytes(value, name[10] == 's' ? (uint64_t)4 << 20 : 0, (uint64_t)1 << 50,
+				   name[10] == 's' ? &s->cache_dir_size : &s->cache_dir_min_free) ? TF_OK
+		       : tf_err(err, TF_E_INVAL, "%s must be %s to 1024T (a number with K, M, G or T), not '%s'",
+				name, name[10] == 's' ? "4M" : "0", value);
 	if (!strcmp(name, "max_requests"))
 		return parse_num(value, 1, 1, 256, &s->max_requests) ? TF_OK
 		       : tf_err(err, TF_E_INVAL, "max_requests must be 1 to 256, not '%s'", value);

@@ -49,6 +49,9 @@ typedef struct tf_s3_settings {
 	uint64_t list_max_bytes;	/* memory one directory's listing may hold */
 	bool requester_pays;		/* send x-amz-request-payer: requester */
 	char *expected_owner;		/* an account id sent as x-amz-expected-bucket-owner, or NULL */
+	char *cache_dir;		/* objects' stored bytes kept on disk there (sources/disk_cache.h), or NULL */
+	uint64_t cache_dir_size;	/* bound of the blocks kept there */
+	uint64_t cache_dir_min_free;	/* free space on its filesystem never taken below this */
 } tf_s3_settings;
 
 #define TF_S3_DEFAULT_LIST_TTL 60
@@ -58,6 +61,8 @@ typedef struct tf_s3_settings {
 #define TF_S3_DEFAULT_DEADLINE_MS 60000
 #define TF_S3_DEFAULT_LIST_MAX_PAGES 2000
 #define TF_S3_DEFAULT_LIST_MAX_BYTES ((uint64_t)64 << 20)
+#define TF_S3_DEFAULT_CACHE_DIR_SIZE ((uint64_t)1 << 30)
+#define TF_S3_DEFAULT_CACHE_DIR_MIN_FREE ((uint64_t)1 << 30)
 
 /* Defaults (nothing read from the environment yet). */
 void tf_s3_settings_init(tf_s3_settings *s);
@@ -68,8 +73,8 @@ tf_status tf_s3_settings_copy(tf_s3_settings *dst, const tf_s3_settings *src, tf
 /*
  * One `name = value` of an [s3] section.  Returns TF_OK, or TF_E_INVAL
  * with a message (without file:line: the caller adds it) for an unknown
- * name or a bad value.  relative_to resolves a relative credentials path
- * (the configuration file's directory), may be NULL.
+ * name or a bad value.  relative_to resolves a relative credentials or
+ * cache_dir path (the configuration file's directory), may be NULL.
  */
 tf_status tf_s3_settings_set(tf_s3_settings *s, const char *name, const char *value,
 			     const char *relative_to, tf_error *err);

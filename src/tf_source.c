@@ -126,6 +126,11 @@ void tf_source_fd_stats(tf_source *s, tf_source_fds *out)
 		s->ops->fd_stats(s, out);
 }
 
+bool tf_source_disk_cache_text(tf_source *s, char *buf, size_t n)
+{
+	return s->ops->disk_cache_text && s->ops->disk_cache_text(s, buf, n);
+}
+
 void tf_source_set_max_fds(tf_source *s, unsigned max)
 {
 	if (s->ops->set_max_fds)

@@ -170,6 +170,10 @@ void tf_source_fd_stats(tf_source *s, tf_source_fds *out);
  * it is now, e.g. after raising it); idle ones beyond it close at once. */
 void tf_source_set_max_fds(tf_source *s, unsigned max);
 
+/* The disk cache's counters as "name=value ..." text (false: the source
+ * keeps none; see sources/disk_cache.h). */
+bool tf_source_disk_cache_text(tf_source *s, char *buf, size_t n);
+
 /* Stat rel without following a symlink (a symlink reports itself). */
 tf_status tf_source_stat(tf_source *s, const char *rel, tf_stat *st, tf_error *err);
 

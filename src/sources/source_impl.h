@@ -35,6 +35,7 @@ typedef struct tf_source_ops {
 	tf_status (*get_reserved)(tf_source *s, const char *name, size_t max, char **out, size_t *n,
 				  tf_error *err);
 	tf_status (*put_reserved)(tf_source *s, const char *name, const void *p, size_t n, tf_error *err);
+	bool (*disk_cache_text)(tf_source *s, char *buf, size_t n);	/* may be NULL: no disk cache */
 } tf_source_ops;
 
 typedef struct tf_object_ops {

@@ -57,6 +57,7 @@
  */
 #include "config.h"
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -65,6 +66,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sources/disk_cache.h"
 #include "sources/s3_client.h"
 #include "sources/source_impl.h"
 #include "tf_s3.h"
@@ -124,6 +126,7 @@ typedef struct s3_source {
 	_Atomic int64_t ra_bytes;
 	atomic_bool told;		/* where the credentials come from, logged */
 	char *early;			/* the client's first line before the hooks were set */
+	tf_disk_cache *disk;		/* cache_dir's blocks, or NULL */
 	struct { uint64_t h; int64_t at_ns; } misses[MISS_SLOTS];	/* reserved names not there (mu) */
 } s3_source;
 
@@ -946,7 +949,7 @@ static void pin_end(s3_object *o, bool pinned)
 	pthread_mutex_unlock(&o->pin_mu);
 }
 
-static tf_status get(s3_object *o, const s3_bound *b, uint64_t off, void *dst, size_t len, tf_error *err)
+static tf_status get_store(s3_object *o, const s3_bound *b, uint64_t off, void *dst, size_t len, tf_error *err)
 {
 	s3_version v = { o->base.st.v.etag, o->base.st.v.size, &o->mtime_ns };
 	bool first = pin_begin(o, b);
@@ -956,6 +959,79 @@ static tf_status get(s3_object *o, const s3_bound *b, uint64_t off, void *dst, s
 		pin_end(o, rc == TF_OK);
 	if (gone_status(rc))
 		forget_parent(o->src, o->base.name);
+	return rc;
+}
+
+/*
+ * The disk cache (cache_dir): blocks of DB bytes at multiples of DB, keyed
+ * by endpoint, bucket, key, ETag and size, so a replaced object is another
+ * key.  A range is served from disk as far as its blocks, from either end,
+ * are there and verify; what is left is fetched widened to whole blocks
+ * (within the object) and its blocks kept.
+ */
+#define DB TF_DISK_CACHE_BLOCK
+
+static bool disk_key(const s3_object *o, char *buf, size_t n)
+{
+	char where[512];
+	int len;
+
+	if (!s3_client_id(o->src->client, where, sizeof(where)))
+		return false;
+	len = snprintf(buf, n, "%s/%s\n%s\n%" PRIu64, where, o->key, o->base.st.v.etag, o->base.st.v.size);
+	return len > 0 && (size_t)len < n;
+}
+
+/* Block i of the object, as far as it overlaps [off, off+len), from disk. */
+static bool disk_block(s3_object *o, const char *key, uint64_t i, uint64_t off, uint8_t *dst, size_t len,
+		       uint8_t **scratch)
+{
+	uint64_t at = i * DB, size = o->base.st.v.size;
+	size_t blen = (size_t)(size - at < DB ? size - at : DB);
+	uint64_t from = off > at ? off : at, to = off + len < at + blen ? off + len : at + blen;
+
+	if (from == at && to == at + blen)	/* the whole block: straight into dst */
+		return tf_disk_cache_get(o->src->disk, key, i, dst + (at - off), blen);
+	if (!*scratch && !(*scratch = malloc(DB)))
+		return false;
+	if (!tf_disk_cache_get(o->src->disk, key, i, *scratch, blen))
+		return false;
+	memcpy(dst + (from - off), *scratch + (from - at), (size_t)(to - from));
+	return true;
+}
+
+static tf_status get(s3_object *o, const s3_bound *b, uint64_t off, void *dst, size_t len, tf_error *err)
+{
+	char key[TF_DISK_CACHE_KEY_MAX];
+	uint64_t first, last, w_off, w_end, size = o->base.st.v.size;
+	uint8_t *scratch = NULL, *buf;
+	tf_status rc;
+
+	if (!o->src->disk || !len || off + len > size || !disk_key(o, key, sizeof(key)))
+		return get_store(o, b, off, dst, len, err);
+	first = off / DB, last = (off + len - 1) / DB;
+	while (first <= last && disk_block(o, key, first, off, dst, len, &scratch))
+		first++;
+	while (last > first && disk_block(o, key, last, off, dst, len, &scratch))
+		last--;
+	free(scratch);
+	if (first > last)
+		return TF_OK;
+	w_off = first * DB, w_end = (last + 1) * DB < size ? (last + 1) * DB : size;
+	buf = w_off == off && w_end == off + len ? dst : malloc((size_t)(w_end - w_off));
+	if (!buf)	/* no room to widen: the range as asked */
+		return get_store(o, b, off, dst, len, err);
+	if ((rc = get_store(o, b, w_off, buf, (size_t)(w_end - w_off), err)) == TF_OK) {
+		for (uint64_t at = w_off; at < w_end; at += DB)
+			tf_disk_cache_put(o->src->disk, key, at / DB, buf + (at - w_off),
+					  (size_t)(w_end - at < DB ? w_end - at : DB));
+		if (buf != dst) {
+			uint64_t from = off > w_off ? off : w_off, to = off + len < w_end ? off + len : w_end;
+			memcpy((uint8_t *)dst + (from - off), buf + (from - w_off), (size_t)(to - from));
+		}
+	}
+	if (buf != dst)
+		free(buf);
 	return rc;
 }
 
@@ -1301,6 +1377,7 @@ static void s3_free(tf_source *base)
 	while (s->head)
 		cache_drop(s, s->head);
 	s3_client_free(s->client);
+	tf_disk_cache_free(s->disk);
 	pthread_mutex_destroy(&s->mu);
 	free(s->prefix), free(s->base.name), free(s->early);
 	free(s);
@@ -1399,10 +1476,28 @@ static tf_status s3_put_reserved(tf_source *base, const char *name, const void *
 	return rc;
 }
 
+static bool s3_disk_cache_text(tf_source *base, char *buf, size_t n)
+{
+	s3_source *s = (s3_source *)base;
+	tf_disk_cache_stats d;
+	int len;
+
+	if (!s->disk)
+		return false;
+	tf_disk_cache_get_stats(s->disk, &d);
+	len = snprintf(buf, n, "hits=%" PRIu64 " misses=%" PRIu64 " bad=%" PRIu64 " read_bytes=%" PRIu64
+		       " written_bytes=%" PRIu64 " evictions=%" PRIu64 " skipped=%" PRIu64 " errors=%" PRIu64
+		       " usage=%" PRIu64 " blocks=%" PRIu64 " max=%" PRIu64 " min_free=%" PRIu64 " scanned=%d",
+		       d.hits, d.misses, d.bad, d.read_bytes, d.written_bytes, d.evictions, d.skipped, d.errors,
+		       d.usage, d.blocks, d.max_bytes, d.min_free, d.scanned);
+	return len > 0 && (size_t)len < n;
+}
+
 static const tf_source_ops s3_source_ops = {
 	.kind = "s3", .free = s3_free, .stat = s3_stat, .list = s3_list, .readlink = NULL,
 	.statfs = s3_statfs, .open = s3_open, .object_id = s3_object_id, .bucket_key = s3_bucket_key,
 	.get_reserved = s3_get_reserved, .put_reserved = s3_put_reserved,
+	.disk_cache_text = s3_disk_cache_text,
 };
 
 /* "s3://BUCKET[/PREFIX]" -> bucket and "PREFIX/" ("" for none). */
@@ -1482,6 +1577,9 @@ static tf_status s3_new(const char *spec, const tf_s3_settings *set, s3_source *
 		rc = s3_client_new(set, bucket, &s->client, err);
 	if (rc == TF_OK)
 		s3_client_set_warn(s->client, client_warn, s);
+	if (rc == TF_OK && set->cache_dir &&
+	    tf_disk_cache_open(set->cache_dir, set->cache_dir_size, set->cache_dir_min_free, &s->disk, err) != TF_OK)
+		rc = err ? (err->code = TF_E_INVAL) : TF_E_INVAL;	/* a configuration error, whatever the directory's */
 	free(bucket);
 	if (rc != TF_OK) {
 		s3_free(&s->base);
