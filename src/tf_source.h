@@ -72,28 +72,9 @@ bool tf_path_join(char *out, size_t n, const char *dir, const char *name);
 
 /* ---- sources ---------------------------------------------------------------------------- */
 
-/* A local directory; dir is opened once (O_DIRECTORY) and everything below
- * is resolved beneath that descriptor. */
-tf_status tf_source_local(const char *dir, tf_source **out, tf_error *err);
-
-/*
- * Any source by its spelling: "s3://BUCKET[/PREFIX]" (settings from the
- * [s3] configuration, see tf_s3.h) or a local directory path.  s3 may be
- * NULL for a local path.
- */
-struct tf_s3_settings;
-tf_status tf_source_open(const char *spec, const struct tf_s3_settings *s3, tf_source **out,
-			 tf_error *err);
+/* A source is made by tf_source_open.h (any kind, by its spelling) or by a
+ * kind's own constructor (sources/source_local.h). */
 void tf_source_free(tf_source *s);
-
-/*
- * A file or directory the user named, as a source and a path in it (for
- * tiletool): "s3://BUCKET/KEY" gives the bucket and KEY; a local path is
- * resolved (symlinks the user named are theirs to follow) and given as a
- * path under the source "/".  *rel is malloc'd.
- */
-tf_status tf_source_locate(const char *spec, const struct tf_s3_settings *s3, tf_source **src,
-			   char **rel, tf_error *err);
 
 /*
  * Who the work is for.  A driver serving requests on many threads (the FUSE

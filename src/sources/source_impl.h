@@ -69,6 +69,7 @@ void tf_source_call(const tf_source *s, tf_call *out);
 void tf_source_warn(const tf_source *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The S3 kind (source_s3.c): spec is "s3://BUCKET[/PREFIX]". */
+struct tf_s3_settings;
 tf_status tf_source_s3(const char *spec, const struct tf_s3_settings *s3, tf_source **out,
 		       tf_error *err);
 
