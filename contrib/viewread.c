@@ -26,6 +26,7 @@
 #include "tf_array.h"
 #include "tf_cache.h"
 #include "tf_config.h"
+#include "tf_source_open.h"
 #include "tf_view.h"
 
 static double now(void)

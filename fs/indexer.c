@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "tf_index.h"
+#include "tf_walk.h"
 
 struct fs_indexer {
 	pthread_t thread;
@@ -45,35 +46,6 @@ static void warn_log(void *ctx, const char *msg)
 }
 
 /* ---- the walk of SOURCE -------------------------------------------------------------------- */
-
-typedef struct name_list {
-	char **v;
-	tf_stat *st;
-	size_t n, cap;
-} name_list;
-
-static int collect(void *ctx, const char *name, const tf_stat *st)
-{
-	name_list *l = ctx;
-
-	if (st->kind != TF_ENT_DIR && st->kind != TF_ENT_REG)
-		return 0;	/* symlinks are never followed */
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 64;
-		char **v = realloc(l->v, cap * sizeof(*v));
-		tf_stat *s = v ? realloc(l->st, cap * sizeof(*s)) : NULL;
-		if (v)
-			l->v = v;
-		if (!s)
-			return 1;
-		l->st = s;
-		l->cap = cap;
-	}
-	if (!(l->v[l->n] = strdup(name)))
-		return 1;
-	l->st[l->n++] = *st;
-	return 0;
-}
 
 /* Index file rel (version v) if a walked [match] rule decodes it. */
 static void index_one(tilefs *fs, fs_indexer *ix, const char *rel, const tf_version *v)
@@ -94,47 +66,28 @@ static void index_one(tilefs *fs, fs_indexer *ix, const char *rel, const tf_vers
 	}
 }
 
-/* Index the files of directory dir; its subdirectories go on the stack. */
-static void index_dir(tilefs *fs, fs_indexer *ix, const char *dir, name_list *stack)
+static int visit(void *ctx, const char *rel, const tf_stat *st)
 {
-	name_list l = { 0 };
-	char rel[PATH_MAX];
+	tilefs *fs = ctx;
 
-	tf_source_list(fs->src, dir, true, collect, &l, NULL);
-	for (size_t i = 0; i < l.n; i++) {
-		if (!atomic_load(&ix->stop) && tf_path_join(rel, sizeof(rel), dir, l.v[i])) {
-			if (l.st[i].kind == TF_ENT_REG)
-				index_one(fs, ix, rel, &l.st[i].v);
-			else
-				collect(stack, rel, &l.st[i]);
-		}
-		free(l.v[i]);
-	}
-	free(l.v);
-	free(l.st);
+	if (atomic_load(&fs->indexer->stop))
+		return 1;
+	if (st->kind == TF_ENT_REG)
+		index_one(fs, fs->indexer, rel, &st->v);
+	return 0;
 }
 
 static void *run(void *arg)
 {
 	tilefs *fs = arg;
 	fs_indexer *ix = fs->indexer;
-	name_list stack = { 0 };
 	pid_t tid = (pid_t)syscall(SYS_gettid);
-	tf_stat root = { .kind = TF_ENT_DIR };
 
 	/* Behind every reader: nice 19 and the idle I/O class, this thread only. */
 	setpriority(PRIO_PROCESS, (id_t)tid, 19);
 	syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid, IOPRIO_PRIO_VALUE(IOPRIO_CLASS_IDLE, 0));
-	collect(&stack, ".", &root);
-	while (stack.n && !atomic_load(&ix->stop)) {
-		char *dir = stack.v[--stack.n];
-		index_dir(fs, ix, dir, &stack);
-		free(dir);
-	}
-	while (stack.n)
-		free(stack.v[--stack.n]);
-	free(stack.v);
-	free(stack.st);
+	/* What cannot be listed is passed over: lookups index it, as without us. */
+	tf_walk(fs->src, ".", TF_WALK_KEEP_GOING, visit, fs, NULL);
 	atomic_store(&ix->done, true);
 	fs_log(TF_LOG_INFO, "index_at_mount: %" PRIu64 " of %" PRIu64 " files indexed%s",
 	       atomic_load(&ix->indexed), atomic_load(&ix->seen), atomic_load(&ix->stop) ? " (stopped)" : "");
@@ -180,7 +133,7 @@ int fs_index_start(tilefs *fs)
 	if (!fs->settings->index_at_mount)
 		return 0;
 	if (!(fs->indexer = calloc(1, sizeof(*fs->indexer))))
-		return -1;
+		return ENOMEM;
 	if (pthread_create(&fs->indexer->thread, NULL, run, fs) != 0) {
 		fs_log(TF_LOG_WARN, "index_at_mount: cannot start a thread");
 		free(fs->indexer);

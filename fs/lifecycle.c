@@ -292,16 +292,20 @@ int fs_watch_start(tilefs *fs)
 {
 	struct sigaction sa = { .sa_sigaction = on_exit_signal, .sa_flags = SA_SIGINFO };
 	struct sigaction hup = { .sa_handler = on_hup, .sa_flags = SA_RESTART };
+	int e;
 
 	atomic_store(&fs->last_request_ns, fs_now_ns());
 	if ((fs->watch_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
-		return -1;
-	if ((fs->reload_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0 ||
-	    pthread_create(&fs->watcher, NULL, watch, fs) != 0) {
+		return errno;
+	if ((fs->reload_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+		e = errno;
+	else
+		e = pthread_create(&fs->watcher, NULL, watch, fs);
+	if (e) {
 		if (fs->reload_wake >= 0)
 			close(fs->reload_wake);
 		close(fs->watch_wake);
-		return -1;
+		return errno = e;	/* main says strerror(errno) */
 	}
 	exit_wake = fs->watch_wake;
 	reload_wake = fs->reload_wake;

@@ -171,7 +171,7 @@ int fs_ll_init(tilefs *fs)
 	if (pthread_key_create(&fs->thread_key, thread_free) != 0 || pthread_mutex_init(&fs->gone_lock, NULL) != 0 ||
 	    pthread_mutex_init(&fs->negatives_lock, NULL) != 0 ||
 	    !(fs->negatives = calloc(FS_NEGATIVES, sizeof(*fs->negatives))))
-		return -1;
+		return ENOMEM;
 	tf_source_set_hooks(fs->src, &(tf_source_hooks){ current_call, source_warning, fs });
 	return 0;
 }
@@ -272,15 +272,15 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
-	rc = fs_node_is_dir(dir) ? fs_node_lookup(fs, dir, name, NULL, &n, &st) : -ENOTDIR;
+	rc = fs_node_is_dir(dir) ? fs_node_lookup(fs, dir, name, NULL, &n, &st) : ENOTDIR;
 	fs_node_put(fs, dir);
-	if (rc == -ENOENT) {	/* remembered for a second, like an entry */
+	if (rc == ENOENT) {	/* remembered for a second, like an entry */
 		memset(&e, 0, sizeof(e));
 		e.entry_timeout = TIMEOUT;
 		note_negative(fs, parent, name);
 		fuse_reply_entry(req, &e);
 	} else if (rc) {
-		fuse_reply_err(req, -rc);
+		fuse_reply_err(req, rc);
 	} else {
 		entry_of(fs, n, &st, &e);
 		if (fuse_reply_entry(req, &e) != 0)
@@ -320,12 +320,6 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_attr(req, &st, timeout);
 }
 
-static int status_errno(tf_status rc)
-{
-	return rc == TF_OK ? 0 : rc == TF_E_NOTFOUND ? ENOENT : rc == TF_E_ACCESS ? EACCES : rc == TF_E_STALE ? ESTALE
-	     : rc == TF_E_NOMEM ? ENOMEM : rc == TF_E_INVAL ? EINVAL : EIO;
-}
-
 static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	tilefs *fs = fs_of(req);
@@ -342,7 +336,7 @@ static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
 	if (rc == TF_OK)
 		fuse_reply_readlink(req, buf);
 	else
-		fuse_reply_err(req, status_errno(rc));
+		fuse_reply_err(req, fs_errno(rc));
 }
 
 static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -464,7 +458,7 @@ static tf_status list_entries(tilefs *fs, fs_node *n, list_ctx *l, bool plus)
 	if (fs_node_views(n))	/* nothing is decoded to list views */
 		return tf_views_list(fs_node_views(n), fs_node_vrel(n), add_view_entry, l, NULL);
 	if ((rc = tf_source_list(fs->src, l->dir, plus, add_entry, l, &err)) != TF_OK) {
-		if (status_errno(rc) == EIO)
+		if (fs_errno(rc) == EIO)
 			fs_log_failure(err.msg);
 		return rc;
 	}
@@ -526,7 +520,7 @@ static int list_dir(tilefs *fs, dir_handle *d, bool plus)
 	d->plus = plus;
 	fs_user_listed(fs, d->uid, d->bytes, listing_bytes(d));
 	d->bytes = listing_bytes(d);
-	return rc == TF_OK ? 0 : status_errno(rc);
+	return fs_errno(rc);
 }
 
 /* One entry into buf at *len: a plain one, or with plus a looked-up one
@@ -687,7 +681,7 @@ static int open_decoded(tilefs *fs, fs_node *n, handle *h)
 	int e = fs_node_open_index(fs, n, &f);
 
 	if (e)
-		return -e;
+		return e;
 	rc = tf_handle_open(f, &h->h, &err);
 	tf_file_unref(f);
 	if (rc == TF_OK)
@@ -695,7 +689,7 @@ static int open_decoded(tilefs *fs, fs_node *n, handle *h)
 	fs_node_closed(fs, n);
 	if (rc != TF_E_STALE)
 		fs_log(TF_LOG_ERROR, "%s", err.msg);
-	return status_errno(rc);
+	return fs_errno(rc);
 }
 
 /* A view shows the array's state its node was looked up in: one that
@@ -780,9 +774,9 @@ static int open_raw(tilefs *fs, fs_node *n, handle *h)
 	tf_error err;
 	tf_status rc = tf_object_open(fs->src, fs_node_rel(n), fs_node_version(n), &h->raw, &err);
 
-	if (status_errno(rc) == EIO)
+	if (fs_errno(rc) == EIO)
 		fs_log_failure(err.msg);
-	return status_errno(rc);
+	return fs_errno(rc);
 }
 
 /* The caller's supplementary groups into *out (malloc'd; none if they

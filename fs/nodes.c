@@ -259,7 +259,7 @@ int fs_nodes_init(fs_nodes *t, size_t index_budget, tf_catalog *catalog)
 	t->next_id = FUSE_ROOT_ID;
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_cond_init(&t->indexed, NULL);
-	return t->by_id && t->by_rel ? 0 : -ENOMEM;
+	return t->by_id && t->by_rel ? 0 : ENOMEM;
 }
 
 void fs_nodes_destroy(fs_nodes *t)
@@ -318,7 +318,9 @@ static void dep_perm(tilefs *fs, const tf_file *f, tf_perm *out)
 /* Build n's index unless it has one, or failed recently (lock held; it is
  * released while the catalog works).  The caller has pinned n: on 0,
  * n->file is there until it unpins.  flags: TF_OPEN_METADATA for a lookup
- * (only the size is wanted yet).  Returns 0 or -errno. */
+ * (only the size is wanted yet).  Returns 0 or an errno: ESTALE when the
+ * source is no longer n's version, EIO for every other failure (a file
+ * that cannot be indexed is a damaged file, whatever the cause). */
 static int ensure_index(tilefs *fs, fs_node *n, unsigned flags)
 {
 	fs_nodes *t = &fs->nodes;
@@ -334,7 +336,7 @@ static int ensure_index(tilefs *fs, fs_node *n, unsigned flags)
 	if (n->file)
 		return 0;
 	if (n->index_errno && now_ns() - n->failed_at < INDEX_RETRY_NS)
-		return -n->index_errno;
+		return n->index_errno;
 	n->indexing = true;
 	v = n->st.v;
 	pthread_mutex_unlock(&t->lock);
@@ -351,7 +353,7 @@ static int ensure_index(tilefs *fs, fs_node *n, unsigned flags)
 		n->failed_at = now_ns();
 		free(n->error);
 		n->error = strdup(err.msg);
-		return -n->index_errno;
+		return n->index_errno;
 	}
 	/* A node shows one version of every file its bytes come from: an
 	 * index of another version of the data file is another node's. */
@@ -361,7 +363,7 @@ static int ensure_index(tilefs *fs, fs_node *n, unsigned flags)
 		tf_facts_clear(&fx);
 		n->index_errno = ESTALE;
 		n->failed_at = now_ns();
-		return -ESTALE;
+		return ESTALE;
 	}
 	tf_perm_clear(&dp);
 	tf_facts_clear(&n->facts);
@@ -381,10 +383,18 @@ static int ensure_index(tilefs *fs, fs_node *n, unsigned flags)
 
 /* ---- lookups ----------------------------------------------------------------------------------- */
 
-static int status_errno(tf_status rc)
+/*
+ * A lookup's stat maps two statuses its own way (fs_errno the rest): a
+ * name the source refuses as invalid (not a path inside it, or one an
+ * object store cannot hold) is no such name, ENOENT; and "changed", which
+ * a stat expecting no version can only get from a source failing under
+ * it, is that failure, EIO: ESTALE from a lookup would have the kernel
+ * walk the whole path again (LOOKUP_REVAL) and hand ESTALE to the caller
+ * of open(2) or stat(2), who holds nothing that went stale.
+ */
+static int lookup_errno(tf_status rc)
 {
-	return rc == TF_E_NOTFOUND ? ENOENT : rc == TF_E_ACCESS ? EACCES : rc == TF_E_NOMEM ? ENOMEM
-	     : rc == TF_E_INVAL ? ENOENT : EIO;
+	return rc == TF_E_INVAL ? ENOENT : rc == TF_E_STALE ? EIO : fs_errno(rc);
 }
 
 /* Whether node n still shows what st describes. */
@@ -448,9 +458,9 @@ static int stat_rel(tilefs *fs, const char *rel, tf_stat *st)
 	tf_error err;
 	tf_status rc = tf_source_stat(fs->src, rel, st, &err);
 
-	if (rc != TF_OK && status_errno(rc) == EIO)	/* the source failed, not the name: say why */
+	if (lookup_errno(rc) == EIO)	/* the source failed, not the name: say why */
 		fs_log_failure(err.msg);
-	return rc == TF_OK ? 0 : -status_errno(rc);
+	return lookup_errno(rc);
 }
 
 /* ---- views ------------------------------------------------------------------------------------ */
@@ -520,14 +530,14 @@ static int view_lookup(tilefs *fs, fs_node *dir, const char *name, const char *r
 	if (!dir->views)
 		vrel[0] = '\0';
 	else if (!tf_path_join(vrel, sizeof(vrel), dir->vrel[0] ? dir->vrel : ".", name))
-		return -ENAMETOOLONG;
+		return ENAMETOOLONG;
 	if (tf_catalog_views(fs->catalog, arr, fs->cache, &v, &hold, &err) != TF_OK) {
 		fs_log_failure(err.msg);	/* the array's state could not be read: say why */
-		return -EIO;
+		return EIO;
 	}
 	if (tf_views_stat(v, vrel, &vst, NULL) != TF_OK) {
 		tf_catalog_views_put(fs->catalog, v, hold);
-		return -ENOENT;
+		return ENOENT;
 	}
 	pthread_mutex_lock(&fs->nodes.lock);
 	parent = dir->st;	/* a directory's is refreshed by getattr and lookups */
@@ -549,7 +559,7 @@ static int view_lookup(tilefs *fs, fs_node *dir, const char *name, const char *r
 	pthread_mutex_unlock(&fs->nodes.lock);
 	if (!n) {
 		tf_catalog_views_put(fs->catalog, v, hold);
-		return -ENOMEM;
+		return ENOMEM;
 	}
 	*out = n;
 	return fs_node_attr(fs, n, attr);
@@ -568,7 +578,7 @@ int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *kn
 	if (!dir)
 		snprintf(rel, sizeof(rel), ".");
 	else if (!tf_path_join(rel, sizeof(rel), dir->rel, name))
-		return -ENAMETOOLONG;
+		return ENAMETOOLONG;
 	if (is_view(fs, dir, name))
 		return view_lookup(fs, dir, name, rel, out, attr);
 	for (int tries = 0;; tries++) {
@@ -579,11 +589,11 @@ int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *kn
 		/* Device nodes of SOURCE are not shown: through the mount
 		 * they would open the device itself. */
 		if (st.kind == TF_ENT_OTHER)
-			return -ENOENT;
+			return ENOENT;
 		if (st.kind == TF_ENT_REG) {
 			tf_show show = tf_catalog_show(fs->catalog, rel);
 			if (show == TF_SHOW_HIDDEN)
-				return -ENOENT;
+				return ENOENT;
 			decoded = show == TF_SHOW_DECODED;
 			/* Plaintext is the mounter's whether or not its index can
 			 * be built now: decided from the catalog alone. */
@@ -593,14 +603,14 @@ int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *kn
 		pthread_mutex_lock(&fs->nodes.lock);
 		if (!(n = node_for(fs, rel, &st, decoded, moved, gen))) {
 			pthread_mutex_unlock(&fs->nodes.lock);
-			return -ENOMEM;
+			return ENOMEM;
 		}
 		n->keyed |= keyed;
 		n->pins++;
 		/* A file that cannot be indexed is listed empty; opening it says EIO.
 		 * One that changed since our stat is looked at again, once. */
 		rc = decoded ? ensure_index(fs, n, TF_OPEN_METADATA) : 0;
-		if (rc == -ESTALE && tries == 0) {
+		if (rc == ESTALE && tries == 0) {
 			unpin(&fs->nodes, n);
 			pthread_mutex_unlock(&fs->nodes.lock);
 			continue;

@@ -3,6 +3,11 @@
  * format: the library's catalog says what each path is, and the driver
  * answers the kernel's low-level requests with inode numbers, handles and
  * slices of the decoded-chunk cache.
+ *
+ * Errors: a driver function that can fail returns 0 or a positive errno,
+ * as fuse_reply_err takes it (main's set-up steps may return exit
+ * statuses, TFS_EXIT_*, where they say so).  The library's tf_status
+ * becomes an errno here only, through fs_errno.
  */
 #ifndef TILEFS_H
 #define TILEFS_H
@@ -11,6 +16,7 @@
 
 #define FUSE_USE_VERSION 312
 
+#include <errno.h>
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -24,9 +30,33 @@
 #include "tf_file.h"
 #include "tf_perm.h"
 #include "tf_source.h"
+#include "tf_source_open.h"
 
 /* Exit statuses of the tilefs command (documented in tilefs(1)). */
 enum { TFS_EXIT_FUSE = 1, TFS_EXIT_USAGE = 2, TFS_EXIT_CONFIG = 3, TFS_EXIT_KEY = 4, TFS_EXIT_SOURCE = 5 };
+
+/*
+ * The one map of a tf_status to the errno the kernel is given.  ESTALE:
+ * the source is no longer the version a node or handle shows, and the
+ * kernel looks the name up again; every data problem (corrupt, checksum,
+ * key, I/O, unsupported) is EIO for the range.  Where a request answers
+ * otherwise on purpose it says so beside it: a lookup (nodes.c,
+ * lookup_errno), reads (EIO whatever the cause), an index that cannot be
+ * built (EIO).
+ */
+static inline int fs_errno(tf_status rc)
+{
+	switch (rc) {
+	case TF_OK: return 0;
+	case TF_E_NOTFOUND: return ENOENT;
+	case TF_E_ACCESS: return EACCES;
+	case TF_E_STALE: return ESTALE;
+	case TF_E_NOMEM: return ENOMEM;
+	case TF_E_INVAL: return EINVAL;
+	case TF_E_INTR: return EINTR;
+	default: return EIO;
+	}
+}
 
 /*
  * A node: what one inode number shows.  A regular file's node is one
@@ -117,7 +147,7 @@ typedef struct tilefs {
 
 /* ll.c: the operations; their per-thread scratch, and the source's hooks
  * (each request's start and whether its caller is gone, for the source's
- * deadline; its warnings, to the log).  -1: no memory. */
+ * deadline; its warnings, to the log).  ENOMEM: no memory. */
 extern const struct fuse_lowlevel_ops tilefs_ll_ops;
 int fs_ll_init(tilefs *fs);
 /* CLOCK_MONOTONIC in nanoseconds. */
@@ -131,6 +161,7 @@ void fs_ll_forget_negatives(tilefs *fs);
 
 /* ---- nodes.c ------------------------------------------------------------------------------ */
 
+/* 0, or ENOMEM. */
 int fs_nodes_init(fs_nodes *t, size_t index_budget, tf_catalog *catalog);
 void fs_nodes_destroy(fs_nodes *t);
 
@@ -143,7 +174,7 @@ void fs_node_put(tilefs *fs, fs_node *n);
  * NULL): a node for what the source holds there now, with the kernel's
  * lookup count raised (fs_node_forget lowers it), and its attributes in
  * *st.  Decoded files are indexed here (their size is their decoded size).
- * Returns 0 or -errno (ENOENT for hidden files).
+ * Returns 0 or an errno (ENOENT for hidden files).
  */
 int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *known, fs_node **out,
 		   struct stat *st);
@@ -174,7 +205,7 @@ const tf_version *fs_node_version(const fs_node *n);
 
 /*
  * The node's index (referenced: tf_file_unref it), rebuilt if it was
- * evicted; -ESTALE when the source is no longer the node's version, -EIO
+ * evicted; ESTALE when the source is no longer the node's version, EIO
  * when it cannot be indexed.  Counts the node open (fs_node_closed undoes).
  */
 int fs_node_open_index(tilefs *fs, fs_node *n, tf_file **f);
@@ -213,7 +244,7 @@ void fs_nodes_stats(tilefs *fs, size_t *nodes, size_t *indexes, size_t *index_by
  * made or written.  0, or an exit status. */
 int fs_index_open(tilefs *fs, bool from_option);
 /* After daemonizing: give the store to the catalog, start indexing ahead
- * with index_at_mount.  -1: no memory. */
+ * with index_at_mount.  ENOMEM: no memory. */
 int fs_index_start(tilefs *fs);
 /* Stop indexing ahead (waits for the file in hand); then free the store. */
 void fs_index_stop(tilefs *fs);
@@ -256,7 +287,7 @@ void fs_ready(tilefs *fs, bool ok, const char *why);
 /* The watcher thread: a lost connection or an exit signal stops every
  * call into plugins; SIGHUP rereads the configuration (fs_reload);
  * idle_timeout unmounts.  Takes over SIGHUP, SIGINT and SIGTERM from
- * libfuse's handlers (after fuse_set_signal_handlers).  -1: cannot. */
+ * libfuse's handlers (after fuse_set_signal_handlers).  An errno: cannot. */
 int fs_watch_start(tilefs *fs);
 void fs_watch_stop(tilefs *fs);
 /* Reread the configuration and its key files: rules and keys in force for

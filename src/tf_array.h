@@ -64,6 +64,8 @@ bool tf_array_is_decoded_name(const char *rel);
 
 /* The array's directory in its source, for messages. */
 const char *tf_array_dir(const tf_array *a);
+/* Its source (for how many requests are worth keeping in flight). */
+tf_source *tf_array_source(const tf_array *a);
 
 /* The newest schema (by name order, __array_schema.tdb oldest). */
 tf_status tf_array_latest_schema(tf_array *a, const tf_schema **out, char **name, tf_error *err);

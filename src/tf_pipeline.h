@@ -5,22 +5,8 @@
  * Serialized form (FORMAT.md §2.1-2.3): u32 max_chunk_size, u32 count,
  * then per filter u8 type, u32 options length, options.
  *
- * Text form, filters in write order:
- *     delta(reinterpret=int64) | bitshuffle | zstd(level=7)
- *     tiledb:19 | 8 | 2,7          numeric ids, netCDF style: id,params...
- *     byteshuffle | hdf5:307,9     an HDF5 filter plugin: HDF5 id, cd_values
- * Parameters of the numeric form follow the serialized option order without
- * the compressor byte: level[,reinterpret]; window; scale,offset,byte_width;
- * quality,format,lossless,y_extent,x_extent.  A level may also be given as
- * the unsigned 32-bit pattern of a negative one (4294967295 for -1).  The
- * empty string is the empty pipeline.  tf_pipeline_text() prints the
- * canonical named form.
- *
- * With plugins (filters/plugin.h), a filter may also be a tilefs plugin's
- * name or id, and hdf5:ID[,param...] (or a bare id above 255, which no
- * TileDB filter has) an HDF5 plugin's; their parameters are netCDF filter
- * constants (seed 003): 9, 4294967295, -1 (int32), 23ub, -17b, 27us, -25s,
- * 93u, 1.5f (one u32 each), 1.5d, -9l, 18ul (two u32, low half first).
+ * The text form (parse, print) is tf_spec.h's, included here; the netCDF
+ * attribute forms below are tf_pipeline_attr.c's.
  */
 #ifndef TF_PIPELINE_H
 #define TF_PIPELINE_H
@@ -31,6 +17,7 @@
 #include "tf_bytes.h"
 #include "tf_datatype.h"
 #include "tf_filter.h"
+#include "tf_spec.h"
 #include "tf_status.h"
 
 typedef struct tf_pipeline tf_pipeline;
@@ -42,20 +29,10 @@ tf_pipeline *tf_pipeline_new(void);
 tf_pipeline *tf_pipeline_dup(const tf_pipeline *p);
 void tf_pipeline_free(tf_pipeline *p);
 
-typedef struct tf_plugins tf_plugins;	/* filters/plugin.h */
-
-tf_status tf_pipeline_parse(const char *spec, tf_pipeline **out, tf_error *err);
-/* The same, also knowing the plugins of pl (may be NULL).  The pipeline
- * holds classes of pl: free it before pl. */
-tf_status tf_pipeline_parse_with(const char *spec, const tf_plugins *pl, tf_pipeline **out,
-				 tf_error *err);
 /* Read the serialized form.  Whether DELTA/DOUBLE_DELTA options carry a
  * reinterpret byte (format >= 19/20) is read from their options length. */
 tf_status tf_pipeline_deserialize(tf_reader *r, tf_pipeline **out, tf_error *err);
 tf_status tf_pipeline_serialize(const tf_pipeline *p, tf_buf *out, tf_error *err);
-/* Canonical text form, malloc'd (NULL only when out of memory). */
-char *tf_pipeline_text(const tf_pipeline *p);
-
 /*
  * The pipeline as netCDF's _Filter attribute shows it (ncdump -s), malloc'd
  * (NULL only when out of memory): per filter its id (the TileDB id; an HDF5

@@ -1,8 +1,9 @@
 /*
  * tf_pipeline_attr.c - a pipeline as netCDF shows one: the _Filter
  * attribute (numeric ids, unsigned 32-bit parameters) and the _Codecs
- * attribute (NumCodecs-style JSON).  Contracts in tf_pipeline.h; encoding
- * rules from seed 003 ("parameter encode/decode", "NCZarr filter support").
+ * attribute (NumCodecs-style JSON).  Contracts in tf_pipeline.h; _Filter
+ * is printed by the text form's printer (tf_pipeline_print); encoding rules
+ * from seed 003 ("parameter encode/decode", "NCZarr filter support").
  */
 #include "tf_pipeline_int.h"
 
@@ -71,25 +72,21 @@ static size_t filter_words(const tf_filter *f, uint32_t w[MAX_WORDS])
 	return n;
 }
 
+/* One filter as _Filter shows it: its id, then ",param" per parameter. */
+static size_t fmt_filter_words(char *buf, size_t n, const tf_filter *f)
+{
+	uint32_t w[MAX_WORDS];
+	size_t nw = filter_words(f, w);
+	size_t len = (size_t)snprintf(buf, n, "%u", f->cls->hdf5_id ? f->cls->hdf5_id : f->cls->id);
+
+	for (size_t k = 0; k < nw; k++)
+		len += (size_t)snprintf(buf + len, len < n ? n - len : 0, ",%u", w[k]);
+	return len;
+}
+
 char *tf_pipeline_filter_attr(const tf_pipeline *p)
 {
-	size_t cap = 1 + p->n * (12 + 11 * MAX_WORDS), len = 0;
-	char *s = malloc(cap);
-
-	if (!s)
-		return NULL;
-	s[0] = '\0';
-	for (size_t i = 0; i < p->n; i++) {
-		const tf_filter *f = &p->f[i];
-		uint32_t w[MAX_WORDS];
-		size_t n = filter_words(f, w);
-
-		len += (size_t)snprintf(s + len, cap - len, "%s%u", i ? "|" : "",
-					f->cls->hdf5_id ? f->cls->hdf5_id : f->cls->id);
-		for (size_t k = 0; k < n; k++)
-			len += (size_t)snprintf(s + len, cap - len, ",%u", w[k]);
-	}
-	return s;
+	return tf_pipeline_print(p, "|", 11 * (1 + MAX_WORDS), fmt_filter_words);
 }
 
 /* ---- _Codecs ------------------------------------------------------------------------ */

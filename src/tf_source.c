@@ -3,7 +3,6 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,42 +41,6 @@ static tf_status check_rel(const char *rel, tf_error *err)
 			return TF_OK;
 		c += n + 1;
 	}
-}
-
-tf_status tf_source_open(const char *spec, const struct tf_s3_settings *s3, tf_source **out,
-			 tf_error *err)
-{
-	if (!strncmp(spec, "s3://", 5))
-		return tf_source_s3(spec, s3, out, err);
-	return tf_source_local(spec, out, err);
-}
-
-tf_status tf_source_locate(const char *spec, const struct tf_s3_settings *s3, tf_source **src,
-			   char **rel, tf_error *err)
-{
-	const char *key = !strncmp(spec, "s3://", 5) ? strchr(spec + 5, '/') : NULL;
-	char *full = NULL, *bucket;
-	tf_status rc;
-
-	*src = NULL;
-	if (!strncmp(spec, "s3://", 5)) {
-		if (!(bucket = strndup(spec, key ? (size_t)(key - spec) : strlen(spec))))
-			return tf_err(err, TF_E_NOMEM, "out of memory");
-		*rel = strdup(key && key[1] ? key + 1 : ".");
-		rc = *rel ? tf_source_s3(bucket, s3, src, err) : tf_err(err, TF_E_NOMEM, "out of memory");
-		free(bucket);
-	} else if (!(full = realpath(spec, NULL))) {
-		return tf_err(err, errno == ENOENT ? TF_E_NOTFOUND : TF_E_IO, "%s: %s", spec, strerror(errno));
-	} else {
-		*rel = strdup(full[1] ? full + 1 : ".");
-		rc = *rel ? tf_source_local("/", src, err) : tf_err(err, TF_E_NOMEM, "out of memory");
-	}
-	free(full);
-	if (rc != TF_OK) {
-		free(*rel);
-		*rel = NULL;
-	}
-	return rc;
 }
 
 void tf_source_free(tf_source *s)
@@ -155,6 +118,7 @@ const char *tf_source_kind(const tf_source *s) { return s->ops->kind; }
 const char *tf_source_name(const tf_source *s) { return s->name; }
 int tf_source_local_fd(const tf_source *s) { return s->local_fd; }
 bool tf_source_has_modes(const tf_source *s) { return s->local_fd >= 0; }
+unsigned tf_source_in_flight(const tf_source *s) { return s->in_flight; }
 
 void tf_source_fd_stats(tf_source *s, tf_source_fds *out)
 {

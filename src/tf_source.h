@@ -12,7 +12,8 @@
  *     link ever leads outside it; files are opened O_NONBLOCK and fstat'ed
  *     before anything is read, so a FIFO or device is refused at once;
  *   - an S3 bucket or prefix (source_s3.c): "s3://BUCKET[/PREFIX]", listed
- *     with ListObjectsV2 (delimiter '/'), read with ranged GETs.
+ *     with ListObjectsV2 (delimiter '/'; a directory named __* whole, its
+ *     subdirectories' listings made from it), read with ranged GETs.
  *
  * Versions.  Every stat carries a tf_version: what proves a file unchanged
  * (local: device, inode, size, mtime and ctime in ns; S3: ETag and size).
@@ -71,28 +72,9 @@ bool tf_path_join(char *out, size_t n, const char *dir, const char *name);
 
 /* ---- sources ---------------------------------------------------------------------------- */
 
-/* A local directory; dir is opened once (O_DIRECTORY) and everything below
- * is resolved beneath that descriptor. */
-tf_status tf_source_local(const char *dir, tf_source **out, tf_error *err);
-
-/*
- * Any source by its spelling: "s3://BUCKET[/PREFIX]" (settings from the
- * [s3] configuration, see tf_s3.h) or a local directory path.  s3 may be
- * NULL for a local path.
- */
-struct tf_s3_settings;
-tf_status tf_source_open(const char *spec, const struct tf_s3_settings *s3, tf_source **out,
-			 tf_error *err);
+/* A source is made by tf_source_open.h (any kind, by its spelling) or by a
+ * kind's own constructor (sources/source_local.h). */
 void tf_source_free(tf_source *s);
-
-/*
- * A file or directory the user named, as a source and a path in it (for
- * tiletool): "s3://BUCKET/KEY" gives the bucket and KEY; a local path is
- * resolved (symlinks the user named are theirs to follow) and given as a
- * path under the source "/".  *rel is malloc'd.
- */
-tf_status tf_source_locate(const char *spec, const struct tf_s3_settings *s3, tf_source **src,
-			   char **rel, tf_error *err);
 
 /*
  * Who the work is for.  A driver serving requests on many threads (the FUSE
@@ -165,6 +147,11 @@ int tf_source_local_fd(const tf_source *s);
 /* Whether stats carry the stored files' own owners and modes (a local
  * source), rather than the same ones for everything (an object store). */
 bool tf_source_has_modes(const tf_source *s);
+/* Requests worth keeping in flight for many small reads (metadata of many
+ * fragments): an object store's max_requests, each costing a round trip;
+ * 0 for a local source, whose reads are system calls (tf_fanout's figures
+ * say when threads pay there). */
+unsigned tf_source_in_flight(const tf_source *s);
 
 /*
  * Descriptors.  A local source lends descriptors to its objects from a

@@ -1,8 +1,10 @@
 /*
- * tf_spec.c - the text form of a pipeline (see tf_pipeline.h):
+ * tf_spec.c - the text form of a pipeline (contract in tf_spec.h):
  *     name[(opt=value, ...)] | ...      or numeric:  [tiledb:]id[,param...] | ...
  *     hdf5:id[,param...]                an HDF5 plugin, netCDF's _Filter syntax
  */
+#include "tf_spec.h"
+
 #include "tf_pipeline_int.h"
 
 #include "filters/plugin.h"
@@ -507,9 +509,10 @@ static size_t fmt_filter(char *buf, size_t n, const tf_filter *f)
 	return len;
 }
 
-char *tf_pipeline_text(const tf_pipeline *p)
+char *tf_pipeline_print(const tf_pipeline *p, const char *sep, size_t filter_cap,
+			tf_filter_fmt *fmt)
 {
-	size_t cap = 64 + p->n * (160 + 12 * TF_MAX_CD_VALUES), len = 0;
+	size_t cap = 64 + p->n * (strlen(sep) + filter_cap), len = 0;
 	char *s = malloc(cap);
 
 	if (!s)
@@ -517,8 +520,14 @@ char *tf_pipeline_text(const tf_pipeline *p)
 	s[0] = '\0';
 	for (size_t i = 0; i < p->n && len < cap; i++) {
 		if (i)
-			len += (size_t)snprintf(s + len, cap - len, " | ");
-		len += fmt_filter(s + len, cap - len, &p->f[i]);
+			len += (size_t)snprintf(s + len, cap - len, "%s", sep);
+		if (len < cap)
+			len += fmt(s + len, cap - len, &p->f[i]);
 	}
 	return s;
+}
+
+char *tf_pipeline_text(const tf_pipeline *p)
+{
+	return tf_pipeline_print(p, " | ", 160 + 12 * TF_MAX_CD_VALUES, fmt_filter);
 }

@@ -1,7 +1,6 @@
 /* tf_status.c - error messages with layered context. */
 #include "tf_status.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -59,18 +58,4 @@ const char *tf_status_str(tf_status st)
 	case TF_E_INTR: return "interrupted";
 	}
 	return "unknown error";
-}
-
-int tf_status_errno(tf_status st)
-{
-	switch (st) {
-	case TF_OK: return 0;
-	case TF_E_NOMEM: return ENOMEM;
-	case TF_E_INVAL: return EINVAL;
-	case TF_E_UNSUPPORTED: return EOPNOTSUPP;
-	case TF_E_NOTFOUND: return ENOENT;
-	case TF_E_ACCESS: return EACCES;
-	case TF_E_INTR: return EINTR;
-	default: return EIO;	/* every data problem is EIO for the range */
-	}
 }

@@ -47,7 +47,4 @@ tf_status tf_err_prefix(tf_error *err, const char *fmt, ...)
 /* A short name for a status ("corrupt data", "checksum mismatch", ...). */
 const char *tf_status_str(tf_status st);
 
-/* Map a status to the errno a filesystem read should return. */
-int tf_status_errno(tf_status st);
-
 #endif

@@ -595,12 +595,12 @@ tf_status s3_client_head(s3_client *c, const s3_bound *b, const char *key, s3_en
 }
 
 tf_status s3_client_list(s3_client *c, const s3_bound *b, const char *prefix, const char *token,
-			 unsigned max_keys, s3_list_page *out, tf_error *err)
+			 unsigned max_keys, bool flat, s3_list_page *out, tf_error *err)
 {
 	char mk[16];
-	s3_kv q[6] = { { "list-type", "2" }, { "delimiter", "/" }, { "encoding-type", "url" },
+	s3_kv q[6] = { { "delimiter", "/" }, { "list-type", "2" }, { "encoding-type", "url" },
 		       { "max-keys", mk }, { "prefix", prefix }, { "continuation-token", token } };
-	s3_req r = { .query = q, .nquery = token ? 6 : 5 };
+	s3_req r = { .query = flat ? q + 1 : q, .nquery = (token ? 6u : 5u) - flat };
 	s3_xfer x = { 0 };
 	char what[1100];
 	tf_status rc;

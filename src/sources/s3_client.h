@@ -87,9 +87,9 @@ tf_status s3_client_get_whole(s3_client *c, const s3_bound *b, const char *key, 
 tf_status s3_client_put(s3_client *c, const s3_bound *b, const char *key, const void *body, size_t len,
 			tf_error *err);
 
-/* One ListObjectsV2 page of prefix (delimiter '/'), after token (NULL:
- * the first); max_keys per page. */
+/* One ListObjectsV2 page of prefix (delimiter '/'; flat: none, every key
+ * beneath it), after token (NULL: the first); max_keys per page. */
 tf_status s3_client_list(s3_client *c, const s3_bound *b, const char *prefix, const char *token,
-			 unsigned max_keys, s3_list_page *out, tf_error *err);
+			 unsigned max_keys, bool flat, s3_list_page *out, tf_error *err);
 
 #endif

@@ -54,6 +54,7 @@ struct tf_source {
 	char *name;		/* as the user spelled it */
 	int local_fd;		/* the root directory of a local source, else -1 */
 	tf_source_hooks hooks;	/* all NULL unless set */
+	unsigned in_flight;	/* tf_source_in_flight: 0 for a local source */
 };
 
 struct tf_object {
@@ -71,6 +72,7 @@ void tf_source_call(const tf_source *s, tf_call *out);
 void tf_source_warn(const tf_source *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The S3 kind (source_s3.c): spec is "s3://BUCKET[/PREFIX]". */
+struct tf_s3_settings;
 tf_status tf_source_s3(const char *spec, const struct tf_s3_settings *s3, tf_source **out,
 		       tf_error *err);
 

@@ -75,6 +75,7 @@
 #include <unistd.h>
 
 #include "sources/source_impl.h"
+#include "sources/source_local.h"
 
 typedef struct local_object local_object;
 

@@ -3,7 +3,10 @@
  *
  * Names.  Source path "a/b" is key PREFIX "a/b"; directory "a" is every key
  * under "PREFIX a/", listed with ListObjectsV2 and delimiter '/' (common
- * prefixes are the subdirectories).  Keys that cannot be a path component
+ * prefixes are the subdirectories); but a directory named "__*" (TileDB's
+ * __fragments, __commits, __schema) is listed whole, without a delimiter,
+ * and the listing of every directory beneath it is made from those keys
+ * and cached (see "Listing a subtree whole" below).  Keys that cannot be a path component
  * (".", "..", "a//b", a NUL, a '/' or a bad escape once decoded, over 255
  * bytes) are not shown, and the listing warns once (tf_source_warn),
  * naming the first few; a folder marker ("dir/" itself) is not shown
@@ -585,7 +588,7 @@ static tf_status fetch_listing(s3_source *s, const s3_bound *b, const char *rel,
 				    s3_client_where(s->client), prefix, s->list_max_pages);
 			break;
 		}
-		if ((rc = s3_client_list(s->client, b, prefix, token, LIST_PAGE, &pg, err)) != TF_OK ||
+		if ((rc = s3_client_list(s->client, b, prefix, token, LIST_PAGE, false, &pg, err)) != TF_OK ||
 		    (rc = page_advances(&bd, &pg, page, err)) != TF_OK || (rc = add_page(&bd, &pg, err)) != TF_OK)
 			break;
 		free(token);
@@ -611,6 +614,295 @@ static tf_status fetch_listing(s3_source *s, const s3_bound *b, const char *rel,
 	bd.l->at_ns = now_ns();
 	*out = bd.l;
 	return TF_OK;
+}
+
+/*
+ * Listing a subtree whole.  Opening a TileDB array lists its __commits,
+ * __schema and __fragments and then every fragment directory: one
+ * ListObjectsV2 per directory, one round trip after another.  A directory
+ * whose name starts with "__" (TileDB's own: those, and fragment
+ * directories of older formats) is listed without a delimiter instead:
+ * every key beneath it, in as few pages as it takes, and the listing of
+ * each of its subdirectories is built from them and cached, so an array's
+ * hundreds of fragment directories cost a page per 1,000 keys, not a LIST
+ * each.  The same rules hold as for one directory (names that can be none
+ * skipped and warned of, ".tilefs" never shown, folder markers silent,
+ * the directory winning a shared name, list_max_bytes).  A subtree of
+ * more than TREE_PAGES pages, TREE_DIRS directories or list_max_bytes is
+ * listed the ordinary way (delimiter '/'): past that the pages spent on
+ * deeper keys outweigh the LISTs saved.
+ */
+#define TREE_PAGES 8
+#define TREE_DIRS 1024
+
+static bool tree_worthy(const char *rel)
+{
+	const char *base = strrchr(rel, '/');
+
+	return !strncmp(base ? base + 1 : rel, "__", 2);
+}
+
+/* A key beneath the listed prefix (or a common prefix a store sent anyway). */
+typedef struct tree_key {
+	char *path;
+	s3_entry e;			/* e.key unused */
+	bool is_dir;
+} tree_key;
+
+/* An entry of one subdirectory: name in directory dir ("" the listed one). */
+typedef struct tree_ent {
+	const char *dir, *name;		/* name NULL: only that dir exists (a folder marker) */
+	uint32_t dlen, nlen;
+	const tree_key *k;		/* a file's key, or NULL: a directory */
+} tree_ent;
+
+typedef struct tree {
+	builder bd;			/* the pages' proof of progress and the skipped keys */
+	tree_key *keys;
+	size_t nkeys, ckeys;
+	tree_ent *ents;
+	size_t nents, cents;
+	uint64_t bytes;			/* held, against list_max_bytes */
+	bool too_big;
+} tree;
+
+static int cmp_span(const char *a, size_t an, const char *b, size_t bn)
+{
+	int c = memcmp(a, b, an < bn ? an : bn);
+
+	return c ? c : an < bn ? -1 : an > bn;
+}
+
+static int cmp_tree_ent(const void *pa, const void *pb)
+{
+	const tree_ent *a = pa, *b = pb;
+	int c = cmp_span(a->dir, a->dlen, b->dir, b->dlen);
+
+	if (c || !a->name || !b->name)
+		return c ? c : (int)!!a->name - (int)!!b->name;
+	if ((c = cmp_span(a->name, a->nlen, b->name, b->nlen)))
+		return c;
+	return (int)!!a->k - (int)!!b->k;	/* the directory first (it wins) */
+}
+
+static bool tree_charge(tree *t, uint64_t n)
+{
+	if ((t->bytes += n) > t->bd.s->list_max_bytes)
+		t->too_big = true;
+	return !t->too_big;
+}
+
+static tf_status tree_ent_add(tree *t, const char *dir, size_t dlen, const char *name, size_t nlen,
+			      const tree_key *k, tf_error *err)
+{
+	void *p;
+
+	if (!tree_charge(t, sizeof(tree_ent)))
+		return TF_OK;
+	if (t->nents == t->cents) {
+		size_t nc = t->cents ? t->cents * 2 : 256;
+		if (!(p = realloc(t->ents, nc * sizeof(*t->ents))))
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		t->ents = p, t->cents = nc;
+	}
+	t->ents[t->nents++] = (tree_ent){ dir, name, (uint32_t)dlen, (uint32_t)nlen, k };
+	return TF_OK;
+}
+
+/* Why component c[0..n) can be no file name, or NULL. */
+static const char *bad_component(const char *c, size_t n)
+{
+	return !n ? "an empty name" : (n == 1 && c[0] == '.') || (n == 2 && !strncmp(c, "..", 2)) ? "'.' or '..'"
+	     : n > 255 ? "a name over 255 bytes" : NULL;
+}
+
+/* The entries key k gives: a directory in each directory above it, then
+ * itself; none past a name that can be none (noted, as the whole key) or
+ * ".tilefs". */
+static tf_status tree_entries(tree *t, const tree_key *k, tf_error *err)
+{
+	char whole[S3_MAX_NAME + 1];
+
+	const char *p = k->path, *c = p, *slash, *why;
+	size_t rn = strlen(TF_SOURCE_RESERVED);
+	tf_status rc = TF_OK;
+
+	for (; rc == TF_OK; c = slash + 1) {
+		size_t dlen = c > p ? (size_t)(c - p - 1) : 0, n;
+		if (!(slash = strchr(c, '/')) && !*c)		/* "dir/": a folder marker */
+			return tree_ent_add(t, p, dlen, NULL, 0, NULL, err);
+		n = slash ? (size_t)(slash - c) : strlen(c);
+		if (n == rn && !strncmp(c, TF_SOURCE_RESERVED, n))
+			return TF_OK;			/* reserved: never shown */
+		if ((why = bad_component(c, n))) {
+			snprintf(whole, sizeof(whole), "%s%s", t->bd.prefix, p);
+			skip(&t->bd, whole, why);
+			return TF_OK;
+		}
+		rc = tree_ent_add(t, p, dlen, c, n, slash || k->is_dir ? NULL : k, err);
+		if (!slash)
+			break;
+	}
+	return rc;
+}
+
+/* Keep one page's keys (their entries come once every page is in). */
+static tf_status tree_page(tree *t, const s3_list_page *pg, tf_error *err)
+{
+	const char *prefix = t->bd.prefix;
+	size_t plen = t->bd.plen, total = pg->nobjects + pg->nprefixes;
+	void *q;
+
+	for (size_t i = 0; i < pg->nbad; i++)
+		skip(&t->bd, pg->bad[i], "a NUL or a bad escape");
+	if (t->nkeys + total > t->ckeys) {
+		size_t nc = t->ckeys * 2 > t->nkeys + total ? t->ckeys * 2 : t->nkeys + total;
+		if (!(q = realloc(t->keys, nc * sizeof(*t->keys))))
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		t->keys = q, t->ckeys = nc;
+	}
+	for (size_t i = 0; i < total && !t->too_big; i++) {
+		const char *key = i < pg->nobjects ? pg->objects[i].key : pg->prefixes[i - pg->nobjects];
+		tree_key *k = &t->keys[t->nkeys];
+		if (strncmp(key, prefix, plen)) {
+			skip(&t->bd, key, "outside the prefix");
+			continue;
+		}
+		if (!tree_charge(t, sizeof(*k) + strlen(key + plen) + 1))
+			break;
+		*k = (tree_key){ .is_dir = i >= pg->nobjects };
+		if (!k->is_dir)
+			k->e = pg->objects[i], k->e.key = NULL;
+		else if (!*key || key[strlen(key) - 1] != '/') {
+			skip(&t->bd, key, "not a directory of the prefix");
+			continue;
+		}
+		if (!(k->path = strdup(key + plen)))
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		if (k->is_dir)
+			k->path[strlen(k->path) - 1] = '\0';	/* "d/" is directory d */
+		t->nkeys++;
+	}
+	return TF_OK;
+}
+
+/* The listing of directory dir[0..dlen) beneath rel from ents [lo, hi). */
+static tf_status tree_listing(tree *t, const char *rel, size_t lo, size_t hi, listing **out, tf_error *err)
+{
+	const tree_ent *e = &t->ents[lo];
+	builder bd = { .s = t->bd.s, .l = calloc(1, sizeof(listing)), .prefix = t->bd.prefix, .plen = t->bd.plen };
+	tf_status rc = TF_OK;
+	int n;
+
+	if (!bd.l)
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	n = e->dlen ? asprintf(&bd.l->rel, "%s/%.*s", rel, (int)e->dlen, e->dir) : -!(bd.l->rel = strdup(rel));
+	if (n < 0) {
+		bd.l->rel = NULL;
+		rc = tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	if (rc == TF_OK && (rc = reserve(&bd, 1, err)) == TF_OK)
+		add_text(bd.l, "", 0);
+	for (size_t i = lo; i < hi && rc == TF_OK; i++) {
+		e = &t->ents[i];
+		if (!e->name || (i > lo && !cmp_tree_ent(&t->ents[i - 1], e)))
+			continue;	/* a marker, or a directory named again */
+		rc = listing_add(&bd, e->name, e->nlen, e->k ? &e->k->e : NULL, err);
+	}
+	if (rc != TF_OK) {
+		listing_free(bd.l);
+		return rc;
+	}
+	listing_finish(bd.l);
+	bd.l->at_ns = now_ns();
+	*out = bd.l;
+	return TF_OK;
+}
+
+/* Build every directory's listing from the keys; none (*n 0) past TREE_DIRS. */
+static tf_status tree_listings(tree *t, const char *rel, listing ***out, size_t *n, tf_error *err)
+{
+	listing **ls = NULL;
+	size_t nl = 0, lo = 0;
+	tf_status rc = TF_OK;
+
+	/* The listed directory has a listing even when nothing is beneath it. */
+	if ((rc = tree_ent_add(t, "", 0, NULL, 0, NULL, err)) != TF_OK)
+		return rc;
+	for (size_t i = 0; i < t->nkeys && rc == TF_OK && !t->too_big; i++)
+		rc = tree_entries(t, &t->keys[i], err);
+	if (rc != TF_OK || t->too_big)
+		return rc;
+	qsort(t->ents, t->nents, sizeof(*t->ents), cmp_tree_ent);
+	for (size_t i = 1; i <= t->nents && rc == TF_OK; i++) {
+		if (i < t->nents && !cmp_span(t->ents[i].dir, t->ents[i].dlen, t->ents[lo].dir, t->ents[lo].dlen))
+			continue;
+		if (nl == TREE_DIRS) {
+			t->too_big = true;
+			break;
+		}
+		if (!nl && !(ls = calloc(TREE_DIRS, sizeof(*ls))))
+			return tf_err(err, TF_E_NOMEM, "out of memory");
+		rc = tree_listing(t, rel, lo, i, &ls[nl], err);
+		if (rc == TF_OK)
+			nl++;
+		else if (rc == TF_E_IO)		/* a directory past list_max_bytes */
+			t->too_big = true, rc = TF_OK;
+		lo = i;
+	}
+	if (rc != TF_OK || t->too_big) {
+		for (size_t i = 0; i < nl; i++)
+			listing_free(ls[i]);
+		free(ls);
+		return rc;
+	}
+	*out = ls;
+	*n = nl;
+	return TF_OK;
+}
+
+/*
+ * Every listing of the subtree rel, listed whole (ls[0] is rel's own;
+ * malloc'd, each listing the caller's), or none (*n 0): the subtree is
+ * too big for it, list rel the ordinary way.
+ */
+static tf_status fetch_tree(s3_source *s, const s3_bound *b, const char *rel, listing ***ls, size_t *n,
+			    tf_error *err)
+{
+	char *prefix = key_of(s, rel, true), *token = NULL;
+	tree t = { .bd = { .s = s, .prefix = prefix, .plen = prefix ? strlen(prefix) : 0 } };
+	s3_list_page pg = { 0 };
+	tf_status rc = prefix ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
+	unsigned page;
+
+	*n = 0;
+	for (page = 0; rc == TF_OK && !t.too_big; page++) {
+		if (page == TREE_PAGES || page == s->list_max_pages) {
+			t.too_big = true;
+			break;
+		}
+		if ((rc = s3_client_list(s->client, b, prefix, token, LIST_PAGE, true, &pg, err)) != TF_OK ||
+		    (rc = page_advances(&t.bd, &pg, page, err)) != TF_OK || (rc = tree_page(&t, &pg, err)) != TF_OK)
+			break;
+		free(token);
+		token = pg.truncated ? pg.next_token : NULL;
+		pg.next_token = NULL;
+		s3_list_page_free(&pg);
+		if (!token)
+			break;
+	}
+	s3_list_page_free(&pg);
+	if (rc == TF_OK && !t.too_big && (rc = tree_listings(&t, rel, ls, n, err)) == TF_OK && *n &&
+	    t.bd.nskipped)
+		tf_source_warn(&s->base, "%s list '%s': %zu key%s skipped, no file name here: %s%s%s%s%s%s",
+			       s3_client_where(s->client), prefix, t.bd.nskipped, t.bd.nskipped > 1 ? "s" : "",
+			       t.bd.skipped[0], t.bd.nskipped > 1 ? ", " : "", t.bd.nskipped > 1 ? t.bd.skipped[1] : "",
+			       t.bd.nskipped > 2 ? ", " : "", t.bd.nskipped > 2 ? t.bd.skipped[2] : "",
+			       t.bd.nskipped > 3 ? ", ..." : "");
+	for (size_t i = 0; i < t.nkeys; i++)
+		free(t.keys[i].path);
+	free(t.keys), free(t.ents), free(token), free(prefix), free(t.bd.tokens), free(t.bd.last);
+	return rc;
 }
 
 /* ---- the listing cache (s->mu held) ------------------------------------------------------ */
@@ -691,7 +983,8 @@ static void cache_insert(s3_source *s, listing *l)
 /* Directory rel's listing, referenced (listing_put when done). */
 static tf_status listing_get(s3_source *s, const s3_bound *b, const char *rel, listing **out, tf_error *err)
 {
-	listing *l;
+	listing *l = NULL, **ls = NULL;
+	size_t n = 0;
 	tf_status rc;
 
 	pthread_mutex_lock(&s->mu);
@@ -704,9 +997,19 @@ static tf_status listing_get(s3_source *s, const s3_bound *b, const char *rel, l
 		return TF_OK;
 	}
 	pthread_mutex_unlock(&s->mu);
-	if ((rc = fetch_listing(s, b, rel, &l, err)) != TF_OK)
+	if (tree_worthy(rel) && (rc = fetch_tree(s, b, rel, &ls, &n, err)) != TF_OK)
+		return rc;
+	if (!n && (rc = fetch_listing(s, b, rel, &l, err)) != TF_OK)
 		return rc;
 	pthread_mutex_lock(&s->mu);
+	for (size_t i = n; i-- > 1;) {	/* the subdirectories' first: rel's stays the most recent */
+		cache_insert(s, ls[i]);
+		if (!ls[i]->cached)
+			listing_free(ls[i]);
+	}
+	if (n)
+		l = ls[0];
+	free(ls);
 	cache_insert(s, l);
 	l->refs++;
 	pthread_mutex_unlock(&s->mu);
@@ -1817,7 +2120,7 @@ static tf_status probe(s3_source *s, tf_error *err)
 {
 	s3_list_page pg;
 	s3_bound b = bound_of(s);
-	tf_status rc = s3_client_list(s->client, &b, s->prefix, NULL, 1, &pg, err);
+	tf_status rc = s3_client_list(s->client, &b, s->prefix, NULL, 1, false, &pg, err);
 	bool empty = rc == TF_OK && !pg.nobjects && !pg.nprefixes;
 
 	if (rc == TF_OK)
@@ -1841,6 +2144,7 @@ static tf_status s3_new(const char *spec, const tf_s3_settings *set, s3_source *
 	}
 	s->base.ops = &s3_source_ops;
 	s->base.local_fd = -1;
+	s->base.in_flight = set->max_requests;
 	s->ttl_ns = (int64_t)set->list_ttl * 1000000000;
 	s->deadline_ns = (int64_t)set->deadline_ms * 1000000;
 	s->list_max_pages = set->list_max_pages;

@@ -36,6 +36,8 @@
 #include "tf_catalog.h"
 #include "tf_config.h"
 #include "tf_index.h"
+#include "tf_source_open.h"
+#include "tf_walk.h"
 #include "tools/index.h"
 
 #define MAX_JOBS 256
@@ -57,6 +59,7 @@ typedef struct run {
 	atomic_size_t next;
 	_Atomic uint64_t done, done_bytes, walked, restored, failed, published;
 	bool publish;
+	bool find_failed;		/* finding the files ran out of memory */
 	pthread_mutex_t lock;		/* output, and `finished` */
 	pthread_cond_t cond;
 	unsigned finished;		/* worker threads done */
@@ -108,35 +111,6 @@ static const char *human(uint64_t n, char *buf, size_t size)
 
 /* ---- finding the files ------------------------------------------------------------------ */
 
-typedef struct dir_list {
-	char **names;
-	tf_stat *st;
-	size_t n, cap;
-} dir_list;
-
-static int collect(void *ctx, const char *name, const tf_stat *st)
-{
-	dir_list *l = ctx;
-
-	if (st->kind != TF_ENT_DIR && st->kind != TF_ENT_REG)
-		return 0;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 64;
-		char **names = realloc(l->names, cap * sizeof(*names));
-		tf_stat *s = names ? realloc(l->st, cap * sizeof(*s)) : NULL;
-		if (names)
-			l->names = names;
-		if (!s)
-			return 1;
-		l->st = s;
-		l->cap = cap;
-	}
-	if (!(l->names[l->n] = strdup(name)))
-		return 1;
-	l->st[l->n++] = *st;
-	return 0;
-}
-
 static bool add_job(run *r, const char *rel, const tf_version *v)
 {
 	if (r->n == r->cap) {
@@ -154,35 +128,32 @@ static bool add_job(run *r, const char *rel, const tf_version *v)
 	return true;
 }
 
-/* Every file under dir that a rule decodes and the store can keep. */
-static int find_files(run *r, const char *dir)
+/* A job for rel if a rule decodes it and the store can keep it; stops the
+ * walk (said) when out of memory. */
+static int find_one(void *ctx, const char *rel, const tf_stat *st)
 {
-	dir_list l = { 0 };
-	char rel[PATH_MAX];
-	tf_error err;
-	int rc = 0;
+	run *r = ctx;
+	const tf_rule *rule;
 
-	if (tf_source_list(r->src, dir, true, collect, &l, &err) != TF_OK) {
+	if (st->kind != TF_ENT_REG || !(rule = tf_config_match(r->cfg, rel)) || rule->generic ||
+	    rule->var_data || add_job(r, rel, &st->v))
+		return 0;
+	fprintf(stderr, "%s: out of memory\n", prog);
+	r->find_failed = true;
+	return 1;
+}
+
+/* Every file under SOURCE that a rule decodes and the store can keep;
+ * the first directory that cannot be listed fails it. */
+static int find_files(run *r)
+{
+	tf_error err;
+
+	if (tf_walk(r->src, ".", 0, find_one, r, &err) != TF_OK) {
 		fprintf(stderr, "%s: %s\n", prog, err.msg);
-		rc = 1;
+		return 1;
 	}
-	for (size_t i = 0; i < l.n; i++) {
-		const tf_rule *rule;
-		if (!rc && !tf_path_join(rel, sizeof(rel), dir, l.names[i])) {
-			fprintf(stderr, "%s: %s/%s: path too long\n", prog, dir, l.names[i]);
-			rc = 1;
-		} else if (!rc && l.st[i].kind == TF_ENT_DIR) {
-			rc = find_files(r, rel);
-		} else if (!rc && (rule = tf_config_match(r->cfg, rel)) && !rule->generic && !rule->var_data &&
-			   !add_job(r, rel, &l.st[i].v)) {
-			fprintf(stderr, "%s: out of memory\n", prog);
-			rc = 1;
-		}
-		free(l.names[i]);
-	}
-	free(l.names);
-	free(l.st);
-	return rc;
+	return r->find_failed ? 1 : 0;
 }
 
 /* ---- indexing ----------------------------------------------------------------------------- */
@@ -452,7 +423,7 @@ int tiletool_index(int argc, char **argv)
 	if ((rc = setup(&r, &o, argv[argc - 1])) < 0) {
 		if (r.tty)
 			fprintf(stderr, "finding files under %s...", argv[argc - 1]);
-		rc = find_files(&r, ".");
+		rc = find_files(&r);
 		if (r.tty)
 			fprintf(stderr, "\r%*s\r", (int)strlen(argv[argc - 1]) + 24, "");
 		if (!rc && !r.n)

@@ -34,6 +34,7 @@
 #include "tf_file.h"
 #include "tf_keys.h"
 #include "tf_pipeline.h"
+#include "tf_source_open.h"
 #include "tf_tile.h"
 #include "tf_view.h"
 #include "filters/plugin.h"

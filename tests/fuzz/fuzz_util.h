@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "sources/source_impl.h"
+#include "sources/source_local.h"
 #include "tf_cache.h"
 #include "tf_file.h"
 #include "tf_keys.h"

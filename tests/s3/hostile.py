@@ -23,6 +23,9 @@ Honest, except in the buckets named after how they lie:
            directories, answer 503 SlowDown
   badkey   the top listing also holds keys that are no file name once decoded:
            'bad%00name' (a NUL), 'sl%2Fash' (a '/'), 'esc%zz' (no escape)
+  badtree  listings also hold keys (never objects) under __t/ that are no path, or
+           hidden: '__t/x/../y', '__t/x//z', a folder marker '__t/m/', '__t/.tilefs/i',
+           '__t/x/.tilefs/j' (a directory named __* is listed whole: source_s3.c)
 
 Every request is logged to --log as "METHOD BUCKET KEY STATUS".  The port is written to
 --ready once it listens.  Stops on SIGTERM."""
@@ -105,7 +108,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             names = ["%sk%06d_%04d_%s" % (prefix, page, i, "x" * 40) for i in range(max_keys)]
             return self.send_list(bucket, [(n, 5, "e") for n in names], [], True, "p%d" % (page + 1), enc)
         entries, prefixes = [], []
-        for k in objects(bucket):
+        tree = ["__t/x/../y", "__t/x//z", "__t/m/", "__t/.tilefs/i", "__t/x/.tilefs/j"]
+        for k in sorted(objects(bucket) + (tree if bucket == "badtree" else [])):
             if not k.startswith(prefix):
                 continue
             rest = k[len(prefix):]
@@ -115,6 +119,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     prefixes.append(p)
                 continue
             path = os.path.join(A.root, bucket, k)
+            if k in tree and bucket == "badtree":
+                entries.append((k, 3, "e"))
+                continue
             entries.append((k, os.path.getsize(path), etag_of(path)))
         names = sorted([(e[0], e) for e in entries] + [(p, None) for p in prefixes])
         if bucket == "badkey" and prefix == "":

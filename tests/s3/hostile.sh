@@ -62,9 +62,12 @@ def tile(chunks):   # a tile file with no filters: chunk count, then each chunk'
 rnd = random.Random(20)
 data = rnd.randbytes(4000)
 open(os.path.join(root, "..", "t.want"), "wb").write(data)
-for b in ("slow", "stall", "loop", "endless", "badkey"):
+for b in ("slow", "stall", "loop", "endless", "badkey", "badtree"):
     put(f"{root}/{b}/t.tdb", tile([data[:2000], data[2000:]]))
     put(f"{root}/{b}/d/x.bin", data[:100])
+    if b == "badtree":
+        put(f"{root}/{b}/__t/f1", data[:10])
+        put(f"{root}/{b}/__t/x/y.txt", data[:100])
 big = rnd.randbytes(3 << 20)
 open(os.path.join(root, "..", "big.want"), "wb").write(big)
 chunks = [big[i:i + 65536] for i in range(0, len(big), 65536)]
@@ -222,6 +225,19 @@ mount_store "$WORK/s3.ini" badkey && {
 	unmount_store
 	[ "$(grep -c "skipped" "$WORK/log")" = 1 ] && grep -q "3 keys skipped.*'bad%00name'" "$WORK/log" &&
 		ok "... logged once: $(grep -m1 skipped "$WORK/log")" || fail "skipped keys not logged once: $(cat "$WORK/log")"
+}
+# A directory named __* is listed whole (no delimiter) and its
+# subdirectories' listings built from it: by the same rules.
+mount_store "$WORK/s3.ini" badtree && {
+	run ls -a "$MNT/__t" "$MNT/__t/x" "$MNT/__t/m"
+	[ $rc = 0 ] && [ "$(tr '\n' ' ' < "$WORK/out")" = "$MNT/__t: . .. f1 m x  $MNT/__t/m: . ..  $MNT/__t/x: . .. y.txt " ] &&
+		cmp -s "$MNT/__t/x/y.txt" "$WORK/t.want" -n 100 &&
+		ok "tilefs, a tree listed whole: no '..', empty name or .tilefs shown, a folder marker an empty directory" ||
+		fail "tilefs, a tree listed whole: rc=$rc: $(cat "$WORK/out" "$WORK/err")"
+	unmount_store
+	grep -q "keys skipped.*'\.' or '\.\.'" "$WORK/log" && grep -q "keys skipped.*an empty name" "$WORK/log" &&
+		! grep -q "tilefs/[ij]" "$WORK/log" && ok "... logged: $(grep -m1 skipped "$WORK/log")" ||
+		fail "keys of a tree listed whole that are no name: not logged: $(cat "$WORK/log")"
 }
 for b in liar noetag; do
 	mount_store "$WORK/s3.ini" $b || continue

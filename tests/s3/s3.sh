@@ -187,7 +187,7 @@ printf '[s3]\nendpoint = http://127.0.0.1:%s\ntimeout = 1\nretries = 4\n' "$PROX
 
 start_proxy --faults 503,reset,trunc,short --every 5 --per-request 2
 mount_check "fault proxy" "$WORK/fault.ini"; rc=$?
-faults=$(awk '$4 != "-"' "$WORK/proxy.log" | wc -l)	# field 4: the fault
+faults=$(awk '$4 != "-"' "$WORK/proxy.log" | wc -l)	# the FAULT field
 [ $rc = 0 ] && [ "$faults" -gt 100 ] &&
 	ok "tilefs s3://corpus through the fault proxy: the corpus byte-exact ($faults faults injected)" ||
 	fail "the corpus through the mount and the fault proxy (rc=$rc, $faults faults injected)"

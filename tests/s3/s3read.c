@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "tf_source.h"
+#include "tf_source_open.h"
 #include "tf_status.h"
 
 typedef struct job {

@@ -29,9 +29,9 @@
 #error "TF_TEST_DATA: tests/data/corpus (Makefile.am)"
 #endif
 
-/* fs/nodes.c's errors as it returns them (today -errno): the one place
- * to change if the driver's sign convention changes. */
-#define NODE_ERR(e) (-(e))
+/* fs/nodes.c's errors as it returns them (the driver's convention: a
+ * positive errno): the one place to change if that convention changes. */
+#define NODE_ERR(e) (e)
 
 #define FMT(buf, ...) ck_assert_uint_lt((size_t)snprintf(buf, sizeof(buf), __VA_ARGS__), sizeof(buf))
 
@@ -310,7 +310,8 @@ START_TEST(test_lookup_errors)
 	ck_assert_int_eq(lookup_rc(sub, name, &n, &st), NODE_ERR(ENAMETOOLONG));
 	/* A name past NAME_MAX (the kernel refuses those before asking): the
 	 * source's stat fails with ENAMETOOLONG, which the node table's errno
-	 * map (status_errno) does not know: EIO, logged as a source failure. */
+	 * map (fs_errno, through lookup_errno) does not know: EIO, logged as
+	 * a source failure. */
 	name[NAME_MAX + 1] = '\0';
 	ck_assert_int_eq(lookup_rc(sub, name, &n, &st), NODE_ERR(EIO));
 	/* A file where a directory is expected. */

@@ -3,6 +3,8 @@
  * objects beyond the pool's bound give their descriptors up and open their
  * files again when read; one whose file changed meanwhile fails TF_E_STALE,
  * never reading other bytes; many threads at once (run under TSan too).
+ * And tf_walk: a source's tree, each file and directory once, no symlink
+ * followed, errors stopping it or passed over.
  */
 #include "config.h"
 
@@ -11,6 +13,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +24,7 @@
 #include <unistd.h>
 
 #include "tf_test.h"
+#include "tf_walk.h"
 
 #define NFILES 12
 #define FSIZE 20000
@@ -361,10 +365,208 @@ START_TEST(test_pool_threads)
 }
 END_TEST
 
+/* ---- tf_walk ------------------------------------------------------------------------------ */
+
+typedef struct seen {
+	char rel[64][PATH_MAX];
+	tf_ent_kind kind[64];
+	size_t n, stop_after;
+	const char *rename_when;	/* the directory to move away when given */
+} seen;
+
+static int visit(void *ctx, const char *rel, const tf_stat *st)
+{
+	seen *w = ctx;
+	char from[PATH_MAX], to[PATH_MAX];
+
+	ck_assert_uint_lt(w->n, 64);
+	snprintf(w->rel[w->n], PATH_MAX, "%s", rel);
+	w->kind[w->n++] = st->kind;
+	if (w->rename_when && !strcmp(rel, w->rename_when)) {	/* gone before it is listed */
+		tf_test_tmp_path(from, rel);
+		tf_test_tmp_path(to, "moved");
+		ck_assert_int_eq(rename(from, to), 0);
+	}
+	return w->stop_after && w->n == w->stop_after;
+}
+
+static ssize_t seen_at(const seen *w, const char *rel)
+{
+	for (size_t i = 0; i < w->n; i++)
+		if (!strcmp(w->rel[i], rel))
+			return (ssize_t)i;
+	return -1;
+}
+
+static void mkdir_in(const char *name)
+{
+	char path[PATH_MAX];
+
+	tf_test_tmp_path(path, name);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+}
+
+static void file_in(const char *name)
+{
+	char path[PATH_MAX];
+
+	tf_test_tmp_path(path, name);
+	tf_test_write_file(path, name, strlen(name));
+}
+
+/* Remove what is beneath directory fd dfd (any depth: by descriptors,
+ * never by a path that could pass PATH_MAX), then close it. */
+static void remove_beneath(int dfd)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *e;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d))) {
+		int sub;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if ((sub = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK)) >= 0) {
+			remove_beneath(sub);
+			ck_assert_int_eq(unlinkat(dfd, e->d_name, AT_REMOVEDIR), 0);
+		} else {
+			ck_assert_int_eq(unlinkat(dfd, e->d_name, 0), 0);
+		}
+		rewinddir(d);
+	}
+	closedir(d);
+}
+
+/* The tree a, a/x, a/b, a/b/y, a/link (symlink to x), a/fifo, empty, z. */
+static tf_source *make_tree(void)
+{
+	char path[PATH_MAX];
+	tf_source *s;
+	tf_error err;
+
+	tf_test_tmp_path(dir, "");
+	mkdir_in("a");
+	mkdir_in("a/b");
+	mkdir_in("empty");
+	file_in("a/x");
+	file_in("a/b/y");
+	file_in("z");
+	tf_test_tmp_path(path, "a/link");
+	ck_assert_int_eq(symlink("x", path), 0);
+	tf_test_tmp_path(path, "a/fifo");
+	ck_assert_int_eq(mkfifo(path, 0644), 0);
+	ck_assert_msg(tf_source_local(dir, &s, &err) == TF_OK, "%s", err.msg);
+	return s;
+}
+
+/* The fixture's teardown, which removes files only. */
+static void walk_teardown(void)
+{
+	tf_test_tmp_path(dir, "");
+	remove_beneath(open(dir, O_RDONLY | O_DIRECTORY));
+	tf_test_tmp_teardown();
+}
+
+START_TEST(test_walk_tree)
+{
+	static const char *const dirs[] = { "a", "a/b", "empty" }, *const files[] = { "a/x", "a/b/y", "z" };
+	tf_source *s = make_tree();
+	seen *w = calloc(1, sizeof(*w));
+	tf_error err;
+
+	ck_assert_msg(tf_walk(s, ".", 0, visit, w, &err) == TF_OK, "%s", err.msg);
+	ck_assert_uint_eq(w->n, 6);	/* neither the symlink nor the FIFO */
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_ge(seen_at(w, dirs[i]), 0);
+		ck_assert_int_eq(w->kind[seen_at(w, dirs[i])], TF_ENT_DIR);
+		ck_assert_int_ge(seen_at(w, files[i]), 0);
+		ck_assert_int_eq(w->kind[seen_at(w, files[i])], TF_ENT_REG);
+	}
+	/* a directory comes before what it holds */
+	ck_assert_int_lt(seen_at(w, "a"), seen_at(w, "a/b"));
+	ck_assert_int_lt(seen_at(w, "a/b"), seen_at(w, "a/b/y"));
+	ck_assert_int_lt(seen_at(w, "a"), seen_at(w, "a/x"));
+	/* beneath a directory only */
+	memset(w, 0, sizeof(*w));
+	ck_assert_msg(tf_walk(s, "a/b", 0, visit, w, &err) == TF_OK, "%s", err.msg);
+	ck_assert_uint_eq(w->n, 1);
+	ck_assert_str_eq(w->rel[0], "a/b/y");
+	/* fn stops it: no error */
+	memset(w, 0, sizeof(*w));
+	w->stop_after = 2;
+	ck_assert_int_eq(tf_walk(s, ".", 0, visit, w, &err), TF_OK);
+	ck_assert_uint_eq(w->n, 2);
+	free(w);
+	tf_source_free(s);
+}
+END_TEST
+
+/* A directory gone between its parent's listing and its own stops a walk
+ * (naming it), or is passed over with TF_WALK_KEEP_GOING. */
+START_TEST(test_walk_list_error)
+{
+	tf_source *s = make_tree();
+	seen *w = calloc(1, sizeof(*w));
+	char from[PATH_MAX], to[PATH_MAX];
+	tf_error err;
+
+	w->rename_when = "a";
+	ck_assert_int_eq(tf_walk(s, ".", 0, visit, w, &err), TF_E_NOTFOUND);
+	ck_assert_msg(strstr(err.msg, "a") != NULL, "%s", err.msg);
+	ck_assert_int_lt(seen_at(w, "a/x"), 0);
+	tf_test_tmp_path(from, "moved");
+	tf_test_tmp_path(to, "a");
+	ck_assert_int_eq(rename(from, to), 0);
+	memset(w, 0, sizeof(*w));
+	w->rename_when = "a";
+	ck_assert_int_eq(tf_walk(s, ".", TF_WALK_KEEP_GOING, visit, w, &err), TF_OK);
+	ck_assert_int_ge(seen_at(w, "z"), 0);
+	ck_assert_int_ge(seen_at(w, "empty"), 0);
+	ck_assert_int_lt(seen_at(w, "moved"), 0);	/* "." was listed whole before */
+	ck_assert_int_lt(seen_at(w, "a/x"), 0);
+	free(w);
+	tf_source_free(s);
+}
+END_TEST
+
+/* Paths past PATH_MAX: an error naming the directory, or passed over. */
+START_TEST(test_walk_too_deep)
+{
+	char name[201], path[PATH_MAX];
+	tf_source *s = make_tree();
+	seen *w = calloc(1, sizeof(*w));
+	tf_error err;
+	int fd;
+
+	memset(name, 'd', 200);
+	name[200] = '\0';
+	tf_test_tmp_path(path, "");
+	fd = open(path, O_RDONLY | O_DIRECTORY);
+	for (int i = 0; i < 24; i++) {	/* 24 x 201 bytes > PATH_MAX */
+		int sub;
+
+		ck_assert_int_eq(mkdirat(fd, name, 0755), 0);
+		ck_assert_int_ge(sub = openat(fd, name, O_RDONLY | O_DIRECTORY), 0);
+		close(fd);
+		fd = sub;
+	}
+	close(fd);
+	ck_assert_int_eq(tf_walk(s, ".", 0, visit, w, &err), TF_E_INVAL);
+	ck_assert_msg(strstr(err.msg, "path too long") != NULL, "%s", err.msg);
+	memset(w, 0, sizeof(*w));
+	err.code = TF_OK;
+	ck_assert_int_eq(tf_walk(s, ".", TF_WALK_KEEP_GOING, visit, w, &err), TF_OK);
+	ck_assert_uint_eq(w->n, 6 + 20);	/* the tree, and the levels that fit */
+	free(w);
+	tf_source_free(s);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("source");
-	TCase *pool = tcase_create("pool"), *threads = tcase_create("threads");
+	TCase *pool = tcase_create("pool"), *threads = tcase_create("threads"), *walk = tcase_create("walk");
 
 	tcase_add_test(pool, test_pool_bounds_descriptors);
 	tcase_add_loop_test(pool, test_pool_version_after_eviction, 0, N_CHANGES);
@@ -374,6 +576,11 @@ static Suite *suite(void)
 	tcase_add_test(threads, test_pool_threads);
 	tcase_add_checked_fixture(pool, tf_test_tmp_setup, tf_test_tmp_teardown);
 	tcase_add_checked_fixture(threads, tf_test_tmp_setup, tf_test_tmp_teardown);
+	tcase_add_test(walk, test_walk_tree);
+	tcase_add_test(walk, test_walk_list_error);
+	tcase_add_test(walk, test_walk_too_deep);
+	tcase_add_checked_fixture(walk, tf_test_tmp_setup, walk_teardown);
+	suite_add_tcase(s, walk);
 	tcase_set_timeout(threads, 600);	/* slow under valgrind and TSan, never stuck */
 	suite_add_tcase(s, pool);
 	suite_add_tcase(s, threads);

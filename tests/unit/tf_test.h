@@ -13,9 +13,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "sources/source_local.h"
 #include "tf_file.h"
 #include "tf_pipeline.h"
 #include "tf_source.h"
+#include "tf_source_open.h"
 #include "tf_tile.h"
 
 /* Where the TileDB-written corpus lives (../shared/corpus beside the

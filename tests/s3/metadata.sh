@@ -1,0 +1,152 @@
+#!/bin/sh
+# tests/s3/metadata.sh - an array of many fragments mounts from an object
+# store in a few round trips (issue 24, "metadata in flight"): 40
+# fragments (tests/data's multifrag_sparse, its fragment copied under 40
+# names: contrib/s3-fragments) in a real store (tests/s3/store), reached
+# through tests/s3/faultproxy.py (no faults: it logs every request with
+# its arrival and answer times) and, when ../shared/tools is there, the
+# WAN proxy at 10 ms of round trip (else the fault proxy's --latency 10), so
+# that requests overlap as they would across a network.
+#   - `ls -lR` of the mount equals that of a mount of the local copy (names
+#     and decoded sizes); it sends a few LISTs (a directory named __* is
+#     listed whole: source_s3.c), no HEAD, the schema and each fragment's
+#     metadata at most twice (the array's read, and the file's own decode: the
+#     second is a read path's), and the metadata of the fragments with
+#     >= 6 GETs in flight at once (tf_array.c's batch; 9-16 seen here, the
+#     batch has 16 threads);
+#   - @views/cells.csv (-o views) equals the local mount's byte for byte;
+#     a fresh mount reading it fetches each fragment's metadata once, the
+#     schema once, no HEAD, a few LISTs, and has >= 8 requests in flight
+#     (the merge's first cells, tf_merge.c's warm-up).
+# Counts and bytes only, never times.
+#
+# Needs swift (skips with 77 when absent unless TILEFS_CI=1), python3 and
+# root with /dev/fuse (skips otherwise), built TILEFS.  Bounded by timeouts.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+: "${TILEFS:?}"
+TF_TOOLS=${TF_TOOLS:-$here/../../../shared/tools}
+PORT=${TF_S3_META_PORT:-18132}; export TF_S3_PORT=$PORT
+WAN=$((PORT + 8)); FP=$((PORT + 9))
+NFRAG=40
+skip() { echo "SKIP: $*"; [ "${TILEFS_CI:-0}" = 1 ] && exit 1; exit 77; }
+command -v swift-proxy-server >/dev/null 2>&1 || skip "swift not installed (contrib/setup installs it)"
+[ "$(id -u)" = 0 ] && [ -c /dev/fuse ] || skip "needs root and /dev/fuse"
+WORK=$(mktemp -d /tmp/tilefs-s3meta.XXXXXX)
+failed=0
+ok() { echo "ok: $*"; }
+fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+pids=
+cleanup() {
+	[ -n "${KEEP:-}" ] && { cp "$WORK/log" "$KEEP.log"; cp "$WORK/ls.log" "$KEEP.ls.log" 2>/dev/null; }
+	for p in $pids; do kill "$p" 2>/dev/null; done
+	for m in "$WORK/mnt" "$WORK/local"; do mountpoint -q "$m" && fusermount3 -u "$m"; done
+	"$here/store" stop "$WORK/store"
+	rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+mkdir -p "$WORK/mnt" "$WORK/local"
+
+"$here/../../contrib/s3-fragments" "$WORK/arr" "$here/../data/corpus/multifrag_sparse/array" $NFRAG >/dev/null ||
+	{ echo "FAIL: making the array"; exit 1; }
+"$here/store" start "$WORK/store" || { echo "FAIL: store did not start"; exit 1; }
+"$here/store" upload "$WORK/store" frags "$WORK/arr" || { echo "FAIL: upload"; exit 1; }
+export AWS_ACCESS_KEY_ID=test:tester AWS_SECRET_ACCESS_KEY=testing
+unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL
+export HOME=$WORK
+
+up=$PORT lat=
+if [ -f "$TF_TOOLS/wan-proxy" ]; then
+	python3 "$TF_TOOLS/wan-proxy" $WAN $PORT --rtt 10 --rate 25 --ready "$WORK/wready" & pids="$pids $!"
+	i=0; while [ ! -f "$WORK/wready" ] && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
+	[ -f "$WORK/wready" ] && up=$WAN
+fi
+[ $up = $PORT ] && lat="--latency 10"	# no WAN proxy: the fault proxy holds each answer
+# shellcheck disable=SC2086
+python3 "$here/faultproxy.py" --listen $FP --upstream 127.0.0.1:$up --log "$WORK/log" --ready "$WORK/fready" $lat &
+pids="$pids $!"
+i=0; while [ ! -f "$WORK/fready" ] && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
+[ -f "$WORK/fready" ] || { echo "FAIL: faultproxy did not start"; exit 1; }
+printf '[s3]\nendpoint = http://127.0.0.1:%s\n' $FP > "$WORK/s3.ini"
+
+# counts LOG: lists heads gets-of-the-schema most-gets-of-one-metadata-file
+# metadata-files-fetched most-requests-in-flight most-metadata-gets-in-flight
+counts() {
+	python3 - "$1" <<'PY'
+import collections, sys
+lists = heads = schema = 0
+meta = collections.Counter()
+spans, mspans = [], []
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) < 8:
+        continue
+    spans.append((float(f[6]), float(f[7])))
+    if f[0] == "HEAD":
+        heads += 1
+    elif "list-type=" in f[4]:
+        lists += 1
+    elif "/__schema/" in f[4]:
+        schema += 1
+    elif f[4].endswith("/__fragment_metadata.tdb"):
+        meta[f[4]] += 1
+        mspans.append(spans[-1])
+def peak(sp):
+    ev = sorted([(s, 1) for s, _ in sp] + [(e, -1) for _, e in sp])
+    cur = best = 0
+    for _, d in ev:
+        cur += d
+        best = max(best, cur)
+    return best
+print(lists, heads, schema, max(meta.values() or [0]), len(meta), peak(spans), peak(mspans))
+PY
+}
+
+listing() {	# DIR: every path beneath it, its kind and size, sorted
+	(cd "$1" && find . -type d -printf '%p/\n' -o -printf '%p %s\n' | sort)
+}
+
+# ---- the local copy, for the bytes
+timeout 60 "$TILEFS" -o views,index_dir=none "$WORK/arr" "$WORK/local" || { echo "FAIL: local mount"; exit 1; }
+listing "$WORK/local" | grep -v '/@views' > "$WORK/ls.local"
+cat "$WORK/local/a/@views/cells.csv" > "$WORK/cells.local"
+fusermount3 -u "$WORK/local"
+[ "$(grep -c '^./a/__fragments/[^/]*/a0.tdb ' "$WORK/ls.local")" = $NFRAG ] && [ -s "$WORK/cells.local" ] ||
+	{ echo "FAIL: the local mount shows no $NFRAG fragments"; exit 1; }
+
+# ---- ls -lR
+: > "$WORK/log"
+if timeout 120 "$TILEFS" -o config="$WORK/s3.ini",index_dir=none s3://frags "$WORK/mnt"; then
+	timeout 120 ls -lR "$WORK/mnt" > /dev/null
+	listing "$WORK/mnt" > "$WORK/ls.s3"
+	fusermount3 -u "$WORK/mnt"
+	cp "$WORK/log" "$WORK/ls.log"
+	cmp -s "$WORK/ls.local" "$WORK/ls.s3" && ok "ls -lR: the $NFRAG fragments' names and sizes equal the local ones" ||
+		fail "ls -lR differs from the local mount: $(diff "$WORK/ls.local" "$WORK/ls.s3" | head -5)"
+	set -- $(counts "$WORK/log")
+	[ "$1" -le 8 ] && [ "$2" = 0 ] && [ "$3" -le 2 ] && [ "$4" -le 2 ] && [ "$5" = $NFRAG ] && [ "$7" -ge 6 ] &&
+		ok "ls -lR: $1 LISTs, $2 HEADs, the schema $3 times, each metadata file <= $4 times ($5 of them), $7 of them in flight at once" ||
+		fail "ls -lR: $1 LISTs (<= 8), $2 HEADs (0), the schema $3 times (<= 2), a metadata file $4 times (<= 2), $5 of $NFRAG fetched, $7 in flight at most (>= 6)"
+else
+	fail "mount s3://frags"
+fi
+
+# ---- the first records of a view
+: > "$WORK/log"
+if timeout 120 "$TILEFS" -o config="$WORK/s3.ini",index_dir=none,views s3://frags "$WORK/mnt"; then
+	timeout 120 head -c 100 "$WORK/mnt/a/@views/cells.csv" > "$WORK/head.s3"
+	set -- $(counts "$WORK/log")
+	timeout 120 cat "$WORK/mnt/a/@views/cells.csv" > "$WORK/cells.s3"
+	fusermount3 -u "$WORK/mnt"
+	head -c 100 "$WORK/cells.local" | cmp -s - "$WORK/head.s3" && cmp -s "$WORK/cells.local" "$WORK/cells.s3" &&
+		ok "@views/cells.csv of $NFRAG fragments from the store equals the local one ($(wc -c < "$WORK/cells.s3") bytes)" ||
+		fail "@views/cells.csv from the store differs from the local one"
+	[ "$1" -le 8 ] && [ "$2" = 0 ] && [ "$3" = 1 ] && [ "$4" = 1 ] && [ "$5" = $NFRAG ] && [ "$6" -ge 8 ] &&
+		ok "the view's first bytes: $1 LISTs, $2 HEADs, the schema and each metadata file once, $6 requests in flight at once" ||
+		fail "the view's first bytes: $1 LISTs (<= 8), $2 HEADs (0), the schema $3 times (1), a metadata file $4 times (1), $5 of $NFRAG fetched, $6 in flight at most (>= 8)"
+else
+	fail "mount s3://frags -o views"
+fi
+
+[ $failed = 0 ] || exit 1
+echo "metadata.sh: all passed"
