@@ -26,7 +26,7 @@ TF_TOOLS=${TF_TOOLS:-$here/../../../shared/tools}
 PORT=${TF_S3_INFLIGHT_PORT:-18212}; export TF_S3_PORT=$PORT
 FPROXY=$((PORT + 5)); WAN=$((PORT + 6))	# the store uses PORT to PORT + 4
 INTS=${TF_INFLIGHT_INTS:-8388608}
-ROWS=${TF_INFLIGHT_ROWS:-2048}
+ROWS=${TF_INFLIGHT_ROWS:-3072}
 RTT=${TF_INFLIGHT_RTT:-10}; RATE=${TF_INFLIGHT_RATE:-50}
 skip() { echo "SKIP: $*"; [ "${TILEFS_CI:-0}" = 1 ] && exit 1; exit 77; }
 command -v swift-proxy-server >/dev/null 2>&1 || skip "swift not installed (contrib/setup installs it)"
