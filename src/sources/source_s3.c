@@ -201,6 +201,7 @@ typedef struct s3_object {
 	uint64_t s_start, s_pos;	/* the stream fetched ahead: where it began, is */
 	bool streaming;
 	bool planned;			/* TF_ACCESS_PLANNED: its reader says where it goes */
+	bool walked;			/* TF_ACCESS_HEADERS: a walk, which reads it to the end */
 	_Atomic int64_t mtime_ns;	/* the Last-Modified of every answer (0 until one) */
 	pthread_mutex_t pin_mu;		/* the first answer, which pins mtime_ns: */
 	pthread_cond_t pin_cv;
@@ -1686,7 +1687,10 @@ static void stream_ahead(s3_object *o, uint64_t off, uint64_t len)
 		o->s_start = off;	/* a new stream */
 	o->streaming = true;
 	o->s_pos = off;
-	window = 2 * (off - o->s_start);
+	/* A walk of chunk headers reads every stored byte (a header every few
+	 * KiB), so it gets the widest window from its first read: ramping up
+	 * from W_FIRST cost it a round trip per doubling. */
+	window = o->walked ? s->wmax : 2 * (off - o->s_start);
 	window = window < W_FIRST ? W_FIRST : window > s->wmax ? s->wmax : window;
 	piece = (size_t)(window / s->max_fetchers);
 	piece = piece < W_PART_MIN ? W_PART_MIN : piece > W_PART_MAX ? W_PART_MAX : piece;
@@ -1837,8 +1841,14 @@ static bool s3_advise(tf_object *base, tf_access how)
 {
 	s3_object *o = (s3_object *)base;
 
-	if (how != TF_ACCESS_PLANNED)
+	if (how == TF_ACCESS_HEADERS) {
+		pthread_mutex_lock(&o->src->pmu);
+		o->walked = true;	/* see stream_ahead */
+		pthread_mutex_unlock(&o->src->pmu);
 		return false;	/* headers: a round trip each, so large runs stay */
+	}
+	if (how != TF_ACCESS_PLANNED)
+		return false;
 	pthread_mutex_lock(&o->src->pmu);
 	o->planned = true;	/* its reader tells us where it goes (s3_prefetch) */
 	pthread_mutex_unlock(&o->src->pmu);
