@@ -134,6 +134,8 @@ typedef struct listing {
 	size_t bytes;			/* memory held */
 	int64_t at_ns;			/* when fetched */
 	bool immutable, cached;
+	bool whole;			/* built from its subtree's keys, all of them: a
+					 * subdirectory it does not name has none */
 	unsigned refs;
 	struct listing *prev, *next;	/* LRU: head is the most recent */
 	struct listing *hnext;
@@ -796,7 +798,12 @@ static tf_status tree_listing(tree *t, const char *rel, size_t lo, size_t hi, li
 
 	if (!bd.l)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
-	n = e->dlen ? asprintf(&bd.l->rel, "%s/%.*s", rel, (int)e->dlen, e->dir) : -!(bd.l->rel = strdup(rel));
+	if (!e->dlen)
+		n = -!(bd.l->rel = strdup(rel));
+	else if (!strcmp(rel, "."))	/* the top: its subdirectories' rels have no "./" */
+		n = asprintf(&bd.l->rel, "%.*s", (int)e->dlen, e->dir);
+	else
+		n = asprintf(&bd.l->rel, "%s/%.*s", rel, (int)e->dlen, e->dir);
 	if (n < 0) {
 		bd.l->rel = NULL;
 		rc = tf_err(err, TF_E_NOMEM, "out of memory");
@@ -815,6 +822,7 @@ static tf_status tree_listing(tree *t, const char *rel, size_t lo, size_t hi, li
 	}
 	listing_finish(bd.l);
 	bd.l->at_ns = now_ns();
+	bd.l->whole = true;
 	*out = bd.l;
 	return TF_OK;
 }
@@ -980,11 +988,101 @@ static void cache_insert(s3_source *s, listing *l)
 
 /* ---- using listings ------------------------------------------------------------------------ */
 
+/*
+ * Whether the directory parent, whose listing is cached and fresh, is a
+ * TileDB array's: two subdirectories or more, every one named "__*"
+ * (__fragments, __commits, __schema, ...).  Its "__*" subdirectories are
+ * then listed in one go, its subtree whole (listing_get): opening the array
+ * lists __fragments, __commits, __schema and __schema/__enumerations one
+ * after another, a round trip each, otherwise.  s->mu held.
+ */
+static bool array_dir(s3_source *s, const char *parent)
+{
+	listing *l = cache_find(s, parent);
+	unsigned dirs = 0;
+
+	if (!l || !fresh(s, l))
+		return false;
+	for (size_t i = 0; i < l->n; i++) {
+		if (!l->ents[i].dir)
+			continue;
+		if (strncmp(l->text + l->ents[i].name, "__", 2))
+			return false;
+		dirs++;
+	}
+	return dirs >= 2;
+}
+
+static bool split_rel(const char *rel, char *buf, size_t n, const char **name);
+
+/* An empty listing of rel, without a request, when its parent's cached
+ * listing came from its subtree listed whole and names no directory rel
+ * (an array without __schema/__enumerations: no LIST to learn it). */
+static tf_status known_empty(s3_source *s, const char *rel, listing **out, tf_error *err)
+{
+	char parent[4096];
+	const char *name;
+	const s3_dent *d;
+	listing *p;
+	builder bd = { .s = s };
+	bool empty;
+	tf_status rc;
+
+	*out = NULL;
+	pthread_mutex_lock(&s->mu);
+	empty = split_rel(rel, parent, sizeof(parent), &name) && (p = cache_find(s, parent)) && p->whole &&
+		fresh(s, p) && (!(d = listing_lookup(p, name)) || !d->dir);
+	pthread_mutex_unlock(&s->mu);
+	if (!empty)
+		return TF_OK;
+	if (!(bd.l = calloc(1, sizeof(listing))) || !(bd.l->rel = strdup(rel))) {
+		free(bd.l);
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	if ((rc = reserve(&bd, 1, err)) != TF_OK) {
+		listing_free(bd.l);
+		return rc;
+	}
+	add_text(bd.l, "", 0);
+	listing_finish(bd.l);
+	bd.l->at_ns = now_ns();
+	bd.l->whole = true;
+	*out = bd.l;
+	return TF_OK;
+}
+
+/* The listings of rel's parent's subtree when that is an array's (array_dir)
+ * and small enough (fetch_tree), rel's own in *at; else none (*n 0). */
+static tf_status fetch_array_tree(s3_source *s, const s3_bound *b, const char *rel, listing ***ls, size_t *n,
+				  size_t *at, tf_error *err)
+{
+	char parent[4096];
+	const char *name;
+	bool up;
+	tf_status rc;
+
+	*n = 0;
+	pthread_mutex_lock(&s->mu);
+	up = split_rel(rel, parent, sizeof(parent), &name) && array_dir(s, parent);
+	pthread_mutex_unlock(&s->mu);
+	if (!up || (rc = fetch_tree(s, b, parent, ls, n, err)) != TF_OK)
+		return up ? rc : TF_OK;
+	for (*at = 0; *at < *n && strcmp((*ls)[*at]->rel, rel); ++*at)
+		;
+	if (*at == *n) {	/* rel is not there: listed the ordinary way */
+		for (size_t i = 0; i < *n; i++)
+			listing_free((*ls)[i]);
+		free(*ls);
+		*ls = NULL, *n = 0;
+	}
+	return TF_OK;
+}
+
 /* Directory rel's listing, referenced (listing_put when done). */
 static tf_status listing_get(s3_source *s, const s3_bound *b, const char *rel, listing **out, tf_error *err)
 {
 	listing *l = NULL, **ls = NULL;
-	size_t n = 0;
+	size_t n = 0, at = 0;
 	tf_status rc;
 
 	pthread_mutex_lock(&s->mu);
@@ -997,18 +1095,24 @@ static tf_status listing_get(s3_source *s, const s3_bound *b, const char *rel, l
 		return TF_OK;
 	}
 	pthread_mutex_unlock(&s->mu);
-	if (tree_worthy(rel) && (rc = fetch_tree(s, b, rel, &ls, &n, err)) != TF_OK)
+	if ((rc = known_empty(s, rel, &l, err)) != TF_OK)
 		return rc;
-	if (!n && (rc = fetch_listing(s, b, rel, &l, err)) != TF_OK)
+	if (!l && tree_worthy(rel) && (rc = fetch_array_tree(s, b, rel, &ls, &n, &at, err)) != TF_OK)
+		return rc;
+	if (!l && tree_worthy(rel) && !n && (rc = fetch_tree(s, b, rel, &ls, &n, err)) != TF_OK)
+		return rc;
+	if (!l && !n && (rc = fetch_listing(s, b, rel, &l, err)) != TF_OK)
 		return rc;
 	pthread_mutex_lock(&s->mu);
-	for (size_t i = n; i-- > 1;) {	/* the subdirectories' first: rel's stays the most recent */
+	for (size_t i = n; i-- > 0;) {	/* the others first: rel's stays the most recent */
+		if (i == at)
+			continue;
 		cache_insert(s, ls[i]);
 		if (!ls[i]->cached)
 			listing_free(ls[i]);
 	}
 	if (n)
-		l = ls[0];
+		l = ls[at];
 	free(ls);
 	cache_insert(s, l);
 	l->refs++;
