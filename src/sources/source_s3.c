@@ -6,7 +6,9 @@
  * prefixes are the subdirectories); but a directory named "__*" (TileDB's
  * __fragments, __commits, __schema) is listed whole, without a delimiter,
  * and the listing of every directory beneath it is made from those keys
- * and cached (see "Listing a subtree whole" below).  Keys that cannot be a path component
+ * and cached (see "Listing a subtree whole" below); so is its parent when
+ * that is an array's directory (its subdirectories all "__*"), and a
+ * directory such a listing does not name is empty without a LIST.  Keys that cannot be a path component
  * (".", "..", "a//b", a NUL, a '/' or a bad escape once decoded, over 255
  * bytes) are not shown, and the listing warns once (tf_source_warn),
  * naming the first few; a folder marker ("dir/" itself) is not shown
@@ -632,7 +634,12 @@ static tf_status fetch_listing(s3_source *s, const s3_bound *b, const char *rel,
  * the directory winning a shared name, list_max_bytes).  A subtree of
  * more than TREE_PAGES pages, TREE_DIRS directories or list_max_bytes is
  * listed the ordinary way (delimiter '/'): past that the pages spent on
- * deeper keys outweigh the LISTs saved.
+ * deeper keys outweigh the LISTs saved.  Opening an array then lists its
+ * __fragments, __commits and __schema one after another, a round trip
+ * each, and __schema/__enumerations, mostly absent, one more: so the first
+ * of them whose parent is an array's directory (array_dir) lists that
+ * parent whole instead, and a listing made from a whole subtree answers
+ * for a subdirectory it does not name (known_empty): one LIST for all.
  */
 #define TREE_PAGES 8
 #define TREE_DIRS 1024
