@@ -1022,6 +1022,19 @@ static bool array_dir(s3_source *s, const char *parent)
 
 static bool split_rel(const char *rel, char *buf, size_t n, const char **name);
 
+/* Listings ls[0..n) into the cache but ls[skip], the last first (ls[0]
+ * stays the most recent of them); those not kept freed.  s->mu held. */
+static void cache_all(s3_source *s, listing **ls, size_t n, size_t skip)
+{
+	for (size_t i = n; i-- > 0;) {
+		if (i == skip)
+			continue;
+		cache_insert(s, ls[i]);
+		if (!ls[i]->cached)
+			listing_free(ls[i]);
+	}
+}
+
 /* An empty listing of rel, without a request, when its parent's cached
  * listing came from its subtree listed whole and names no directory rel
  * (an array without __schema/__enumerations: no LIST to learn it). */
@@ -1076,11 +1089,12 @@ static tf_status fetch_array_tree(s3_source *s, const s3_bound *b, const char *r
 		return up ? rc : TF_OK;
 	for (*at = 0; *at < *n && strcmp((*ls)[*at]->rel, rel); ++*at)
 		;
-	if (*at == *n) {	/* rel is not there: listed the ordinary way */
-		for (size_t i = 0; i < *n; i++)
-			listing_free((*ls)[i]);
+	if (*at == *n) {	/* rel is not there: the others cached, rel empty (known_empty) */
+		pthread_mutex_lock(&s->mu);
+		cache_all(s, *ls, *n, SIZE_MAX);
+		pthread_mutex_unlock(&s->mu);
 		free(*ls);
-		*ls = NULL, *n = 0;
+		*ls = NULL, *n = 0, *at = 0;
 	}
 	return TF_OK;
 }
@@ -1106,18 +1120,14 @@ static tf_status listing_get(s3_source *s, const s3_bound *b, const char *rel, l
 		return rc;
 	if (!l && tree_worthy(rel) && (rc = fetch_array_tree(s, b, rel, &ls, &n, &at, err)) != TF_OK)
 		return rc;
+	if (!l && !n && tree_worthy(rel) && (rc = known_empty(s, rel, &l, err)) != TF_OK)
+		return rc;	/* the array's subtree, listed whole, has no rel */
 	if (!l && tree_worthy(rel) && !n && (rc = fetch_tree(s, b, rel, &ls, &n, err)) != TF_OK)
 		return rc;
 	if (!l && !n && (rc = fetch_listing(s, b, rel, &l, err)) != TF_OK)
 		return rc;
 	pthread_mutex_lock(&s->mu);
-	for (size_t i = n; i-- > 0;) {	/* the others first: rel's stays the most recent */
-		if (i == at)
-			continue;
-		cache_insert(s, ls[i]);
-		if (!ls[i]->cached)
-			listing_free(ls[i]);
-	}
+	cache_all(s, ls, n, at);	/* rel's is inserted last: the most recent */
 	if (n)
 		l = ls[at];
 	free(ls);

@@ -140,6 +140,21 @@ else
 	fail "mount s3://frags"
 fi
 
+# ---- the array as the mount's top (s3://frags/a): its subtree listed whole too
+: > "$WORK/log"
+if timeout 120 "$TILEFS" -o config="$WORK/s3.ini",index_dir=none s3://frags/a "$WORK/mnt"; then
+	timeout 120 ls -lR "$WORK/mnt" > /dev/null
+	listing "$WORK/mnt" > "$WORK/ls.top"
+	fusermount3 -u "$WORK/mnt"
+	sed -n 's|^\./a/|./|p' "$WORK/ls.local" | sort > "$WORK/ls.want"
+	set -- $(counts "$WORK/log")
+	cmp -s "$WORK/ls.want" "$WORK/ls.top" && [ "$1" -le 3 ] && [ "$3" = 1 ] && [ "$4" = 1 ] && [ "$5" = $NFRAG ] &&
+		ok "ls -lR of the array as the top: names and sizes equal the local ones, $1 LISTs, each metadata file once" ||
+		fail "ls -lR of the array as the top: $1 LISTs (<= 3), the schema $3 times (1), a metadata file $4 times (1), $5 of $NFRAG; $(diff "$WORK/ls.want" "$WORK/ls.top" | head -3)"
+else
+	fail "mount s3://frags/a"
+fi
+
 # ---- the first records of a view
 : > "$WORK/log"
 if timeout 120 "$TILEFS" -o config="$WORK/s3.ini",index_dir=none,views s3://frags "$WORK/mnt"; then
