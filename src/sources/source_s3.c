@@ -1072,9 +1072,11 @@ static tf_status known_empty(s3_source *s, const char *rel, listing **out, tf_er
 }
 
 /* The listings of rel's parent's subtree when that is an array's (array_dir)
- * and small enough (fetch_tree), rel's own in *at; else none (*n 0). */
+ * and small enough (fetch_tree), rel's own in *at; else none (*n 0): also
+ * when listing the parent failed (a store or a policy may refuse that
+ * prefix and grant rel's), then rel is listed alone, and its error told. */
 static tf_status fetch_array_tree(s3_source *s, const s3_bound *b, const char *rel, listing ***ls, size_t *n,
-				  size_t *at, tf_error *err)
+				  size_t *at)
 {
 	char parent[4096];
 	const char *name;
@@ -1085,8 +1087,12 @@ static tf_status fetch_array_tree(s3_source *s, const s3_bound *b, const char *r
 	pthread_mutex_lock(&s->mu);
 	up = split_rel(rel, parent, sizeof(parent), &name) && array_dir(s, parent);
 	pthread_mutex_unlock(&s->mu);
-	if (!up || (rc = fetch_tree(s, b, parent, ls, n, err)) != TF_OK)
-		return up ? rc : TF_OK;
+	if (!up)
+		return TF_OK;
+	if ((rc = fetch_tree(s, b, parent, ls, n, NULL)) != TF_OK) {
+		*n = 0;		/* rel listed alone: its own error, if any, is the one to say */
+		return TF_OK;
+	}
 	for (*at = 0; *at < *n && strcmp((*ls)[*at]->rel, rel); ++*at)
 		;
 	if (*at == *n) {	/* rel is not there: the others cached, rel empty (known_empty) */
@@ -1118,7 +1124,7 @@ static tf_status listing_get(s3_source *s, const s3_bound *b, const char *rel, l
 	pthread_mutex_unlock(&s->mu);
 	if ((rc = known_empty(s, rel, &l, err)) != TF_OK)
 		return rc;
-	if (!l && tree_worthy(rel) && (rc = fetch_array_tree(s, b, rel, &ls, &n, &at, err)) != TF_OK)
+	if (!l && tree_worthy(rel) && (rc = fetch_array_tree(s, b, rel, &ls, &n, &at)) != TF_OK)
 		return rc;
 	if (!l && !n && tree_worthy(rel) && (rc = known_empty(s, rel, &l, err)) != TF_OK)
 		return rc;	/* the array's subtree, listed whole, has no rel */
