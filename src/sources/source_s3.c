@@ -6,7 +6,9 @@
  * prefixes are the subdirectories); but a directory named "__*" (TileDB's
  * __fragments, __commits, __schema) is listed whole, without a delimiter,
  * and the listing of every directory beneath it is made from those keys
- * and cached (see "Listing a subtree whole" below).  Keys that cannot be a path component
+ * and cached (see "Listing a subtree whole" below); so is its parent when
+ * that is an array's directory (its subdirectories all "__*"), and a
+ * directory such a listing does not name is empty without a LIST.  Keys that cannot be a path component
  * (".", "..", "a//b", a NUL, a '/' or a bad escape once decoded, over 255
  * bytes) are not shown, and the listing warns once (tf_source_warn),
  * naming the first few; a folder marker ("dir/" itself) is not shown
@@ -134,6 +136,8 @@ typedef struct listing {
 	size_t bytes;			/* memory held */
 	int64_t at_ns;			/* when fetched */
 	bool immutable, cached;
+	bool whole;			/* built from its subtree's keys, all of them: a
+					 * subdirectory it does not name has none */
 	unsigned refs;
 	struct listing *prev, *next;	/* LRU: head is the most recent */
 	struct listing *hnext;
@@ -631,7 +635,12 @@ static tf_status fetch_listing(s3_source *s, const s3_bound *b, const char *rel,
  * the directory winning a shared name, list_max_bytes).  A subtree of
  * more than TREE_PAGES pages, TREE_DIRS directories or list_max_bytes is
  * listed the ordinary way (delimiter '/'): past that the pages spent on
- * deeper keys outweigh the LISTs saved.
+ * deeper keys outweigh the LISTs saved.  Opening an array then lists its
+ * __fragments, __commits and __schema one after another, a round trip
+ * each, and __schema/__enumerations, mostly absent, one more: so the first
+ * of them whose parent is an array's directory (array_dir) lists that
+ * parent whole instead, and a listing made from a whole subtree answers
+ * for a subdirectory it does not name (known_empty): one LIST for all.
  */
 #define TREE_PAGES 8
 #define TREE_DIRS 1024
@@ -797,7 +806,12 @@ static tf_status tree_listing(tree *t, const char *rel, size_t lo, size_t hi, li
 
 	if (!bd.l)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
-	n = e->dlen ? asprintf(&bd.l->rel, "%s/%.*s", rel, (int)e->dlen, e->dir) : -!(bd.l->rel = strdup(rel));
+	if (!e->dlen)
+		n = -!(bd.l->rel = strdup(rel));
+	else if (!strcmp(rel, "."))	/* the top: its subdirectories' rels have no "./" */
+		n = asprintf(&bd.l->rel, "%.*s", (int)e->dlen, e->dir);
+	else
+		n = asprintf(&bd.l->rel, "%s/%.*s", rel, (int)e->dlen, e->dir);
 	if (n < 0) {
 		bd.l->rel = NULL;
 		rc = tf_err(err, TF_E_NOMEM, "out of memory");
@@ -816,6 +830,7 @@ static tf_status tree_listing(tree *t, const char *rel, size_t lo, size_t hi, li
 	}
 	listing_finish(bd.l);
 	bd.l->at_ns = now_ns();
+	bd.l->whole = true;
 	*out = bd.l;
 	return TF_OK;
 }
@@ -981,11 +996,121 @@ static void cache_insert(s3_source *s, listing *l)
 
 /* ---- using listings ------------------------------------------------------------------------ */
 
+/*
+ * Whether the directory parent, whose listing is cached and fresh, is a
+ * TileDB array's: two subdirectories or more, every one named "__*"
+ * (__fragments, __commits, __schema, ...).  Its "__*" subdirectories are
+ * then listed in one go, its subtree whole (listing_get): opening the array
+ * lists __fragments, __commits, __schema and __schema/__enumerations one
+ * after another, a round trip each, otherwise.  s->mu held.
+ */
+static bool array_dir(s3_source *s, const char *parent)
+{
+	listing *l = cache_find(s, parent);
+	unsigned dirs = 0;
+
+	if (!l || !fresh(s, l))
+		return false;
+	for (size_t i = 0; i < l->n; i++) {
+		if (!l->ents[i].dir)
+			continue;
+		if (strncmp(l->text + l->ents[i].name, "__", 2))
+			return false;
+		dirs++;
+	}
+	return dirs >= 2;
+}
+
+static bool split_rel(const char *rel, char *buf, size_t n, const char **name);
+
+/* Listings ls[0..n) into the cache but ls[skip], the last first (ls[0]
+ * stays the most recent of them); those not kept freed.  s->mu held. */
+static void cache_all(s3_source *s, listing **ls, size_t n, size_t skip)
+{
+	for (size_t i = n; i-- > 0;) {
+		if (i == skip)
+			continue;
+		cache_insert(s, ls[i]);
+		if (!ls[i]->cached)
+			listing_free(ls[i]);
+	}
+}
+
+/* An empty listing of rel, without a request, when its parent's cached
+ * listing came from its subtree listed whole and names no directory rel
+ * (an array without __schema/__enumerations: no LIST to learn it). */
+static tf_status known_empty(s3_source *s, const char *rel, listing **out, tf_error *err)
+{
+	char parent[4096];
+	const char *name;
+	const s3_dent *d;
+	listing *p;
+	builder bd = { .s = s };
+	bool empty;
+	tf_status rc;
+
+	*out = NULL;
+	pthread_mutex_lock(&s->mu);
+	empty = split_rel(rel, parent, sizeof(parent), &name) && (p = cache_find(s, parent)) && p->whole &&
+		fresh(s, p) && (!(d = listing_lookup(p, name)) || !d->dir);
+	pthread_mutex_unlock(&s->mu);
+	if (!empty)
+		return TF_OK;
+	if (!(bd.l = calloc(1, sizeof(listing))) || !(bd.l->rel = strdup(rel))) {
+		free(bd.l);
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
+	if ((rc = reserve(&bd, 1, err)) != TF_OK) {
+		listing_free(bd.l);
+		return rc;
+	}
+	add_text(bd.l, "", 0);
+	listing_finish(bd.l);
+	bd.l->at_ns = now_ns();
+	bd.l->whole = true;
+	*out = bd.l;
+	return TF_OK;
+}
+
+/* The listings of rel's parent's subtree when that is an array's (array_dir)
+ * and small enough (fetch_tree), rel's own in *at; else none (*n 0): also
+ * when listing the parent failed (a store or a policy may refuse that
+ * prefix and grant rel's), then rel is listed alone, and its error told. */
+static tf_status fetch_array_tree(s3_source *s, const s3_bound *b, const char *rel, listing ***ls, size_t *n,
+				  size_t *at)
+{
+	char parent[4096];
+	const char *name;
+	bool up;
+	tf_status rc;
+
+	*n = 0;
+	pthread_mutex_lock(&s->mu);
+	up = split_rel(rel, parent, sizeof(parent), &name) && array_dir(s, parent);
+	pthread_mutex_unlock(&s->mu);
+	if (!up)
+		return TF_OK;
+	if ((rc = fetch_tree(s, b, parent, ls, n, NULL)) != TF_OK) {
+		*n = 0;		/* rel listed alone: its own error, if any, is the one to say */
+		return TF_OK;
+	}
+	for (*at = 0; *at < *n && strcmp((*ls)[*at]->rel, rel); ++*at)
+		;
+	if (*at == *n) {	/* rel is not there: the others cached, rel empty (known_empty) */
+		pthread_mutex_lock(&s->mu);
+		cache_all(s, *ls, *n, SIZE_MAX);
+		pthread_mutex_unlock(&s->mu);
+		free(*ls);
+		*ls = NULL, *n = 0, *at = 0;
+	}
+	return TF_OK;
+}
+
 /* Directory rel's listing, referenced (listing_put when done). */
 static tf_status listing_get(s3_source *s, const s3_bound *b, const char *rel, listing **out, tf_error *err)
 {
 	listing *l = NULL, **ls = NULL;
-	size_t n = 0;
+	size_t n = 0, at = 0;
 	tf_status rc;
 
 	pthread_mutex_lock(&s->mu);
@@ -998,18 +1123,20 @@ static tf_status listing_get(s3_source *s, const s3_bound *b, const char *rel, l
 		return TF_OK;
 	}
 	pthread_mutex_unlock(&s->mu);
-	if (tree_worthy(rel) && (rc = fetch_tree(s, b, rel, &ls, &n, err)) != TF_OK)
+	if ((rc = known_empty(s, rel, &l, err)) != TF_OK)
 		return rc;
-	if (!n && (rc = fetch_listing(s, b, rel, &l, err)) != TF_OK)
+	if (!l && tree_worthy(rel) && (rc = fetch_array_tree(s, b, rel, &ls, &n, &at)) != TF_OK)
+		return rc;
+	if (!l && !n && tree_worthy(rel) && (rc = known_empty(s, rel, &l, err)) != TF_OK)
+		return rc;	/* the array's subtree, listed whole, has no rel */
+	if (!l && tree_worthy(rel) && !n && (rc = fetch_tree(s, b, rel, &ls, &n, err)) != TF_OK)
+		return rc;
+	if (!l && !n && (rc = fetch_listing(s, b, rel, &l, err)) != TF_OK)
 		return rc;
 	pthread_mutex_lock(&s->mu);
-	for (size_t i = n; i-- > 1;) {	/* the subdirectories' first: rel's stays the most recent */
-		cache_insert(s, ls[i]);
-		if (!ls[i]->cached)
-			listing_free(ls[i]);
-	}
+	cache_all(s, ls, n, at);	/* rel's is inserted last: the most recent */
 	if (n)
-		l = ls[0];
+		l = ls[at];
 	free(ls);
 	cache_insert(s, l);
 	l->refs++;

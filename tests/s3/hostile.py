@@ -20,7 +20,7 @@ Honest, except in the buckets named after how they lie:
            first GET is answered 0.3 s late, after any sent at the same time
   bare     no ETag anywhere: not in listings, not in answers
   nometa   GETs of __fragment_metadata.tdb files, and listings of __commits/
-           directories, answer 503 SlowDown
+           directories (alone, or in arr/'s subtree listed whole), answer 503 SlowDown
   badkey   the top listing also holds keys that are no file name once decoded:
            'bad%00name' (a NUL), 'sl%2Fash' (a '/'), 'esc%zz' (no escape)
   badtree  listings also hold keys (never objects) under __t/ that are no path, or
@@ -96,7 +96,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         prefix, delim, token = one("prefix"), one("delimiter"), one("continuation-token")
         max_keys = int(one("max-keys", "1000"))
         enc = one("encoding-type") == "url"
-        if bucket == "nometa" and prefix.endswith("__commits/"):
+        # __commits/ listed alone, or within its array's subtree listed whole
+        if bucket == "nometa" and (prefix.endswith("__commits/") or (not delim and prefix.endswith("arr/"))):
             log("LIST", bucket, prefix, 503)
             return self.error(503, "SlowDown")
         if bucket == "stall" and max_keys > 1:

@@ -8,16 +8,20 @@
 # WAN proxy at 10 ms of round trip (else the fault proxy's --latency 10), so
 # that requests overlap as they would across a network.
 #   - `ls -lR` of the mount equals that of a mount of the local copy (names
-#     and decoded sizes); it sends a few LISTs (a directory named __* is
-#     listed whole: source_s3.c), no HEAD, the schema and each fragment's
-#     metadata at most twice (the array's read, and the file's own decode: the
-#     second is a read path's), and the metadata of the fragments with
-#     >= 6 GETs in flight at once (tf_array.c's batch; 9-16 seen here, the
-#     batch has 16 threads);
+#     and decoded sizes); it sends at most 4 LISTs (the bucket's check, the
+#     top, the array's directory, and that directory's subtree listed whole,
+#     which gives __fragments, __commits, __schema and the absence of
+#     __schema/__enumerations at once: source_s3.c), no HEAD, the schema and each fragment's
+#     metadata once (the array's read; the file's own decode, for its size,
+#     is served by the part source_s3.c kept of that whole-object read), no
+#     data file, and the metadata of the fragments with >= 6 GETs in flight
+#     at once (tf_array.c's batch; 9-16 seen here, the batch has 16 threads);
 #   - @views/cells.csv (-o views) equals the local mount's byte for byte;
 #     a fresh mount reading it fetches each fragment's metadata once, the
-#     schema once, no HEAD, a few LISTs, and has >= 8 requests in flight
-#     (the merge's first cells, tf_merge.c's warm-up).
+#     schema once, each data file (one tile each) once, no HEAD, at most
+#     4 LISTs, and has >= 8 requests in flight (the merge's first cells,
+#     tf_merge.c's warm-up).
+# TF_S3_META_FRAGS: the number of fragments (40; contrib/bench-s3 has 100).
 # Counts and bytes only, never times.
 #
 # Needs swift (skips with 77 when absent unless TILEFS_CI=1), python3 and
@@ -28,7 +32,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 TF_TOOLS=${TF_TOOLS:-$here/../../../shared/tools}
 PORT=${TF_S3_META_PORT:-18132}; export TF_S3_PORT=$PORT
 WAN=$((PORT + 8)); FP=$((PORT + 9))
-NFRAG=40
+NFRAG=${TF_S3_META_FRAGS:-40}
 skip() { echo "SKIP: $*"; [ "${TILEFS_CI:-0}" = 1 ] && exit 1; exit 77; }
 command -v swift-proxy-server >/dev/null 2>&1 || skip "swift not installed (contrib/setup installs it)"
 [ "$(id -u)" = 0 ] && [ -c /dev/fuse ] || skip "needs root and /dev/fuse"
@@ -71,11 +75,13 @@ printf '[s3]\nendpoint = http://127.0.0.1:%s\n' $FP > "$WORK/s3.ini"
 
 # counts LOG: lists heads gets-of-the-schema most-gets-of-one-metadata-file
 # metadata-files-fetched most-requests-in-flight most-metadata-gets-in-flight
+# most-gets-of-one-data-file data-gets (a0.tdb, d0.tdb: one tile each)
 counts() {
 	python3 - "$1" <<'PY'
 import collections, sys
 lists = heads = schema = 0
 meta = collections.Counter()
+data = collections.Counter()
 spans, mspans = [], []
 for line in open(sys.argv[1]):
     f = line.split()
@@ -91,6 +97,8 @@ for line in open(sys.argv[1]):
     elif f[4].endswith("/__fragment_metadata.tdb"):
         meta[f[4]] += 1
         mspans.append(spans[-1])
+    elif "/__fragments/" in f[4]:
+        data[f[4].split("?")[0]] += 1
 def peak(sp):
     ev = sorted([(s, 1) for s, _ in sp] + [(e, -1) for _, e in sp])
     cur = best = 0
@@ -98,7 +106,8 @@ def peak(sp):
         cur += d
         best = max(best, cur)
     return best
-print(lists, heads, schema, max(meta.values() or [0]), len(meta), peak(spans), peak(mspans))
+print(lists, heads, schema, max(meta.values() or [0]), len(meta), peak(spans), peak(mspans),
+      max(data.values() or [0]), sum(data.values()))
 PY
 }
 
@@ -124,11 +133,26 @@ if timeout 120 "$TILEFS" -o config="$WORK/s3.ini",index_dir=none s3://frags "$WO
 	cmp -s "$WORK/ls.local" "$WORK/ls.s3" && ok "ls -lR: the $NFRAG fragments' names and sizes equal the local ones" ||
 		fail "ls -lR differs from the local mount: $(diff "$WORK/ls.local" "$WORK/ls.s3" | head -5)"
 	set -- $(counts "$WORK/log")
-	[ "$1" -le 8 ] && [ "$2" = 0 ] && [ "$3" -le 2 ] && [ "$4" -le 2 ] && [ "$5" = $NFRAG ] && [ "$7" -ge 6 ] &&
-		ok "ls -lR: $1 LISTs, $2 HEADs, the schema $3 times, each metadata file <= $4 times ($5 of them), $7 of them in flight at once" ||
-		fail "ls -lR: $1 LISTs (<= 8), $2 HEADs (0), the schema $3 times (<= 2), a metadata file $4 times (<= 2), $5 of $NFRAG fetched, $7 in flight at most (>= 6)"
+	[ "$1" -le 4 ] && [ "$2" = 0 ] && [ "$3" = 1 ] && [ "$4" = 1 ] && [ "$5" = $NFRAG ] && [ "$7" -ge 6 ] && [ "$9" = 0 ] &&
+		ok "ls -lR: $1 LISTs, $2 HEADs, the schema and each metadata file once ($5 of them), $7 of them in flight at once, no data file" ||
+		fail "ls -lR: $1 LISTs (<= 4), $2 HEADs (0), the schema $3 times (1), a metadata file $4 times (1), $5 of $NFRAG fetched, $7 in flight at most (>= 6), $9 GETs of data files (0)"
 else
 	fail "mount s3://frags"
+fi
+
+# ---- the array as the mount's top (s3://frags/a): its subtree listed whole too
+: > "$WORK/log"
+if timeout 120 "$TILEFS" -o config="$WORK/s3.ini",index_dir=none s3://frags/a "$WORK/mnt"; then
+	timeout 120 ls -lR "$WORK/mnt" > /dev/null
+	listing "$WORK/mnt" > "$WORK/ls.top"
+	fusermount3 -u "$WORK/mnt"
+	sed -n 's|^\./a/|./|p' "$WORK/ls.local" | sort > "$WORK/ls.want"
+	set -- $(counts "$WORK/log")
+	cmp -s "$WORK/ls.want" "$WORK/ls.top" && [ "$1" -le 3 ] && [ "$3" = 1 ] && [ "$4" = 1 ] && [ "$5" = $NFRAG ] &&
+		ok "ls -lR of the array as the top: names and sizes equal the local ones, $1 LISTs, each metadata file once" ||
+		fail "ls -lR of the array as the top: $1 LISTs (<= 3), the schema $3 times (1), a metadata file $4 times (1), $5 of $NFRAG; $(diff "$WORK/ls.want" "$WORK/ls.top" | head -3)"
+else
+	fail "mount s3://frags/a"
 fi
 
 # ---- the first records of a view
@@ -141,9 +165,10 @@ if timeout 120 "$TILEFS" -o config="$WORK/s3.ini",index_dir=none,views s3://frag
 	head -c 100 "$WORK/cells.local" | cmp -s - "$WORK/head.s3" && cmp -s "$WORK/cells.local" "$WORK/cells.s3" &&
 		ok "@views/cells.csv of $NFRAG fragments from the store equals the local one ($(wc -c < "$WORK/cells.s3") bytes)" ||
 		fail "@views/cells.csv from the store differs from the local one"
-	[ "$1" -le 8 ] && [ "$2" = 0 ] && [ "$3" = 1 ] && [ "$4" = 1 ] && [ "$5" = $NFRAG ] && [ "$6" -ge 8 ] &&
-		ok "the view's first bytes: $1 LISTs, $2 HEADs, the schema and each metadata file once, $6 requests in flight at once" ||
-		fail "the view's first bytes: $1 LISTs (<= 8), $2 HEADs (0), the schema $3 times (1), a metadata file $4 times (1), $5 of $NFRAG fetched, $6 in flight at most (>= 8)"
+	[ "$1" -le 4 ] && [ "$2" = 0 ] && [ "$3" = 1 ] && [ "$4" = 1 ] && [ "$5" = $NFRAG ] && [ "$6" -ge 8 ] &&
+	    [ "$8" = 1 ] && [ "$9" = $((2 * NFRAG)) ] &&
+		ok "the view's first bytes: $1 LISTs, $2 HEADs, the schema, each metadata file and each data tile once ($9 GETs), $6 requests in flight at once" ||
+		fail "the view's first bytes: $1 LISTs (<= 4), $2 HEADs (0), the schema $3 times (1), a metadata file $4 times (1), $5 of $NFRAG fetched, $6 in flight at most (>= 8), a data file $8 times (1), $9 data GETs ($((2 * NFRAG)): one a tile)"
 else
 	fail "mount s3://frags -o views"
 fi
