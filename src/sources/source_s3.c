@@ -575,26 +575,27 @@ static tf_status page_advances(builder *bd, const s3_list_page *pg, unsigned pag
 	return TF_OK;
 }
 
-/* List directory rel from the store, every page, within b and the bounds
- * on pages and bytes. */
-static tf_status fetch_listing(s3_source *s, const s3_bound *b, const char *rel, listing **out, tf_error *err)
-{
-	char *prefix = key_of(s, rel, true), *token = NULL;
-	builder bd = { .s = s, .l = calloc(1, sizeof(listing)), .prefix = prefix };
-	s3_list_page pg = { 0 };
-	tf_status rc = bd.l && prefix && (bd.l->rel = strdup(rel)) ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
+typedef tf_status (*page_fn)(void *ctx, const s3_list_page *pg, tf_error *err);
 
-	bd.plen = prefix ? strlen(prefix) : 0;
-	if (rc == TF_OK && (rc = reserve(&bd, 1, err)) == TF_OK)
-		add_text(bd.l, "", 0);	/* "" at 0: every directory's ETag */
-	for (unsigned page = 0; rc == TF_OK; page++) {
-		if (page == s->list_max_pages) {
-			rc = tf_err(err, TF_E_IO, "%s list '%s': more than %u pages (list_max_pages)",
-				    s3_client_where(s->client), prefix, s->list_max_pages);
+/*
+ * Every page of bd's prefix listed (flat: no delimiter), each checked to
+ * advance and given to fn, within b and max pages; *stop set (TF_OK) at
+ * max with more to come, and set by fn ends the listing as well.
+ */
+static tf_status list_pages(builder *bd, const s3_bound *b, bool flat, unsigned max, page_fn fn, void *ctx,
+			    bool *stop, tf_error *err)
+{
+	s3_list_page pg = { 0 };
+	char *token = NULL;
+	tf_status rc = TF_OK;
+
+	for (unsigned page = 0; !*stop; page++) {
+		if (page == max) {
+			*stop = true;
 			break;
 		}
-		if ((rc = s3_client_list(s->client, b, prefix, token, LIST_PAGE, false, &pg, err)) != TF_OK ||
-		    (rc = page_advances(&bd, &pg, page, err)) != TF_OK || (rc = add_page(&bd, &pg, err)) != TF_OK)
+		if ((rc = s3_client_list(bd->s->client, b, bd->prefix, token, LIST_PAGE, flat, &pg, err)) != TF_OK ||
+		    (rc = page_advances(bd, &pg, page, err)) != TF_OK || (rc = fn(ctx, &pg, err)) != TF_OK)
 			break;
 		free(token);
 		token = pg.truncated ? pg.next_token : NULL;
@@ -604,13 +605,46 @@ static tf_status fetch_listing(s3_source *s, const s3_bound *b, const char *rel,
 			break;
 	}
 	s3_list_page_free(&pg);
-	if (rc == TF_OK && bd.nskipped)
-		tf_source_warn(&s->base, "%s list '%s': %zu key%s skipped, no file name here: %s%s%s%s%s%s",
-			       s3_client_where(s->client), prefix, bd.nskipped, bd.nskipped > 1 ? "s" : "",
-			       bd.skipped[0], bd.nskipped > 1 ? ", " : "", bd.nskipped > 1 ? bd.skipped[1] : "",
-			       bd.nskipped > 2 ? ", " : "", bd.nskipped > 2 ? bd.skipped[2] : "",
-			       bd.nskipped > 3 ? ", ..." : "");
-	free(token), free(prefix), free(bd.tokens), free(bd.last);
+	free(token);
+	return rc;
+}
+
+/* Warn once of the keys a listing skipped, naming the first few. */
+static void warn_skipped(const builder *bd)
+{
+	if (!bd->nskipped)
+		return;
+	tf_source_warn(&bd->s->base, "%s list '%s': %zu key%s skipped, no file name here: %s%s%s%s%s%s",
+		       s3_client_where(bd->s->client), bd->prefix, bd->nskipped, bd->nskipped > 1 ? "s" : "",
+		       bd->skipped[0], bd->nskipped > 1 ? ", " : "", bd->nskipped > 1 ? bd->skipped[1] : "",
+		       bd->nskipped > 2 ? ", " : "", bd->nskipped > 2 ? bd->skipped[2] : "",
+		       bd->nskipped > 3 ? ", ..." : "");
+}
+
+static tf_status dir_page(void *bd, const s3_list_page *pg, tf_error *err)
+{
+	return add_page(bd, pg, err);
+}
+
+/* List directory rel from the store, every page, within b and the bounds
+ * on pages and bytes. */
+static tf_status fetch_listing(s3_source *s, const s3_bound *b, const char *rel, listing **out, tf_error *err)
+{
+	char *prefix = key_of(s, rel, true);
+	builder bd = { .s = s, .l = calloc(1, sizeof(listing)), .prefix = prefix };
+	tf_status rc = bd.l && prefix && (bd.l->rel = strdup(rel)) ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
+	bool more = false;
+
+	bd.plen = prefix ? strlen(prefix) : 0;
+	if (rc == TF_OK && (rc = reserve(&bd, 1, err)) == TF_OK)
+		add_text(bd.l, "", 0);	/* "" at 0: every directory's ETag */
+	if (rc == TF_OK && (rc = list_pages(&bd, b, false, s->list_max_pages, dir_page, &bd, &more, err)) == TF_OK &&
+	    more)
+		rc = tf_err(err, TF_E_IO, "%s list '%s': more than %u pages (list_max_pages)",
+			    s3_client_where(s->client), prefix, s->list_max_pages);
+	if (rc == TF_OK)
+		warn_skipped(&bd);
+	free(prefix), free(bd.tokens), free(bd.last);
 	if (rc != TF_OK) {
 		listing_free(bd.l);
 		return rc;
@@ -796,6 +830,11 @@ static tf_status tree_page(tree *t, const s3_list_page *pg, tf_error *err)
 	return TF_OK;
 }
 
+static tf_status tree_page_of(void *t, const s3_list_page *pg, tf_error *err)
+{
+	return tree_page(t, pg, err);
+}
+
 /* The listing of directory dir[0..dlen) beneath rel from ents [lo, hi). */
 static tf_status tree_listing(tree *t, const char *rel, size_t lo, size_t hi, listing **out, tf_error *err)
 {
@@ -885,39 +924,19 @@ static tf_status tree_listings(tree *t, const char *rel, listing ***out, size_t 
 static tf_status fetch_tree(s3_source *s, const s3_bound *b, const char *rel, listing ***ls, size_t *n,
 			    tf_error *err)
 {
-	char *prefix = key_of(s, rel, true), *token = NULL;
+	char *prefix = key_of(s, rel, true);
 	tree t = { .bd = { .s = s, .prefix = prefix, .plen = prefix ? strlen(prefix) : 0 } };
-	s3_list_page pg = { 0 };
 	tf_status rc = prefix ? TF_OK : tf_err(err, TF_E_NOMEM, "out of memory");
-	unsigned page;
+	unsigned max = TREE_PAGES < s->list_max_pages ? TREE_PAGES : s->list_max_pages;
 
 	*n = 0;
-	for (page = 0; rc == TF_OK && !t.too_big; page++) {
-		if (page == TREE_PAGES || page == s->list_max_pages) {
-			t.too_big = true;
-			break;
-		}
-		if ((rc = s3_client_list(s->client, b, prefix, token, LIST_PAGE, true, &pg, err)) != TF_OK ||
-		    (rc = page_advances(&t.bd, &pg, page, err)) != TF_OK || (rc = tree_page(&t, &pg, err)) != TF_OK)
-			break;
-		free(token);
-		token = pg.truncated ? pg.next_token : NULL;
-		pg.next_token = NULL;
-		s3_list_page_free(&pg);
-		if (!token)
-			break;
-	}
-	s3_list_page_free(&pg);
-	if (rc == TF_OK && !t.too_big && (rc = tree_listings(&t, rel, ls, n, err)) == TF_OK && *n &&
-	    t.bd.nskipped)
-		tf_source_warn(&s->base, "%s list '%s': %zu key%s skipped, no file name here: %s%s%s%s%s%s",
-			       s3_client_where(s->client), prefix, t.bd.nskipped, t.bd.nskipped > 1 ? "s" : "",
-			       t.bd.skipped[0], t.bd.nskipped > 1 ? ", " : "", t.bd.nskipped > 1 ? t.bd.skipped[1] : "",
-			       t.bd.nskipped > 2 ? ", " : "", t.bd.nskipped > 2 ? t.bd.skipped[2] : "",
-			       t.bd.nskipped > 3 ? ", ..." : "");
+	if (rc == TF_OK)
+		rc = list_pages(&t.bd, b, true, max, tree_page_of, &t, &t.too_big, err);
+	if (rc == TF_OK && !t.too_big && (rc = tree_listings(&t, rel, ls, n, err)) == TF_OK && *n)
+		warn_skipped(&t.bd);
 	for (size_t i = 0; i < t.nkeys; i++)
 		free(t.keys[i].path);
-	free(t.keys), free(t.ents), free(token), free(prefix), free(t.bd.tokens), free(t.bd.last);
+	free(t.keys), free(t.ents), free(prefix), free(t.bd.tokens), free(t.bd.last);
 	return rc;
 }
 
