@@ -34,6 +34,7 @@
 #include <zlib.h>
 
 #include "sources/disk_cache.h"
+#include "tf_bytes.h"
 
 #define MAGIC "tfdcblk\n"
 #define FORMAT_VERSION 1
@@ -119,28 +120,6 @@ static bool parse_name(const char *s, uint8_t d[32], uint64_t *idx)
 	return !errno && !*end;
 }
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
 static uint32_t crc_of(const void *p, size_t n)
 {
 	return (uint32_t)crc32_z(crc32_z(0, Z_NULL, 0), p, n);
@@ -150,21 +129,21 @@ static uint32_t crc_of(const void *p, size_t n)
 static void make_header(uint8_t *h, const char *key, size_t klen, uint64_t idx, const void *data, size_t len)
 {
 	memcpy(h, MAGIC, 8);
-	put32(h + 8, FORMAT_VERSION);
-	put32(h + 12, (uint32_t)klen);
-	put64(h + 16, idx);
-	put32(h + 24, (uint32_t)len);
-	put32(h + 28, crc_of(data, len));
+	tf_put_le32(h + 8, FORMAT_VERSION);
+	tf_put_le32(h + 12, (uint32_t)klen);
+	tf_put_le64(h + 16, idx);
+	tf_put_le32(h + 24, (uint32_t)len);
+	tf_put_le32(h + 28, crc_of(data, len));
 	memcpy(h + HDR, key, klen);
-	put32(h + 32, (uint32_t)crc32_z(crc_of(h, 32), h + HDR, klen));
+	tf_put_le32(h + 32, (uint32_t)crc32_z(crc_of(h, 32), h + HDR, klen));
 }
 
 /* Whether h (HDR + klen bytes read) is block idx of key, len bytes. */
 static bool header_ok(const uint8_t *h, const char *key, size_t klen, uint64_t idx, size_t len)
 {
-	return !memcmp(h, MAGIC, 8) && get32(h + 8) == FORMAT_VERSION && get32(h + 12) == klen && get64(h + 16) == idx &&
-	       get32(h + 24) == len && !memcmp(h + HDR, key, klen) &&
-	       get32(h + 32) == (uint32_t)crc32_z(crc_of(h, 32), h + HDR, klen);
+	return !memcmp(h, MAGIC, 8) && tf_le32(h + 8) == FORMAT_VERSION && tf_le32(h + 12) == klen && tf_le64(h + 16) == idx &&
+	       tf_le32(h + 24) == len && !memcmp(h + HDR, key, klen) &&
+	       tf_le32(h + 32) == (uint32_t)crc32_z(crc_of(h, 32), h + HDR, klen);
 }
 
 static int64_t now_s(void)
@@ -601,7 +580,7 @@ bool tf_disk_cache_get(tf_disk_cache *dc, const char *key, uint64_t idx, void *d
 	}
 	ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == HDR + klen + len &&
 	     read_all(fd, h, HDR + klen, 0) && header_ok(h, key, klen, idx, len) &&
-	     read_all(fd, dst, len, (off_t)(HDR + klen)) && crc_of(dst, len) == get32(h + 28);
+	     read_all(fd, dst, len, (off_t)(HDR + klen)) && crc_of(dst, len) == tf_le32(h + 28);
 	/* Recency for later mounts' walks, at most once a minute a block. */
 	if (ok && now_s() - st.st_mtime > TOUCH_AFTER_S)
 		futimens(fd, NULL);

@@ -215,7 +215,6 @@ typedef struct s3_object {
 enum { PIN_NONE, PIN_BUSY, PIN_DONE };
 
 static const tf_object_ops s3_object_ops;
-static uint64_t hash_id(const char *id);
 
 static int64_t now_ns(void)
 {
@@ -530,7 +529,8 @@ static tf_status add_page(builder *bd, const s3_list_page *pg, tf_error *err)
 	return rc;
 }
 
-static uint64_t hash_token(const char *t)
+/* FNV-1a of a string: continuation tokens, object ids, reserved names. */
+static uint64_t fnv1a(const char *t)
 {
 	uint64_t h = 14695981039346656037ull;
 
@@ -545,7 +545,7 @@ static uint64_t hash_token(const char *t)
 static tf_status page_advances(builder *bd, const s3_list_page *pg, unsigned page, tf_error *err)
 {
 	const char *max = NULL;
-	uint64_t h = pg->truncated ? hash_token(pg->next_token) : 0;
+	uint64_t h = pg->truncated ? fnv1a(pg->next_token) : 0;
 	void *p;
 
 	for (size_t i = 0; i < bd->ntokens && pg->truncated; i++)
@@ -1397,7 +1397,7 @@ static tf_status s3_open(tf_source *base, const char *rel, const tf_version *exp
 	 * trip each. */
 	o->base.io_size = IO_SIZE;
 	o->src = s;
-	o->idh = hash_id(o->id);
+	o->idh = fnv1a(o->id);
 	o->refs = 1;
 	atomic_init(&o->mtime_ns, 0);
 	atomic_init(&o->pin, PIN_NONE);
@@ -1597,15 +1597,6 @@ static void stored_bound(s3_source *s, size_t cap)
 }
 
 /* ---- stored bytes: parts (src->pmu held unless said) -------------------------------------- */
-
-static uint64_t hash_id(const char *id)
-{
-	uint64_t h = 1469598103934665603ULL;
-
-	for (; *id; id++)
-		h = (h ^ (uint8_t)*id) * 1099511628211ULL;
-	return h;
-}
 
 static bool part_of(const s3_part *p, const s3_object *o)
 {
@@ -2123,7 +2114,7 @@ static char *reserved_key(const s3_source *s, const char *name)
 
 static uint64_t miss_hash(const char *name)
 {
-	return hash_token(name) | 1;	/* 0 marks a free slot */
+	return fnv1a(name) | 1;	/* 0 marks a free slot */
 }
 
 /* Whether name was not there less than list_ttl ago. */
