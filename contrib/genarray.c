@@ -50,9 +50,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "tf_bytes.h"
-#include "tf_pipeline.h"
-#include "tf_tile.h"
+#include "util/tf_bytes.h"
+#include "format/tf_pipeline.h"
+#include "format/tf_tile.h"
 
 #define FORMAT 22
 #define SCHEMA_NAME "__1_1_0000000000000000000000000000beef"

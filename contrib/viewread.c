@@ -23,11 +23,11 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "tf_array.h"
-#include "tf_cache.h"
-#include "tf_config.h"
-#include "tf_source_open.h"
-#include "tf_view.h"
+#include "format/tf_array.h"
+#include "cache/tf_cache.h"
+#include "config/tf_config.h"
+#include "sources/tf_source_open.h"
+#include "views/tf_view.h"
 
 static double now(void)
 {

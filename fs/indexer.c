@@ -30,8 +30,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "tf_index.h"
-#include "tf_walk.h"
+#include "cache/tf_index.h"
+#include "cache/tf_walk.h"
 
 struct fs_indexer {
 	pthread_t thread;

@@ -24,13 +24,13 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "tf_cache.h"
+#include "cache/tf_cache.h"
 #include "tf_catalog.h"
-#include "tf_config.h"
-#include "tf_file.h"
-#include "tf_perm.h"
-#include "tf_source.h"
-#include "tf_source_open.h"
+#include "config/tf_config.h"
+#include "format/tf_file.h"
+#include "sources/tf_perm.h"
+#include "sources/tf_source.h"
+#include "sources/tf_source_open.h"
 
 /* Exit statuses of the tilefs command (documented in tilefs(1)). */
 enum { TFS_EXIT_FUSE = 1, TFS_EXIT_USAGE = 2, TFS_EXIT_CONFIG = 3, TFS_EXIT_KEY = 4, TFS_EXIT_SOURCE = 5 };

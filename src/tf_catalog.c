@@ -17,10 +17,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "tf_array.h"
-#include "tf_fanout.h"
-#include "tf_index.h"
-#include "tf_perm.h"
+#include "format/tf_array.h"
+#include "util/tf_fanout.h"
+#include "cache/tf_index.h"
+#include "sources/tf_perm.h"
 
 #define NOT_ARRAY_TTL_NS 1000000000LL	/* the mount's entry timeout */
 #define MAX_DIRS 65536			/* then forget every non-array directory */

@@ -19,12 +19,12 @@
 
 #include <stdint.h>
 
-#include "tf_cache.h"
-#include "tf_config.h"
-#include "tf_file.h"
-#include "tf_source.h"
-#include "tf_status.h"
-#include "tf_view.h"
+#include "cache/tf_cache.h"
+#include "config/tf_config.h"
+#include "format/tf_file.h"
+#include "sources/tf_source.h"
+#include "util/tf_status.h"
+#include "views/tf_view.h"
 
 #define TF_CATALOG_ARRAYS 64
 

@@ -28,7 +28,7 @@
 
 #include <stdbool.h>
 
-#include "../tf_status.h"
+#include "util/tf_status.h"
 
 typedef struct tf_callout tf_callout;
 typedef void (*tf_callout_fn)(void *job);

@@ -17,7 +17,7 @@
 
 #include <openssl/evp.h>
 
-#include "../tf_filter.h"
+#include "filters/tf_filter.h"
 
 typedef struct tf_digest_kind {
 	const char *name;		/* for messages: "md5", "sha256" */

@@ -19,7 +19,7 @@
 #ifndef TF_ELEM_H
 #define TF_ELEM_H
 
-#include "../tf_filter.h"
+#include "filters/tf_filter.h"
 
 /* For the word kernels: inlined into each loop, where the element width
  * is a constant and the words stay in registers. */

@@ -16,7 +16,7 @@
 #ifndef TF_FRAMING_H
 #define TF_FRAMING_H
 
-#include "../tf_filter.h"
+#include "filters/tf_filter.h"
 
 typedef struct tf_codec {
 	const char *name;

@@ -38,7 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../tf_filter.h"
+#include "filters/tf_filter.h"
 
 #define TF_H5PL_TYPE_FILTER 0		/* H5PL_TYPE_FILTER */
 #define TF_H5Z_CLASS_T_VERS 1		/* H5Z_CLASS_T_VERS */

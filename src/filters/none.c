@@ -1,6 +1,6 @@
 /* none.c - NONE (filter type 0): no metadata, data unchanged (§4.20).
  * Also what a "no compression" compression filter is serialized as. */
-#include "../tf_filter.h"
+#include "filters/tf_filter.h"
 
 static tf_status decode(const tf_filter_opts *o, const tf_stage *st, tf_stream *s, tf_error *err)
 {

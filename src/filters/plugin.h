@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../tf_filter.h"
+#include "filters/tf_filter.h"
 
 /* ---- writing a tilefs filter plugin ------------------------------------------------
  *

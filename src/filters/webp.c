@@ -13,7 +13,7 @@
 #include <config.h>
 #endif
 
-#include "../tf_filter.h"
+#include "filters/tf_filter.h"
 
 #ifdef HAVE_WEBP
 #include <webp/decode.h>

@@ -34,7 +34,7 @@
 #include <zlib.h>
 
 #include "sources/disk_cache.h"
-#include "tf_bytes.h"
+#include "util/tf_bytes.h"
 
 #define MAGIC "tfdcblk\n"
 #define FORMAT_VERSION 1

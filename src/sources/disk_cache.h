@@ -54,7 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tf_status.h"
+#include "util/tf_status.h"
 
 #define TF_DISK_CACHE_BLOCK ((size_t)1 << 20)
 #define TF_DISK_CACHE_KEY_MAX 4096

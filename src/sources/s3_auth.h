@@ -52,8 +52,8 @@
 #include <stdint.h>
 
 #include "sources/s3_http.h"
-#include "tf_s3.h"
-#include "tf_status.h"
+#include "config/tf_s3.h"
+#include "util/tf_status.h"
 
 typedef struct s3_key {
 	atomic_uint refs;

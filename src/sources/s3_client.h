@@ -32,8 +32,8 @@
 
 #include "sources/s3_http.h"
 #include "sources/s3_xml.h"
-#include "tf_s3.h"
-#include "tf_status.h"
+#include "config/tf_s3.h"
+#include "util/tf_status.h"
 
 typedef struct s3_client s3_client;
 

@@ -16,8 +16,8 @@
 
 #include <stdbool.h>
 
-#include "tf_s3.h"
-#include "tf_status.h"
+#include "config/tf_s3.h"
+#include "util/tf_status.h"
 
 typedef struct s3_creds {
 	char *access_key;	/* may contain ':' (Swift's account:user) */

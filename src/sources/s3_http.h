@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "sources/s3_xml.h"
-#include "tf_status.h"
+#include "util/tf_status.h"
 
 typedef struct s3_http s3_http;
 

@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "tf_status.h"
+#include "util/tf_status.h"
 
 typedef struct s3_kv {
 	const char *name, *value;

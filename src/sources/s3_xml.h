@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tf_status.h"
+#include "util/tf_status.h"
 
 #define S3_MAX_NAME 4096	/* S3 keys are at most 1024 bytes */
 #define S3_MAX_ETAG 71

@@ -12,7 +12,7 @@
 
 #include <stdatomic.h>
 
-#include "tf_source.h"
+#include "sources/tf_source.h"
 
 typedef struct tf_source_ops {
 	const char *kind;

@@ -5,7 +5,7 @@
 #ifndef TF_SOURCE_LOCAL_H
 #define TF_SOURCE_LOCAL_H
 
-#include "tf_source.h"
+#include "sources/tf_source.h"
 
 /* A local directory; dir is opened once (O_DIRECTORY) and everything below
  * is resolved beneath that descriptor. */

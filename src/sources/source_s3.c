@@ -93,8 +93,8 @@
 #include "sources/disk_cache.h"
 #include "sources/s3_client.h"
 #include "sources/source_impl.h"
-#include "tf_cache.h"
-#include "tf_s3.h"
+#include "cache/tf_cache.h"
+#include "config/tf_s3.h"
 
 #define LIST_PAGE 1000
 #define CACHE_LISTINGS 4096

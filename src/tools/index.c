@@ -34,10 +34,10 @@
 #include <unistd.h>
 
 #include "tf_catalog.h"
-#include "tf_config.h"
-#include "tf_index.h"
-#include "tf_source_open.h"
-#include "tf_walk.h"
+#include "config/tf_config.h"
+#include "cache/tf_index.h"
+#include "sources/tf_source_open.h"
+#include "cache/tf_walk.h"
 #include "tools/index.h"
 
 #define MAX_JOBS 256

@@ -28,15 +28,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tf_array.h"
-#include "tf_cache.h"
-#include "tf_config.h"
-#include "tf_file.h"
-#include "tf_keys.h"
-#include "tf_pipeline.h"
-#include "tf_source_open.h"
-#include "tf_tile.h"
-#include "tf_view.h"
+#include "format/tf_array.h"
+#include "cache/tf_cache.h"
+#include "config/tf_config.h"
+#include "format/tf_file.h"
+#include "config/tf_keys.h"
+#include "format/tf_pipeline.h"
+#include "sources/tf_source_open.h"
+#include "format/tf_tile.h"
+#include "views/tf_view.h"
 #include "filters/plugin.h"
 #include "tools/index.h"
 

@@ -21,8 +21,8 @@
 
 #include <time.h>
 
-#include "tf_config.h"
-#include "tf_pipeline.h"
+#include "config/tf_config.h"
+#include "format/tf_pipeline.h"
 
 #define FZ_GLOB_CPU 0.5
 

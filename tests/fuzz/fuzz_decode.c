@@ -27,10 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tf_file.h"
-#include "tf_keys.h"
-#include "tf_pipeline.h"
-#include "tf_tile.h"
+#include "format/tf_file.h"
+#include "config/tf_keys.h"
+#include "format/tf_pipeline.h"
+#include "format/tf_tile.h"
 
 enum {
 	FZ_VAR = 0x01,		/* cell_val_num = TF_CELL_VAR */

@@ -30,9 +30,9 @@
  */
 #include "fuzz_util.h"
 
-#include "tf_bytes.h"
-#include "tf_pipeline.h"
-#include "tf_tile.h"
+#include "util/tf_bytes.h"
+#include "format/tf_pipeline.h"
+#include "format/tf_tile.h"
 
 enum {
 	FZ_VAR = 0x01,		/* cell_val_num = TF_CELL_VAR */

@@ -31,11 +31,11 @@
  */
 #include "fuzz_util.h"
 
-#include "tf_array.h"
-#include "tf_bytes.h"
-#include "tf_fragment.h"
-#include "tf_schema.h"
-#include "tf_tile.h"
+#include "format/tf_array.h"
+#include "util/tf_bytes.h"
+#include "format/tf_fragment.h"
+#include "format/tf_schema.h"
+#include "format/tf_tile.h"
 
 enum {
 	FZ_KEY = 0x01,		/* the oracle key given, the schema file encrypted */

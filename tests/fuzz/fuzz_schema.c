@@ -17,9 +17,9 @@
  */
 #include "fuzz_util.h"
 
-#include "tf_pipeline.h"
-#include "tf_schema.h"
-#include "tf_tile.h"
+#include "format/tf_pipeline.h"
+#include "format/tf_schema.h"
+#include "format/tf_tile.h"
 
 enum {
 	FZ_GENERIC = 0x01,	/* a generic tile, not its payload */

@@ -34,12 +34,12 @@
 
 #include "sources/source_impl.h"
 #include "sources/source_local.h"
-#include "tf_cache.h"
-#include "tf_file.h"
-#include "tf_keys.h"
-#include "tf_pipeline.h"
-#include "tf_source.h"
-#include "tf_tile.h"
+#include "cache/tf_cache.h"
+#include "format/tf_file.h"
+#include "config/tf_keys.h"
+#include "format/tf_pipeline.h"
+#include "sources/tf_source.h"
+#include "format/tf_tile.h"
 
 /* Decoded bytes read and compared per file: far beyond any seed. */
 #define FZ_READ_WINDOW ((uint64_t)2 << 20)

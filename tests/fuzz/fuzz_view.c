@@ -32,10 +32,10 @@
  */
 #include "fuzz_util.h"
 
-#include "tf_array.h"
-#include "tf_bytes.h"
-#include "tf_cells.h"
-#include "tf_view.h"
+#include "format/tf_array.h"
+#include "util/tf_bytes.h"
+#include "views/tf_cells.h"
+#include "views/tf_view.h"
 
 enum {
 	FZ_SMALL_CACHE = 0x01,	/* a 256 KiB cache: CSV blocks of 32 KiB, evicted and made again */

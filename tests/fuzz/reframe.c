@@ -16,7 +16,7 @@
  */
 #include "fuzz_util.h"
 
-#include "tf_tile.h"
+#include "format/tf_tile.h"
 
 #define MAX_TILES 4096
 

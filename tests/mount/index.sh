@@ -326,7 +326,7 @@ umount_fs
 ls "$WORK/$rel" | grep -q '\.idx$' || fail "-o index_dir=$rel: no entry in $WORK/$rel"
 ok "index_dir writable by others, another user's or through a symlink: refused, left as it was"
 # ---- 7. a forged entry: tile 0 claimed 4 bytes longer --------------------------------------------
-# The entry's format (src/tf_index.c, src/tf_file_index.c; formats 1 and 2
+# The entry's format (src/cache/tf_index.c, src/format/tf_file_index.c; formats 1 and 2
 # hold the same payload), patched with its checksum made valid again: tile
 # 0's decoded size + 4, and its last unit's.
 cat > "$WORK/forge.py" <<'PY'

@@ -24,9 +24,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "tf_source.h"
-#include "tf_source_open.h"
-#include "tf_status.h"
+#include "sources/tf_source.h"
+#include "sources/tf_source_open.h"
+#include "util/tf_status.h"
 
 typedef struct job {
 	tf_object *o;

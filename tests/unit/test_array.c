@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tf_array.h"
+#include "format/tf_array.h"
 #include "tf_craft.h"
-#include "tf_schema.h"
+#include "format/tf_schema.h"
 
 /* Decode the schema generic tile at path and return its payload. */
 static uint8_t *schema_payload(const char *path, size_t *n)

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tf_arrow.h"
+#include "views/tf_arrow.h"
 
 /* ---- reading back ------------------------------------------------------------------------------ */
 

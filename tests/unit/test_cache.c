@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include <time.h>
 
-#include "tf_cache.h"
+#include "cache/tf_cache.h"
 
 #define MAX_CHUNK 4096
 #define NINDEX 64		/* per-index load counters kept by a fake */

@@ -25,12 +25,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tf_cache.h"
+#include "cache/tf_cache.h"
 #include "tf_catalog.h"
-#include "tf_config.h"
-#include "tf_index.h"
-#include "tf_perm.h"
-#include "tf_view.h"
+#include "config/tf_config.h"
+#include "cache/tf_index.h"
+#include "sources/tf_perm.h"
+#include "views/tf_view.h"
 
 #ifndef TF_TEST_DATA
 #error "TF_TEST_DATA: tests/data/corpus (Makefile.am)"

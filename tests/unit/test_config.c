@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tf_config.h"
+#include "config/tf_config.h"
 
 /* Key bytes 'A'..'`': printable, so a leak into a message is detectable
  * both as hex and as raw text. */

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "sources/disk_cache.h"
-#include "tf_s3.h"
+#include "config/tf_s3.h"
 
 #define TP 256	/* test paths: short, in /tmp */
 

@@ -28,9 +28,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tf_cache.h"
-#include "tf_file.h"
-#include "tf_keys.h"
+#include "cache/tf_cache.h"
+#include "format/tf_file.h"
+#include "config/tf_keys.h"
 
 #define KEY_A "TileDB-oracle-key-0123456789ABCD"	/* the corpus's key */
 #define KEY_B "another-key-of-32-bytes-00000000"

@@ -18,13 +18,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "tf_cache.h"
-#include "tf_config.h"
+#include "cache/tf_cache.h"
+#include "config/tf_config.h"
 #include "tf_craft.h"
-#include "tf_file.h"
-#include "tf_fragment.h"
-#include "tf_keys.h"
-#include "tf_view.h"
+#include "format/tf_file.h"
+#include "format/tf_fragment.h"
+#include "config/tf_keys.h"
+#include "views/tf_view.h"
 
 /* dir/name holding n bytes of p, mode 0600 (a configuration that holds
  * keys must be private); its path in out[PATH_MAX]. */

@@ -51,10 +51,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tf_cache.h"
-#include "tf_file.h"
-#include "tf_index.h"
-#include "tf_s3.h"
+#include "cache/tf_cache.h"
+#include "format/tf_file.h"
+#include "cache/tf_index.h"
+#include "config/tf_s3.h"
 
 /* ---- a temporary directory per test ---------------------------------------------------- */
 

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "tilefs.h"
-#include "tf_view.h"
+#include "views/tf_view.h"
 
 #ifndef TF_TEST_DATA
 #error "TF_TEST_DATA: tests/data/corpus (Makefile.am)"

@@ -18,8 +18,8 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
-#include "tf_fanout.h"
-#include "tf_perm.h"
+#include "util/tf_fanout.h"
+#include "sources/tf_perm.h"
 
 #define ALL (TF_PERM_OWNER | TF_PERM_GROUP | TF_PERM_OTHER)
 

@@ -23,7 +23,7 @@
 
 #include "filters/callout.h"
 #include "filters/plugin.h"
-#include "tf_config.h"
+#include "config/tf_config.h"
 
 /* Sanitizer builds: Debian's libh5bz2.so leaks on a corrupt stream, which
  * test_debian_plugins decodes on purpose (tests/lsan.supp says more). */

@@ -26,8 +26,8 @@
 #include "sources/s3_creds.h"
 #include "sources/s3_sign.h"
 #include "sources/s3_xml.h"
-#include "tf_config.h"
-#include "tf_s3.h"
+#include "config/tf_config.h"
+#include "config/tf_s3.h"
 
 /* ---- SigV4 ------------------------------------------------------------------------------ */
 

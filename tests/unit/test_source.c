@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "tf_test.h"
-#include "tf_walk.h"
+#include "cache/tf_walk.h"
 
 #define NFILES 12
 #define FSIZE 20000

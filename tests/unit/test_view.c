@@ -14,12 +14,12 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "tf_cells.h"
-#include "tf_condition.h"
+#include "views/tf_cells.h"
+#include "views/tf_condition.h"
 #include "tf_craft.h"
-#include "tf_index.h"
-#include "tf_merge.h"
-#include "tf_view.h"
+#include "cache/tf_index.h"
+#include "views/tf_merge.h"
+#include "views/tf_view.h"
 
 /* The directory part of path (a static copy). */
 static const char *dirname_of(const char *path)

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "tf_test.h"
-#include "tf_tile.h"
+#include "format/tf_tile.h"
 
 bool tf_craft_copy(const char *case_name, tf_craft *c)
 {

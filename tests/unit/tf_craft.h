@@ -14,8 +14,8 @@
 
 #include <stdbool.h>
 
-#include "tf_bytes.h"
-#include "tf_schema.h"
+#include "util/tf_bytes.h"
+#include "format/tf_schema.h"
 
 typedef struct tf_craft {
 	char dir[4096];		/* the copy's array directory */

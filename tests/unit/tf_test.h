@@ -14,11 +14,11 @@
 #include <stdlib.h>
 
 #include "sources/source_local.h"
-#include "tf_file.h"
-#include "tf_pipeline.h"
-#include "tf_source.h"
-#include "tf_source_open.h"
-#include "tf_tile.h"
+#include "format/tf_file.h"
+#include "format/tf_pipeline.h"
+#include "sources/tf_source.h"
+#include "sources/tf_source_open.h"
+#include "format/tf_tile.h"
 
 /* Where the TileDB-written corpus lives (../shared/corpus beside the
  * project), or NULL if it is absent.  TF_CORPUS in the environment wins. */
