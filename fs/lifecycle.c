@@ -15,7 +15,10 @@
  * One thread (the watcher) does everything else, woken by an eventfd per
  * signal: a signal handler may touch nothing but a global, so the
  * handlers only write to those.  SIGHUP rereads the configuration
- * (fs_reload), SIGINT and SIGTERM end the session (libfuse's handlers,
+ * (fs_reload, through tf_mount_reload), after which the kernel is told to
+ * forget the names it holds: those it found (fs_nodes_reloaded) and those
+ * lately answered "no such entry", which ll_lookup notes here in a ring
+ * (a rule may show a hidden file now).  SIGINT and SIGTERM end the session (libfuse's handlers,
  * chained) and, like the connection's end, stop every call into plugins,
  * as exiting must never wait on one (doc/plugins.md).  With -o
  * idle_timeout the watcher also wakes when the mount may have become idle:
@@ -38,42 +41,11 @@
 #include <sys/eventfd.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 extern char **environ;
-
-/* ---- the configuration ------------------------------------------------------------------ */
-
-int fs_config_make(const fs_options *o, tf_config **out, tf_error *err)
-{
-	tf_config *c = NULL;
-	tf_status rc = o->config ? tf_config_load(o->config, &c, err) : tf_config_default(&c, err);
-
-	if (rc != TF_OK)
-		return rc == TF_E_NOKEY ? TFS_EXIT_KEY : TFS_EXIT_CONFIG;
-	if (o->cache_size && tf_config_set_cache_size(c, o->cache_size, err) != TF_OK) {
-		tf_config_free(c);
-		return TFS_EXIT_USAGE;	/* the message names the option */
-	}
-	if (o->views)
-		tf_config_set_views(c, true);
-	if (o->index_dir && !tf_config_set_index_dir(c, o->index_dir)) {
-		tf_config_free(c);
-		tf_err(err, TF_E_NOMEM, "out of memory");
-		return TFS_EXIT_CONFIG;
-	}
-	if (o->index_at_mount)
-		tf_config_set_index_at_mount(c, true);
-	if ((o->cache_dir && tf_config_set_s3(c, "cache_dir", o->cache_dir, err) != TF_OK) ||
-	    (o->cache_dir_size && tf_config_set_s3(c, "cache_dir_size", o->cache_dir_size, err) != TF_OK) ||
-	    (o->cache_dir_min_free && tf_config_set_s3(c, "cache_dir_min_free", o->cache_dir_min_free, err) != TF_OK)) {
-		tf_config_free(c);
-		return TFS_EXIT_USAGE;	/* the message names the option */
-	}
-	*out = c;
-	return 0;
-}
 
 /* ---- the ready signal ------------------------------------------------------------------- */
 
@@ -84,7 +56,7 @@ void fs_ready(tilefs *fs, bool ok, const char *why)
 	if (atomic_exchange(&fs->notified, true))
 		return;
 	if (ok)
-		sd_notifyf(0, "READY=1\nSTATUS=serving %s", tf_source_name(fs->src));
+		sd_notifyf(0, "READY=1\nSTATUS=serving %s", tf_mount_name(fs->mount));
 	else
 		sd_notifyf(0, "STATUS=failed: %s", why ? why : "see the log");
 	if (!fs->notify_pipe)
@@ -99,69 +71,89 @@ void fs_ready(tilefs *fs, bool ok, const char *why)
 
 /* ---- reload ------------------------------------------------------------------------------ */
 
+/* A name looked up in vain (fs_note_negative). */
+struct fs_negative {
+	fuse_ino_t parent;
+	int64_t at;
+	char name[256];
+};
+
+void fs_note_negative(tilefs *fs, fuse_ino_t parent, const char *name)
+{
+	fs_negative *v;
+
+	if (!fs->negatives || strlen(name) >= sizeof(v->name))
+		return;
+	pthread_mutex_lock(&fs->negatives_lock);
+	v = &fs->negatives[fs->negative_next++ % FS_NEGATIVES];
+	v->parent = parent;
+	v->at = fs_now_ns();
+	strcpy(v->name, name);
+	pthread_mutex_unlock(&fs->negatives_lock);
+}
+
+/* The kernel forgets the names lately found absent (within the time it
+ * remembers them, FS_TIMEOUT, and a margin). */
+static void forget_negatives(tilefs *fs)
+{
+	fs_negative *copy = malloc(FS_NEGATIVES * sizeof(*copy));
+	int64_t since = fs_now_ns() - (int64_t)(FS_TIMEOUT * 1e9) - 100000000;
+	size_t k = 0;
+
+	if (!copy || !fs->negatives) {
+		free(copy);
+		return;
+	}
+	pthread_mutex_lock(&fs->negatives_lock);
+	for (size_t i = 0; i < FS_NEGATIVES; i++)
+		if (fs->negatives[i].parent && fs->negatives[i].at >= since)
+			copy[k++] = fs->negatives[i];
+	pthread_mutex_unlock(&fs->negatives_lock);
+	for (size_t i = 0; i < k; i++)	/* lock not held: see fs_nodes_reloaded */
+		fuse_lowlevel_notify_inval_entry(fs->se, copy[i].parent, copy[i].name, strlen(copy[i].name));
+	free(copy);
+}
+
 static const char *config_name(const tilefs *fs)
 {
 	return fs->opts->config ? fs->opts->config : "(no configuration file)";
 }
 
-/* The configuration in force becomes nc; old stays for what uses it. */
-static bool replace_config(tilefs *fs, tf_config *nc)
-{
-	tf_config **r = realloc(fs->retired, (fs->nretired + 1) * sizeof(*r));
-
-	if (!r)
-		return false;
-	fs->retired = r;
-	r[fs->nretired++] = fs->config;
-	tf_config_lock_keys(nc);
-	atomic_store(&fs->settings, tf_config_settings(nc));
-	atomic_store(&fs->config, nc);
-	tf_catalog_set_config(fs->catalog, nc);
-	fs_log_set_level(tf_config_settings(nc)->log_level);
-	fs_nodes_reloaded(fs);
-	fs_ll_forget_negatives(fs);
-	return true;
-}
-
 void fs_reload(tilefs *fs)
 {
 	char changes[2048];
-	tf_config *nc;
+	bool changed;
 	tf_error err;
 
 	sd_notify(0, "RELOADING=1");
-	if (fs_config_make(fs->opts, &nc, &err) != 0) {
+	if (tf_mount_reload(fs->mount, &changed, changes, sizeof(changes), &err) != TF_OK) {
 		fs_log(TF_LOG_ERROR, "reload refused: %s; the configuration in force stays", err.msg);
 		sd_notifyf(0, "READY=1\nSTATUS=reload refused: %s", err.msg);
 		return;
 	}
-	for (size_t i = 0; i < tf_config_nwarnings(nc); i++)
-		fs_log(TF_LOG_WARN, "reload: %s", tf_config_warning(nc, i));
-	if (!tf_config_changes(fs->config, nc, changes, sizeof(changes))) {
+	if (!changed) {
 		fs_log(TF_LOG_INFO, "reload: %s: nothing changed", config_name(fs));
-		tf_config_free(nc);
 	} else {
-		tf_config_keep_mount_settings(nc, fs->config);
-		if (replace_config(fs, nc)) {
-			fs_log(TF_LOG_INFO, "reload: %s: %s", config_name(fs), changes);
-		} else {
-			fs_log(TF_LOG_ERROR, "reload refused: out of memory; the configuration in force stays");
-			tf_config_free(nc);
-		}
+		/* Files looked up from now on are made under the new one, and
+		 * the kernel forgets the names it holds, found or not. */
+		atomic_store(&fs->settings, tf_mount_settings(fs->mount));
+		fs_log_set_level(fs->settings->log_level);
+		fs_nodes_reloaded(fs);
+		forget_negatives(fs);
+		fs_log(TF_LOG_INFO, "reload: %s: %s", config_name(fs), changes);
 	}
-	sd_notifyf(0, "READY=1\nSTATUS=serving %s", tf_source_name(fs->src));
-}
-
-void fs_retired_free(tilefs *fs)
-{
-	for (size_t i = 0; i < fs->nretired; i++)
-		tf_config_free(fs->retired[i]);
-	free(fs->retired);
-	fs->retired = NULL;
-	fs->nretired = 0;
+	sd_notifyf(0, "READY=1\nSTATUS=serving %s", tf_mount_name(fs->mount));
 }
 
 /* ---- idle unmount ----------------------------------------------------------------------- */
+
+int64_t fs_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 /* Milliseconds until the mount may be idle (not before `next`): -1 never. */
 static int idle_wait_ms(tilefs *fs, int64_t next)
@@ -217,13 +209,6 @@ static int64_t unmount_if_idle(tilefs *fs)
 
 /* ---- the watcher and the signals -------------------------------------------------------- */
 
-void fs_plugins_stop(tilefs *fs)
-{
-	tf_config_stop_plugins(fs->config);
-	for (size_t i = 0; i < fs->nretired; i++)
-		tf_config_stop_plugins(fs->retired[i]);
-}
-
 static void *watch(void *arg)
 {
 	tilefs *fs = arg;
@@ -244,7 +229,7 @@ static void *watch(void *arg)
 		if (k == 0 && (next = unmount_if_idle(fs)) < 0)
 			next = INT64_MAX;	/* the connection's end follows */
 	}
-	fs_plugins_stop(fs);
+	tf_mount_stop_plugins(fs->mount);
 	return NULL;
 }
 
@@ -295,6 +280,8 @@ int fs_watch_start(tilefs *fs)
 	int e;
 
 	atomic_store(&fs->last_request_ns, fs_now_ns());
+	if (!(fs->negatives = calloc(FS_NEGATIVES, sizeof(*fs->negatives))))
+		return errno = ENOMEM;
 	if ((fs->watch_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
 		return errno;
 	if ((fs->reload_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)

@@ -14,24 +14,15 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #define XATTR_PREFIX "user.tilefs."
-#define TIMEOUT 1.0	/* entries and attributes: a changed source is seen within a second */
-
-/* A name looked up in vain (note_negative). */
-struct fs_negative {
-	fuse_ino_t parent;
-	int64_t at;
-	char name[256];
-};
+#define TIMEOUT FS_TIMEOUT
 
 /* ---- per-thread scratch ------------------------------------------------------------------- */
 
@@ -117,14 +108,6 @@ static bool caller_gone(void *arg)
 	return gone;
 }
 
-int64_t fs_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Every operation starts here: req is now the thread's request. */
 static tilefs *fs_of(fuse_req_t req)
 {
@@ -166,13 +149,11 @@ static void source_warning(void *ctx, const char *msg)
 	fs_log_failure(msg);
 }
 
-int fs_ll_init(tilefs *fs)
+int fs_ll_init(tilefs *fs, tf_source_hooks *hooks)
 {
-	if (pthread_key_create(&fs->thread_key, thread_free) != 0 || pthread_mutex_init(&fs->gone_lock, NULL) != 0 ||
-	    pthread_mutex_init(&fs->negatives_lock, NULL) != 0 ||
-	    !(fs->negatives = calloc(FS_NEGATIVES, sizeof(*fs->negatives))))
+	if (pthread_key_create(&fs->thread_key, thread_free) != 0 || pthread_mutex_init(&fs->gone_lock, NULL) != 0)
 		return ENOMEM;
-	tf_source_set_hooks(fs->src, &(tf_source_hooks){ current_call, source_warning, fs });
+	*hooks = (tf_source_hooks){ current_call, source_warning, fs };
 	return 0;
 }
 
@@ -218,47 +199,6 @@ static void entry_of(tilefs *fs, fs_node *n, const struct stat *st, struct fuse_
 	e->entry_timeout = TIMEOUT;
 }
 
-/*
- * Names answered "no such entry" within the last TIMEOUT, which the kernel
- * remembers that long: after a reload (a rule may show a hidden file now)
- * it is told to forget them.  A ring of the latest FS_NEGATIVES; a name
- * pushed out of it within the second before a reload may look absent for
- * up to a second more.
- */
-static void note_negative(tilefs *fs, fuse_ino_t parent, const char *name)
-{
-	fs_negative *v;
-
-	if (!fs->negatives || strlen(name) >= sizeof(v->name))
-		return;
-	pthread_mutex_lock(&fs->negatives_lock);
-	v = &fs->negatives[fs->negative_next++ % FS_NEGATIVES];
-	v->parent = parent;
-	v->at = fs_now_ns();
-	strcpy(v->name, name);
-	pthread_mutex_unlock(&fs->negatives_lock);
-}
-
-void fs_ll_forget_negatives(tilefs *fs)
-{
-	fs_negative *copy = malloc(FS_NEGATIVES * sizeof(*copy));
-	int64_t since = fs_now_ns() - (int64_t)(TIMEOUT * 1e9) - 100000000;	/* and a margin */
-	size_t k = 0;
-
-	if (!copy || !fs->negatives) {
-		free(copy);
-		return;
-	}
-	pthread_mutex_lock(&fs->negatives_lock);
-	for (size_t i = 0; i < FS_NEGATIVES; i++)
-		if (fs->negatives[i].parent && fs->negatives[i].at >= since)
-			copy[k++] = fs->negatives[i];
-	pthread_mutex_unlock(&fs->negatives_lock);
-	for (size_t i = 0; i < k; i++)	/* lock not held: see fs_nodes_reloaded */
-		fuse_lowlevel_notify_inval_entry(fs->se, copy[i].parent, copy[i].name, strlen(copy[i].name));
-	free(copy);
-}
-
 static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	tilefs *fs = fs_of(req);
@@ -277,7 +217,7 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (rc == ENOENT) {	/* remembered for a second, like an entry */
 		memset(&e, 0, sizeof(e));
 		e.entry_timeout = TIMEOUT;
-		note_negative(fs, parent, name);
+		fs_note_negative(fs, parent, name);
 		fuse_reply_entry(req, &e);
 	} else if (rc) {
 		fuse_reply_err(req, rc);
@@ -341,20 +281,13 @@ static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
 
 static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
 {
-	tf_source_fsstat s;
-	struct statvfs sv = { 0 };
+	struct statvfs sv;
 
 	(void)ino;
-	if (tf_source_statfs(fs_of(req)->src, &s, NULL) != TF_OK) {
+	if (tf_mount_statfs(fs_of(req)->mount, &sv, NULL) != TF_OK)
 		fuse_reply_err(req, EIO);
-		return;
-	}
-	sv.f_bsize = sv.f_frsize = s.bsize;
-	sv.f_blocks = s.blocks, sv.f_bfree = s.bfree, sv.f_bavail = s.bavail;
-	sv.f_files = s.files, sv.f_ffree = s.ffree, sv.f_favail = s.ffree;
-	sv.f_namemax = s.namemax;
-	sv.f_flag = ST_RDONLY;
-	fuse_reply_statfs(req, &sv);
+	else
+		fuse_reply_statfs(req, &sv);
 }
 
 /* ---- directories ----------------------------------------------------------------------------- */
@@ -1152,56 +1085,15 @@ static char *file_attr(tilefs *fs, fs_node *n, const tf_file *f, const char *nam
 	return NULL;
 }
 
-/* user.tilefs.opens: the source's descriptor pool and the users' shares. */
-static char *opens_attr(tilefs *fs)
-{
-	tf_source_fds d;
-	uint64_t refused;
-	size_t users;
-	char *v;
-
-	tf_source_fd_stats(fs->src, &d);
-	fs_users_stats(fs, &users, &refused);
-	if (asprintf(&v, "fds=%u fd_max=%u reopens=%" PRIu64 " fd_evictions=%" PRIu64 " users=%zu"
-		     " refused=%" PRIu64 " max_user_opens=%u", d.held, d.max, d.reopens, d.evictions, users,
-		     refused, fs->users.max_opens) < 0)
-		return NULL;
-	return v;
-}
-
+/* The root's attributes (user.tilefs.cache, .index, .opens, .disk_cache):
+ * the mount's statistics with the driver's counts (malloc'd or NULL). */
 static char *root_attr(tilefs *fs, const char *name)
 {
-	size_t nodes, indexes, index_bytes, handles;
-	tf_cache_stats s;
-	tf_source_stored st;
-	char *v;
+	tf_mount_counts c = { .max_user_opens = fs->users.max_opens, .indexing_ahead = fs->indexer != NULL };
 
-	if (!strcmp(name, "index"))
-		return fs_index_attr(fs);
-	if (!strcmp(name, "opens"))
-		return opens_attr(fs);
-	if (!strcmp(name, "disk_cache")) {	/* cache_dir's counters (tilefs(1), DISK CACHE) */
-		char buf[512];
-		return tf_source_disk_cache_text(fs->src, buf, sizeof(buf)) ? strdup(buf) : NULL;
-	}
-	if (strcmp(name, "cache") || !fs->cache)
-		return NULL;
-	tf_cache_get_stats(fs->cache, &s);
-	tf_source_stored_stats(fs->src, &st);
-	fs_nodes_stats(fs, &nodes, &indexes, &index_bytes, &handles);
-	struct mallinfo2 mi = mallinfo2();
-	if (asprintf(&v, "budget=%zu used=%zu entries=%zu hits=%" PRIu64 " misses=%" PRIu64
-		     " evictions=%" PRIu64 " prefetches=%" PRIu64 " recycled=%" PRIu64 " nodes=%zu indexes=%zu"
-		     " index_bytes=%zu index_budget=%zu handles=%zu arrays=%zu heap_used=%zu heap_free=%zu heap_mmap=%zu"
-		     " charged=%zu stored=%zu stored_bound=%zu stored_parts=%u in_flight=%u queued=%u"
-		     " fetched=%" PRIu64 " stored_served=%" PRIu64 " stored_evicted=%" PRIu64 " cancelled=%" PRIu64,
-		     s.budget, s.used, s.entries,
-		     s.hits, s.misses, s.evictions, s.prefetches, s.recycled, nodes, indexes, index_bytes,
-		     (size_t)fs->settings->index_budget, handles, tf_catalog_arrays(fs->catalog), mi.uordblks, mi.fordblks, mi.hblkhd,
-		     s.charged, st.held, st.bound, st.parts, st.in_flight, st.queued, st.fetched, st.served,
-		     st.evicted, st.cancelled) < 0)
-		return NULL;
-	return v;
+	fs_nodes_stats(fs, &c.nodes, &c.indexes, &c.index_bytes, &c.handles);
+	fs_users_stats(fs, &c.users, &c.refused);
+	return tf_mount_stat_text(fs->mount, name, &c);
 }
 
 /* The index of a decoded node, for its attributes (NULL: none). */
@@ -1299,11 +1191,12 @@ static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	tf_file *f;
 
 	if (ino == FUSE_ROOT_ID) {
+		char *dc = root_attr(fs, "disk_cache");	/* with cache_dir */
 		len = (size_t)snprintf(names, sizeof(names), XATTR_PREFIX "cache%c" XATTR_PREFIX "index%c"
 				       XATTR_PREFIX "opens", '\0', '\0') + 1;
-		char dc[512];
-		if (tf_source_disk_cache_text(fs->src, dc, sizeof(dc)))	/* with cache_dir */
+		if (dc)
 			len += (size_t)snprintf(names + len, sizeof(names) - len, XATTR_PREFIX "disk_cache") + 1;
+		free(dc);
 	} else if ((n = fs_node_get(fs, ino))) {
 		if (fs_node_views(n) &&
 		    tf_views_listxattr(fs_node_views(n), fs_node_vrel(n), names, sizeof(names), &len, NULL) != TF_OK)

@@ -100,3 +100,9 @@ void fs_log_failure(const char *msg)
 	if (show)
 		fs_log(TF_LOG_ERROR, "%s", msg);
 }
+
+void fs_log_hook(void *ctx, tf_log_level level, const char *msg)
+{
+	(void)ctx;
+	fs_log(level, "%s", msg);
+}

@@ -109,19 +109,40 @@ static bool parse_seconds(const char *text, int64_t *ns)
 	return true;
 }
 
-static int load_config(tilefs *fs, const fs_options *c)
+/* The exit status of a mount the library could not open. */
+static int exit_status(tf_mount_failure why)
 {
-	tf_config *cfg;
-	tf_error err;
-	int rc = fs_config_make(c, &cfg, &err);
-
-	if (rc) {
-		fprintf(stderr, rc == TFS_EXIT_USAGE ? "tilefs: -o %s\n" : "tilefs: %s\n", err.msg);
-		return rc;
+	switch (why) {
+	case TF_MOUNT_E_OPTION:
+	case TF_MOUNT_E_SOURCE: return TFS_EXIT_USAGE;
+	case TF_MOUNT_E_CONFIG: return TFS_EXIT_CONFIG;
+	case TF_MOUNT_E_KEY: return TFS_EXIT_KEY;
+	case TF_MOUNT_E_REFUSED: return TFS_EXIT_SOURCE;
+	default: return TFS_EXIT_FUSE;
 	}
-	fs->config = cfg;
-	for (size_t i = 0; i < tf_config_nwarnings(cfg); i++)	/* plugins skipped */
-		fprintf(stderr, "tilefs: warning: %s\n", tf_config_warning(cfg, i));
+}
+
+/* The mount's library side from the options (tf_mount_open: the
+ * configuration, its warnings said, and SOURCE: an object store that
+ * refuses us fails here, before the mount appears), then the driver's own
+ * options. */
+static int open_mount(tilefs *fs, const fs_options *c)
+{
+	tf_mount_options mo = {
+		.source = c->source, .config = c->config, .cache_size = c->cache_size, .index_dir = c->index_dir,
+		.cache_dir = c->cache_dir, .cache_dir_size = c->cache_dir_size,
+		.cache_dir_min_free = c->cache_dir_min_free, .views = c->views, .index_at_mount = c->index_at_mount,
+		.log = fs_log_hook,
+	};
+	tf_mount_failure why;
+	tf_error err;
+
+	if (tf_mount_open(&mo, &fs->mount, &why, &err) != TF_OK) {
+		fprintf(stderr, "tilefs: %s\n", err.msg);
+		return exit_status(why);
+	}
+	fs->src = tf_mount_source(fs->mount);
+	fs->settings = tf_mount_settings(fs->mount);
 	if (c->max_user_opens) {
 		char *end;
 		unsigned long n = strtoul(c->max_user_opens, &end, 10);
@@ -136,27 +157,20 @@ static int load_config(tilefs *fs, const fs_options *c)
 		return TFS_EXIT_USAGE;
 	}
 	fs->users.max_listing = (size_t)fs->users.max_opens * FS_USER_LISTING;
-	fs->settings = tf_config_settings(cfg);
 	return 0;
 }
 
-/* SOURCE through the library: a local directory, or s3://BUCKET[/PREFIX]
- * with the [s3] settings (after the configuration is loaded).  An object
- * store that refuses us or has no such bucket fails here, before the
- * mount appears, with TFS_EXIT_SOURCE. */
-static int open_source(tilefs *fs, const char *source)
+/* The persisted index store, before daemonizing (tf_mount_open_store): a
+ * configured index_dir that must not be used fails the mount, said on
+ * stderr with the option or FILE:LINE that set it. */
+static int open_store(tilefs *fs)
 {
-	bool s3 = !strncmp(source, "s3://", 5);
-	char real[PATH_MAX];
+	tf_mount_failure why;
 	tf_error err;
 
-	if (!s3 && !realpath(source, real)) {
-		fprintf(stderr, "tilefs: %s: %s\n", source, strerror(errno));
-		return TFS_EXIT_USAGE;
-	}
-	if (tf_source_open(s3 ? source : real, tf_config_s3(fs->config), &fs->src, &err) != TF_OK) {
-		fprintf(stderr, "tilefs: %s: %s\n", source, err.msg);
-		return !s3 ? TFS_EXIT_USAGE : err.code == TF_E_INVAL ? TFS_EXIT_CONFIG : TFS_EXIT_SOURCE;
+	if (tf_mount_open_store(fs->mount, &why, &err) != TF_OK) {
+		fprintf(stderr, "tilefs: %s\n", err.msg);
+		return exit_status(why);
 	}
 	return 0;
 }
@@ -242,41 +256,13 @@ static bool tilefs_mounted_at(const char *path)
 	return found;
 }
 
-/* Whether directory fd `dir` is `root` or lies beneath it: walk ".." up to
- * the system root, comparing device and inode (bind mounts and symlinks
- * cannot hide it).  Takes ownership of dir. */
-static bool beneath(int dir, const struct stat *root)
-{
-	struct stat st, up;
-	bool inside = false;
-
-	while (dir >= 0 && fstat(dir, &st) == 0) {
-		int parent;
-		if (st.st_dev == root->st_dev && st.st_ino == root->st_ino) {
-			inside = true;
-			break;
-		}
-		parent = openat(dir, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (parent < 0 || fstat(parent, &up) != 0 || (up.st_dev == st.st_dev && up.st_ino == st.st_ino)) {
-			if (parent >= 0)
-				close(parent);
-			break;	/* the system root */
-		}
-		close(dir);
-		dir = parent;
-	}
-	if (dir >= 0)
-		close(dir);
-	return inside;
-}
-
 /* A mount inside SOURCE would list itself forever; a second tilefs on the
  * same mountpoint hides the first.  Both are refused before mounting. */
 static int check_mountpoint(tilefs *fs, const char *mountpoint)
 {
 	char abs[PATH_MAX];
-	struct stat root;
 	int fd;
+	bool inside;
 
 	if (!absolute_path(mountpoint, abs, sizeof(abs))) {
 		fprintf(stderr, "tilefs: %s: path too long\n", mountpoint);
@@ -291,13 +277,11 @@ static int check_mountpoint(tilefs *fs, const char *mountpoint)
 		fprintf(stderr, "tilefs: %s: %s\n", mountpoint, strerror(errno));
 		return TFS_EXIT_USAGE;
 	}
-	if (tf_source_local_fd(fs->src) < 0) {
-		close(fd);	/* nothing local can contain the mount */
-		return 0;
-	}
-	if (fstat(tf_source_local_fd(fs->src), &root) == 0 && beneath(fd, &root)) {
+	inside = tf_mount_contains(fs->mount, fd);
+	close(fd);
+	if (inside) {
 		fprintf(stderr, "tilefs: %s: the mountpoint is inside SOURCE %s: the mount would "
-			"contain itself\n", mountpoint, tf_source_name(fs->src));
+			"contain itself\n", mountpoint, tf_mount_name(fs->mount));
 		return TFS_EXIT_USAGE;
 	}
 	return 0;
@@ -331,16 +315,15 @@ static int make_root(tilefs *fs)
 	return fs_node_lookup(fs, NULL, ".", NULL, &root, &st);
 }
 
-/* After daemonizing: threads, locked keys, logging. */
+/* After daemonizing: logging, threads (the mount's: tf_mount_start). */
 static int start(tilefs *fs)
 {
-	unsigned workers = fs->settings->workers;
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	tf_source_hooks hooks;
+	unsigned workers;
 	tf_error err;
 	struct rlimit nofile;
 
 	fs_log_init(fs->foreground, fs->settings->log_level);
-	tf_config_lock_keys(fs->config);
 	/* libfuse allocates each read's reply buffer (up to 1 MiB) in the
 	 * handling thread; with an arena per thread each keeps its own copy.
 	 * Two arenas share them, keeping RSS near the cache budget. */
@@ -352,22 +335,18 @@ static int start(tilefs *fs)
 		nofile.rlim_cur = nofile.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &nofile);
 	}
-	tf_source_set_max_fds(fs->src, 0);
-	if (!workers)
-		/* One per CPU and one more: a worker waits a little on each
-		 * run's stored bytes, and the spare keeps every core decoding
-		 * (a cold cat of 256 MiB of zstd on two cores: 192 ms with two
-		 * workers, 179 with three, 185 with four). */
-		workers = (ncpu > 0 ? (unsigned)ncpu : 2) + 1;
-	if (tf_cache_new(fs->settings->cache_size, workers, &fs->cache, &err) != TF_OK ||
-	    tf_catalog_new(fs->src, fs->config, &fs->catalog, &err) != TF_OK || fs_index_start(fs) != 0 ||
-	    fs_nodes_init(&fs->nodes, fs->settings->index_budget, fs->catalog) != 0 ||
-	    fs_ll_init(fs) != 0 || make_root(fs) != 0) {
+	if (fs_ll_init(fs, &hooks) != 0 || tf_mount_start(fs->mount, &hooks, &workers, &err) != TF_OK) {
 		fs_log(TF_LOG_ERROR, "cannot start: out of memory, or SOURCE unreadable");
 		return -1;
 	}
-	tf_source_set_cache(fs->src, fs->cache);	/* stored bytes: the one budget */
-	fs_log(TF_LOG_INFO, "serving %s (cache %llu bytes, %u decode workers)", tf_source_name(fs->src),
+	fs->cache = tf_mount_cache(fs->mount);
+	fs->catalog = tf_mount_catalog(fs->mount);
+	if (fs_index_start(fs) != 0 || fs_nodes_init(&fs->nodes, fs->settings->index_budget, fs->catalog) != 0 ||
+	    make_root(fs) != 0) {
+		fs_log(TF_LOG_ERROR, "cannot start: out of memory, or SOURCE unreadable");
+		return -1;
+	}
+	fs_log(TF_LOG_INFO, "serving %s (cache %llu bytes, %u decode workers)", tf_mount_name(fs->mount),
 	       (unsigned long long)fs->settings->cache_size, workers);
 	return 0;
 }
@@ -425,27 +404,18 @@ out:
 
 /* Everything start() made, in reverse; safe after any failure in it.  Open
  * files first (views read through the cache), then the nodes (view nodes
- * hold the catalog's arrays), the cache (its workers' jobs hold their own
- * references), the catalog. */
+ * hold the catalog's arrays), then the mount's library side. */
 static void teardown(tilefs *fs)
 {
-	if (fs->config)			/* a decode-ahead stuck in a plugin must not hold */
-		fs_plugins_stop(fs);	/* tf_cache_free's join */
-	fs_index_stop(fs);		/* its thread uses the catalog */
+	tf_mount_stop_plugins(fs->mount);	/* a decode-ahead stuck in a plugin must not
+						 * hold the cache's join, nor a file in hand
+						 * the indexer's */
+	fs_index_stop(fs);
 	if (fs->nodes.by_id) {
 		fs_ll_free_handles(fs);
 		fs_nodes_destroy(&fs->nodes);
 	}
-	if (fs->catalog)
-		tf_catalog_drop_views(fs->catalog);	/* they charge the cache */
-	if (fs->src)
-		tf_source_set_cache(fs->src, NULL);	/* so does it */
-	tf_cache_free(fs->cache);
-	tf_catalog_free(fs->catalog);
-	fs_index_close(fs);		/* after every file restored from it */
-	tf_config_free(fs->config);	/* wipes the keys */
-	fs_retired_free(fs);
-	tf_source_free(fs->src);
+	tf_mount_close(fs->mount);
 	fs_users_destroy(&fs->users);
 }
 
@@ -453,7 +423,7 @@ int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts o = { 0 };
-	tilefs fs = { .handles_lock = PTHREAD_MUTEX_INITIALIZER,
+	tilefs fs = { .handles_lock = PTHREAD_MUTEX_INITIALIZER, .negatives_lock = PTHREAD_MUTEX_INITIALIZER,
 		      .users = { .lock = PTHREAD_MUTEX_INITIALIZER, .max_opens = FS_USER_OPENS } };
 	fs_options c = { 0 };
 	int rc;
@@ -484,7 +454,7 @@ int main(int argc, char **argv)
 	} else if (!c.source) {
 		fprintf(stderr, "tilefs: missing SOURCE and MOUNTPOINT (see tilefs --help)\n");
 		rc = TFS_EXIT_USAGE;
-	} else if (!(rc = load_config(&fs, &c)) && !(rc = open_source(&fs, c.source))) {
+	} else if (!(rc = open_mount(&fs, &c))) {
 		fs.direct_io = c.direct_io;
 		/* Read-only, and the kernel enforces the modes shown (the
 		 * source's, less write bits) for every user of allow_other. */
@@ -494,7 +464,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "tilefs: missing MOUNTPOINT (see tilefs --help)\n");
 			rc = TFS_EXIT_USAGE;
 		} else if (!(rc = check_mountpoint(&fs, o.mountpoint)) &&
-			   !(rc = fs_index_open(&fs, c.index_dir != NULL))) {
+			   !(rc = open_store(&fs))) {
 			rc = serve(&fs, &args, &o);
 		}
 	}

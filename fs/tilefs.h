@@ -31,6 +31,7 @@
 #include "sources/tf_perm.h"
 #include "sources/tf_source.h"
 #include "sources/tf_source_open.h"
+#include "tf_mount.h"
 
 /* Exit statuses of the tilefs command (documented in tilefs(1)). */
 enum { TFS_EXIT_FUSE = 1, TFS_EXIT_USAGE = 2, TFS_EXIT_CONFIG = 3, TFS_EXIT_KEY = 4, TFS_EXIT_SOURCE = 5 };
@@ -104,17 +105,17 @@ typedef struct fs_options {
 
 /* The one state object of the driver (the session's userdata). */
 typedef struct tilefs {
+	/* The library side of the mount (tf_mount.h): configuration, source,
+	 * cache, index store, catalog; what the requests read through is
+	 * borrowed from it (the cache and catalog exist after daemonizing). */
+	tf_mount *mount;
 	tf_source *src;
-	/* The configuration in force, and its settings: a reload (SIGHUP)
-	 * replaces both; those replaced stay (retired) until teardown, since
-	 * open files and nodes use their rules, pipelines and keys. */
-	_Atomic(tf_config *) config;
-	_Atomic(const tf_settings *) settings;
-	tf_config **retired;
-	size_t nretired;
-	const fs_options *opts;
+	tf_cache *cache;
 	tf_catalog *catalog;
-	tf_cache *cache;		/* created after daemonizing (threads) */
+	/* The settings in force (tf_mount_settings), stored again by each
+	 * reload (SIGHUP); those replaced stay valid. */
+	_Atomic(const tf_settings *) settings;
+	const fs_options *opts;
 	fs_nodes nodes;
 	pthread_key_t thread_key;	/* per-thread scratch (fs_thread) */
 	struct fuse_session *se;
@@ -123,8 +124,7 @@ typedef struct tilefs {
 	bool foreground;
 	unsigned max_threads;		/* FUSE threads; 0: libfuse's choice (-o max_threads) */
 	bool direct_io;			/* -o direct_io: decoded files bypass the page cache */
-	struct tf_index *index;		/* persisted indexes (indexer.c) */
-	fs_indexer *indexer;		/* index_at_mount, or NULL */
+	fs_indexer *indexer;		/* index_at_mount's thread, or NULL */
 	pthread_mutex_t handles_lock;
 	struct handle *handles;		/* open files (ll.c) */
 	pthread_mutex_t gone_lock;	/* requests whose callers are gone (ll.c) */
@@ -132,7 +132,7 @@ typedef struct tilefs {
 	unsigned gone_next;
 	atomic_bool gone_seen;		/* any ever (the common case is none) */
 	pthread_mutex_t negatives_lock;
-	struct fs_negative *negatives;	/* names lately not found (ll.c) */
+	struct fs_negative *negatives;	/* names lately not found (lifecycle.c) */
 	unsigned negative_next;
 	fs_users users;
 	pthread_t watcher;		/* lifecycle.c: stops plugin calls when the connection */
@@ -145,19 +145,18 @@ typedef struct tilefs {
 	atomic_int_fast64_t last_request_ns;	/* CLOCK_MONOTONIC: the latest request's start */
 } tilefs;
 
+/* How long the kernel may keep entries and attributes (and names not
+ * found): a changed source is seen within a second. */
+#define FS_TIMEOUT 1.0
+
 /* ll.c: the operations; their per-thread scratch, and the source's hooks
- * (each request's start and whether its caller is gone, for the source's
- * deadline; its warnings, to the log).  ENOMEM: no memory. */
+ * for tf_mount_start (each request's start and whether its caller is
+ * gone, for the source's deadline; its warnings, to the log).  ENOMEM: no
+ * memory. */
 extern const struct fuse_lowlevel_ops tilefs_ll_ops;
-int fs_ll_init(tilefs *fs);
-/* CLOCK_MONOTONIC in nanoseconds. */
-int64_t fs_now_ns(void);
+int fs_ll_init(tilefs *fs, tf_source_hooks *hooks);
 /* Free the handles the kernel never released (at teardown). */
 void fs_ll_free_handles(tilefs *fs);
-/* A reload: the kernel forgets the names lately found absent. */
-#define FS_NEGATIVES 256
-typedef struct fs_negative fs_negative;
-void fs_ll_forget_negatives(tilefs *fs);
 
 /* ---- nodes.c ------------------------------------------------------------------------------ */
 
@@ -235,23 +234,13 @@ void fs_nodes_reloaded(tilefs *fs);
 /* Nodes, indexes kept, bytes of index, open handles: for user.tilefs.cache. */
 void fs_nodes_stats(tilefs *fs, size_t *nodes, size_t *indexes, size_t *index_bytes, size_t *handles);
 
-/* ---- indexer.c: the persisted index store and index_at_mount ----------------------------- */
+/* ---- indexer.c: index_at_mount's thread --------------------------------------------------- */
 
-/* Open the store, before daemonizing: a configured index_dir that must not
- * be used (a symlink on the way, not the user's alone) fails the mount
- * (TFS_EXIT_CONFIG, said on stderr with the option or FILE:LINE that set
- * it); the default one only warns, as does any directory that cannot be
- * made or written.  0, or an exit status. */
-int fs_index_open(tilefs *fs, bool from_option);
-/* After daemonizing: give the store to the catalog, start indexing ahead
- * with index_at_mount.  ENOMEM: no memory. */
+/* After daemonizing, with index_at_mount: start indexing ahead
+ * (tf_mount_index_ahead).  ENOMEM: no memory. */
 int fs_index_start(tilefs *fs);
-/* Stop indexing ahead (waits for the file in hand); then free the store. */
+/* Stop indexing ahead (waits for the file in hand). */
 void fs_index_stop(tilefs *fs);
-void fs_index_close(tilefs *fs);
-/* user.tilefs.index: the store's counters and the progress of indexing
- * ahead (malloc'd). */
-char *fs_index_attr(tilefs *fs);
 
 /* ---- users.c: each user's share of the daemon ------------------------------------------- */
 
@@ -277,9 +266,8 @@ size_t fs_users_open(tilefs *fs);
 
 /* ---- lifecycle.c: the ready signal, reload, idle unmount ----------------------------------- */
 
-/* The configuration the options make: FILE (or defaults) with the command
- * line's overrides.  0, or an exit status (TFS_EXIT_*) with err said. */
-int fs_config_make(const fs_options *o, tf_config **out, tf_error *err);
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t fs_now_ns(void);
 /* Say once whether the mount serves: `s` or `f` to -o notify_pipe, and
  * READY=1 (or a STATUS= with the failure) to systemd when NOTIFY_SOCKET is
  * set.  ok: the kernel has initialized the session (ll_init). */
@@ -290,14 +278,17 @@ void fs_ready(tilefs *fs, bool ok, const char *why);
  * libfuse's handlers (after fuse_set_signal_handlers).  An errno: cannot. */
 int fs_watch_start(tilefs *fs);
 void fs_watch_stop(tilefs *fs);
-/* Reread the configuration and its key files: rules and keys in force for
- * files opened from now on; a bad one refused (logged with FILE:LINE),
- * the one in force kept.  Logs what changed. */
+/* Reread the configuration and its key files (tf_mount_reload): rules and
+ * keys in force for files opened from now on; a bad one refused (logged
+ * with FILE:LINE), the one in force kept.  Logs what changed. */
 void fs_reload(tilefs *fs);
-/* From now on no call into a plugin waits, in any configuration loaded
- * (the daemon is on its way out).  Free those replaced (teardown). */
-void fs_plugins_stop(tilefs *fs);
-void fs_retired_free(tilefs *fs);
+/* A lookup found nothing at name in parent: remembered (a ring of the
+ * latest FS_NEGATIVES) so that a reload, which may show a hidden file now,
+ * makes the kernel forget it.  A name pushed out of the ring within the
+ * second before a reload may look absent for up to a second more. */
+#define FS_NEGATIVES 256
+typedef struct fs_negative fs_negative;
+void fs_note_negative(tilefs *fs, fuse_ino_t parent, const char *name);
 
 /* ---- log.c ---------------------------------------------------------------------------------- */
 
@@ -307,5 +298,7 @@ void fs_log(tf_log_level level, const char *fmt, ...) __attribute__((format(prin
 /* A decode failure: logged at most a few times a second, never repeated
  * for the same message within a short window. */
 void fs_log_failure(const char *msg);
+/* fs_log as tf_mount_options.log takes it. */
+void fs_log_hook(void *ctx, tf_log_level level, const char *msg);
 
 #endif

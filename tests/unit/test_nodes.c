@@ -86,7 +86,6 @@ static tf_config *config_of(const char *text)
  * catalog's, the driver's, then the nodes' generation. */
 static void reload(tf_config *cfg)
 {
-	atomic_store(&fs.config, cfg);
 	atomic_store(&fs.settings, tf_config_settings(cfg));
 	tf_catalog_set_config(fs.catalog, cfg);
 	fs_nodes_reloaded(&fs);
@@ -112,7 +111,6 @@ static void setup_with(const char *conf, size_t index_budget)
 	memset(&fs, 0, sizeof(fs));
 	fs_log_init(true, TF_LOG_ERROR);
 	cfg = config_of(conf);
-	atomic_store(&fs.config, cfg);
 	atomic_store(&fs.settings, tf_config_settings(cfg));
 	ck_assert_msg(tf_source_local(root, &fs.src, &err) == TF_OK, "%s", err.msg);
 	ck_assert_msg(tf_cache_new(16u << 20, 1, &fs.cache, &err) == TF_OK, "%s", err.msg);
