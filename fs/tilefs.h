@@ -1,8 +1,9 @@
 /*
  * tilefs.h - the FUSE driver's state.  Nothing here knows the TileDB
- * format: the library's catalog says what each path is, and the driver
- * answers the kernel's low-level requests with inode numbers, handles and
- * slices of the decoded-chunk cache.
+ * format: the library's mount (tf_mount.h) holds the configuration, the
+ * source, the cache and the index store, its catalog says what each path
+ * is, and the driver answers the kernel's low-level requests with inode
+ * numbers, handles and slices of the decoded-chunk cache.
  *
  * Errors: a driver function that can fail returns 0 or a positive errno,
  * as fuse_reply_err takes it (main's set-up steps may return exit
