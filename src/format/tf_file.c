@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cache/tf_index.h"
+#include "format/tf_pipeline_attr.h"
 
 #define WALK_WINDOW (1024 * 1024)	/* see walker */
 #define HEADER_READ 512			/* header walks: the 512-byte blocks holding a header */

@@ -100,7 +100,7 @@ struct tf_file {
 	pthread_mutex_t proof_lock;
 	size_t proof_tile, proof_unit;
 	uint32_t cell_val_num;
-	_Atomic(tf_cache *) cache; /* the one cache it is read through */
+	_Atomic(struct tf_cache *) cache; /* the one cache it is read through */
 	_Atomic uint64_t owner;	/* our id in that cache */
 };
 
@@ -124,7 +124,8 @@ void tf_file_reject_saved(const tf_file *f, size_t t, const char *why);
  * ones have their headers read from obj.  TF_E_CORRUPT once the entry is
  * found wrong.
  */
-tf_status tf_file_prove(const tf_file *f, tf_object *obj, tf_cache *c, tf_workspace *ws, uint64_t off,
+struct tf_cache;
+tf_status tf_file_prove(const tf_file *f, tf_object *obj, struct tf_cache *c, tf_workspace *ws, uint64_t off,
 			uint64_t end, tf_error *err);
 /* Check units [u0, u1) of restored tile t against their chunk headers in
  * obj (read, not decoded), marking them agreed; TF_E_CORRUPT: they differ. */
