@@ -13,6 +13,8 @@
 
 #include "cache/tf_index.h"
 
+/* ---- layouts ------------------------------------------------------------------------------ */
+
 /* A tile the caller gives must lie inside the file (of fsize bytes). */
 static tf_status check_stored(const tf_tile_layout *v, size_t t, uint64_t fsize, tf_error *err)
 {
