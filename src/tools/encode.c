@@ -37,7 +37,7 @@ static int encode_stream(const opts *o, FILE *in, FILE *out, uint64_t total)
 
 	env.cell_size = (uint32_t)cell;
 	if (tile_size % cell)
-		rc = usage_error("%s", "the tile size must be a multiple of the cell size");
+		rc = tiletool_usage_error("%s", "the tile size must be a multiple of the cell size");
 	/* One tile at a time, so memory stays bounded by the tile size. */
 	for (uint64_t done = 0; !rc && ws && (done < total || total == 0); done += tile.len) {
 		uint64_t want = total - done < tile_size ? total - done : tile_size;
@@ -51,7 +51,7 @@ static int encode_stream(const opts *o, FILE *in, FILE *out, uint64_t total)
 					  &enc, &err) != TF_OK) {
 			fprintf(stderr, "%s: encode: %s\n", tiletool_prog, err.msg);
 			rc = EXIT_DATA;
-		} else if (!write_all(out, enc.p, enc.len)) {
+		} else if (!tiletool_write_all(out, enc.p, enc.len)) {
 			fprintf(stderr, "%s: write: %s\n", tiletool_prog, strerror(errno));
 			rc = EXIT_DATA;
 		}
@@ -147,9 +147,9 @@ static int encode_var(const opts *o, const char *in, const char *out_path)
 	env.var_string = tf_var_string_applies(o->pipeline, o->type, TF_CELL_VAR, env.version);
 	if (!rc && o->offsets_out &&
 	    tf_pipeline_parse_with(o->offsets_spec ? o->offsets_spec : "zstd", o->plugins, &off_pipe, &err))
-		rc = usage_error("--offsets-filters: %s", err.msg);
+		rc = tiletool_usage_error("--offsets-filters: %s", err.msg);
 	if (!rc && o->key && off_pipe && tf_pipeline_append(off_pipe, TF_F_AES_256_GCM, &err))
-		rc = usage_error("%s", "too many filters");
+		rc = tiletool_usage_error("%s", "too many filters");
 	for (size_t first = 0; !rc && ws && (first < v.ncells || first == 0); first += o->tile_cells ? o->tile_cells : v.ncells) {
 		size_t count = o->tile_cells && v.ncells - first > o->tile_cells ? o->tile_cells : v.ncells - first;
 		if (encode_var_tile(o, &v, &env, off_pipe, ws, first, count, &out, o->offsets_out ? &offs : NULL, &err)) {
@@ -159,7 +159,8 @@ static int encode_var(const opts *o, const char *in, const char *out_path)
 		if (!v.ncells)
 			break;
 	}
-	if (!rc && (!write_file(out_path, &out) || (o->offsets_out && !write_file(o->offsets_out, &offs)))) {
+	if (!rc && (!tiletool_write_file(out_path, &out) ||
+		    (o->offsets_out && !tiletool_write_file(o->offsets_out, &offs)))) {
 		fprintf(stderr, "%s: write: %s\n", tiletool_prog, strerror(errno));
 		rc = EXIT_DATA;
 	}
@@ -176,14 +177,14 @@ int tiletool_encode(opts *o, int nfiles, char **files)
 	int rc;
 
 	if (nfiles != 2)
-		return usage_error("%s", "encode takes IN and OUT");
+		return tiletool_usage_error("%s", "encode takes IN and OUT");
 	if (!o->have_spec)
-		return usage_error("%s", "encode needs -F SPEC (use -F '' for no filters)");
+		return tiletool_usage_error("%s", "encode needs -F SPEC (use -F '' for no filters)");
 	if ((o->cell_val_num == TF_CELL_VAR) != (o->offsets_in != NULL))
-		return usage_error("%s", "var-sized cells (-n var) need --offsets FILE, and only they");
+		return tiletool_usage_error("%s", "var-sized cells (-n var) need --offsets FILE, and only they");
 	/* Encrypted data: AES-256-GCM runs last, after the field's filters (§9). */
 	if (o->key && tf_pipeline_append(o->pipeline, TF_F_AES_256_GCM, NULL) != TF_OK)
-		return usage_error("%s", "too many filters");
+		return tiletool_usage_error("%s", "too many filters");
 	if (o->cell_val_num == TF_CELL_VAR)
 		return encode_var(o, files[0], files[1]);
 	if (!(in = fopen(files[0], "rb")) || fseeko(in, 0, SEEK_END) != 0 || (total = ftello(in)) < 0 ||

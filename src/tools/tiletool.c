@@ -44,7 +44,7 @@
 
 const char *const tiletool_prog = "tiletool";
 
-int usage_error(const char *fmt, const char *arg)
+int tiletool_usage_error(const char *fmt, const char *arg)
 {
 	fprintf(stderr, "%s: ", tiletool_prog);
 	fprintf(stderr, fmt, arg);
@@ -189,14 +189,14 @@ static int parse_cells(const char *s, uint32_t *v)
 		return 0;
 	}
 	if (!parse_u64(s, &n) || n == 0 || n >= TF_CELL_VAR)
-		return usage_error("bad cell count '%s' (a positive number or 'var')", s);
+		return tiletool_usage_error("bad cell count '%s' (a positive number or 'var')", s);
 	*v = (uint32_t)n;
 	return 0;
 }
 
 static int parse_type(const char *s, tf_datatype *t)
 {
-	return tf_datatype_parse(s, t) ? 0 : usage_error("unknown datatype '%s'", s);
+	return tf_datatype_parse(s, t) ? 0 : tiletool_usage_error("unknown datatype '%s'", s);
 }
 
 /* Parse argv; returns -1 to go on, or an exit status (help: 0). */
@@ -213,7 +213,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts *o)
 		case 'k': o->keyfile = optarg; break;
 		case 'V':
 			if (!parse_u64(optarg, &n) || n > UINT32_MAX)
-				rc = usage_error("bad format version '%s'", optarg);
+				rc = tiletool_usage_error("bad format version '%s'", optarg);
 			o->version = (uint32_t)n;
 			o->explicit = true;
 			break;
@@ -227,11 +227,11 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts *o)
 		case OPT_VAR_TYPE: rc = parse_type(optarg, &o->var_type); break;
 		case OPT_TILE_SIZE:
 			if (!parse_u64(optarg, &o->tile_size) || o->tile_size == 0)
-				rc = usage_error("bad tile size '%s'", optarg);
+				rc = tiletool_usage_error("bad tile size '%s'", optarg);
 			break;
 		case OPT_TILE_CELLS:
 			if (!parse_u64(optarg, &o->tile_cells) || o->tile_cells == 0)
-				rc = usage_error("bad cell count '%s'", optarg);
+				rc = tiletool_usage_error("bad cell count '%s'", optarg);
 			break;
 		case OPT_OFFSETS: o->offsets_in = optarg; break;
 		case OPT_OFFSETS_OUT: o->offsets_out = optarg; break;
@@ -245,7 +245,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts *o)
 		case OPT_FRAGMENT: o->fragment = optarg; break;
 		case OPT_CACHE_SIZE:
 			if (!tf_parse_size(optarg, &o->cache_size) || o->cache_size < (1u << 20))
-				rc = usage_error("bad cache size '%s' (at least 1M)", optarg);
+				rc = tiletool_usage_error("bad cache size '%s' (at least 1M)", optarg);
 			break;
 		default: return EXIT_USAGE;
 		}
@@ -280,15 +280,15 @@ static int resolve(opts *o)
 		return EXIT_DATA;
 	}
 	if (tf_pipeline_parse_with(o->spec, o->plugins, &o->pipeline, &err) != TF_OK)
-		return usage_error("-F: %s", err.msg);
+		return tiletool_usage_error("-F: %s", err.msg);
 	if (o->var_data && tf_pipeline_parse_with(o->var_spec ? o->var_spec : "", o->plugins,
 						  &o->var_pipeline, &err) != TF_OK)
-		return usage_error("--var-filters: %s", err.msg);
+		return tiletool_usage_error("--var-filters: %s", err.msg);
 	if (o->var_data && !o->var_spec)
-		return usage_error("%s", "--var-data needs --var-filters (and --var-type)");
+		return tiletool_usage_error("%s", "--var-data needs --var-filters (and --var-type)");
 	if (o->config) {
 		if (tf_config_load(o->config, &o->cfg, &err) != TF_OK)
-			return usage_error("-c: %s", err.msg);
+			return tiletool_usage_error("-c: %s", err.msg);
 		o->s3 = tf_config_s3(o->cfg);
 	}
 	if (o->keyfile && tf_key_load_file(o->keyfile, &o->key, &err) != TF_OK) {
@@ -393,15 +393,15 @@ static void close_file(tf_file *f, tf_source *src)
 
 /* ---- decode / verify ---------------------------------------------------------------- */
 
-bool write_all(FILE *out, const uint8_t *p, size_t n)
+bool tiletool_write_all(FILE *out, const uint8_t *p, size_t n)
 {
 	return n == 0 || fwrite(p, 1, n, out) == n;
 }
 
-bool write_file(const char *path, const tf_buf *b)
+bool tiletool_write_file(const char *path, const tf_buf *b)
 {
 	FILE *f = fopen(path, "wb");
-	bool ok = f && write_all(f, b->p, b->len);
+	bool ok = f && tiletool_write_all(f, b->p, b->len);
 
 	return f ? (fclose(f) == 0) && ok : false;
 }
@@ -432,7 +432,7 @@ static unsigned decode_units(tf_handle *h, FILE *out, bool keep_going)
 			    tf_handle_decode_unit(h, ws, t, u, buf.p, &err) != TF_OK) {
 				fprintf(stderr, "%s: %s\n", tiletool_prog, err.msg);
 				errors++;
-			} else if (out && !write_all(out, buf.p, ui.size)) {
+			} else if (out && !tiletool_write_all(out, buf.p, ui.size)) {
 				fprintf(stderr, "%s: write: %s\n", tiletool_prog, strerror(errno));
 				return errors + 1;
 			}
@@ -479,7 +479,7 @@ static int cmd_decode(opts *o, int nfiles, char **files)
 	unsigned errors;
 
 	if (nfiles != 1)
-		return usage_error("%s", "decode takes exactly one FILE");
+		return tiletool_usage_error("%s", "decode takes exactly one FILE");
 	if (open_file(o, files[0], &f, &src, &err) != TF_OK) {
 		fprintf(stderr, "%s: %s\n", tiletool_prog, err.msg);
 		return EXIT_DATA;
@@ -506,7 +506,7 @@ static int cmd_verify(opts *o, int nfiles, char **files)
 	unsigned bad = 0;
 
 	if (nfiles < 1)
-		return usage_error("%s", "verify needs at least one FILE");
+		return tiletool_usage_error("%s", "verify needs at least one FILE");
 	for (int i = 0; i < nfiles; i++) {
 		tf_file_info info;
 		tf_file *f;
@@ -591,7 +591,7 @@ static int cmd_info(opts *o, int nfiles, char **files)
 	int rc = 0;
 
 	if (nfiles < 1)
-		return usage_error("%s", "info needs at least one FILE");
+		return tiletool_usage_error("%s", "info needs at least one FILE");
 	for (int i = 0; i < nfiles; i++) {
 		tf_file *f;
 		tf_source *src;
@@ -622,7 +622,7 @@ static int cmd_schema(opts *o, int nfiles, char **files)
 	int rc = 0;
 
 	if (nfiles != 1)
-		return usage_error("%s", "schema takes one ARRAY directory");
+		return tiletool_usage_error("%s", "schema takes one ARRAY directory");
 	if (locate(o, files[0], &src, &rel, &err) != TF_OK) {
 		fprintf(stderr, "%s: %s\n", tiletool_prog, err.msg);
 		return EXIT_DATA;
@@ -653,11 +653,11 @@ static int export_path(const opts *o, char *rel, size_t n)
 	const char *attr = o->raw_attr ? o->raw_attr : o->npy_attr;
 
 	if (o->fragment && attr)
-		return usage_error("%s", "--fragment gives cells (CSV or Arrow); it does not go with --raw or --npy");
+		return tiletool_usage_error("%s", "--fragment gives cells (CSV or Arrow); it does not go with --raw or --npy");
 	if (o->fragment && (strchr(o->fragment, '/') || !*o->fragment))
-		return usage_error("bad fragment name '%s'", o->fragment);
+		return tiletool_usage_error("bad fragment name '%s'", o->fragment);
 	if (attr && (strchr(attr, '/') || !*attr))
-		return usage_error("bad attribute name '%s'", attr);
+		return tiletool_usage_error("bad attribute name '%s'", attr);
 	if (o->fragment)
 		snprintf(rel, n, "fragments/%s/cells.%s", o->fragment, o->arrow ? "arrow" : "csv");
 	else if (attr)
@@ -687,7 +687,7 @@ static int copy_view(tf_view *w, FILE *out)
 			rc = EXIT_DATA;
 		} else if (got == 0) {
 			break;
-		} else if (!write_all(out, buf, got)) {
+		} else if (!tiletool_write_all(out, buf, got)) {
 			fprintf(stderr, "%s: write: %s\n", tiletool_prog, strerror(errno));
 			rc = EXIT_DATA;
 		}
@@ -754,7 +754,7 @@ static int cmd_export(opts *o, int nfiles, char **files)
 	if (rc >= 0)
 		return rc;
 	if (nfiles != 1)
-		return usage_error("%s", "export takes one ARRAY directory");
+		return tiletool_usage_error("%s", "export takes one ARRAY directory");
 	/* ARRAY may be s3://BUCKET/PREFIX, as for schema. */
 	if (locate(o, files[0], &src, &rel, &err) != TF_OK) {
 		fprintf(stderr, "%s: %s\n", tiletool_prog, err.msg);
@@ -808,5 +808,5 @@ int main(int argc, char **argv)
 		opts_free(&o);
 		return rc;
 	}
-	return usage_error("unknown command '%s'", argv[1]);
+	return tiletool_usage_error("unknown command '%s'", argv[1]);
 }

@@ -43,10 +43,10 @@ typedef struct opts {
 /* "tiletool", for messages. */
 extern const char *const tiletool_prog;
 /* A usage error: fmt with arg on stderr, and where help is; EXIT_USAGE. */
-int usage_error(const char *fmt, const char *arg);
+int tiletool_usage_error(const char *fmt, const char *arg);
 /* Write n bytes of p to out, or the buffer b to a new file at path. */
-bool write_all(FILE *out, const uint8_t *p, size_t n);
-bool write_file(const char *path, const tf_buf *b);
+bool tiletool_write_all(FILE *out, const uint8_t *p, size_t n);
+bool tiletool_write_file(const char *path, const tf_buf *b);
 
 /* tiletool encode (encode.c); returns the exit status. */
 int tiletool_encode(opts *o, int nfiles, char **files);
