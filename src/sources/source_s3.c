@@ -95,11 +95,14 @@
 #include "sources/source_impl.h"
 #include "cache/tf_cache.h"
 #include "config/tf_s3.h"
+#include "util/tf_clock.h"
+#include "util/tf_hash.h"
+#include "util/tf_lru.h"
 
 #define LIST_PAGE 1000
 #define CACHE_LISTINGS 4096
 #define CACHE_BYTES ((size_t)64 << 20)
-#define HASH_BUCKETS 1024
+#define HASH_BUCKETS 1024		/* to start: the table doubles */
 
 #define IO_SIZE ((size_t)16 << 20)
 #define W_FIRST ((uint64_t)1 << 20)
@@ -135,13 +138,13 @@ typedef struct listing {
 	size_t tlen, tcap;
 	size_t bytes;			/* memory held */
 	int64_t at_ns;			/* when fetched */
-	bool immutable, cached;
+	bool immutable;
 	bool whole;			/* built from its subtree's keys, all of them: a
 					 * subdirectory it does not name has none */
-	unsigned refs;
-	struct listing *prev, *next;	/* LRU: head is the most recent */
-	struct listing *hnext;
+	tf_lru_node node;		/* keyed: cached (and listed); refs: its users */
 } listing;
+
+#define LISTING_OF(n) TF_LRU_ENTRY(n, listing, node)
 
 typedef struct s3_source {
 	tf_source base;
@@ -153,17 +156,16 @@ typedef struct s3_source {
 	uint64_t list_max_bytes;	/* of one listing's entries and names */
 	uint32_t uid, gid;
 	pthread_mutex_t mu;
-	listing *hash[HASH_BUCKETS];
-	listing *head, *tail;
-	size_t nlist, bytes;
+	tf_lru *listings;		/* the cache: by rel, least recent first */
+	size_t bytes;
 	/* Stored bytes (pmu): parts, most recently used first; the queue of
 	 * those the fetchers are to load; the bound; the cache charged. */
 	pthread_mutex_t pmu;
 	pthread_cond_t pcv;		/* a part loaded (or failed) */
 	pthread_cond_t fcv;		/* a part queued, or stopping */
-	struct s3_part *lru_head, *lru_tail, *q_head, *q_tail;
+	tf_lru *parts;			/* listed parts, least recent first (no keys) */
+	struct s3_part *q_head, *q_tail;
 	size_t held, cap;
-	unsigned nparts;		/* listed */
 	uint64_t wmax;			/* fetch-ahead window of one reader, at most */
 	struct tf_cache *cache;
 	ptrdiff_t charged;
@@ -188,11 +190,13 @@ typedef struct s3_part {
 	size_t len;
 	uint8_t *data;
 	part_state state;
-	unsigned pins;			/* readers copying or waiting, its loader */
+	tf_lru_node node;		/* listed: findable; refs: its pins (readers
+					 * copying or waiting, its loader) */
 	struct s3_object *o;		/* queued: the open it is fetched through (a reference) */
-	bool linked;			/* in the LRU: findable */
-	struct s3_part *prev, *next, *qnext;
+	struct s3_part *qnext;
 } s3_part;
+
+#define PART_OF(n) TF_LRU_ENTRY(n, s3_part, node)
 
 typedef struct s3_object {
 	tf_object base;
@@ -215,11 +219,6 @@ typedef struct s3_object {
 enum { PIN_NONE, PIN_BUSY, PIN_DONE };
 
 static const tf_object_ops s3_object_ops;
-
-static int64_t now_ns(void)
-{
-	return s3_now_ns();
-}
 
 /* Once the source has somewhere to say it (its hooks set), where its
  * credentials come from: once, never a secret; but not keys the caller's
@@ -263,7 +262,7 @@ static s3_bound bound_of(s3_source *s)
 /* Work nobody waits for (read-ahead): bounded from now, never cancelled. */
 static s3_bound bound_now(const s3_source *s)
 {
-	return (s3_bound){ now_ns() + s->deadline_ns, NULL, NULL };
+	return (s3_bound){ tf_now_ns() + s->deadline_ns, NULL, NULL };
 }
 
 /* ---- names -------------------------------------------------------------------------------- */
@@ -529,23 +528,13 @@ static tf_status add_page(builder *bd, const s3_list_page *pg, tf_error *err)
 	return rc;
 }
 
-/* FNV-1a of a string: continuation tokens, object ids, reserved names. */
-static uint64_t fnv1a(const char *t)
-{
-	uint64_t h = 14695981039346656037ull;
-
-	for (; *t; t++)
-		h = (h ^ (unsigned char)*t) * 1099511628211ull;
-	return h;
-}
-
 /* Whether the store's page pg leads on: a token never followed before,
  * and (when it has names) a greatest name past the page before's, as
  * pages in key order do.  A store looping or standing still is an error. */
 static tf_status page_advances(builder *bd, const s3_list_page *pg, unsigned page, tf_error *err)
 {
 	const char *max = NULL;
-	uint64_t h = pg->truncated ? fnv1a(pg->next_token) : 0;
+	uint64_t h = pg->truncated ? tf_hash_str(pg->next_token) : 0;
 	void *p;
 
 	for (size_t i = 0; i < bd->ntokens && pg->truncated; i++)
@@ -650,7 +639,7 @@ static tf_status fetch_listing(s3_source *s, const s3_bound *b, const char *rel,
 		return rc;
 	}
 	listing_finish(bd.l);
-	bd.l->at_ns = now_ns();
+	bd.l->at_ns = tf_now_ns();
 	*out = bd.l;
 	return TF_OK;
 }
@@ -868,7 +857,7 @@ static tf_status tree_listing(tree *t, const char *rel, size_t lo, size_t hi, li
 		return rc;
 	}
 	listing_finish(bd.l);
-	bd.l->at_ns = now_ns();
+	bd.l->at_ns = tf_now_ns();
 	bd.l->whole = true;
 	*out = bd.l;
 	return TF_OK;
@@ -942,75 +931,52 @@ static tf_status fetch_tree(s3_source *s, const s3_bound *b, const char *rel, li
 
 /* ---- the listing cache (s->mu held) ------------------------------------------------------ */
 
-static unsigned hash_rel(const char *rel)
+/*
+ * The cache is a tf_lru set (util/tf_lru.h) keyed by rel: a cached listing
+ * is in its table and on its list, used or not (tf_lru_ref: a listing in
+ * use may be let go, and is freed by its last user).
+ */
+static bool same_rel(const tf_lru_node *n, const void *rel)
 {
-	unsigned h = 2166136261u;
-
-	for (; *rel; rel++)
-		h = (h ^ (unsigned char)*rel) * 16777619u;
-	return h % HASH_BUCKETS;
-}
-
-static void lru_unlink(s3_source *s, listing *l)
-{
-	*(l->prev ? &l->prev->next : &s->head) = l->next;
-	*(l->next ? &l->next->prev : &s->tail) = l->prev;
-	l->prev = l->next = NULL;
-}
-
-static void lru_push(s3_source *s, listing *l)
-{
-	l->prev = NULL;
-	l->next = s->head;
-	*(s->head ? &s->head->prev : &s->tail) = l;
-	s->head = l;
+	return !strcmp(LISTING_OF(n)->rel, rel);
 }
 
 /* Take l out of the cache; freed now or by its last user. */
 static void cache_drop(s3_source *s, listing *l)
 {
-	listing **p = &s->hash[hash_rel(l->rel)];
-
-	while (*p != l)
-		p = &(*p)->hnext;
-	*p = l->hnext;
-	lru_unlink(s, l);
-	s->nlist--;
+	tf_lru_remove(s->listings, &l->node);
 	s->bytes -= l->bytes;
-	l->cached = false;
-	if (!l->refs)
+	if (!l->node.refs)
 		listing_free(l);
 }
 
 static listing *cache_find(s3_source *s, const char *rel)
 {
-	for (listing *l = s->hash[hash_rel(rel)]; l; l = l->hnext)
-		if (!strcmp(l->rel, rel))
-			return l;
-	return NULL;
+	tf_lru_node *n = tf_lru_find(s->listings, tf_hash_str(rel), same_rel, rel);
+
+	return n ? LISTING_OF(n) : NULL;
 }
 
 static bool fresh(const s3_source *s, const listing *l)
 {
-	return l->immutable || now_ns() - l->at_ns < s->ttl_ns;
+	return l->immutable || tf_now_ns() - l->at_ns < s->ttl_ns;
 }
 
 static void cache_insert(s3_source *s, listing *l)
 {
 	listing *old = cache_find(s, l->rel);
+	tf_lru_node *n;
 
 	if (old)
 		cache_drop(s, old);
 	if (l->bytes > CACHE_BYTES / 4 || (s->ttl_ns == 0 && !l->immutable))
 		return;		/* served once, not kept */
-	while (s->tail && (s->nlist >= CACHE_LISTINGS || s->bytes + l->bytes > CACHE_BYTES))
-		cache_drop(s, s->tail);
-	l->hnext = s->hash[hash_rel(l->rel)];
-	s->hash[hash_rel(l->rel)] = l;
-	lru_push(s, l);
-	s->nlist++;
+	while ((tf_lru_count(s->listings) >= CACHE_LISTINGS || s->bytes + l->bytes > CACHE_BYTES) &&
+	       (n = tf_lru_oldest(s->listings, 0)))
+		cache_drop(s, LISTING_OF(n));
+	tf_lru_insert(s->listings, &l->node, tf_hash_str(l->rel));
+	tf_lru_use(s->listings, &l->node, 0);
 	s->bytes += l->bytes;
-	l->cached = true;
 }
 
 /* ---- using listings ------------------------------------------------------------------------ */
@@ -1050,7 +1016,7 @@ static void cache_all(s3_source *s, listing **ls, size_t n, size_t skip)
 		if (i == skip)
 			continue;
 		cache_insert(s, ls[i]);
-		if (!ls[i]->cached)
+		if (!ls[i]->node.keyed)
 			listing_free(ls[i]);
 	}
 }
@@ -1085,7 +1051,7 @@ static tf_status known_empty(s3_source *s, const char *rel, listing **out, tf_er
 	}
 	add_text(bd.l, "", 0);
 	listing_finish(bd.l);
-	bd.l->at_ns = now_ns();
+	bd.l->at_ns = tf_now_ns();
 	bd.l->whole = true;
 	*out = bd.l;
 	return TF_OK;
@@ -1134,9 +1100,8 @@ static tf_status listing_get(s3_source *s, const s3_bound *b, const char *rel, l
 
 	pthread_mutex_lock(&s->mu);
 	if ((l = cache_find(s, rel)) && fresh(s, l)) {
-		lru_unlink(s, l);
-		lru_push(s, l);
-		l->refs++;
+		tf_lru_use(s->listings, &l->node, 0);
+		tf_lru_ref(&l->node);
 		pthread_mutex_unlock(&s->mu);
 		*out = l;
 		return TF_OK;
@@ -1158,7 +1123,7 @@ static tf_status listing_get(s3_source *s, const s3_bound *b, const char *rel, l
 		l = ls[at];
 	free(ls);
 	cache_insert(s, l);
-	l->refs++;
+	tf_lru_ref(&l->node);
 	pthread_mutex_unlock(&s->mu);
 	*out = l;
 	return TF_OK;
@@ -1167,7 +1132,7 @@ static tf_status listing_get(s3_source *s, const s3_bound *b, const char *rel, l
 static void listing_put(s3_source *s, listing *l)
 {
 	pthread_mutex_lock(&s->mu);
-	if (--l->refs == 0 && !l->cached)
+	if (tf_lru_release(&l->node) && !l->node.keyed)
 		listing_free(l);
 	pthread_mutex_unlock(&s->mu);
 }
@@ -1397,7 +1362,7 @@ static tf_status s3_open(tf_source *base, const char *rel, const tf_version *exp
 	 * trip each. */
 	o->base.io_size = IO_SIZE;
 	o->src = s;
-	o->idh = fnv1a(o->id);
+	o->idh = tf_hash_str(o->id);
 	o->refs = 1;
 	atomic_init(&o->mtime_ns, 0);
 	atomic_init(&o->pin, PIN_NONE);
@@ -1427,7 +1392,7 @@ static bool pin_begin(s3_object *o, const s3_bound *b)
 		return false;
 	pthread_mutex_lock(&o->pin_mu);
 	while (atomic_load(&o->pin) == PIN_BUSY && !s3_bound_over(b)) {
-		int64_t until = now_ns() + 200000000;
+		int64_t until = tf_now_ns() + 200000000;
 		struct timespec ts;
 		until = until < b->at_ns ? until : b->at_ns;
 		ts = (struct timespec){ (time_t)(until / 1000000000), (long)(until % 1000000000) };
@@ -1613,34 +1578,21 @@ static void held_add(s3_source *s, ptrdiff_t n)
 	}
 }
 
+/* Parts are the list of a tf_lru set without keys (a read finds its part
+ * by range, part_at); pins are their tf_lru_ref counts. */
 static void parts_unlink(s3_source *s, s3_part *p)
 {
-	if (!p->linked)
-		return;
-	if (p->prev)
-		p->prev->next = p->next;
-	else
-		s->lru_head = p->next;
-	if (p->next)
-		p->next->prev = p->prev;
-	else
-		s->lru_tail = p->prev;
-	p->prev = p->next = NULL;
-	p->linked = false;
-	s->nparts--;
+	tf_lru_unlist(s->parts, &p->node);
 }
 
 static void parts_front(s3_source *s, s3_part *p)
 {
-	parts_unlink(s, p);
-	p->next = s->lru_head;
-	if (s->lru_head)
-		s->lru_head->prev = p;
-	s->lru_head = p;
-	if (!s->lru_tail)
-		s->lru_tail = p;
-	p->linked = true;
-	s->nparts++;
+	tf_lru_use(s->parts, &p->node, 0);
+}
+
+static unsigned nparts(const s3_source *s)
+{
+	return (unsigned)tf_lru_length(s->parts, 0);
 }
 
 /* Drop a reference to o (a part queued or loading through it holds one). */
@@ -1660,7 +1612,7 @@ static void part_free(s3_source *s, s3_part *p)
 /* Unpin p; a part no longer listed goes with its last pin. */
 static void part_unpin(s3_source *s, s3_part *p)
 {
-	if (!--p->pins && !p->linked)
+	if (tf_lru_release(&p->node) && !tf_lru_listed(&p->node))
 		part_free(s, p);
 }
 
@@ -1668,17 +1620,17 @@ static void part_unpin(s3_source *s, s3_part *p)
  * recently used parts out (ready ones no reader holds). */
 static bool make_room(s3_source *s, size_t n)
 {
-	s3_part *p = s->lru_tail;
+	tf_lru_node *at = tf_lru_oldest(s->parts, 0);
 
-	while ((s->held + n > s->cap || s->nparts >= STORED_PARTS) && p) {
-		s3_part *prev = p->prev;
-		if (p->state == P_READY && !p->pins) {
+	while ((s->held + n > s->cap || nparts(s) >= STORED_PARTS) && at) {
+		s3_part *p = PART_OF(at);
+		at = tf_lru_newer(s->parts, at);
+		if (p->state == P_READY && !p->node.refs) {
 			part_free(s, p);
 			s->evicted++;
 		}
-		p = prev;
 	}
-	return s->held + n <= s->cap && s->nparts < STORED_PARTS;
+	return s->held + n <= s->cap && nparts(s) < STORED_PARTS;
 }
 
 /* A new part of o for [off, off+len), listed, its memory taken; NULL when
@@ -1710,7 +1662,8 @@ static s3_part *part_new(s3_object *o, uint64_t off, size_t len, part_state stat
 static s3_part *part_at(s3_object *o, uint64_t off, uint64_t *next)
 {
 	*next = UINT64_MAX;
-	for (s3_part *p = o->src->lru_head; p; p = p->next) {
+	for (tf_lru_node *at = tf_lru_newest(o->src->parts, 0); at; at = tf_lru_older(o->src->parts, at)) {
+		s3_part *p = PART_OF(at);
 		if (!part_of(p, o))
 			continue;
 		if (off >= p->off && off - p->off < p->len)
@@ -1799,7 +1752,7 @@ static void *fetcher_main(void *arg)
 		}
 		queue_remove(s, p);
 		p->state = P_LOADING;
-		p->pins++;
+		tf_lru_ref(&p->node);
 		o = p->o;
 		part_load(o, p, NULL, false);
 		p->o = NULL;
@@ -1870,7 +1823,7 @@ static bool continues(const s3_object *o, uint64_t off)
 static bool wait_part(s3_source *s, s3_part *p, const s3_bound *bd)
 {
 	while (p->state == P_LOADING && !s3_bound_over(bd)) {
-		int64_t until = now_ns() + 200000000;
+		int64_t until = tf_now_ns() + 200000000;
 		struct timespec ts;
 		until = until < bd->at_ns ? until : bd->at_ns;
 		ts = (struct timespec){ (time_t)(until / 1000000000), (long)(until % 1000000000) };
@@ -1896,7 +1849,7 @@ static tf_status read_step(s3_object *o, const s3_bound *bd, uint64_t *off, uint
 	size_t n;
 
 	if (p) {
-		p->pins++;
+		tf_lru_ref(&p->node);
 		if (p->state == P_QUEUED) {	/* ours now: no waiting behind the queue */
 			s3_object *by = p->o;
 			queue_remove(s, p);
@@ -1913,7 +1866,7 @@ static tf_status read_step(s3_object *o, const s3_bound *bd, uint64_t *off, uint
 	} else {
 		n = next - *off < *len ? (size_t)(next - *off) : *len;
 		if (n >= PART_KEEP && (p = part_new(o, *off, n, P_LOADING))) {
-			p->pins++;
+			tf_lru_ref(&p->node);
 			part_load(o, p, bd, true);
 		}
 	}
@@ -2031,7 +1984,7 @@ static void s3_close(tf_object *base)
 	pthread_mutex_lock(&s->pmu);
 	for (s3_part *p = s->q_head, *nx; p; p = nx) {
 		nx = p->qnext;
-		if (p->o == o && !p->pins) {
+		if (p->o == o && !p->node.refs) {
 			queue_remove(s, p);
 			s->cancelled++;
 			part_free(s, p);	/* drops its reference to o */
@@ -2064,15 +2017,17 @@ static void s3_free(tf_source *base)
 		queue_remove(s, p);
 		part_free(s, p);
 	}
-	while (s->lru_head)
-		part_free(s, s->lru_head);
+	for (tf_lru_node *at; s->parts && (at = tf_lru_oldest(s->parts, 0));)
+		part_free(s, PART_OF(at));
 	pthread_mutex_unlock(&s->pmu);
 	free(s->fetchers);
 	pthread_cond_destroy(&s->pcv);
 	pthread_cond_destroy(&s->fcv);
 	pthread_mutex_destroy(&s->pmu);
-	while (s->head)
-		cache_drop(s, s->head);
+	for (tf_lru_node *at; s->listings && (at = tf_lru_oldest(s->listings, 0));)
+		cache_drop(s, LISTING_OF(at));
+	tf_lru_free(s->listings);
+	tf_lru_free(s->parts);
 	s3_client_free(s->client);
 	tf_disk_cache_free(s->disk);
 	pthread_mutex_destroy(&s->mu);
@@ -2114,7 +2069,7 @@ static char *reserved_key(const s3_source *s, const char *name)
 
 static uint64_t miss_hash(const char *name)
 {
-	return fnv1a(name) | 1;	/* 0 marks a free slot */
+	return tf_hash_str(name) | 1;	/* 0 marks a free slot */
 }
 
 /* Whether name was not there less than list_ttl ago. */
@@ -2124,7 +2079,7 @@ static bool missing(s3_source *s, const char *name)
 	bool m;
 
 	pthread_mutex_lock(&s->mu);
-	m = s->misses[h % MISS_SLOTS].h == h && now_ns() - s->misses[h % MISS_SLOTS].at_ns < s->ttl_ns;
+	m = s->misses[h % MISS_SLOTS].h == h && tf_now_ns() - s->misses[h % MISS_SLOTS].at_ns < s->ttl_ns;
 	pthread_mutex_unlock(&s->mu);
 	return m;
 }
@@ -2135,7 +2090,7 @@ static void set_missing(s3_source *s, const char *name, bool m)
 
 	pthread_mutex_lock(&s->mu);
 	if (m)
-		s->misses[h % MISS_SLOTS].h = h, s->misses[h % MISS_SLOTS].at_ns = now_ns();
+		s->misses[h % MISS_SLOTS].h = h, s->misses[h % MISS_SLOTS].at_ns = tf_now_ns();
 	else if (s->misses[h % MISS_SLOTS].h == h)
 		s->misses[h % MISS_SLOTS].h = 0;
 	pthread_mutex_unlock(&s->mu);
@@ -2197,7 +2152,7 @@ static void s3_stored_stats(tf_source *base, tf_source_stored *out)
 	*out = (tf_source_stored){ .held = s->held, .bound = s->cap, .in_flight = s->inflight,
 				   .queued = s->queued, .fetched = s->fetched, .served = s->served,
 				   .evicted = s->evicted, .cancelled = s->cancelled };
-	out->parts = s->nparts;
+	out->parts = nparts(s);
 	pthread_mutex_unlock(&s->pmu);
 }
 
@@ -2305,7 +2260,8 @@ static tf_status s3_new(const char *spec, const tf_s3_settings *set, s3_source *
 	pthread_condattr_destroy(&ca);
 	pthread_cond_init(&s->fcv, NULL);
 	s->max_fetchers = set->max_requests ? set->max_requests : 1;
-	if (!(s->fetchers = calloc(s->max_fetchers, sizeof(*s->fetchers)))) {
+	if (tf_lru_new(HASH_BUCKETS, &s->listings, NULL) != TF_OK || tf_lru_new(1, &s->parts, NULL) != TF_OK ||
+	    !(s->fetchers = calloc(s->max_fetchers, sizeof(*s->fetchers)))) {
 		s3_free(&s->base);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
