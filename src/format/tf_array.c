@@ -417,7 +417,7 @@ static frag_slot *read_fragment(tf_array *a, const char *name, const char *fdir)
  * keeps requests in flight (tf_source_in_flight) is read alone (it brings
  * the schema, which its fellows would otherwise each fetch), and then the
  * metadata of every fragment in its __fragments directory (listed: an
- * object store lists the directory whole, source_s3.c), up to BATCH_MAX,
+ * object store lists the directory whole, source_s3_cache.c), up to BATCH_MAX,
  * on that many threads (tf_fanout).  Once per array: fragments written
  * later, or trimmed since, are read one by one as before.  A reader
  * missing a fragment while the batch runs waits for it rather than fetch

@@ -7,8 +7,9 @@
  * least recently used first when a bound (a count, bytes) is passed.  The
  * decoded chunks (cache/tf_cache.c: owner and index), the fragments'
  * metadata of an array (format/tf_array.c: the fragment's name), the
- * listings of an object store (sources/source_s3.c: the directory) and its
- * stored-bytes parts (a list only: found by range, not by key).  What
+ * listings of an object store (sources/source_s3_cache.c: the directory)
+ * and its stored-bytes parts (source_s3_read.c, a list only: found by
+ * range, not by key).  What
  * differs between them is only policy: what an entry costs, which bound,
  * whether an entry in use may be let go.  That stays with the user; the
  * mechanics are here, once.
