@@ -44,9 +44,6 @@ typedef struct s3_bound {
 	void *arg;
 } s3_bound;
 
-/* tf_now_ns (util/tf_clock.h) by its former name, for s3_auth.c only:
- * to go once that file (being split) says tf_now_ns itself. */
-#define s3_now_ns tf_now_ns
 /* Whether b leaves no time (past its deadline) or its caller is gone. */
 bool s3_bound_over(const s3_bound *b);
 
