@@ -452,7 +452,7 @@ static kstate key_state(const s3_auth *a, const s3_key *k)
 
 static bool wait_until(s3_auth *a, const s3_bound *b)
 {
-	int64_t until = s3_now_ns() + 100000000;
+	int64_t until = tf_now_ns() + 100000000;
 	struct timespec ts;
 
 	until = until < b->at_ns ? until : b->at_ns;
@@ -473,7 +473,7 @@ tf_status s3_auth_key(s3_auth *a, const s3_bound *b, s3_key **out, tf_error *err
 	pthread_mutex_lock(&a->mu);
 	for (;;) {
 		kstate st = key_state(a, a->cur);
-		if (st == K_FRESH || (st == K_SOFT && (a->refreshing || s3_now_ns() < a->retry_at))) {
+		if (st == K_FRESH || (st == K_SOFT && (a->refreshing || tf_now_ns() < a->retry_at))) {
 			*out = s3_key_get(a->cur);
 			break;
 		}
@@ -509,7 +509,7 @@ tf_status s3_auth_key(s3_auth *a, const s3_bound *b, s3_key **out, tf_error *err
 			continue;
 		}
 		snprintf(a->last_err, sizeof(a->last_err), "credentials from %.150s: %.300s", a->p->what, fe.msg);
-		a->retry_at = s3_now_ns() + RETRY_AFTER_NS;
+		a->retry_at = tf_now_ns() + RETRY_AFTER_NS;
 		if (st == K_SOFT) {
 			snprintf(note, sizeof(note), "%s; the current ones are used until they expire, in %lld s",
 				 a->last_err, (long long)(a->cur->expires - (int64_t)time(NULL)));

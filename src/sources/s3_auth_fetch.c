@@ -560,7 +560,7 @@ static tf_status run_process(char **argv, int64_t until, char **out, size_t *len
 		return tf_err(err, TF_E_ACCESS, "credential_process '%.200s': %s", argv[0], strerror(e));
 	}
 	for (;;) {
-		int64_t left = (until - s3_now_ns()) / 1000000;
+		int64_t left = (until - tf_now_ns()) / 1000000;
 		struct pollfd pf = { .fd = fds[0], .events = POLLIN };
 		ssize_t r;
 		if (left <= 0) {
@@ -588,7 +588,7 @@ static tf_status run_process(char **argv, int64_t until, char **out, size_t *len
 			exited = w == pid;
 			if (w < 0)
 				st = 0, exited = true;	/* SIGCHLD ignored: no status to be had */
-		} else if (s3_now_ns() >= until) {
+		} else if (tf_now_ns() >= until) {
 			why = "no answer in time";
 		} else {
 			nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
@@ -619,7 +619,7 @@ static tf_status fetch_process(const s3_bound *b, provider *p, s3_key **out, tf_
 {
 	char **argv = NULL, *text = NULL;
 	size_t len = 0;
-	int64_t until = s3_now_ns() + PROCESS_TIMEOUT_NS;
+	int64_t until = tf_now_ns() + PROCESS_TIMEOUT_NS;
 	tf_status rc = s3_split_command(p->command, &argv, err);
 
 	*out = NULL;
