@@ -41,7 +41,6 @@
 #include <sys/eventfd.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -87,7 +86,7 @@ void fs_note_negative(tilefs *fs, fuse_ino_t parent, const char *name)
 	pthread_mutex_lock(&fs->negatives_lock);
 	v = &fs->negatives[fs->negative_next++ % FS_NEGATIVES];
 	v->parent = parent;
-	v->at = fs_now_ns();
+	v->at = tf_now_ns();
 	strcpy(v->name, name);
 	pthread_mutex_unlock(&fs->negatives_lock);
 }
@@ -97,7 +96,7 @@ void fs_note_negative(tilefs *fs, fuse_ino_t parent, const char *name)
 static void forget_negatives(tilefs *fs)
 {
 	fs_negative *copy = malloc(FS_NEGATIVES * sizeof(*copy));
-	int64_t since = fs_now_ns() - (int64_t)(FS_TIMEOUT * 1e9) - 100000000;
+	int64_t since = tf_now_ns() - (int64_t)(FS_TIMEOUT * 1e9) - 100000000;
 	size_t k = 0;
 
 	if (!copy || !fs->negatives) {
@@ -147,13 +146,6 @@ void fs_reload(tilefs *fs)
 
 /* ---- idle unmount ----------------------------------------------------------------------- */
 
-int64_t fs_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* Milliseconds until the mount may be idle (not before `next`): -1 never. */
 static int idle_wait_ms(tilefs *fs, int64_t next)
@@ -164,7 +156,7 @@ static int idle_wait_ms(tilefs *fs, int64_t next)
 		return -1;
 	if (next > due)
 		due = next;
-	ms = (due - fs_now_ns()) / 1000000 + 1;
+	ms = (due - tf_now_ns()) / 1000000 + 1;
 	return ms <= 0 ? 0 : ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
@@ -191,7 +183,7 @@ static int run_fusermount(const char *mountpoint)
  */
 static int64_t unmount_if_idle(tilefs *fs)
 {
-	int64_t now = fs_now_ns(), quiet = now - atomic_load(&fs->last_request_ns);
+	int64_t now = tf_now_ns(), quiet = now - atomic_load(&fs->last_request_ns);
 	int rc;
 
 	if (quiet < fs->idle_ns)
@@ -279,7 +271,7 @@ int fs_watch_start(tilefs *fs)
 	struct sigaction hup = { .sa_handler = on_hup, .sa_flags = SA_RESTART };
 	int e;
 
-	atomic_store(&fs->last_request_ns, fs_now_ns());
+	atomic_store(&fs->last_request_ns, tf_now_ns());
 	if (!(fs->negatives = calloc(FS_NEGATIVES, sizeof(*fs->negatives))))
 		return errno = ENOMEM;
 	if ((fs->watch_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)

@@ -113,7 +113,7 @@ static tilefs *fs_of(fuse_req_t req)
 {
 	tilefs *fs = fuse_req_userdata(req);
 	fs_thread *t = thread_of(fs);
-	int64_t now = fs_now_ns();
+	int64_t now = tf_now_ns();
 
 	if (fs->idle_ns)	/* one line every request writes: only when it is read */
 		atomic_store_explicit(&fs->last_request_ns, now, memory_order_relaxed);

@@ -34,6 +34,7 @@
 #include "sources/tf_source.h"
 #include "sources/tf_source_open.h"
 #include "tf_mount.h"
+#include "util/tf_clock.h"
 
 /* Exit statuses of the tilefs command (documented in tilefs(1)). */
 enum { TFS_EXIT_FUSE = 1, TFS_EXIT_USAGE = 2, TFS_EXIT_CONFIG = 3, TFS_EXIT_KEY = 4, TFS_EXIT_SOURCE = 5 };
@@ -268,8 +269,6 @@ size_t fs_users_open(tilefs *fs);
 
 /* ---- lifecycle.c: the ready signal, reload, idle unmount ----------------------------------- */
 
-/* CLOCK_MONOTONIC in nanoseconds. */
-int64_t fs_now_ns(void);
 /* Say once whether the mount serves: `s` or `f` to -o notify_pipe, and
  * READY=1 (or a STATUS= with the failure) to systemd when NOTIFY_SOCKET is
  * set.  ok: the kernel has initialized the session (ll_init). */
