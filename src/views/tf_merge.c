@@ -144,7 +144,7 @@ static tf_status add_slots(tf_sparse *it, tf_error *err)
 tf_status tf_row_init(tf_row *r, size_t nfields, tf_error *err)
 {
 	memset(r, 0, sizeof(*r));
-	tf_buf_init(&r->bytes, TILE_BYTES_LIMIT);
+	tf_buf_init(&r->bytes, TF_TILE_BYTES_LIMIT);
 	r->nfields = nfields;
 	if (!(r->off = calloc(nfields + 1, sizeof(size_t))) || !(r->len = calloc(nfields + 1, sizeof(size_t))) ||
 	    !(r->valid = calloc(nfields + 1, sizeof(bool))))
@@ -187,7 +187,7 @@ tf_status tf_sparse_open(tf_snapshot *s, const tf_fieldspec *out, size_t nout, c
 	it->share = tf_cache_budget(it->cache) / WINDOW_SHARE;
 	if (it->share < WINDOW_MIN)
 		it->share = WINDOW_MIN;
-	tf_buf_init(&it->key, TILE_BYTES_LIMIT);
+	tf_buf_init(&it->key, TF_TILE_BYTES_LIMIT);
 	if ((rc = build_specs(it, out, nout, err)) == TF_OK && (rc = add_slots(it, err)) == TF_OK &&
 	    (!(it->keyoff = calloc(it->ndims + 1, sizeof(size_t))) || !(it->keylen = calloc(it->ndims + 1, sizeof(size_t))) ||
 	     !(it->cp = calloc(it->ndims + 1, sizeof(*it->cp))) || !(it->cn = calloc(it->ndims + 1, sizeof(size_t))) ||

@@ -3,11 +3,14 @@
  * consecutive cells of one tile (tf_cellbuf) copied out of the decoded units
  * into cache entries of their own (see tf_merge.c for why windows).
  */
-#include "views/tf_merge_int.h"
+#include "views/tf_merge.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "format/tf_array.h"
+
+#define ALIGN8(x) (((x) + 7) & ~(uint64_t)7)
 
 /* ---- tiles --------------------------------------------------------------------------------- */
 
@@ -285,8 +288,8 @@ tf_status tf_cellbuf_load(tf_cellbuf *b, tf_snapshot *s, tf_workspace *ws, size_
 	 * as fit with their var bytes, read from their offsets. */
 	n = max_bytes / (per ? per : 1);
 	n = n < 1 ? 1 : n < max_cells ? n : max_cells;
-	if (n > TILE_BYTES_LIMIT / 8)
-		n = TILE_BYTES_LIMIT / 8;
+	if (n > TF_TILE_BYTES_LIMIT / 8)
+		n = TF_TILE_BYTES_LIMIT / 8;
 	for (size_t i = 0; i < b->nfields; i++)
 		b->f[i].vlen = 0;
 	/* The cells the schema or footer claims must be in the tile, as its

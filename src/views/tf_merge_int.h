@@ -3,8 +3,9 @@
  * fragment of the merge (slot), the merge's state (struct tf_sparse) and the
  * small accessors of a slot's window.  Included by tf_merge.c (the merge),
  * tf_merge_order.c (the global order), tf_merge_warm.c (first windows in
- * flight), tf_merge_cells.c (windows of cells) and tf_merge_dense.c (dense
- * resolution); nothing else includes it.
+ * flight) and tf_merge_dense.c (same_tiling: dense and sparse both ask it);
+ * nothing else
+ * includes it (tf_merge_cells.c, below them all, needs only tf_merge.h).
  */
 #ifndef TF_MERGE_INT_H
 #define TF_MERGE_INT_H
@@ -12,13 +13,10 @@
 #include "views/tf_merge.h"
 #include "format/tf_array.h"
 
-#define TILE_BYTES_LIMIT ((size_t)4 << 30)
 #define WINDOW_SHARE 8			/* the merge's windows: budget / 8 */
 #define WINDOW_MIN ((size_t)64 << 10)	/* ...but this much in a tiny cache */
 #define WINDOW_MAX ((size_t)64 << 10)	/* a window, at most: a cache slot */
 #define CANCEL_EVERY 4096		/* cells looked at between checks */
-
-#define ALIGN8(x) (((x) + 7) & ~(uint64_t)7)
 
 /* A fragment of the merge.  Its order is its index in the slots (read
  * order: later is newer). */
