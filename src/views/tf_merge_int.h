@@ -4,8 +4,8 @@
  * small accessors of a slot's window.  Included by tf_merge.c (the merge),
  * tf_merge_order.c (the global order), tf_merge_warm.c (first windows in
  * flight) and tf_merge_dense.c (same_tiling: dense and sparse both ask it);
- * nothing else
- * includes it (tf_merge_cells.c, below them all, needs only tf_merge.h).
+ * nothing else includes it (tf_merge_cells.c, below them all, needs only
+ * tf_merge.h).
  */
 #ifndef TF_MERGE_INT_H
 #define TF_MERGE_INT_H
