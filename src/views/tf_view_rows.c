@@ -469,6 +469,23 @@ static tf_status load_window(csv *c, producer *p, uint64_t tile, uint64_t cell, 
 	return tf_cellbuf_load(&p->buf, c->v->s, ws, c->frag, tile, cell, tc - cell, bytes, err);
 }
 
+/* The rest of a row from the window: columns from `from` on are its fields
+ * (the window's field j - from) of cell `cell`; then the row's end. */
+static tf_status put_window_cell(csv *c, producer *p, tf_buf *text, size_t from, uint64_t cell, tf_error *err)
+{
+	tf_status rc = TF_OK;
+
+	for (size_t j = from; j < c->ncols && rc == TF_OK; j++) {
+		const uint8_t *v;
+		size_t n;
+		bool valid;
+
+		tf_cellbuf_get(&p->buf, j - from, cell, &v, &n, &valid);
+		rc = emit(c, p, text, j, v, n, valid, err);
+	}
+	return rc == TF_OK ? emit_end(c, p, text, err) : rc;
+}
+
 /* One sparse fragment: its cells in storage order from position in[0]. */
 static tf_status produce_frag_sparse(csv *c, producer *p, tf_workspace *ws, const uint64_t *in,
 				     tf_buf *text, uint64_t *out, bool *end, tf_error *err)
@@ -482,16 +499,7 @@ static tf_status produce_frag_sparse(csv *c, producer *p, tf_workspace *ws, cons
 
 		if ((rc = load_window(c, p, tile, cell, ws, err)) != TF_OK)
 			break;
-		for (size_t j = 0; j < c->ncols && rc == TF_OK; j++) {
-			const uint8_t *v;
-			size_t n;
-			bool valid;
-
-			tf_cellbuf_get(&p->buf, j, cell, &v, &n, &valid);
-			rc = emit(c, p, text, j, v, n, valid, err);
-		}
-		if (rc == TF_OK)
-			rc = emit_end(c, p, text, err);
+		rc = put_window_cell(c, p, text, 0, cell, err);
 		pos++;
 	}
 	out[0] = pos;
@@ -602,16 +610,8 @@ static tf_status produce_frag_dense(csv *c, producer *p, tf_workspace *ws, const
 			tf_put_le_n(v, size, tf_le_n(d->domain, size) + base[j] + o[j]);
 			rc = emit(c, p, text, j, v, size, true, err);
 		}
-		for (size_t j = c->ndims; j < c->ncols && rc == TF_OK; j++) {
-			const uint8_t *v;
-			size_t n;
-			bool valid;
-
-			tf_cellbuf_get(&p->buf, j - c->ndims, cell, &v, &n, &valid);
-			rc = emit(c, p, text, j, v, n, valid, err);
-		}
 		if (rc == TF_OK)
-			rc = emit_end(c, p, text, err);
+			rc = put_window_cell(c, p, text, c->ndims, cell, err);
 		pos++;
 	}
 	out[0] = pos;
