@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "util/tf_fanout.h"
+#include "util/tf_locked.h"
 #include "format/tf_tile.h"
 
 #define LEGACY_SCHEMA "__array_schema.tdb"
@@ -922,12 +923,7 @@ tf_status tf_array_open_file(tf_array *a, const char *rel, tf_file **out, tf_err
 
 size_t tf_array_idle_bytes(tf_array *a)
 {
-	size_t n;
-
-	pthread_mutex_lock(&a->lock);
-	n = a->idle_bytes;
-	pthread_mutex_unlock(&a->lock);
-	return n;
+	return tf_locked_size(&a->lock, &a->idle_bytes);
 }
 
 void tf_array_trim_idle(tf_array *a, size_t bytes)

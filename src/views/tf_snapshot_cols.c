@@ -15,6 +15,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/tf_locked.h"
+
 static void col_close(tf_col *c)
 {
 	tf_handle_close(c->data);
@@ -426,12 +428,7 @@ void tf_snapshot_shrink(tf_snapshot *s)
 
 size_t tf_snapshot_open_cols(tf_snapshot *s)
 {
-	size_t n;
-
-	pthread_mutex_lock(&s->lock);
-	n = s->nopen;
-	pthread_mutex_unlock(&s->lock);
-	return n;
+	return tf_locked_size(&s->lock, &s->nopen);
 }
 
 bool tf_col_missing(const tf_col *c) { return c->missing; }
