@@ -14,7 +14,6 @@ static const uint8_t MAGIC[8] = { 'A', 'R', 'R', 'O', 'W', '1', 0, 0 };
 
 /* ---- flatbuffers, front to back -------------------------------------------------------------- */
 
-
 static uint8_t *fb_room(fb *f, size_t n)
 {
 	uint8_t *at = NULL;
@@ -60,7 +59,6 @@ void fb_link(fb *f, size_t at, size_t to)
 	if (f->rc == TF_OK)
 		tf_put_le32(f->b.p + at, (uint32_t)(to - at));
 }
-
 
 /* Write a table's vtable, then the table (fields largest first, each
  * aligned to its size); returns where the table starts. */
@@ -141,7 +139,6 @@ size_t fb_vector(fb *f, size_t n, size_t align)
 }
 
 /* ---- the schema ---------------------------------------------------------------------------- */
-
 
 static bool is_text(tf_datatype t)
 {

@@ -367,6 +367,7 @@ static tf_status slot_settle(tf_sparse *it, slot *sl, tf_workspace *ws, tf_error
 	deactivate(it, sl);
 	return TF_OK;
 }
+
 /* Slot s joins the merge (counted in nactive), its window not loaded. */
 static tf_status join(tf_sparse *it, size_t s, tf_error *err)
 {

@@ -185,6 +185,7 @@ tf_snapshot *tf_snapshot_ref(tf_snapshot *s)
 	atomic_fetch_add(&s->refs, 1);
 	return s;
 }
+
 void tf_snapshot_unref(tf_snapshot *s)
 {
 	if (!s || atomic_fetch_sub(&s->refs, 1) != 1)

@@ -444,7 +444,6 @@ tf_status choose_visible(tf_snapshot *s, const commits *c, const names *cdir, tf
 	return TF_OK;
 }
 
-
 tf_array *tf_snapshot_array(const tf_snapshot *s) { return s->a; }
 tf_cache *tf_snapshot_cache(const tf_snapshot *s) { return s->cache; }
 const tf_schema *tf_snapshot_schema(const tf_snapshot *s) { return s->schema; }

@@ -148,7 +148,6 @@ static tf_status csv_new(tf_views *v, csv_kind kind, size_t frag, bool arrow, cs
 	return TF_OK;
 }
 
-
 /* The per-fragment tables, CSV and Arrow (v->lock held). */
 static tf_status frag_tables(tf_views *v, tf_error *err)
 {

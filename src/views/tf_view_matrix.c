@@ -131,7 +131,6 @@ tf_status raw_read(tf_views *v, const matrix *m, tf_workspace *ws, uint64_t off,
 	return rc;
 }
 
-
 /* A dense array's resolution and matrices, made on first need (every
  * fragment's metadata is read).  A dense array that cannot be resolved
  * still lists its CSV views; opening the array's CSV reports why. */

@@ -619,7 +619,6 @@ static tf_status produce_frag_dense(csv *c, producer *p, tf_workspace *ws, const
 	return rc;
 }
 
-
 static tf_status produce_rows(csv *c, producer *p, tf_workspace *ws, const uint64_t *in, tf_buf *text,
 			      uint64_t *out, bool *end, tf_error *err)
 {
