@@ -249,6 +249,47 @@ void tf_sparse_get_state(const tf_sparse *it, uint64_t *state)
 		state[i] = it->slots[i].pos;
 }
 
+/* ---- the order of two cells (the rest: tf_merge_order.c) ---------------------------------- */
+
+/* Global order of cell ca of slot a's window and cell cb of b's
+ * (global_order_compare, HilbertCmp): <0 if a's comes first.  The sort
+ * keys first: space tiles, or the Hilbert value; they are the whole
+ * order where it->fast (the merge's every step compares cells). */
+static inline int cmp_coords_at(const tf_sparse *it, const slot *a, uint64_t ca, const slot *b, uint64_t cb)
+{
+	const uint64_t *ka = keys_of(it, a, ca), *kb = keys_of(it, b, cb);
+	size_t nk = it->hilbert ? 1 : it->fast ? 2 * it->ndims : it->ndims;
+
+	for (size_t k = 0; k < nk; k++)
+		if (ka[k] != kb[k])
+			return ka[k] < kb[k] ? -1 : 1;
+	return it->fast ? 0 : cmp_values(it, a, ca, b, cb);
+}
+
+/* The same of the slots' next cells. */
+static int cmp_coords(const tf_sparse *it, const slot *a, const slot *b)
+{
+	return cmp_coords_at(it, a, cell_of(a), b, cell_of(b));
+}
+
+/* The merge order of two slots' current cells: coordinates, then (no
+ * duplicates) the newer cell first, then the later fragment (GlobalCmp
+ * with use_timestamps / strict_ordering). */
+static int cmp_slots(const tf_sparse *it, const slot *a, const slot *b)
+{
+	int r = cmp_coords(it, a, b);
+	uint64_t ta, tb;
+
+	if (r)
+		return r;
+	if (!it->dups) {
+		ta = cell_timestamp(it, a, cell_of(a)), tb = cell_timestamp(it, b, cell_of(b));
+		if (ta != tb)
+			return ta > tb ? -1 : 1;
+	}
+	return a > b ? -1 : a < b ? 1 : 0;	/* slots are in read order */
+}
+
 /* ---- the heaps --------------------------------------------------------------------------------- */
 
 static bool heap_less(tf_sparse *it, size_t a, size_t b)

@@ -101,9 +101,8 @@ tf_status same_tiling(const tf_schema *newest, const tf_snap_frag *f, tf_error *
 /* tf_merge_order.c */
 int cmp_fixed(tf_datatype t, const uint8_t *a, const uint8_t *b);
 int cmp_var(const uint8_t *a, size_t na, const uint8_t *b, size_t nb);
-int cmp_coords_at(const tf_sparse *it, const slot *a, uint64_t ca, const slot *b, uint64_t cb);
+int cmp_values(const tf_sparse *it, const slot *a, uint64_t ca, const slot *b, uint64_t cb);
 uint64_t cell_timestamp(const tf_sparse *it, const slot *sl, uint64_t c);
-int cmp_slots(const tf_sparse *it, const slot *a, const slot *b);
 tf_status compute_keys(const tf_sparse *it, slot *sl, tf_error *err);
 bool corner_reached_at(tf_sparse *it, size_t w, const slot *a, uint64_t c);
 bool corner_reached(tf_sparse *it, size_t w, const slot *a);

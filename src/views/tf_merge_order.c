@@ -1,7 +1,9 @@
 /*
  * tf_merge_order.c - the global order of the sparse merge: coordinates
- * compared, sort keys (space tiles, Hilbert values), and the lower corners
- * of fragments' domains that say when a fragment joins.
+ * compared value by value, sort keys (space tiles, Hilbert values), cells'
+ * timestamps, and the lower corners of fragments' domains that say when a
+ * fragment joins.  The comparison every heap step makes (cmp_slots) lives
+ * beside the heaps in tf_merge.c, where it is inlined.
  */
 #include "views/tf_merge_int.h"
 
@@ -70,7 +72,7 @@ static uint64_t tile_index(const tf_field *d, const uint8_t *v)
 }
 
 /* The coordinates compared one by one, after equal sort keys. */
-static int cmp_values(const tf_sparse *it, const slot *a, uint64_t ca, const slot *b, uint64_t cb)
+int cmp_values(const tf_sparse *it, const slot *a, uint64_t ca, const slot *b, uint64_t cb)
 {
 	bool crow = it->schema->cell_order != 1 || it->hilbert;
 	size_t n = it->ndims, na, nb;
@@ -89,27 +91,6 @@ static int cmp_values(const tf_sparse *it, const slot *a, uint64_t ca, const slo
 	return 0;
 }
 
-/* Global order of cell ca of slot a's window and cell cb of b's
- * (global_order_compare, HilbertCmp): <0 if a's comes first.  The sort
- * keys first: space tiles, or the Hilbert value; they are the whole
- * order where it->fast (the merge's every step compares cells). */
-int cmp_coords_at(const tf_sparse *it, const slot *a, uint64_t ca, const slot *b, uint64_t cb)
-{
-	const uint64_t *ka = keys_of(it, a, ca), *kb = keys_of(it, b, cb);
-	size_t nk = it->hilbert ? 1 : it->fast ? 2 * it->ndims : it->ndims;
-
-	for (size_t k = 0; k < nk; k++)
-		if (ka[k] != kb[k])
-			return ka[k] < kb[k] ? -1 : 1;
-	return it->fast ? 0 : cmp_values(it, a, ca, b, cb);
-}
-
-/* The same of the slots' next cells. */
-static int cmp_coords(const tf_sparse *it, const slot *a, const slot *b)
-{
-	return cmp_coords_at(it, a, cell_of(a), b, cell_of(b));
-}
-
 uint64_t cell_timestamp(const tf_sparse *it, const slot *sl, uint64_t c)
 {
 	const tf_snap_frag *f = frag_of(it, sl);
@@ -121,24 +102,6 @@ uint64_t cell_timestamp(const tf_sparse *it, const slot *sl, uint64_t c)
 		return f->t1;	/* timestamp_range().first */
 	tf_cellbuf_get(sl->buf, it->f_ts, c, &p, &n, &valid);
 	return n == 8 ? tf_le64(p) : f->t1;
-}
-
-/* The merge order of two slots' current cells: coordinates, then (no
- * duplicates) the newer cell first, then the later fragment (GlobalCmp
- * with use_timestamps / strict_ordering). */
-int cmp_slots(const tf_sparse *it, const slot *a, const slot *b)
-{
-	int r = cmp_coords(it, a, b);
-	uint64_t ta, tb;
-
-	if (r)
-		return r;
-	if (!it->dups) {
-		ta = cell_timestamp(it, a, cell_of(a)), tb = cell_timestamp(it, b, cell_of(b));
-		if (ta != tb)
-			return ta > tb ? -1 : 1;
-	}
-	return a > b ? -1 : a < b ? 1 : 0;	/* slots are in read order */
 }
 
 /* ---- Hilbert values (hilbert_order.cc, Dimension::map_to_uint64) ----------------------------- */

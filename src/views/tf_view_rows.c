@@ -471,7 +471,7 @@ static tf_status load_window(csv *c, producer *p, uint64_t tile, uint64_t cell, 
 
 /* The rest of a row from the window: columns from `from` on are its fields
  * (the window's field j - from) of cell `cell`; then the row's end. */
-static tf_status put_window_cell(csv *c, producer *p, tf_buf *text, size_t from, uint64_t cell, tf_error *err)
+static inline tf_status put_window_cell(csv *c, producer *p, tf_buf *text, size_t from, uint64_t cell, tf_error *err)
 {
 	tf_status rc = TF_OK;
 
