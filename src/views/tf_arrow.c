@@ -306,7 +306,7 @@ static size_t write_schema(fb *f, const tf_arrow *a)
 }
 
 /* The Message table, its header to be linked by the caller (*hdr). */
-void write_message(fb *f, uint8_t type, uint64_t body, size_t *hdr)
+void fb_message(fb *f, uint8_t type, uint64_t body, size_t *hdr)
 {
 	fbf fl[] = { { 0, 2, V5, 0 }, { 1, 1, type, 0 }, { 2, REF, 0, 0 }, { 3, 8, body, 0 } };
 	size_t root;
@@ -338,7 +338,7 @@ tf_status tf_arrow_file_head(const tf_arrow *a, tf_buf *out, tf_error *err)
 	size_t hdr;
 	tf_status rc;
 
-	write_message(&f, MSG_SCHEMA, 0, &hdr);
+	fb_message(&f, MSG_SCHEMA, 0, &hdr);
 	fb_link(&f, hdr, write_schema(&f, a));
 	if ((rc = tf_buf_append(out, MAGIC, sizeof(MAGIC), err)) == TF_OK)
 		rc = fb_frame(&f, out, err);

@@ -605,7 +605,7 @@ tf_status tf_arrow_flush(tf_arrow_batch *b, tf_buf *out, tf_error *err)
 		fbf fl[] = { { 0, 8, b->rows, 0 }, { 1, REF, 0, 0 }, { 2, REF, 0, 0 } };
 		size_t v, at = 0;
 
-		write_message(&f, MSG_RECORD_BATCH, body, &hdr);
+		fb_message(&f, MSG_RECORD_BATCH, body, &hdr);
 		rb = fb_table(&f, fl, 3);
 		fb_link(&f, hdr, rb);
 		fb_link(&f, fl[1].at, (v = fb_vector(&f, nnodes, 8)));

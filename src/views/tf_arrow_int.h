@@ -61,7 +61,7 @@ void fb_u64(fb *f, uint64_t v);
 void fb_link(fb *f, size_t at, size_t to);
 size_t fb_table(fb *f, fbf *fl, size_t n);
 size_t fb_vector(fb *f, size_t n, size_t align);
-void write_message(fb *f, uint8_t type, uint64_t body, size_t *hdr);
+void fb_message(fb *f, uint8_t type, uint64_t body, size_t *hdr);
 tf_status fb_frame(fb *f, tf_buf *out, tf_error *err);
 
 #endif

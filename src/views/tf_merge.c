@@ -115,7 +115,7 @@ static tf_status add_slots(tf_sparse *it, tf_error *err)
 	    !(it->pend = calloc(nv + 1, sizeof(uint32_t))) || !(it->batch = calloc(nv + 1, sizeof(uint32_t))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	for (size_t k = 0; k < nv && rc == TF_OK; k++) {
-		slot *sl = &it->slots[it->nslots];
+		merge_slot *sl = &it->slots[it->nslots];
 		size_t frag = tf_snapshot_visible(it->s, k);
 		const tf_snap_frag *f = tf_snapshot_frag(it->s, frag);
 
@@ -124,7 +124,7 @@ static tf_status add_slots(tf_sparse *it, tf_error *err)
 		if (f->dense)
 			return tf_err(err, TF_E_UNSUPPORTED, "fragment %s of a sparse array is dense", f->name);
 		/* Its coordinates are compared as the newest schema's dimensions. */
-		if ((rc = same_tiling(it->schema, f, err)) != TF_OK)
+		if ((rc = merge_same_tiling(it->schema, f, err)) != TF_OK)
 			return rc;
 		sl->frag = (uint32_t)frag;
 		if ((rc = tf_frag_sparse_cells(f, &sl->total, err)) != TF_OK)
@@ -136,7 +136,7 @@ static tf_status add_slots(tf_sparse *it, tf_error *err)
 		it->nslots++;
 	}
 	/* Its cursors are the merge's cost beside the windows: charged. */
-	it->charged = (nv + 1) * (sizeof(slot) + 3 * sizeof(uint32_t));
+	it->charged = (nv + 1) * (sizeof(merge_slot) + 3 * sizeof(uint32_t));
 	tf_cache_charge(it->cache, (ptrdiff_t)it->charged);
 	return rc;
 }
@@ -201,7 +201,7 @@ tf_status tf_sparse_open(tf_snapshot *s, const tf_fieldspec *out, size_t nout, c
 	return TF_OK;
 }
 
-static void deactivate(tf_sparse *it, slot *sl)
+static void deactivate(tf_sparse *it, merge_slot *sl)
 {
 	if (!sl->active)
 		return;
@@ -255,7 +255,7 @@ void tf_sparse_get_state(const tf_sparse *it, uint64_t *state)
  * (global_order_compare, HilbertCmp): <0 if a's comes first.  The sort
  * keys first: space tiles, or the Hilbert value; they are the whole
  * order where it->fast (the merge's every step compares cells). */
-static inline int cmp_coords_at(const tf_sparse *it, const slot *a, uint64_t ca, const slot *b, uint64_t cb)
+static inline int cmp_coords_at(const tf_sparse *it, const merge_slot *a, uint64_t ca, const merge_slot *b, uint64_t cb)
 {
 	const uint64_t *ka = keys_of(it, a, ca), *kb = keys_of(it, b, cb);
 	size_t nk = it->hilbert ? 1 : it->fast ? 2 * it->ndims : it->ndims;
@@ -263,11 +263,11 @@ static inline int cmp_coords_at(const tf_sparse *it, const slot *a, uint64_t ca,
 	for (size_t k = 0; k < nk; k++)
 		if (ka[k] != kb[k])
 			return ka[k] < kb[k] ? -1 : 1;
-	return it->fast ? 0 : cmp_values(it, a, ca, b, cb);
+	return it->fast ? 0 : merge_cmp_values(it, a, ca, b, cb);
 }
 
 /* The same of the slots' next cells. */
-static int cmp_coords(const tf_sparse *it, const slot *a, const slot *b)
+static int cmp_coords(const tf_sparse *it, const merge_slot *a, const merge_slot *b)
 {
 	return cmp_coords_at(it, a, cell_of(a), b, cell_of(b));
 }
@@ -275,7 +275,7 @@ static int cmp_coords(const tf_sparse *it, const slot *a, const slot *b)
 /* The merge order of two slots' current cells: coordinates, then (no
  * duplicates) the newer cell first, then the later fragment (GlobalCmp
  * with use_timestamps / strict_ordering). */
-static int cmp_slots(const tf_sparse *it, const slot *a, const slot *b)
+static int cmp_slots(const tf_sparse *it, const merge_slot *a, const merge_slot *b)
 {
 	int r = cmp_coords(it, a, b);
 	uint64_t ta, tb;
@@ -283,7 +283,7 @@ static int cmp_slots(const tf_sparse *it, const slot *a, const slot *b)
 	if (r)
 		return r;
 	if (!it->dups) {
-		ta = cell_timestamp(it, a, cell_of(a)), tb = cell_timestamp(it, b, cell_of(b));
+		ta = merge_cell_timestamp(it, a, cell_of(a)), tb = merge_cell_timestamp(it, b, cell_of(b));
 		if (ta != tb)
 			return ta > tb ? -1 : 1;
 	}
@@ -350,7 +350,7 @@ static tf_status check_cancel(tf_sparse *it, tf_error *err)
 
 /* Bytes the slot's next window may take: an even share of the merge's,
  * no more than what the other windows leave (one cell in any case). */
-static size_t allowance(const tf_sparse *it, const slot *sl)
+static size_t allowance(const tf_sparse *it, const merge_slot *sl)
 {
 	size_t mine = sl->buf->loaded ? sl->buf->len : 0, others = it->held - mine;
 	size_t even = it->share / (it->nactive ? it->nactive : 1), left = it->share > others ? it->share - others : 0;
@@ -360,7 +360,7 @@ static size_t allowance(const tf_sparse *it, const slot *sl)
 }
 
 /* A window from the slot's position, of `bytes` at most. */
-static tf_status slot_fetch(tf_sparse *it, slot *sl, size_t bytes, tf_workspace *ws, tf_error *err)
+static tf_status slot_fetch(tf_sparse *it, merge_slot *sl, size_t bytes, tf_workspace *ws, tf_error *err)
 {
 	uint64_t cap = frag_of(it, sl)->schema->capacity, tile = sl->pos / cap, cell = sl->pos % cap;
 	uint64_t tc = tf_frag_tile_cells(frag_of(it, sl), tile);
@@ -376,32 +376,32 @@ static tf_status slot_fetch(tf_sparse *it, slot *sl, size_t bytes, tf_workspace 
 		return rc;
 	sl->buf->base = tile * cap;
 	it->held += sl->buf->len;
-	return compute_keys(it, sl, err);
+	return merge_compute_keys(it, sl, err);
 }
 
 /* Load the window holding the slot's position (if not held). */
-static tf_status slot_load(tf_sparse *it, slot *sl, tf_workspace *ws, tf_error *err)
+static tf_status slot_load(tf_sparse *it, merge_slot *sl, tf_workspace *ws, tf_error *err)
 {
 	uint64_t cap = frag_of(it, sl)->schema->capacity;
 
 	if (tf_cellbuf_has(sl->buf, sl->frag, sl->pos / cap, sl->pos % cap))
 		return TF_OK;
 	if (sl->pos % cap == 0 && sl->warmed <= sl->pos / cap)
-		warm_ahead(it, sl, sl->pos / cap);
+		merge_warm_ahead(it, sl, sl->pos / cap);
 	return slot_fetch(it, sl, allowance(it, sl), ws, err);
 }
 
 /* Move to the next cell a read at the snapshot's time sees (cells newer
  * than it, in fragments that straddle it, are skipped); a slot at its end
  * leaves the merge. */
-static tf_status slot_settle(tf_sparse *it, slot *sl, tf_workspace *ws, tf_error *err)
+static tf_status slot_settle(tf_sparse *it, merge_slot *sl, tf_workspace *ws, tf_error *err)
 {
 	tf_status rc;
 
 	for (; sl->pos < sl->total; sl->pos++) {
 		if ((rc = slot_load(it, sl, ws, err)) != TF_OK || (rc = check_cancel(it, err)) != TF_OK)
 			return rc;
-		if (!sl->time_filter || cell_timestamp(it, sl, cell_of(sl)) <= tf_snapshot_time(it->s))
+		if (!sl->time_filter || merge_cell_timestamp(it, sl, cell_of(sl)) <= tf_snapshot_time(it->s))
 			return TF_OK;
 	}
 	sl->done = true;
@@ -412,7 +412,7 @@ static tf_status slot_settle(tf_sparse *it, slot *sl, tf_workspace *ws, tf_error
 /* Slot s joins the merge (counted in nactive), its window not loaded. */
 static tf_status join(tf_sparse *it, size_t s, tf_error *err)
 {
-	slot *sl = &it->slots[s];
+	merge_slot *sl = &it->slots[s];
 	tf_status rc;
 
 	if (!(sl->buf = calloc(1, sizeof(*sl->buf))))
@@ -430,7 +430,7 @@ static tf_status join(tf_sparse *it, size_t s, tf_error *err)
 /* A joined slot's first window, and its place in the heap. */
 static tf_status start(tf_sparse *it, size_t s, tf_workspace *ws, tf_error *err)
 {
-	slot *sl = &it->slots[s];
+	merge_slot *sl = &it->slots[s];
 	tf_status rc = slot_settle(it, sl, ws, err);
 
 	if (rc == TF_OK && !sl->done)
@@ -453,7 +453,7 @@ static tf_status rebalance(tf_sparse *it, size_t joining, tf_workspace *ws, tf_e
 	if (it->held + joining * even <= it->share)
 		return TF_OK;
 	for (size_t i = 0; i < it->nheap && rc == TF_OK; i++) {
-		slot *sl = &it->slots[it->heap[i]];
+		merge_slot *sl = &it->slots[it->heap[i]];
 		if (sl->buf->loaded && sl->buf->len > 2 * even)
 			rc = slot_fetch(it, sl, even, ws, err);
 	}
@@ -470,19 +470,19 @@ static tf_status admit(tf_sparse *it, tf_workspace *ws, tf_error *err)
 	tf_status rc = TF_OK;
 
 	while (rc == TF_OK && it->npend && !it->nheap) {
-		size_t s = pop(it, it->pend, &it->npend, pend_less);
+		size_t s = pop(it, it->pend, &it->npend, merge_pend_less);
 		if ((rc = join(it, s, err)) == TF_OK && (rc = slot_fetch(it, &it->slots[s], 1, ws, err)) == TF_OK)
 			rc = start(it, s, ws, err);
 	}
-	while (rc == TF_OK && it->npend && it->nheap && corner_reached(it, it->pend[0], &it->slots[it->heap[0]])) {
-		size_t s = pop(it, it->pend, &it->npend, pend_less);
+	while (rc == TF_OK && it->npend && it->nheap && merge_corner_reached(it, it->pend[0], &it->slots[it->heap[0]])) {
+		size_t s = pop(it, it->pend, &it->npend, merge_pend_less);
 		it->batch[n++] = (uint32_t)s;
 		rc = join(it, s, err);
 	}
 	if (rc == TF_OK && n)
 		rc = rebalance(it, n, ws, err);
 	if (rc == TF_OK)
-		warm_up(it, it->batch, n);
+		merge_warm_up(it, it->batch, n);
 	for (size_t i = 0; i < n && rc == TF_OK; i++)
 		rc = start(it, it->batch[i], ws, err);
 	return rc;
@@ -498,7 +498,7 @@ tf_status tf_sparse_seek(tf_sparse *it, tf_workspace *ws, const uint64_t *state,
 	for (size_t i = 0; i < it->nslots; i++)
 		deactivate(it, &it->slots[i]);
 	for (size_t i = 0; i < it->nslots && rc == TF_OK; i++) {
-		slot *sl = &it->slots[i];
+		merge_slot *sl = &it->slots[i];
 
 		sl->pos = state ? state[i] : 0;
 		if (sl->pos > sl->total)
@@ -509,12 +509,12 @@ tf_status tf_sparse_seek(tf_sparse *it, tf_workspace *ws, const uint64_t *state,
 		/* Hilbert order does not follow the domain's corners: those
 		 * join now, all at once. */
 		if (!it->hilbert && frag_of(it, sl)->corner)
-			push(it, it->pend, &it->npend, i, pend_less);
+			push(it, it->pend, &it->npend, i, merge_pend_less);
 		else if ((rc = join(it, i, err)) == TF_OK)
 			it->batch[n++] = i;
 	}
 	if (rc == TF_OK)
-		warm_up(it, it->batch, n);
+		merge_warm_up(it, it->batch, n);
 	for (size_t i = 0; i < n && rc == TF_OK; i++)
 		rc = start(it, it->batch[i], ws, err);
 	return rc;
@@ -522,7 +522,7 @@ tf_status tf_sparse_seek(tf_sparse *it, tf_workspace *ws, const uint64_t *state,
 
 static tf_status slot_advance(tf_sparse *it, size_t s, tf_workspace *ws, tf_error *err)
 {
-	slot *sl = &it->slots[s];
+	merge_slot *sl = &it->slots[s];
 	tf_status rc;
 
 	sl->pos++;
@@ -551,12 +551,12 @@ tf_status tf_sparse_resume(tf_sparse *it, tf_workspace *ws, const tf_cancel *can
 	for (size_t i = 0; i < it->nheap; i++)
 		tf_cellbuf_retake(it->slots[it->heap[i]].buf);
 	for (size_t i = 0; i < it->nslots && rc == TF_OK; i++) {
-		slot *sl = &it->slots[i];
+		merge_slot *sl = &it->slots[i];
 
 		if (!sl->active)
 			continue;
 		if ((rc = tf_cellbuf_resume(sl->buf, it->s, ws, &reread, err)) == TF_OK && reread)
-			rc = compute_keys(it, sl, err);
+			rc = merge_compute_keys(it, sl, err);
 		/* Lost: load it again (a run's slot: its next cell, which may be
 		 * past its end, is settled when merging goes on). */
 		if (rc == TF_OK && !sl->buf->loaded && i != it->lazy)
@@ -573,10 +573,10 @@ tf_status tf_sparse_resume(tf_sparse *it, tf_workspace *ws, const tf_cancel *can
 
 /* Whether a read at the snapshot's time no longer sees cell c of the
  * slot's window. */
-static bool cell_deleted_at(tf_sparse *it, const slot *sl, uint64_t c)
+static bool cell_deleted_at(tf_sparse *it, const merge_slot *sl, uint64_t c)
 {
 	const tf_snap_frag *f = frag_of(it, sl);
-	uint64_t ts = cell_timestamp(it, sl, c);
+	uint64_t ts = merge_cell_timestamp(it, sl, c);
 	const uint8_t *p;
 	size_t n;
 	bool valid;
@@ -610,14 +610,14 @@ static bool cell_deleted_at(tf_sparse *it, const slot *sl, uint64_t c)
 	return false;
 }
 
-static bool cell_deleted(tf_sparse *it, const slot *sl)
+static bool cell_deleted(tf_sparse *it, const merge_slot *sl)
 {
 	return cell_deleted_at(it, sl, cell_of(sl));
 }
 
 /* ---- the merge ----------------------------------------------------------------------------------- */
 
-static tf_status copy_row(const tf_sparse *it, const slot *sl, tf_row *row, tf_error *err)
+static tf_status copy_row(const tf_sparse *it, const merge_slot *sl, tf_row *row, tf_error *err)
 {
 	uint64_t c = cell_of(sl);
 	tf_status rc = TF_OK;
@@ -635,7 +635,7 @@ static tf_status copy_row(const tf_sparse *it, const slot *sl, tf_row *row, tf_e
 	return rc;
 }
 
-static tf_status copy_key(tf_sparse *it, const slot *sl, tf_error *err)
+static tf_status copy_key(tf_sparse *it, const merge_slot *sl, tf_error *err)
 {
 	const uint8_t *p;
 	size_t n;
@@ -650,7 +650,7 @@ static tf_status copy_key(tf_sparse *it, const slot *sl, tf_error *err)
 	return rc;
 }
 
-static bool same_as_key(const tf_sparse *it, const slot *sl)
+static bool same_as_key(const tf_sparse *it, const merge_slot *sl)
 {
 	const uint8_t *p;
 	size_t n;
@@ -660,8 +660,8 @@ static bool same_as_key(const tf_sparse *it, const slot *sl)
 		const uint8_t *k = it->key.p + it->keyoff[d];
 
 		dim_value(sl, d, cell_of(sl), &p, &n);
-		if (fd->cell_val_num == TF_CELL_VAR ? cmp_var(p, n, k, it->keylen[d]) != 0
-						     : cmp_fixed(fd->type, p, k) != 0)
+		if (fd->cell_val_num == TF_CELL_VAR ? merge_cmp_var(p, n, k, it->keylen[d]) != 0
+						     : merge_cmp_fixed(fd->type, p, k) != 0)
 			return false;
 	}
 	return true;
@@ -677,15 +677,15 @@ static tf_status next_unique(tf_sparse *it, tf_workspace *ws, tf_row *row, bool 
 	bool best_deleted;
 	tf_status rc;
 
-	best_ts = cell_timestamp(it, &it->slots[s], cell_of(&it->slots[s]));
+	best_ts = merge_cell_timestamp(it, &it->slots[s], cell_of(&it->slots[s]));
 	best_order = s;
 	best_deleted = cell_deleted(it, &it->slots[s]);
 	if ((rc = copy_row(it, &it->slots[s], row, err)) != TF_OK || (rc = copy_key(it, &it->slots[s], err)) != TF_OK ||
 	    (rc = slot_advance(it, s, ws, err)) != TF_OK)
 		return rc;
 	while (it->nheap && same_as_key(it, &it->slots[it->heap[0]])) {
-		slot *sl = &it->slots[heap_pop(it)];
-		uint64_t ts = cell_timestamp(it, sl, cell_of(sl));
+		merge_slot *sl = &it->slots[heap_pop(it)];
+		uint64_t ts = merge_cell_timestamp(it, sl, cell_of(sl));
 
 		if (ts > best_ts || (ts == best_ts && (size_t)(sl - it->slots) > best_order)) {
 			best_ts = ts, best_order = (size_t)(sl - it->slots);
@@ -704,7 +704,7 @@ static tf_status next_unique(tf_sparse *it, tf_workspace *ws, tf_row *row, bool 
  * cell after what was taken of the run (or leaves the merge). */
 static tf_status settle_lazy(tf_sparse *it, tf_workspace *ws, tf_error *err)
 {
-	slot *sl;
+	merge_slot *sl;
 	tf_status rc;
 
 	if (it->lazy == SIZE_MAX)
@@ -771,9 +771,9 @@ tf_status tf_sparse_next(tf_sparse *it, tf_workspace *ws, tf_row *row, bool *end
  * Slots filtering cells by time take the cell path.  0: the top cell
  * itself is not such a run's first; the cell path takes it.
  */
-static uint64_t run_length(tf_sparse *it, const slot *sl)
+static uint64_t run_length(tf_sparse *it, const merge_slot *sl)
 {
-	const slot *other = NULL;
+	const merge_slot *other = NULL;
 	uint64_t c = cell_of(sl), end = sl->buf->first + sl->buf->ncells, n;
 
 	if (sl->time_filter)
@@ -787,7 +787,7 @@ static uint64_t run_length(tf_sparse *it, const slot *sl)
 			break;
 		if (!n && !it->dups && other && cmp_coords_at(it, sl, k, other, cell_of(other)) == 0)
 			break;
-		if (n && it->npend && corner_reached_at(it, it->pend[0], sl, k))
+		if (n && it->npend && merge_corner_reached_at(it, it->pend[0], sl, k))
 			break;
 		if (sl->may_delete && cell_deleted_at(it, sl, k))
 			break;
@@ -811,7 +811,7 @@ tf_status tf_sparse_next_run(tf_sparse *it, tf_workspace *ws, tf_row *row, tf_sp
 
 	while (rc == TF_OK && !emitted && (rc = admit(it, ws, err)) == TF_OK && it->nheap &&
 	       (rc = check_cancel(it, err)) == TF_OK) {
-		slot *sl = &it->slots[it->heap[0]];
+		merge_slot *sl = &it->slots[it->heap[0]];
 		uint64_t n = run_length(it, sl);
 
 		if (n) {

@@ -25,7 +25,7 @@ struct tf_dense {
  * evolution never changes dimensions, domains, extents or orders; a
  * schema that does is not one TileDB wrote).
  */
-tf_status same_tiling(const tf_schema *newest, const tf_snap_frag *f, tf_error *err)
+tf_status merge_same_tiling(const tf_schema *newest, const tf_snap_frag *f, tf_error *err)
 {
 	char why[300];
 
@@ -98,7 +98,7 @@ tf_status tf_dense_open(tf_snapshot *s, tf_dense **out, tf_error *err)
 			tf_dense_free(d);
 			return tf_err(err, TF_E_UNSUPPORTED, "fragment %s of a dense array is sparse", f->name);
 		}
-		if ((rc = same_tiling(sc, f, err)) != TF_OK) {
+		if ((rc = merge_same_tiling(sc, f, err)) != TF_OK) {
 			tf_dense_free(d);
 			return rc;
 		}

@@ -19,7 +19,7 @@ static int64_t as_signed(uint64_t u, unsigned size)
 }
 
 /* Typed comparison of two values of a fixed-size dimension. */
-int cmp_fixed(tf_datatype t, const uint8_t *a, const uint8_t *b)
+int merge_cmp_fixed(tf_datatype t, const uint8_t *a, const uint8_t *b)
 {
 	unsigned size = tf_datatype_size(t);
 	uint64_t ua = tf_le_n(a, size), ub = tf_le_n(b, size);
@@ -41,7 +41,7 @@ int cmp_fixed(tf_datatype t, const uint8_t *a, const uint8_t *b)
 }
 
 /* Strings: bytewise, a shorter prefix first (std::string_view). */
-int cmp_var(const uint8_t *a, size_t na, const uint8_t *b, size_t nb)
+int merge_cmp_var(const uint8_t *a, size_t na, const uint8_t *b, size_t nb)
 {
 	int r = memcmp(a, b, na < nb ? na : nb);
 
@@ -72,7 +72,7 @@ static uint64_t tile_index(const tf_field *d, const uint8_t *v)
 }
 
 /* The coordinates compared one by one, after equal sort keys. */
-int cmp_values(const tf_sparse *it, const slot *a, uint64_t ca, const slot *b, uint64_t cb)
+int merge_cmp_values(const tf_sparse *it, const merge_slot *a, uint64_t ca, const merge_slot *b, uint64_t cb)
 {
 	bool crow = it->schema->cell_order != 1 || it->hilbert;
 	size_t n = it->ndims, na, nb;
@@ -84,14 +84,14 @@ int cmp_values(const tf_sparse *it, const slot *a, uint64_t ca, const slot *b, u
 		const tf_field *fd = &it->schema->dims[d];
 
 		dim_value(a, d, ca, &pa, &na), dim_value(b, d, cb, &pb, &nb);
-		r = fd->cell_val_num == TF_CELL_VAR ? cmp_var(pa, na, pb, nb) : cmp_fixed(fd->type, pa, pb);
+		r = fd->cell_val_num == TF_CELL_VAR ? merge_cmp_var(pa, na, pb, nb) : merge_cmp_fixed(fd->type, pa, pb);
 		if (r)
 			return r;
 	}
 	return 0;
 }
 
-uint64_t cell_timestamp(const tf_sparse *it, const slot *sl, uint64_t c)
+uint64_t merge_cell_timestamp(const tf_sparse *it, const merge_slot *sl, uint64_t c)
 {
 	const tf_snap_frag *f = frag_of(it, sl);
 	const uint8_t *p;
@@ -176,8 +176,8 @@ uint64_t tf_hilbert_index(uint64_t *x, size_t n, int bits)
 }
 
 /* A fixed-size coordinate that is not a real (it->fast) as a uint64 of
- * the same order as cmp_fixed's: signed ones offset by 2^63. */
-static uint64_t ordered_value(const tf_field *fd, const slot *sl, size_t d, uint64_t c)
+ * the same order as merge_cmp_fixed's: signed ones offset by 2^63. */
+static uint64_t ordered_value(const tf_field *fd, const merge_slot *sl, size_t d, uint64_t c)
 {
 	unsigned size = tf_datatype_size(fd->type);
 	const uint8_t *p;
@@ -191,11 +191,11 @@ static uint64_t ordered_value(const tf_field *fd, const slot *sl, size_t d, uint
 	return u;
 }
 
-/* compute_keys where it->fast, a dimension at a time: each value read
+/* merge_compute_keys where it->fast, a dimension at a time: each value read
  * from the window as it lies, its tile's quotient taken only when it
  * leaves the last value's tile (cells come sorted: a window of 1,600
  * cells spans a few tiles). */
-static void fast_keys(const tf_sparse *it, slot *sl)
+static void fast_keys(const tf_sparse *it, merge_slot *sl)
 {
 	const tf_cellbuf *b = sl->buf;
 	bool trow = it->schema->tile_order != 1, crow = it->schema->cell_order != 1;
@@ -235,7 +235,7 @@ static void fast_keys(const tf_sparse *it, slot *sl)
 /* The sort keys of every cell of the slot's window (its extra bytes):
  * Hilbert values, or each dimension's space tile where tile order
  * compares it (those with an extent, not var-sized), 0 elsewhere. */
-tf_status compute_keys(const tf_sparse *it, slot *sl, tf_error *err)
+tf_status merge_compute_keys(const tf_sparse *it, merge_slot *sl, tf_error *err)
 {
 	const tf_cellbuf *b = sl->buf;
 	bool trow = it->schema->tile_order != 1, crow = it->schema->cell_order != 1;
@@ -302,8 +302,8 @@ static int cmp_corner(const tf_sparse *it, const uint8_t *const *q, const size_t
 		size_t d = crow ? k : n - 1 - k;
 		const tf_field *fd = &it->schema->dims[d];
 
-		r = fd->cell_val_num == TF_CELL_VAR ? cmp_var(it->cp[d], it->cn[d], q[d], qn[d])
-						    : cmp_fixed(fd->type, it->cp[d], q[d]);
+		r = fd->cell_val_num == TF_CELL_VAR ? merge_cmp_var(it->cp[d], it->cn[d], q[d], qn[d])
+						    : merge_cmp_fixed(fd->type, it->cp[d], q[d]);
 		if (r)
 			return r;
 	}
@@ -313,7 +313,7 @@ static int cmp_corner(const tf_sparse *it, const uint8_t *const *q, const size_t
 /* Whether waiting slot w's corner comes at or before cell c of active
  * slot a's window: then w may hold a cell that a's does not precede, and
  * must join before a's cell is merged. */
-bool corner_reached_at(tf_sparse *it, size_t w, const slot *a, uint64_t c)
+bool merge_corner_reached_at(tf_sparse *it, size_t w, const merge_slot *a, uint64_t c)
 {
 	const uint8_t *q[64];
 	size_t qn[64], n = it->ndims;
@@ -331,13 +331,13 @@ bool corner_reached_at(tf_sparse *it, size_t w, const slot *a, uint64_t c)
 	return cmp_corner(it, q, qn, qt) <= 0;
 }
 
-bool corner_reached(tf_sparse *it, size_t w, const slot *a)
+bool merge_corner_reached(tf_sparse *it, size_t w, const merge_slot *a)
 {
-	return corner_reached_at(it, w, a, cell_of(a));
+	return merge_corner_reached_at(it, w, a, cell_of(a));
 }
 
 /* Order of two waiting slots: by corner, then read order. */
-bool pend_less(tf_sparse *it, size_t a, size_t b)
+bool merge_pend_less(tf_sparse *it, size_t a, size_t b)
 {
 	const uint8_t *q[64];
 	size_t qn[64];

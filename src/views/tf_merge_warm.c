@@ -91,7 +91,7 @@ static void warm_cells(tf_sparse *it, const warm_cell *cells, size_t n)
 }
 
 /* Slots [0, n) of batch, about to start, warmed at once. */
-void warm_up(tf_sparse *it, const uint32_t *batch, size_t n)
+void merge_warm_up(tf_sparse *it, const uint32_t *batch, size_t n)
 {
 	warm_cell *cells;
 	size_t m = 0;
@@ -99,7 +99,7 @@ void warm_up(tf_sparse *it, const uint32_t *batch, size_t n)
 	if (warm_threads(it) <= 1 || n <= 1 || !(cells = calloc(n, sizeof(*cells))))
 		return;
 	for (size_t i = 0; i < n; i++) {
-		slot *sl = &it->slots[batch[i]];
+		merge_slot *sl = &it->slots[batch[i]];
 		uint64_t cap = frag_of(it, sl)->schema->capacity;
 		if (cap && sl->pos < sl->total) {
 			cells[m++] = (warm_cell){ batch[i], sl->pos / cap, sl->pos % cap };
@@ -116,7 +116,7 @@ void warm_up(tf_sparse *it, const uint32_t *batch, size_t n)
  * fragments run out together, a tile of each after another) have their
  * next tile's first cells read with it, once each (warmed).
  */
-void warm_ahead(tf_sparse *it, slot *me, uint64_t tile)
+void merge_warm_ahead(tf_sparse *it, merge_slot *me, uint64_t tile)
 {
 	warm_cell *cells;
 	size_t m = 0;
@@ -126,7 +126,7 @@ void warm_ahead(tf_sparse *it, slot *me, uint64_t tile)
 	cells[m++] = (warm_cell){ (uint32_t)(me - it->slots), tile, 0 };
 	me->warmed = tile + 1;
 	for (size_t i = 0; i < it->nheap; i++) {
-		slot *sl = &it->slots[it->heap[i]];
+		merge_slot *sl = &it->slots[it->heap[i]];
 		const tf_snap_frag *f = frag_of(it, sl);
 		uint64_t cap = f->schema->capacity, t = cap ? sl->pos / cap : 0;
 		if (!cap || sl->warmed > t + 1 || t + 1 >= f->ntiles || !sl->buf->loaded ||

@@ -73,7 +73,7 @@ static uint64_t mix(uint64_t h, const dir_hash *d)
 static void hash_names(dir_hash *d, const names *l)
 {
 	for (size_t i = 0; i < l->n; i++)
-		hash_one(d, name_at(l, i), false);
+		hash_one(d, snap_name_at(l, i), false);
 }
 
 /* The hash of the array's directories, listing them as they are now;
@@ -90,7 +90,7 @@ static tf_status fingerprint(tf_array *a, uint64_t *out, names *root, names *fdi
 	for (size_t i = 0; i < 5 && rc == TF_OK; i++) {
 		dir_hash d = { 0, 0 };
 
-		if (keep[i] && (rc = list_dir(a, dirs[i], keep[i], err)) == TF_OK)
+		if (keep[i] && (rc = snap_list_dir(a, dirs[i], keep[i], err)) == TF_OK)
 			hash_names(&d, keep[i]);
 		else if (!keep[i])
 			rc = tf_array_list(a, dirs[i], hash_one, &d, err);
@@ -131,11 +131,11 @@ static tf_status snapshot_fill(tf_snapshot *s, tf_error *err)
 	tf_status rc;
 
 	if ((rc = fingerprint(s->a, &s->fingerprint, &s->root, &s->fdir, &cdir, err)) == TF_OK)
-		names_fit(&s->root), names_fit(&s->fdir);
+		snap_names_fit(&s->root), snap_names_fit(&s->fdir);
 	if (rc == TF_OK && (rc = tf_array_latest_schema(s->a, &s->schema, NULL, err)) == TF_OK &&
-	    (rc = read_commits(s, &cdir, &s->root, &c, err)) == TF_OK &&
-	    (rc = list_fragments(s, err)) == TF_OK)
-		rc = choose_visible(s, &c, &cdir, err);
+	    (rc = snap_read_commits(s, &cdir, &s->root, &c, err)) == TF_OK &&
+	    (rc = snap_list_fragments(s, err)) == TF_OK)
+		rc = snap_choose_visible(s, &c, &cdir, err);
 	if (rc == TF_OK && s->ndels)
 		qsort(s->dels, s->ndels, sizeof(*s->dels), cmp_delete);
 	/* The listings' names stay (fragments point into them), their index
@@ -144,12 +144,12 @@ static tf_status snapshot_fill(tf_snapshot *s, tf_error *err)
 	s->root.off = s->fdir.off = NULL;
 	s->root.n = s->fdir.n = s->root.ncap = s->fdir.ncap = 0;
 	if (rc == TF_OK)
-		charge(s, s->root.cap + s->fdir.cap + s->nfrags * (sizeof(*s->frags) + sizeof(*s->visible) + 1));
+		snap_charge(s, s->root.cap + s->fdir.cap + s->nfrags * (sizeof(*s->frags) + sizeof(*s->visible) + 1));
 	if (rc == TF_OK && (!(s->meta = calloc(s->nfrags + 1, sizeof(*s->meta))) ||
 			    !(s->cols = calloc(s->ncols_b = 64, sizeof(*s->cols)))))
 		rc = tf_err(err, TF_E_NOMEM, "out of memory");
-	commits_free(&c);
-	names_free(&cdir);
+	snap_commits_free(&c);
+	snap_names_free(&cdir);
 	return rc;
 }
 
@@ -193,7 +193,7 @@ void tf_snapshot_unref(tf_snapshot *s)
 	for (size_t i = 0; s->cols && i < s->ncols_b; i++)
 		for (col_slot *c = s->cols[i], *next; c; c = next) {
 			next = c->next;
-			col_free(c->col);
+			snap_col_free(c->col);
 			free(c->name);
 			free(c);
 		}
@@ -215,8 +215,8 @@ void tf_snapshot_unref(tf_snapshot *s)
 		tf_cond_free(s->dels[i].cond);
 		free(s->dels[i].marker);
 	}
-	names_free(&s->root);
-	names_free(&s->fdir);
+	snap_names_free(&s->root);
+	snap_names_free(&s->fdir);
 	free(s->cols);
 	free((void *)s->meta);
 	free(s->frags);

@@ -25,7 +25,7 @@ static void col_close(tf_col *c)
 	c->data = c->vfile = c->validity = NULL;
 }
 
-void col_free(tf_col *c)
+void snap_col_free(tf_col *c)
 {
 	if (!c)
 		return;
@@ -58,7 +58,7 @@ static tf_status open_role(tf_snapshot *s, const tf_snap_frag *f, const tf_fragm
 {
 	char file[1100], dir[600], rel[2048];
 
-	if (!tf_fragment_field_file(fr, field, role, file, sizeof(file)) || !frag_rel(f, dir, sizeof(dir)) ||
+	if (!tf_fragment_field_file(fr, field, role, file, sizeof(file)) || !snap_frag_rel(f, dir, sizeof(dir)) ||
 	    snprintf(rel, sizeof(rel), "%s/%s", dir, file) >= (int)sizeof(rel))
 		return tf_err(err, TF_E_CORRUPT, "fragment %s has no file for %s", f->name, field);
 	return tf_array_open_file(s->a, rel, out, err);
@@ -150,7 +150,7 @@ static tf_status open_col(tf_snapshot *s, size_t frag, tf_col_kind kind, const c
 	c->cache = s->cache;
 	/* The metadata again, from the array (which keeps the recent ones):
 	 * it says how each file is laid out. */
-	rc = frag_rel(f, rel, sizeof(rel)) ? tf_array_fragment(s->a, rel, &fr, err)
+	rc = snap_frag_rel(f, rel, sizeof(rel)) ? tf_array_fragment(s->a, rel, &fr, err)
 					   : tf_err(err, TF_E_INVAL, "name too long");
 	if (rc == TF_OK)
 		rc = resolve_col(s, f, fr, kind, name, c, &field, err);
@@ -173,7 +173,7 @@ static tf_status open_col(tf_snapshot *s, size_t frag, tf_col_kind kind, const c
 	}
 	tf_array_fragment_put(s->a, fr);
 	if (rc != TF_OK) {
-		col_free(c);
+		snap_col_free(c);
 		return tf_err_prefix(err, "fragment %s, field %s", f->name, name);
 	}
 	*out = c;
@@ -314,7 +314,7 @@ static void close_slots(col_slot *c)
 {
 	for (col_slot *next; c; c = next) {
 		next = c->next;
-		col_free(c->col);
+		snap_col_free(c->col);
 		free(c->name);
 		free(c);
 	}
@@ -366,7 +366,7 @@ tf_status tf_snapshot_col(tf_snapshot *s, size_t frag, tf_col_kind kind, const c
 		return rc;
 	if (!(mine = calloc(1, sizeof(*mine))) || !(mine->name = strdup(name))) {
 		free(mine);
-		col_free(c);
+		snap_col_free(c);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
 	mine->frag = frag, mine->kind = kind, mine->col = c;

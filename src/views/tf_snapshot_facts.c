@@ -43,7 +43,7 @@ static uint64_t dim_offset(tf_datatype t, const uint8_t *v, const uint8_t *lo)
 /* Memory the snapshot holds, charged to the cache's budget (given back
  * when it goes): 200,000 fragments are 30 MB a snapshot keeps as long as
  * the views live, which the cache makes room for. */
-void charge(tf_snapshot *s, size_t n)
+void snap_charge(tf_snapshot *s, size_t n)
 {
 	atomic_fetch_add(&s->charged, n);
 	tf_cache_charge(s->cache, (ptrdiff_t)n);
@@ -89,7 +89,7 @@ static void *facts_alloc(tf_snapshot *s, size_t n)
 	if (p)
 		memset(p, 0, n);
 	if (got)
-		charge(s, got);
+		snap_charge(s, got);
 	return p;
 }
 
@@ -164,7 +164,7 @@ static tf_status read_facts(tf_snapshot *s, tf_snap_frag *f, tf_error *err)
 	tf_fragment *fr;
 	tf_status rc;
 
-	if (!frag_rel(f, rel, sizeof(rel)))
+	if (!snap_frag_rel(f, rel, sizeof(rel)))
 		return tf_err(err, TF_E_INVAL, "fragment %s: name too long", f->name);
 	if ((rc = tf_array_fragment(s->a, rel, &fr, err)) != TF_OK)
 		return rc;

@@ -4,6 +4,7 @@
  * (struct tf_snapshot).  Included by tf_snapshot.c (opening a snapshot),
  * tf_snapshot_list.c (listing it), tf_snapshot_facts.c (loading facts) and
  * tf_snapshot_cols.c (ranged column access); nothing else includes it.
+ * Functions one file defines for the others are snap_-named.
  */
 #ifndef TF_SNAPSHOT_INT_H
 #define TF_SNAPSHOT_INT_H
@@ -86,7 +87,7 @@ typedef struct names {
 	bool failed, sorted;
 } names;
 
-/* What the commit lists and markers say (read_commits). */
+/* What the commit lists and markers say (snap_read_commits). */
 typedef struct commits {
 	names con;		/* fragment names committed by .con lists */
 	names vacuumed;		/* fragment names in vacuum lists */
@@ -124,20 +125,20 @@ struct tf_snapshot {
 };
 
 /* tf_snapshot_list.c */
-const char *name_at(const names *l, size_t i);
-void names_free(names *l);
-void names_fit(names *l);
-tf_status list_dir(tf_array *a, const char *rel, names *out, tf_error *err);
-void commits_free(commits *c);
-tf_status read_commits(tf_snapshot *s, const names *cdir, const names *root, commits *c, tf_error *err);
-bool frag_rel(const tf_snap_frag *f, char *buf, size_t n);
-tf_status list_fragments(tf_snapshot *s, tf_error *err);
-tf_status choose_visible(tf_snapshot *s, const commits *c, const names *cdir, tf_error *err);
+const char *snap_name_at(const names *l, size_t i);
+void snap_names_free(names *l);
+void snap_names_fit(names *l);
+tf_status snap_list_dir(tf_array *a, const char *rel, names *out, tf_error *err);
+void snap_commits_free(commits *c);
+tf_status snap_read_commits(tf_snapshot *s, const names *cdir, const names *root, commits *c, tf_error *err);
+bool snap_frag_rel(const tf_snap_frag *f, char *buf, size_t n);
+tf_status snap_list_fragments(tf_snapshot *s, tf_error *err);
+tf_status snap_choose_visible(tf_snapshot *s, const commits *c, const names *cdir, tf_error *err);
 
 /* tf_snapshot_facts.c */
-void charge(tf_snapshot *s, size_t n);
+void snap_charge(tf_snapshot *s, size_t n);
 
 /* tf_snapshot_cols.c */
-void col_free(tf_col *c);
+void snap_col_free(tf_col *c);
 
 #endif

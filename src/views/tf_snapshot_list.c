@@ -23,7 +23,7 @@ bool tf_cancelled(const tf_cancel *c)
 
 /* ---- names ---------------------------------------------------------------------------------- */
 
-const char *name_at(const names *l, size_t i)
+const char *snap_name_at(const names *l, size_t i)
 {
 	return l->buf + l->off[i];
 }
@@ -67,7 +67,7 @@ static int collect(void *ctx, const char *name, bool is_dir)
 	return 0;
 }
 
-void names_free(names *l)
+void snap_names_free(names *l)
 {
 	free(l->buf);
 	free(l->off);
@@ -95,13 +95,13 @@ static bool contains(const names *l, const char *s)
 
 	if (!l->sorted) {
 		for (size_t i = 0; i < l->n; i++)
-			if (!strcmp(name_at(l, i), s))
+			if (!strcmp(snap_name_at(l, i), s))
 				return true;
 		return false;
 	}
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		int r = strcmp(name_at(l, mid), s);
+		int r = strcmp(snap_name_at(l, mid), s);
 
 		if (!r)
 			return true;
@@ -124,7 +124,7 @@ static bool contains_with(const names *l, const char *name, const char *suffix)
 }
 
 /* A listing kept (fragment names point into it): no slack. */
-void names_fit(names *l)
+void snap_names_fit(names *l)
 {
 	void *p;
 
@@ -134,7 +134,7 @@ void names_fit(names *l)
 		l->off = p, l->ncap = l->n;
 }
 
-tf_status list_dir(tf_array *a, const char *rel, names *out, tf_error *err)
+tf_status snap_list_dir(tf_array *a, const char *rel, names *out, tf_error *err)
 {
 	tf_status rc = tf_array_list(a, rel, collect, out, err);
 
@@ -190,12 +190,12 @@ static const char *vac_name(const char *line)
 
 /* ---- what is committed, vacuumed, deleted --------------------------------------------------- */
 
-void commits_free(commits *c)
+void snap_commits_free(commits *c)
 {
-	names_free(&c->con);
-	names_free(&c->vacuumed);
-	names_free(&c->ignored);
-	names_free(&c->del_seen);
+	snap_names_free(&c->con);
+	snap_names_free(&c->vacuumed);
+	snap_names_free(&c->ignored);
+	snap_names_free(&c->del_seen);
 }
 
 /* Each '\n'-terminated line of a text file into `into`. */
@@ -294,7 +294,7 @@ static tf_status read_con(tf_snapshot *s, commits *c, const char *rel, tf_error 
 	return rc == TF_OK ? rc : tf_err_prefix(err, "%s", rel);
 }
 
-tf_status read_commits(tf_snapshot *s, const names *cdir, const names *root, commits *c,
+tf_status snap_read_commits(tf_snapshot *s, const names *cdir, const names *root, commits *c,
 			      tf_error *err)
 {
 	char rel[1024];
@@ -302,12 +302,12 @@ tf_status read_commits(tf_snapshot *s, const names *cdir, const names *root, com
 	tf_status rc = TF_OK;
 
 	for (size_t i = 0; i < cdir->n && rc == TF_OK; i++)
-		if (has_suffix(name_at(cdir, i), ".ign") &&
-		    snprintf(rel, sizeof(rel), "__commits/%s", name_at(cdir, i)) < (int)sizeof(rel))
+		if (has_suffix(snap_name_at(cdir, i), ".ign") &&
+		    snprintf(rel, sizeof(rel), "__commits/%s", snap_name_at(cdir, i)) < (int)sizeof(rel))
 			rc = read_lines(s->a, rel, &c->ignored, false, err);
 	names_sort(&c->ignored);
 	for (size_t i = 0; i < cdir->n && rc == TF_OK; i++) {
-		const char *n = name_at(cdir, i);
+		const char *n = snap_name_at(cdir, i);
 
 		snprintf(rel, sizeof(rel), "__commits/%s", n);
 		if (has_suffix(n, ".con"))
@@ -316,13 +316,13 @@ tf_status read_commits(tf_snapshot *s, const names *cdir, const names *root, com
 			rc = read_lines(s->a, rel, &c->vacuumed, true, err);
 	}
 	for (size_t i = 0; i < root->n && rc == TF_OK; i++)	/* before format 12 */
-		if (has_suffix(name_at(root, i), ".vac"))
-			rc = read_lines(s->a, name_at(root, i), &c->vacuumed, true, err);
+		if (has_suffix(snap_name_at(root, i), ".vac"))
+			rc = read_lines(s->a, snap_name_at(root, i), &c->vacuumed, true, err);
 	/* Delete commits not already read from a .con list. */
 	for (size_t i = 0; i < cdir->n && rc == TF_OK; i++) {
-		if (!has_suffix(name_at(cdir, i), ".del") || contains(&c->del_seen, name_at(cdir, i)))
+		if (!has_suffix(snap_name_at(cdir, i), ".del") || contains(&c->del_seen, snap_name_at(cdir, i)))
 			continue;
-		snprintf(rel, sizeof(rel), "__commits/%s", name_at(cdir, i));
+		snprintf(rel, sizeof(rel), "__commits/%s", snap_name_at(cdir, i));
 		if ((rc = tf_array_read_generic(s->a, rel, &payload, err)) == TF_OK)
 			rc = add_delete(s, rel, tf_span_of(payload.p, payload.len), err);
 	}
@@ -365,7 +365,7 @@ static tf_status add_frag(tf_snapshot *s, size_t *cap, const char *name, bool in
 }
 
 /* The fragment's directory, relative to the array. */
-bool frag_rel(const tf_snap_frag *f, char *buf, size_t n)
+bool snap_frag_rel(const tf_snap_frag *f, char *buf, size_t n)
 {
 	return snprintf(buf, n, "%s%s", f->in_root ? "" : "__fragments/", f->name) < (int)n;
 }
@@ -380,12 +380,12 @@ static bool committed(tf_snapshot *s, const tf_snap_frag *f, const commits *c, c
 	if (contains_with(cdir, f->name, ".wrt") || contains(&c->con, f->name) ||
 	    contains_with(&s->root, f->name, ".ok") || contains_with(&s->fdir, f->name, ".ok"))
 		return true;
-	if (f->version >= 5 || !f->in_root || !frag_rel(f, rel, sizeof(rel)))
+	if (f->version >= 5 || !f->in_root || !snap_frag_rel(f, rel, sizeof(rel)))
 		return false;
 	/* Formats before 5 commit nothing: a fragment directory with metadata is one. */
 	found = tf_array_list(s->a, rel, collect, &inside, NULL) == TF_OK &&
 		contains(&inside, "__fragment_metadata.tdb");
-	names_free(&inside);
+	snap_names_free(&inside);
 	return found;
 }
 
@@ -406,7 +406,7 @@ static int cmp_frag_name(const void *pa, const void *pb)
 	return strcmp(((const tf_snap_frag *)pa)->name, ((const tf_snap_frag *)pb)->name);
 }
 
-tf_status list_fragments(tf_snapshot *s, tf_error *err)
+tf_status snap_list_fragments(tf_snapshot *s, tf_error *err)
 {
 	size_t cap = s->fdir.n + s->root.n + 1;	/* at most: no slack to double */
 	tf_status rc = TF_OK;
@@ -416,16 +416,16 @@ tf_status list_fragments(tf_snapshot *s, tf_error *err)
 
 	for (size_t i = 0; i < s->fdir.n && rc == TF_OK; i++)
 		if (dir_at(&s->fdir, i))
-			rc = add_frag(s, &cap, name_at(&s->fdir, i), false, err);
+			rc = add_frag(s, &cap, snap_name_at(&s->fdir, i), false, err);
 	for (size_t i = 0; i < s->root.n && rc == TF_OK; i++)	/* formats before 12 */
-		if (dir_at(&s->root, i) && !is_internal(name_at(&s->root, i)))
-			rc = add_frag(s, &cap, name_at(&s->root, i), true, err);
+		if (dir_at(&s->root, i) && !is_internal(snap_name_at(&s->root, i)))
+			rc = add_frag(s, &cap, snap_name_at(&s->root, i), true, err);
 	if (rc == TF_OK && s->nfrags)
 		qsort(s->frags, s->nfrags, sizeof(*s->frags), cmp_frag_name);
 	return rc;
 }
 
-tf_status choose_visible(tf_snapshot *s, const commits *c, const names *cdir, tf_error *err)
+tf_status snap_choose_visible(tf_snapshot *s, const commits *c, const names *cdir, tf_error *err)
 {
 	if (s->nfrags >= UINT32_MAX)
 		return tf_err(err, TF_E_UNSUPPORTED, "%zu fragments", s->nfrags);
@@ -458,7 +458,7 @@ const tf_snap_delete *tf_snapshot_delete(const tf_snapshot *s, size_t i) { retur
 
 bool tf_snapshot_frag_dir(const tf_snapshot *s, size_t i, char *buf, size_t n)
 {
-	return frag_rel(&s->frags[i], buf, n);
+	return snap_frag_rel(&s->frags[i], buf, n);
 }
 
 size_t tf_snapshot_find(const tf_snapshot *s, const char *name)

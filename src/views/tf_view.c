@@ -48,13 +48,13 @@ void tf_views_unref(tf_views *v)
 {
 	if (!v || atomic_fetch_sub(&v->refs, 1) != 1)
 		return;
-	csv_free(v->array_csv);
-	csv_free(v->array_arrow);
+	view_csv_free(v->array_csv);
+	view_csv_free(v->array_arrow);
 	for (size_t i = 0; (v->frag_csv || v->frag_arrow) && i < tf_snapshot_nfrags(v->s); i++) {
 		if (v->frag_csv)
-			csv_free(v->frag_csv[i]);
+			view_csv_free(v->frag_csv[i]);
 		if (v->frag_arrow)
-			csv_free(v->frag_arrow[i]);
+			view_csv_free(v->frag_arrow[i]);
 	}
 	free(v->frag_arrow);
 	for (size_t i = 0; i < v->nmats; i++)
@@ -147,7 +147,7 @@ static tf_status parse_path(tf_views *v, const char *rel, vpath *p, tf_error *er
 		if (p->frag != SIZE_MAX && !strcmp(slash + 1, ARROW_NAME))
 			return p->kind = P_FRAGARROW, TF_OK;
 	} else if (ends_with(rel, ".raw", &stem) || ends_with(rel, ".npy", &stem)) {
-		views_dense(v);
+		view_dense(v);
 		for (size_t i = 0; i < v->nmats; i++)
 			if (strlen(v->mats[i].name) == stem && !strncmp(v->mats[i].name, rel, stem)) {
 				p->m = &v->mats[i];
@@ -166,10 +166,10 @@ static void stat_of(tf_views *v, const vpath *p, tf_view_stat *st)
 		st->dir = true;
 		break;
 	case P_RAW:
-		st->size = raw_size(p->m);
+		st->size = view_raw_size(p->m);
 		break;
 	case P_NPY:
-		st->size = npy_size(p->m);
+		st->size = view_npy_size(p->m);
 		break;
 	default: {	/* a CSV: known once formatted to its end */
 		csv *c;
@@ -177,13 +177,13 @@ static void stat_of(tf_views *v, const vpath *p, tf_view_stat *st)
 		pthread_mutex_lock(&v->lock);	/* held: an idle fragment's state may go */
 		c = whole ? (arrow ? v->array_arrow : v->array_csv)
 		  : v->frag_csv ? (arrow ? v->frag_arrow : v->frag_csv)[p->frag] : NULL;
-		st->size_known = c ? csv_size(c, &st->size)
+		st->size_known = c ? view_csv_size(c, &st->size)
 				   : !whole && v->frag_size && (arrow ? v->frag_arrow_size : v->frag_size)[p->frag] != UINT64_MAX;
 		if (!c && st->size_known)
 			st->size = (arrow ? v->frag_arrow_size : v->frag_size)[p->frag];
 		pthread_mutex_unlock(&v->lock);
 		if (!st->size_known && !c)
-			st->size_known = remembered(v, whole ? SIZE_MAX : p->frag, arrow, &st->size);
+			st->size_known = view_remembered(v, whole ? SIZE_MAX : p->frag, arrow, &st->size);
 		if (!st->size_known)
 			st->size = 0;
 	}
@@ -224,7 +224,7 @@ void tf_views_shrink(tf_views *v)
 
 	pthread_mutex_lock(&v->lock);
 	while (v->idle_head) {
-		csv *c = evict_idle(v);
+		csv *c = view_evict_idle(v);
 
 		c->idle_next = gone;	/* a list of its own now */
 		gone = c;
@@ -233,7 +233,7 @@ void tf_views_shrink(tf_views *v)
 	while (gone) {
 		csv *next = gone->idle_next;
 
-		csv_free(gone);
+		view_csv_free(gone);
 		gone = next;
 	}
 	tf_snapshot_shrink(v->s);
@@ -280,7 +280,7 @@ tf_status tf_views_list(tf_views *v, const char *rel, tf_views_list_fn fn, void 
 		return rc;
 	memset(&e, 0, sizeof(e));
 	if (p.kind == P_ROOT) {
-		views_dense(v);	/* its matrices are listed */
+		view_dense(v);	/* its matrices are listed */
 		e.kind = P_CSV;
 		if (list_one(v, &e, CSV_NAME, fn, ctx))
 			return TF_OK;
@@ -385,7 +385,7 @@ tf_status tf_view_open(tf_views *v, const char *rel, tf_view **out, tf_error *er
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	w->kind = p.kind == P_RAW ? V_RAW : p.kind == P_NPY ? V_NPY : V_CSV;
 	w->m = p.m;
-	if (w->kind == V_CSV && (rc = get_csv(v, p.kind == P_CSV || p.kind == P_ARROW ? SIZE_MAX : p.frag,
+	if (w->kind == V_CSV && (rc = view_get_csv(v, p.kind == P_CSV || p.kind == P_ARROW ? SIZE_MAX : p.frag,
 					      p.kind == P_ARROW || p.kind == P_FRAGARROW, &w->c, err)) != TF_OK) {
 		free(w);
 		return rc;
@@ -399,7 +399,7 @@ void tf_view_close(tf_view *w)
 {
 	if (w) {
 		if (w->c)
-			put_csv(w->v, w->c);
+			view_put_csv(w->v, w->c);
 		tf_views_unref(w->v);
 		free(w);
 	}
@@ -409,13 +409,13 @@ bool tf_view_size(tf_view *w, uint64_t *size)
 {
 	switch (w->kind) {
 	case V_RAW:
-		*size = raw_size(w->m);
+		*size = view_raw_size(w->m);
 		return true;
 	case V_NPY:
-		*size = npy_size(w->m);
+		*size = view_npy_size(w->m);
 		return true;
 	default:
-		return csv_size(w->c, size);
+		return view_csv_size(w->c, size);
 	}
 }
 
@@ -427,13 +427,13 @@ tf_status tf_view_size_now(tf_view *w, tf_workspace *ws, const tf_cancel *cancel
 
 	if ((*known = tf_view_size(w, size)) || w->kind != V_CSV)
 		return TF_OK;
-	if ((rc = csv_cells_bound(w->c, cancel, &cells, err)) != TF_OK)
+	if ((rc = view_csv_cells_bound(w->c, cancel, &cells, err)) != TF_OK)
 		return rc;
 	if (cells > SIZE_CELLS_MAX)
 		return TF_OK;	/* an endless box: read as /proc files are */
-	if ((rc = csv_complete(w->c, ws, cancel, err)) != TF_OK)
+	if ((rc = view_csv_complete(w->c, ws, cancel, err)) != TF_OK)
 		return rc;
-	*known = csv_size(w->c, size);
+	*known = view_csv_size(w->c, size);
 	return TF_OK;
 }
 
@@ -446,15 +446,15 @@ tf_status tf_view_read_cancellable(tf_view *w, tf_workspace *ws, uint64_t off, s
 	*got = 0;
 	switch (w->kind) {
 	case V_CSV:
-		return csv_read(w->c, ws, off, len, dst, got, w->kept, cancel, err);
+		return view_csv_read(w->c, ws, off, len, dst, got, w->kept, cancel, err);
 	case V_RAW:
-		return raw_read(w->v, w->m, ws, off, len, dst, got, err);
+		return view_raw_read(w->v, w->m, ws, off, len, dst, got, err);
 	default:
 		if (off < w->m->npy.len) {
 			head = w->m->npy.len - off < len ? (size_t)(w->m->npy.len - off) : len;
 			memcpy(dst, w->m->npy.p + off, head);
 		}
-		rc = raw_read(w->v, w->m, ws, off + head - w->m->npy.len, len - head, dst + head, &n, err);
+		rc = view_raw_read(w->v, w->m, ws, off + head - w->m->npy.len, len - head, dst + head, &n, err);
 		*got = head + n;
 		return rc;
 	}
@@ -477,7 +477,7 @@ size_t tf_view_index_bytes(tf_view *w)
 
 	if (w->kind == V_CSV) {
 		pthread_mutex_lock(&w->c->lock);
-		n = index_bytes(w->c);
+		n = view_index_bytes(w->c);
 		pthread_mutex_unlock(&w->c->lock);
 	}
 	return n;

@@ -15,13 +15,13 @@
 
 /* ---- CSV states ------------------------------------------------------------------------------- */
 
-void csv_free(csv *c)
+void view_csv_free(csv *c)
 {
 	if (!c)
 		return;
 	/* Its pieces stay in the cache under an owner no one asks for again:
 	 * they drift to the cold end of the LRU and go first. */
-	prod_free(c, &c->prod);
+	view_prod_free(c, &c->prod);
 	if (c->charged)
 		tf_cache_charge(tf_snapshot_cache(c->v->s), -(ptrdiff_t)c->charged);
 	tf_buf_free(&c->header);
@@ -106,7 +106,7 @@ static tf_status csv_columns(csv *c, tf_error *err)
 		c->specs[c->nspecs++] = c->cols[i].spec;
 	if (rc == TF_OK && c->arrow)
 		rc = arrow_schema(c, err);
-	return rc == TF_OK ? make_header(c, err) : rc;
+	return rc == TF_OK ? view_make_header(c, err) : rc;
 }
 
 static tf_status csv_new(tf_views *v, csv_kind kind, size_t frag, bool arrow, csv **out, tf_error *err)
@@ -136,12 +136,12 @@ static tf_status csv_new(tf_views *v, csv_kind kind, size_t frag, bool arrow, cs
 	}
 	if ((rc = csv_columns(c, err)) == TF_OK) {
 		uint64_t *zero = calloc(c->S + 1, sizeof(uint64_t));
-		rc = zero ? append_entry(c, 0, zero, err) : tf_err(err, TF_E_NOMEM, "out of memory");
+		rc = zero ? view_append_entry(c, 0, zero, err) : tf_err(err, TF_E_NOMEM, "out of memory");
 		free(zero);
 		c->owner = tf_cache_owner(tf_snapshot_cache(v->s));
 	}
 	if (rc != TF_OK) {
-		csv_free(c);
+		view_csv_free(c);
 		return rc;
 	}
 	*out = c;
@@ -177,8 +177,8 @@ static void idle_remove(tf_views *v, csv *c)
 
 /* The CSV (or cells.arrow) state of the array (frag == SIZE_MAX) or of one
  * fragment, made on need; a fragment's may be let go when no view has it
- * open (put_csv). */
-tf_status get_csv(tf_views *v, size_t frag, bool arrow, csv **out, tf_error *err)
+ * open (view_put_csv). */
+tf_status view_get_csv(tf_views *v, size_t frag, bool arrow, csv **out, tf_error *err)
 {
 	const tf_snap_frag *f = frag == SIZE_MAX ? NULL : tf_snapshot_frag(v->s, frag);
 	csv **slot;
@@ -187,7 +187,7 @@ tf_status get_csv(tf_views *v, size_t frag, bool arrow, csv **out, tf_error *err
 
 	if (f && (rc = tf_snapshot_load(v->s, frag, err)) != TF_OK)
 		return rc;
-	if (!f && tf_snapshot_schema(v->s)->dense && !views_dense(v)) {
+	if (!f && tf_snapshot_schema(v->s)->dense && !view_dense(v)) {
 		if (err)
 			*err = v->dense_err;
 		return v->dense_err.code ? v->dense_err.code : TF_E_UNSUPPORTED;
@@ -210,7 +210,7 @@ tf_status get_csv(tf_views *v, size_t frag, bool arrow, csv **out, tf_error *err
 	pthread_mutex_unlock(&v->lock);
 	if (rc == TF_OK) {
 		uint64_t claim;
-		bool claimed = remembered(v, f ? frag : SIZE_MAX, arrow, &claim);
+		bool claimed = view_remembered(v, f ? frag : SIZE_MAX, arrow, &claim);
 
 		pthread_mutex_lock(&(*out)->lock);
 		if (claimed && !(*out)->claimed && !(*out)->complete && (*out)->final == UINT64_MAX &&
@@ -236,7 +236,7 @@ static void arrow_release(csv *c)
 		tf_arrow_batch_release(c->prod.batch);
 	pthread_mutex_lock(&c->lock);
 	c->scratch = 0;
-	index_charge(c);
+	view_index_charge(c);
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&c->ext);
 }
@@ -249,7 +249,7 @@ static bool csv_proved_size(csv *c, uint64_t *size)
 
 	pthread_mutex_lock(&c->lock);
 	known = c->complete || (c->claimed && c->proved);
-	*size = c->complete ? c->header.len + frontier(c) + c->tail.len : c->claim;
+	*size = c->complete ? c->header.len + view_frontier(c) + c->tail.len : c->claim;
 	pthread_mutex_unlock(&c->lock);
 	if (!known && c->final != UINT64_MAX)
 		*size = c->final, known = true;
@@ -259,7 +259,7 @@ static bool csv_proved_size(csv *c, uint64_t *size)
 /* The oldest idle fragment state leaves the views, its size (when its
  * text bore it out) remembered in 8 bytes (v->lock held); the caller
  * frees it. */
-csv *evict_idle(tf_views *v)
+csv *view_evict_idle(tf_views *v)
 {
 	csv *c = v->idle_head;
 	uint64_t size;
@@ -276,7 +276,7 @@ csv *evict_idle(tf_views *v)
  * known) remembered in 8 bytes: a state costs ~11 KB (columns, header,
  * index, the producer's cursors), and reading every fragments/F/cells.csv
  * of 2,000 fragments kept 22 MB outside the budget for the mount's life. */
-void put_csv(tf_views *v, csv *c)
+void view_put_csv(tf_views *v, csv *c)
 {
 	csv *gone = NULL;
 	bool last;
@@ -293,20 +293,20 @@ void put_csv(tf_views *v, csv *c)
 		v->idle_tail = c;
 		v->nidle++;
 		if (v->nidle > IDLE_FRAG_CSVS)
-			gone = evict_idle(v);
+			gone = view_evict_idle(v);
 	}
 	pthread_mutex_unlock(&v->lock);
-	csv_free(gone);
+	view_csv_free(gone);
 }
 
 /* Known once formatted to its end, or remembered (until found wrong). */
-bool csv_size(csv *c, uint64_t *size)
+bool view_csv_size(csv *c, uint64_t *size)
 {
 	bool known;
 
 	pthread_mutex_lock(&c->lock);
 	known = c->complete || c->claimed;
-	*size = c->complete ? c->header.len + frontier(c) + c->tail.len : c->claimed ? c->claim : 0;
+	*size = c->complete ? c->header.len + view_frontier(c) + c->tail.len : c->claimed ? c->claim : 0;
 	pthread_mutex_unlock(&c->lock);
 	if (!known && c->final != UINT64_MAX)
 		*size = c->final, known = true;
@@ -317,7 +317,7 @@ bool csv_size(csv *c, uint64_t *size)
  * fragment's tiles, the sum of the visible fragments' cells (before
  * duplicates and deletes go).  Sparse arrays read every visible
  * fragment's metadata (the merge needs it anyway). */
-tf_status csv_cells_bound(csv *c, const tf_cancel *cancel, uint64_t *n, tf_error *err)
+tf_status view_csv_cells_bound(csv *c, const tf_cancel *cancel, uint64_t *n, tf_error *err)
 {
 	tf_snapshot *s = c->v->s;
 	const tf_snap_frag *f;
@@ -329,12 +329,12 @@ tf_status csv_cells_bound(csv *c, const tf_cancel *cancel, uint64_t *n, tf_error
 		total = tf_dense_ncells(c->v->dense);
 		break;
 	case CSV_FRAG_DENSE:
-		f = csv_frag(c);
+		f = view_csv_frag(c);
 		k = tf_schema_dense_tile_cells(f->schema);
 		total = k && f->ntiles <= UINT64_MAX / k ? f->ntiles * k : UINT64_MAX;
 		break;
 	case CSV_FRAG_SPARSE:
-		rc = tf_frag_sparse_cells(csv_frag(c), &total, err);
+		rc = tf_frag_sparse_cells(view_csv_frag(c), &total, err);
 		break;
 	default:
 		if ((rc = tf_snapshot_load_visible(s, cancel, err)) != TF_OK)
@@ -351,7 +351,7 @@ tf_status csv_cells_bound(csv *c, const tf_cancel *cancel, uint64_t *n, tf_error
 
 /* Format the CSV to its end, block by block as reads do (one block at a
  * time under ext: readers go on meanwhile), keeping its index only. */
-tf_status csv_complete(csv *c, tf_workspace *ws, const tf_cancel *cancel, tf_error *err)
+tf_status view_csv_complete(csv *c, tf_workspace *ws, const tf_cancel *cancel, tf_error *err)
 {
 	tf_status rc = TF_OK;
 	bool done;
@@ -369,7 +369,7 @@ tf_status csv_complete(csv *c, tf_workspace *ws, const tf_cancel *cancel, tf_err
 		done = c->complete;
 		pthread_mutex_unlock(&c->lock);
 		if (!done)
-			rc = extend_one(c, ws, cancel, false, err);
+			rc = view_extend_one(c, ws, cancel, false, err);
 		pthread_mutex_unlock(&c->ext);
 	}
 }

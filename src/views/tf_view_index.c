@@ -46,7 +46,7 @@ static void entry_state(const csv *c, size_t i, uint64_t *state)
 	}
 }
 
-size_t index_bytes(const csv *c)
+size_t view_index_bytes(const csv *c)
 {
 	return c->nent * (sizeof(uint64_t) + sizeof(size_t)) + c->sat[c->nent];
 }
@@ -73,7 +73,7 @@ static void thin(csv *c)
 }
 
 /* The index's memory charged to the cache (lock held). */
-void index_charge(csv *c)
+void view_index_charge(csv *c)
 {
 	size_t now = c->ecap * (sizeof(uint64_t) + sizeof(size_t)) + c->stcap + c->bcap * sizeof(tf_arrow_block) +
 		     c->tail.cap + c->scratch;
@@ -84,7 +84,7 @@ void index_charge(csv *c)
 }
 
 /* Append an entry at text offset `at` with state `state` (lock held). */
-tf_status append_entry(csv *c, uint64_t at, const uint64_t *state, tf_error *err)
+tf_status view_append_entry(csv *c, uint64_t at, const uint64_t *state, tf_error *err)
 {
 	size_t need;
 
@@ -117,14 +117,14 @@ tf_status append_entry(csv *c, uint64_t at, const uint64_t *state, tf_error *err
 	for (size_t k = 0; k < c->S; k++)
 		c->sat[c->nent + 1] += put_varint(c->st + c->sat[c->nent + 1], state[k]);
 	c->nent++;
-	while (index_bytes(c) > c->limit && c->nent > 2)
+	while (view_index_bytes(c) > c->limit && c->nent > 2)
 		thin(c);
-	index_charge(c);
+	view_index_charge(c);
 	return TF_OK;
 }
 
 /* The text formatted so far ends here (lock held). */
-uint64_t frontier(const csv *c)
+uint64_t view_frontier(const csv *c)
 {
 	return c->off[c->nent - 1];
 }
@@ -197,13 +197,13 @@ static tf_status load_piece(void *ctx, uint64_t index, uint8_t *dst, tf_workspac
 		pos = c->off[j];
 		entry_state(c, j, in);
 		pthread_mutex_unlock(&c->lock);
-		rc = prod_init(c, &p, b->cancel, err);
+		rc = view_prod_init(c, &p, b->cancel, err);
 	}
 	if (rc == TF_OK)
-		rc = prod_begin(c, &p, ws, b->cancel, err);
+		rc = view_prod_begin(c, &p, ws, b->cancel, err);
 	while (rc == TF_OK && pos < want_end && !end) {
 		text.len = 0;
-		if ((rc = produce(c, &p, ws, in, &text, out, &end, err)) != TF_OK)
+		if ((rc = view_produce(c, &p, ws, in, &text, out, &end, err)) != TF_OK)
 			break;
 		/* Text of this block inside pieces: cut and placed. */
 		for (size_t k = pos < b->seg ? (size_t)(b->seg - pos < text.len ? b->seg - pos : text.len) : 0;
@@ -230,8 +230,8 @@ static tf_status load_piece(void *ctx, uint64_t index, uint8_t *dst, tf_workspac
 	if (rc == TF_OK && !filled)
 		rc = tf_err(err, TF_E_STALE, "text at %llu formats to other bytes than before (the array "
 			    "changed under the view?)", (unsigned long long)b->at);
-	prod_end(c, &p);
-	prod_free(c, &p);
+	view_prod_end(c, &p);
+	view_prod_free(c, &p);
 	tf_buf_free(&text);
 	tf_buf_free(&part);
 	free(in);
@@ -264,7 +264,7 @@ static tf_status add_blocks(csv *c, uint64_t start, tf_error *err)
  * sizing pass counts the text and keeps only the index (its pieces would
  * evict the decoded tiles it is reading, and the reader starts from the
  * beginning anyway). */
-tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, bool offer, tf_error *err)
+tf_status view_extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, bool offer, tf_error *err)
 {
 	uint64_t *in = NULL, *out = malloc((c->S + 1) * sizeof(uint64_t)), start;
 	tf_buf local = TF_BUF_INIT((size_t)4 << 30);
@@ -277,7 +277,7 @@ tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, bool off
 
 	text->len = 0;
 	pthread_mutex_lock(&c->lock);
-	start = frontier(c);
+	start = view_frontier(c);
 	level = c->level;
 	/* A merge standing at the frontier goes on from there: no state to
 	 * decode (200,000 cursors for 200,000 fragments). */
@@ -288,19 +288,19 @@ tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, bool off
 		entry_state(c, c->nent - 1, in);
 	pthread_mutex_unlock(&c->lock);
 	if (rc == TF_OK && !c->prod.ready)
-		rc = prod_init(c, &c->prod, cancel, err);
-	if (rc == TF_OK && (rc = prod_begin(c, &c->prod, ws, cancel, err)) == TF_OK)
-		rc = produce(c, &c->prod, ws, in, text, out, &end, err);
+		rc = view_prod_init(c, &c->prod, cancel, err);
+	if (rc == TF_OK && (rc = view_prod_begin(c, &c->prod, ws, cancel, err)) == TF_OK)
+		rc = view_produce(c, &c->prod, ws, in, text, out, &end, err);
 	if (c->prod.ready) {
 		c->prod.warm = rc == TF_OK;
 		c->prod.at = start + text->len;
-		prod_end(c, &c->prod);
+		view_prod_end(c, &c->prod);
 	}
 	pthread_mutex_lock(&c->lock);
 	if (rc == TF_OK && c->arrow)
 		rc = add_blocks(c, start, err);
 	if (rc == TF_OK && text->len) {	/* the index first: the pieces' keys depend on its level */
-		rc = append_entry(c, start + text->len, out, err);
+		rc = view_append_entry(c, start + text->len, out, err);
 		level = c->level;
 	}
 	if (rc == TF_OK && (end || !text->len) && c->arrow)
@@ -308,7 +308,7 @@ tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, bool off
 	if (rc == TF_OK && (end || !text->len))
 		c->complete = true;
 	if (c->arrow)
-		index_charge(c);
+		view_index_charge(c);
 	pthread_mutex_unlock(&c->lock);
 	if (rc == TF_OK && (end || !text->len))
 		remember(c, c->header.len + start + text->len + c->tail.len);
@@ -317,7 +317,7 @@ tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, bool off
 		offer_piece(c, level, start + k, text->p + k, (uint32_t)n);
 	}
 	if (rc == TF_OK && (end || !text->len))
-		prod_free(c, &c->prod);	/* its windows are needed no more */
+		view_prod_free(c, &c->prod);	/* its windows are needed no more */
 	if (!c->arrow || rc != TF_OK || end || !text->len)
 		tf_buf_free(text);
 	text->len = 0;
@@ -325,7 +325,7 @@ tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, bool off
 		size_t held = c->block.cap + (c->prod.batch ? tf_arrow_batch_held(c->prod.batch) : 0);
 		pthread_mutex_lock(&c->lock);
 		c->scratch = held;
-		index_charge(c);
+		view_index_charge(c);
 		pthread_mutex_unlock(&c->lock);
 	}
 	free(in);
@@ -343,7 +343,7 @@ static tf_status find_piece(csv *c, tf_workspace *ws, uint64_t pos, const tf_can
 	*eof = false;
 	for (;;) {
 		pthread_mutex_lock(&c->lock);
-		if (pos < frontier(c)) {
+		if (pos < view_frontier(c)) {
 			size_t lo = 0, hi = c->nent - 1;
 			while (hi - lo > 1) {
 				size_t mid = lo + (hi - lo) / 2;
@@ -367,10 +367,10 @@ static tf_status find_piece(csv *c, tf_workspace *ws, uint64_t pos, const tf_can
 			return tf_err(err, TF_E_INTR, "interrupted");
 		pthread_mutex_lock(&c->ext);
 		pthread_mutex_lock(&c->lock);
-		bool more = pos >= frontier(c) && !c->complete;
+		bool more = pos >= view_frontier(c) && !c->complete;
 		pthread_mutex_unlock(&c->lock);
 		if (more)
-			rc = extend_one(c, ws, cancel, true, err);
+			rc = view_extend_one(c, ws, cancel, true, err);
 		pthread_mutex_unlock(&c->ext);
 		if (rc != TF_OK)
 			return rc;
@@ -455,7 +455,7 @@ static uint64_t *claim_slot(tf_views *v, size_t frag, bool arrow)
 
 /* The size the store remembers for frag's CSV in this state (the store is
  * asked once per state and CSV). */
-bool remembered(tf_views *v, size_t frag, bool arrow, uint64_t *size)
+bool view_remembered(tf_views *v, size_t frag, bool arrow, uint64_t *size)
 {
 	tf_index_key k;
 	uint64_t *slot, got = CLAIM_NONE;
@@ -553,7 +553,7 @@ static tf_status prove_claim(csv *c, tf_workspace *ws, uint64_t read_end, bool s
 	if (claim >= c->header.len && (rc = find_piece(c, ws, claim - c->header.len, cancel, &ps, &eof, err)) != TF_OK)
 		return rc;
 	pthread_mutex_lock(&c->lock);
-	end = c->header.len + frontier(c) + c->tail.len;
+	end = c->header.len + view_frontier(c) + c->tail.len;
 	ok = eof && c->complete && end == claim;
 	if (ok)
 		c->proved = true;
@@ -570,7 +570,7 @@ static tf_status prove_claim(csv *c, tf_workspace *ws, uint64_t read_end, bool s
 		      why);
 }
 
-tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst, size_t *got,
+tf_status view_csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst, size_t *got,
 			  bool kept, const tf_cancel *cancel, tf_error *err)
 {
 	tf_cache *cache = tf_snapshot_cache(c->v->s);
@@ -611,7 +611,7 @@ tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, uint8_t *
 	}
 	if (rc == TF_OK && eof && c->arrow && done < len) {	/* the tail after the last block */
 		pthread_mutex_lock(&c->lock);
-		uint64_t at = off + done - c->header.len - frontier(c);
+		uint64_t at = off + done - c->header.len - view_frontier(c);
 		if (at < c->tail.len) {
 			size_t n = c->tail.len - at < len - done ? (size_t)(c->tail.len - at) : len - done;
 			memcpy(dst + done, c->tail.p + at, n);

@@ -4,7 +4,8 @@
  * one open view (tf_view).  Included by tf_view.c (the tree and its paths),
  * tf_view_rows.c (CSV text from cells), tf_view_index.c (reading a CSV at
  * any offset), tf_view_csv.c (CSV states) and tf_view_matrix.c (.raw, .npy);
- * nothing else includes it.
+ * nothing else includes it.  Functions one file defines for the others are
+ * view_-named.
  */
 #ifndef TF_VIEW_INT_H
 #define TF_VIEW_INT_H
@@ -59,7 +60,7 @@ typedef struct gathered {
 } gathered;
 
 /* What formatting needs between calls: iterators and scratch.  Between
- * requests (prod_end) it holds no scratch and no pinned window: the
+ * requests (view_prod_end) it holds no scratch and no pinned window: the
  * iterators' windows are cache entries the cache may take back. */
 typedef struct producer {
 	tf_sparse *it;		/* sparse array */
@@ -201,36 +202,39 @@ struct tf_view {
 };
 
 /* tf_view_rows.c */
-tf_status make_header(csv *c, tf_error *err);
-tf_status prod_init(csv *c, producer *p, const tf_cancel *cancel, tf_error *err);
-void prod_free(csv *c, producer *p);
-tf_status prod_begin(csv *c, producer *p, tf_workspace *ws, const tf_cancel *cancel, tf_error *err);
-void prod_end(csv *c, producer *p);
-const tf_snap_frag *csv_frag(const csv *c);
-tf_status produce(csv *c, producer *p, tf_workspace *ws, const uint64_t *in, tf_buf *text, uint64_t *out, bool *end, tf_error *err);
+tf_status view_make_header(csv *c, tf_error *err);
+tf_status view_prod_init(csv *c, producer *p, const tf_cancel *cancel, tf_error *err);
+void view_prod_free(csv *c, producer *p);
+tf_status view_prod_begin(csv *c, producer *p, tf_workspace *ws, const tf_cancel *cancel, tf_error *err);
+void view_prod_end(csv *c, producer *p);
+const tf_snap_frag *view_csv_frag(const csv *c);
+tf_status view_produce(csv *c, producer *p, tf_workspace *ws, const uint64_t *in, tf_buf *text,
+		       uint64_t *out, bool *end, tf_error *err);
 
 /* tf_view_index.c */
-size_t index_bytes(const csv *c);
-void index_charge(csv *c);
-tf_status append_entry(csv *c, uint64_t at, const uint64_t *state, tf_error *err);
-uint64_t frontier(const csv *c);
-tf_status extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, bool offer, tf_error *err);
-bool remembered(tf_views *v, size_t frag, bool arrow, uint64_t *size);
-tf_status csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst, size_t *got, bool kept, const tf_cancel *cancel, tf_error *err);
+size_t view_index_bytes(const csv *c);
+void view_index_charge(csv *c);
+tf_status view_append_entry(csv *c, uint64_t at, const uint64_t *state, tf_error *err);
+uint64_t view_frontier(const csv *c);
+tf_status view_extend_one(csv *c, tf_workspace *ws, const tf_cancel *cancel, bool offer, tf_error *err);
+bool view_remembered(tf_views *v, size_t frag, bool arrow, uint64_t *size);
+tf_status view_csv_read(csv *c, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst, size_t *got,
+			bool kept, const tf_cancel *cancel, tf_error *err);
 
 /* tf_view_csv.c */
-void csv_free(csv *c);
-tf_status get_csv(tf_views *v, size_t frag, bool arrow, csv **out, tf_error *err);
-csv *evict_idle(tf_views *v);
-void put_csv(tf_views *v, csv *c);
-bool csv_size(csv *c, uint64_t *size);
-tf_status csv_cells_bound(csv *c, const tf_cancel *cancel, uint64_t *n, tf_error *err);
-tf_status csv_complete(csv *c, tf_workspace *ws, const tf_cancel *cancel, tf_error *err);
+void view_csv_free(csv *c);
+tf_status view_get_csv(tf_views *v, size_t frag, bool arrow, csv **out, tf_error *err);
+csv *view_evict_idle(tf_views *v);
+void view_put_csv(tf_views *v, csv *c);
+bool view_csv_size(csv *c, uint64_t *size);
+tf_status view_csv_cells_bound(csv *c, const tf_cancel *cancel, uint64_t *n, tf_error *err);
+tf_status view_csv_complete(csv *c, tf_workspace *ws, const tf_cancel *cancel, tf_error *err);
 
 /* tf_view_matrix.c */
-uint64_t raw_size(const matrix *m);
-uint64_t npy_size(const matrix *m);
-tf_status raw_read(tf_views *v, const matrix *m, tf_workspace *ws, uint64_t off, size_t len, uint8_t *dst, size_t *got, tf_error *err);
-tf_dense *views_dense(tf_views *v);
+uint64_t view_raw_size(const matrix *m);
+uint64_t view_npy_size(const matrix *m);
+tf_status view_raw_read(tf_views *v, const matrix *m, tf_workspace *ws, uint64_t off, size_t len,
+			uint8_t *dst, size_t *got, tf_error *err);
+tf_dense *view_dense(tf_views *v);
 
 #endif

@@ -53,12 +53,12 @@ static tf_status add_matrices(tf_views *v, tf_error *err)
 }
 
 /* The bytes of a matrix's cells; 0 for one too large to show. */
-uint64_t raw_size(const matrix *m)
+uint64_t view_raw_size(const matrix *m)
 {
 	return m->sized ? m->raw : 0;
 }
 
-uint64_t npy_size(const matrix *m)
+uint64_t view_npy_size(const matrix *m)
 {
 	return m->sized ? m->npy.len + m->raw : 0;
 }
@@ -99,10 +99,10 @@ static tf_status gather_fixed(tf_snapshot *s, const tf_field *f, unsigned cs, tf
 
 /* Bytes [off, off + len) of the raw matrix: whole cells straight into
  * dst, a partial first or last cell through a bounce buffer. */
-tf_status raw_read(tf_views *v, const matrix *m, tf_workspace *ws, uint64_t off, size_t len,
+tf_status view_raw_read(tf_views *v, const matrix *m, tf_workspace *ws, uint64_t off, size_t len,
 			  uint8_t *dst, size_t *got, tf_error *err)
 {
-	uint64_t size = raw_size(m), c0, c1;
+	uint64_t size = view_raw_size(m), c0, c1;
 	uint8_t *tmp = NULL;
 	tf_run *runs = NULL;
 	size_t nruns = 0, cap = 0;
@@ -134,7 +134,7 @@ tf_status raw_read(tf_views *v, const matrix *m, tf_workspace *ws, uint64_t off,
 /* A dense array's resolution and matrices, made on first need (every
  * fragment's metadata is read).  A dense array that cannot be resolved
  * still lists its CSV views; opening the array's CSV reports why. */
-tf_dense *views_dense(tf_views *v)
+tf_dense *view_dense(tf_views *v)
 {
 	if (atomic_load(&v->dense_tried))
 		return v->dense;

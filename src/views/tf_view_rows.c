@@ -52,7 +52,7 @@ static bool block_full(const csv *c, const producer *p, const tf_buf *text)
 	return c->arrow ? tf_arrow_batch_full(p->batch) : text->len >= c->target;
 }
 
-tf_status make_header(csv *c, tf_error *err)
+tf_status view_make_header(csv *c, tf_error *err)
 {
 	tf_status rc = TF_OK;
 
@@ -153,7 +153,7 @@ static tf_status gather(tf_snapshot *s, const tf_field *f, tf_workspace *ws, con
 
 /* ---- producers: one block of CSV text from a state ------------------------------------------- */
 
-tf_status prod_init(csv *c, producer *p, const tf_cancel *cancel, tf_error *err)
+tf_status view_prod_init(csv *c, producer *p, const tf_cancel *cancel, tf_error *err)
 {
 	size_t nattrs = c->ncols - c->ndims;
 	tf_status rc = TF_OK;
@@ -193,7 +193,7 @@ tf_status prod_init(csv *c, producer *p, const tf_cancel *cancel, tf_error *err)
 	return rc;
 }
 
-void prod_free(csv *c, producer *p)
+void view_prod_free(csv *c, producer *p)
 {
 	for (size_t i = 0; p->g && i < c->ncols - c->ndims; i++) {
 		tf_buf_free(&p->g[i].data);
@@ -216,7 +216,7 @@ void prod_free(csv *c, producer *p)
 
 /* Before a request's formatting: its windows pinned again (read anew if
  * the cache took them back). */
-tf_status prod_begin(csv *c, producer *p, tf_workspace *ws, const tf_cancel *cancel, tf_error *err)
+tf_status view_prod_begin(csv *c, producer *p, tf_workspace *ws, const tf_cancel *cancel, tf_error *err)
 {
 	bool reread;
 
@@ -230,7 +230,7 @@ tf_status prod_begin(csv *c, producer *p, tf_workspace *ws, const tf_cancel *can
 
 /* After it: windows unpinned, scratch freed (an idle CSV keeps nothing
  * but its index and its iterators' positions). */
-void prod_end(csv *c, producer *p)
+void view_prod_end(csv *c, producer *p)
 {
 	if (p->it)
 		tf_sparse_park(p->it);
@@ -445,7 +445,7 @@ static tf_status produce_sparse(csv *c, producer *p, tf_workspace *ws, const uin
 	return TF_OK;
 }
 
-const tf_snap_frag *csv_frag(const csv *c)
+const tf_snap_frag *view_csv_frag(const csv *c)
 {
 	return tf_snapshot_frag(c->v->s, c->frag);
 }
@@ -455,7 +455,7 @@ const tf_snap_frag *csv_frag(const csv *c)
  * small budget). */
 static tf_status load_window(csv *c, producer *p, uint64_t tile, uint64_t cell, tf_workspace *ws, tf_error *err)
 {
-	const tf_snap_frag *f = csv_frag(c);
+	const tf_snap_frag *f = view_csv_frag(c);
 	uint64_t tc = tf_frag_tile_cells(f, tile);
 	size_t bytes = tf_cache_budget(tf_snapshot_cache(c->v->s)) / WINDOW_PART;
 
@@ -490,7 +490,7 @@ static inline tf_status put_window_cell(csv *c, producer *p, tf_buf *text, size_
 static tf_status produce_frag_sparse(csv *c, producer *p, tf_workspace *ws, const uint64_t *in,
 				     tf_buf *text, uint64_t *out, bool *end, tf_error *err)
 {
-	const tf_snap_frag *f = csv_frag(c);
+	const tf_snap_frag *f = view_csv_frag(c);
 	uint64_t pos = in[0], total, cap = f->schema->capacity;
 	tf_status rc = tf_frag_sparse_cells(f, &total, err);
 
@@ -585,7 +585,7 @@ static bool next_in_box(const csv *c, uint64_t cell, const uint64_t *a, const ui
 static tf_status produce_frag_dense(csv *c, producer *p, tf_workspace *ws, const uint64_t *in,
 				    tf_buf *text, uint64_t *out, bool *end, tf_error *err)
 {
-	const tf_snap_frag *f = csv_frag(c);
+	const tf_snap_frag *f = view_csv_frag(c);
 	uint64_t tc = tf_schema_dense_tile_cells(f->schema), pos = in[0], base[64], a[64], b[64], o[64];
 	uint64_t total = tc && f->ntiles <= UINT64_MAX / tc ? f->ntiles * tc : 0;
 	tf_status rc = c->ndims <= 64 && total ? TF_OK : tf_err(err, TF_E_UNSUPPORTED, "fragment %s: tiles",
@@ -636,7 +636,7 @@ static tf_status produce_rows(csv *c, producer *p, tf_workspace *ws, const uint6
 
 /* One block: CSV text, or the record batch(es) of cells.arrow, whose
  * messages' places the batch keeps for the extender (tf_arrow_take_blocks). */
-tf_status produce(csv *c, producer *p, tf_workspace *ws, const uint64_t *in, tf_buf *text,
+tf_status view_produce(csv *c, producer *p, tf_workspace *ws, const uint64_t *in, tf_buf *text,
 			 uint64_t *out, bool *end, tf_error *err)
 {
 	tf_status rc;
