@@ -19,6 +19,7 @@
 
 #include "format/tf_array.h"
 #include "util/tf_fanout.h"
+#include "util/tf_locked.h"
 #include "cache/tf_index.h"
 #include "sources/tf_perm.h"
 
@@ -128,12 +129,7 @@ void tf_catalog_drop_views(tf_catalog *c)
 
 size_t tf_catalog_arrays(tf_catalog *c)
 {
-	size_t n;
-
-	pthread_mutex_lock(&c->lock);
-	n = c->narrays;
-	pthread_mutex_unlock(&c->lock);
-	return n;
+	return tf_locked_size(&c->lock, &c->narrays);
 }
 
 /* ---- the directory table (lock held) ------------------------------------------------------ */
