@@ -361,7 +361,7 @@ static int start(tilefs *fs)
 		workers = (ncpu > 0 ? (unsigned)ncpu : 2) + 1;
 	if (tf_cache_new(fs->settings->cache_size, workers, &fs->cache, &err) != TF_OK ||
 	    tf_catalog_new(fs->src, fs->config, &fs->catalog, &err) != TF_OK || fs_index_start(fs) != 0 ||
-	    fs_nodes_init(&fs->nodes, fs->settings->index_budget, fs->catalog) != 0 ||
+	    fs_nodes_init(fs) != 0 ||
 	    fs_ll_init(fs) != 0 || make_root(fs) != 0) {
 		fs_log(TF_LOG_ERROR, "cannot start: out of memory, or SOURCE unreadable");
 		return -1;

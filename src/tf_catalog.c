@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "entries/entry_int.h"
 #include "format/tf_array.h"
 #include "util/tf_fanout.h"
 #include "cache/tf_index.h"
@@ -57,6 +58,7 @@ struct tf_catalog {
 	dir_slot *buckets[NBUCKETS];
 	size_t ndirs, narrays;
 	dir_slot lru;			/* arrays, least recently used first */
+	tf_entries *entries;		/* what paths show (tf_entry.h) */
 };
 
 static int64_t now_ns(void)
@@ -85,6 +87,10 @@ tf_status tf_catalog_new(tf_source *src, const tf_config *cfg, tf_catalog **out,
 	c->src = src;
 	c->cfg = cfg;
 	c->lru.prev = c->lru.next = &c->lru;
+	if (!(c->entries = tf_entries_new(c, src))) {
+		free(c);
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->walked, NULL);
 	*out = c;
@@ -110,9 +116,45 @@ void tf_catalog_free(tf_catalog *c)
 			next = d->hnext;
 			slot_free(d);
 		}
+	tf_entries_free(c->entries);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->walked);
 	free(c);
+}
+
+/* ---- for the entries (src/entries/) ---------------------------------------------------------- */
+
+tf_entries *tf_catalog_entries(tf_catalog *c) { return c->entries; }
+tf_source *tf_catalog_source(tf_catalog *c) { return c->src; }
+const tf_settings *tf_catalog_settings(tf_catalog *c) { return tf_config_settings(atomic_load(&c->cfg)); }
+
+unsigned tf_catalog_gen(tf_catalog *c)
+{
+	unsigned gen;
+
+	pthread_mutex_lock(&c->lock);
+	gen = c->gen;
+	pthread_mutex_unlock(&c->lock);
+	return gen;
+}
+
+void tf_catalog_set_cache(tf_catalog *c, tf_cache *cache, size_t index_budget)
+{
+	tf_entries *s = c->entries;
+
+	pthread_mutex_lock(&s->lock);
+	s->cache = cache;
+	s->index_budget = index_budget;	/* held from the next let-go on */
+	pthread_mutex_unlock(&s->lock);
+}
+
+void tf_catalog_entry_stats(tf_catalog *c, tf_entry_stats *out)
+{
+	tf_entries *s = c->entries;
+
+	pthread_mutex_lock(&s->lock);
+	*out = (tf_entry_stats){ s->count, s->indexes, s->index_bytes, s->open_files };
+	pthread_mutex_unlock(&s->lock);
 }
 
 void tf_catalog_drop_views(tf_catalog *c)
