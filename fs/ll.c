@@ -1,12 +1,15 @@
 /*
  * ll.c - the FUSE low-level operations.
  *
- * Requests name inodes; nodes.c says what each shows.  A read of a decoded
- * file pins the cache's buffers that hold the range and replies with an
- * iovec pointing straight at them (fuse_reply_iov: the kernel copies them
- * into the page cache; we copy nothing), then unpins.  Every handle keeps
- * the stored file open as the version its node shows, so a replaced source
- * gives that handle the old bytes or EIO, never a mix.
+ * Requests name inodes; nodes.c maps each to the library's entry it shows
+ * (tf_entry.h), which answers for every kind of file alike: attributes,
+ * who may open it, extended attributes, and, opened, a reader.  A read
+ * pins the range through the reader (slices of the decoded-chunk cache,
+ * or of this thread's scratch) and replies with an iovec pointing straight
+ * at them (fuse_reply_iov: the kernel copies them into the page cache; we
+ * copy nothing), then unpins.  A reader keeps reading the version its
+ * entry shows, so a replaced source gives it the old bytes or EIO, never a
+ * mix.  Directories are dirs.c's.
  */
 #include "tilefs.h"
 
@@ -124,7 +127,7 @@ int64_t fs_now_ns(void)
 }
 
 /* Every operation starts here: req is now the thread's request. */
-static tilefs *fs_of(fuse_req_t req)
+tilefs *fs_of(fuse_req_t req)
 {
 	tilefs *fs = fuse_req_userdata(req);
 	fs_thread *t = thread_of(fs);
@@ -207,7 +210,7 @@ static void widen_readahead(tilefs *fs)
 
 /* ---- names and attributes ------------------------------------------------------------------ */
 
-static void entry_of(tilefs *fs, fs_node *n, const struct stat *st, struct fuse_entry_param *e)
+void fs_entry_of(tilefs *fs, fs_node *n, const struct stat *st, struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = fs_node_ino(n);
@@ -280,7 +283,7 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	} else if (rc) {
 		fuse_reply_err(req, rc);
 	} else {
-		entry_of(fs, n, &st, &e);
+		fs_entry_of(fs, n, &st, &e);
 		if (fuse_reply_entry(req, &e) != 0)
 			fs_node_forget(fs, e.ino, 1);	/* the kernel never got it */
 	}
@@ -353,215 +356,6 @@ static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_namemax = s.namemax;
 	sv.f_flag = ST_RDONLY;
 	fuse_reply_statfs(req, &sv);
-}
-
-/* ---- directories ----------------------------------------------------------------------------- */
-
-/* A directory as listed at its first read: later reads page through it. */
-typedef struct dir_entry {
-	char *name;
-	tf_stat st;
-	bool full;		/* st is a whole stat (tf_entry_list) */
-} dir_entry;
-
-typedef struct dir_handle {
-	fuse_ino_t ino;
-	uid_t uid;		/* who opened it (fs_user_open) */
-	bool listed, plus;
-	dir_entry *v;
-	size_t n, cap;
-	size_t bytes;		/* the listing's memory, counted as uid's */
-} dir_handle;
-
-static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	tilefs *fs = fs_of(req);
-	fs_node *n = fs_node_get(fs, ino);
-	uid_t uid = fuse_req_ctx(req)->uid;
-	dir_handle *d;
-	int rc;
-
-	if (!n || !fs_node_is_dir(n)) {
-		if (n)
-			fs_node_put(fs, n);
-		fuse_reply_err(req, n ? ENOTDIR : ESTALE);
-		return;
-	}
-	fs_node_put(fs, n);
-	if ((rc = fs_user_open(fs, uid)) != 0) {
-		fuse_reply_err(req, rc);
-		return;
-	}
-	if (!(d = calloc(1, sizeof(*d)))) {
-		fs_user_close(fs, uid);
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	d->ino = ino;
-	d->uid = uid;
-	fi->fh = (uintptr_t)d;
-	fi->cache_readdir = 0;
-	if (fuse_reply_open(req, fi) != 0) {	/* interrupted: nobody will release it */
-		free(d);
-		fs_user_close(fs, uid);
-	}
-}
-
-static int add_entry(void *arg, const char *name, const tf_stat *st, bool full)
-{
-	dir_handle *d = arg;
-
-	if (d->n == d->cap) {
-		size_t cap = d->cap ? 2 * d->cap : 64;
-		dir_entry *v = realloc(d->v, cap * sizeof(*v));
-		if (!v)
-			return 1;
-		d->v = v;
-		d->cap = cap;
-	}
-	if (!(d->v[d->n].name = strdup(name)))
-		return 1;
-	d->v[d->n].st = *st;
-	d->v[d->n++].full = full;
-	return 0;
-}
-
-/* What d's listing holds in memory (the user's share, users.c). */
-static size_t listing_bytes(const dir_handle *d)
-{
-	size_t b = d->cap * sizeof(*d->v);
-
-	for (size_t i = 0; i < d->n; i++)
-		b += strlen(d->v[i].name) + 1;
-	return b;
-}
-
-static int list_dir(tilefs *fs, dir_handle *d, bool plus)
-{
-	fs_node *n;
-	tf_stat dot = { .kind = TF_ENT_DIR };
-	tf_error err;
-	tf_status rc;
-	int e;
-
-	if ((e = fs_user_may_list(fs, d->uid, d->bytes)) != 0)
-		return e;
-	if (!(n = fs_node_get(fs, d->ino)))
-		return ESTALE;
-	for (size_t i = 0; i < d->n; i++)
-		free(d->v[i].name);
-	d->n = 0;
-	/* "." and ".." first: the source does not list them. */
-	if (add_entry(d, ".", &dot, false) || add_entry(d, "..", &dot, false))
-		rc = TF_E_NOMEM;
-	else if ((rc = tf_entry_list(fs_node_entry(n), plus, add_entry, d, &err)) != TF_OK && fs_errno(rc) == EIO)
-		fs_log_failure(err.msg);
-	fs_node_put(fs, n);
-	d->listed = true;
-	d->plus = plus;
-	fs_user_listed(fs, d->uid, d->bytes, listing_bytes(d));
-	d->bytes = listing_bytes(d);
-	return fs_errno(rc);
-}
-
-/* One entry into buf at *len: a plain one, or with plus a looked-up one
- * (whose lookup count the kernel then holds).  False when it does not fit. */
-static bool put_entry(fuse_req_t req, tilefs *fs, fs_node *dir, const dir_entry *de, bool plus,
-		      const tf_stat *known, char *buf, size_t size, size_t *len, off_t next,
-		      fuse_ino_t *held)
-{
-	struct fuse_entry_param e = { 0 };
-	/* glibc's readdir skips entries whose inode number is 0. */
-	struct stat st = { .st_ino = de->st.v.ino ? de->st.v.ino : fs_node_ino(dir),
-			   .st_mode = fs_mode_type(de->st.kind) };
-	size_t need;
-	fs_node *n;
-
-	if (!plus) {
-		need = fuse_add_direntry(req, buf + *len, size - *len, de->name, &st, next);
-	} else if (!strcmp(de->name, ".") || !strcmp(de->name, "..")) {
-		e.attr = st;	/* ino 0: the kernel looks nothing up for them */
-		need = fuse_add_direntry_plus(req, buf + *len, size - *len, de->name, &e, next);
-	} else {
-		if (fs_node_lookup(fs, dir, de->name, known, &n, &st) == 0)
-			entry_of(fs, n, &st, &e);
-		else
-			e.attr = st;	/* gone or hidden since listed: ino 0, no lookup held */
-		need = fuse_add_direntry_plus(req, buf + *len, size - *len, de->name, &e, next);
-		if (need > size - *len && e.ino)
-			fs_node_forget(fs, e.ino, 1);
-	}
-	if (need > size - *len)
-		return false;
-	*len += need;
-	*held = e.ino;
-	return true;
-}
-
-static void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi,
-		     bool plus)
-{
-	tilefs *fs = fs_of(req);
-	dir_handle *d = (dir_handle *)(uintptr_t)fi->fh;
-	char *buf = malloc(size);
-	/* Lookups held by the entries put, given back if the kernel never
-	 * gets them (an interrupted request): an entry takes over 24 bytes. */
-	fuse_ino_t *held = calloc(size / 24 + 1, sizeof(*held));
-	size_t len = 0, n = 0;
-	fs_node *dir;
-	int rc = 0;
-
-	if (!buf || !held) {
-		free(buf);
-		free(held);
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	if ((!d->listed || off == 0) && (rc = list_dir(fs, d, plus)) != 0) {
-		free(buf);
-		free(held);
-		fuse_reply_err(req, rc);
-		return;
-	}
-	dir = fs_node_get(fs, ino);
-	for (size_t i = (size_t)off; dir && i < d->n; i++, n++)
-		if (!put_entry(req, fs, dir, &d->v[i], plus, d->v[i].full ? &d->v[i].st : NULL, buf, size,
-			       &len, (off_t)i + 1, &held[n]))
-			break;
-	if (dir)
-		fs_node_put(fs, dir);
-	if (fuse_reply_buf(req, buf, len) != 0)
-		for (size_t i = 0; i < n; i++)
-			if (held[i])
-				fs_node_forget(fs, held[i], 1);
-	free(buf);
-	free(held);
-}
-
-static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
-{
-	read_dir(req, ino, size, off, fi, false);
-}
-
-static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-			   struct fuse_file_info *fi)
-{
-	read_dir(req, ino, size, off, fi, true);
-}
-
-static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	dir_handle *d = (dir_handle *)(uintptr_t)fi->fh;
-	tilefs *fs = fs_of(req);
-
-	(void)ino;
-	fs_user_listed(fs, d->uid, d->bytes, 0);
-	fs_user_close(fs, d->uid);
-	for (size_t i = 0; i < d->n; i++)
-		free(d->v[i].name);
-	free(d->v);
-	free(d);
-	fuse_reply_err(req, 0);
 }
 
 /* ---- files ---------------------------------------------------------------------------------- */
@@ -1011,10 +805,10 @@ const struct fuse_lowlevel_ops tilefs_ll_ops = {
 	.forget_multi = ll_forget_multi,
 	.getattr = ll_getattr,
 	.readlink = ll_readlink,
-	.opendir = ll_opendir,
-	.readdir = ll_readdir,
-	.readdirplus = ll_readdirplus,
-	.releasedir = ll_releasedir,
+	.opendir = fs_ll_opendir,
+	.readdir = fs_ll_readdir,
+	.readdirplus = fs_ll_readdirplus,
+	.releasedir = fs_ll_releasedir,
 	.open = ll_open,
 	.read = ll_read,
 	.release = ll_release,

@@ -147,6 +147,15 @@ extern const struct fuse_lowlevel_ops tilefs_ll_ops;
 int fs_ll_init(tilefs *fs);
 /* CLOCK_MONOTONIC in nanoseconds. */
 int64_t fs_now_ns(void);
+/* Every operation starts here: the state, with req the thread's request. */
+tilefs *fs_of(fuse_req_t req);
+/* The kernel's entry for node n with attributes st (timeouts set). */
+void fs_entry_of(tilefs *fs, fs_node *n, const struct stat *st, struct fuse_entry_param *e);
+/* dirs.c: the directory operations. */
+void fs_ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void fs_ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void fs_ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 /* Free the handles the kernel never released (at teardown). */
 void fs_ll_free_handles(tilefs *fs);
 /* A reload: the kernel forgets the names lately found absent. */

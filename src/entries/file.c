@@ -451,6 +451,10 @@ static tf_status file_open(tf_entry *e, tf_pin_scratch *sc, const tf_cancel *can
 	tf_status rc;
 
 	(void)sc, (void)cancel;
+	if (!s->cache) {
+		free(r);
+		return tf_err(err, TF_E_INVAL, "%s: no cache to read through (tf_catalog_set_cache)", e->rel);
+	}
 	if (!r)
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	pthread_mutex_lock(&s->lock);
