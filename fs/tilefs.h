@@ -41,9 +41,9 @@ enum { TFS_EXIT_FUSE = 1, TFS_EXIT_USAGE = 2, TFS_EXIT_CONFIG = 3, TFS_EXIT_KEY 
  * the source is no longer the version a node or handle shows, and the
  * kernel looks the name up again; every data problem (corrupt, checksum,
  * key, I/O, unsupported) is EIO for the range.  Where a request answers
- * otherwise on purpose it says so beside it: a lookup (nodes.c,
- * lookup_errno), reads (EIO whatever the cause), an index that cannot be
- * built (EIO).
+ * otherwise on purpose it says so beside it: a lookup (its stat's
+ * statuses, src/entries/dir.c stat_name), reads (EIO whatever the
+ * cause), an index that cannot be built (EIO).
  */
 static inline int fs_errno(tf_status rc)
 {

@@ -376,7 +376,7 @@ START_TEST(test_lookup_errors)
 	ck_assert_int_eq(lookup_rc(sub, name, &n, &st), NODE_ERR(ENAMETOOLONG));
 	/* A name past NAME_MAX (the kernel refuses those before asking): the
 	 * source's stat fails with ENAMETOOLONG, which the node table's errno
-	 * map (fs_errno, through lookup_errno) does not know: EIO, logged as
+	 * map (fs_errno, after the entries' stat_name) does not know: EIO, logged as
 	 * a source failure. */
 	name[NAME_MAX + 1] = '\0';
 	ck_assert_int_eq(lookup_rc(sub, name, &n, &st), NODE_ERR(EIO));
