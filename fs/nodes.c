@@ -228,8 +228,8 @@ int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *kn
 			fs_log_failure(err.msg);
 		return fs_errno(rc);
 	}
-	if (err.code != TF_OK && err.code != TF_E_STALE)	/* found, not indexed: listed empty */
-		fs_log(TF_LOG_ERROR, "%s", err.msg);
+	if (err.code != TF_OK && err.code != TF_E_STALE && err.msg[0])	/* found, not indexed now */
+		fs_log(TF_LOG_ERROR, "%s", err.msg);	/* (listed empty; opening it says EIO) */
 	pthread_mutex_lock(&t->lock);
 	n = *rel_slot(t, tf_entry_rel(e));
 	if (n && n->entry == e)
