@@ -25,6 +25,7 @@
 
 #include "format/tf_array.h"
 #include "cache/tf_cache.h"
+#include "cache/tf_handle.h"
 #include "config/tf_config.h"
 #include "sources/tf_source_open.h"
 #include "views/tf_view.h"

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 
 #include "cache/tf_cache.h"
+#include "cache/tf_handle.h"
 #include "tf_catalog.h"
 #include "tf_entry.h"
 #include "config/tf_config.h"

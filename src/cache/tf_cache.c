@@ -4,9 +4,9 @@
  *
  * Design, with the numbers behind it:
  *
- *  - One mutex guards the table, both lists, the buffer pools and the job
- *    queue.  Every operation under it is O(1) (amortised: the table doubles
- *    when it holds two entries per bucket), nothing under it reads, decodes
+ *  - One mutex guards the table and both lists (a tf_lru set, util/tf_lru.h),
+ *    the buffer pools and the job queue.  Every operation under it is O(1)
+ *    (amortised: the table doubles when it holds two entries per bucket), nothing under it reads, decodes
  *    or copies chunk bytes, so a 1 MiB request's 16 chunk lookups cost a
  *    few hundred nanoseconds of lock time against ~1 ms of decoding.
  *
@@ -49,23 +49,28 @@
 #include <malloc.h>
 #endif
 
-typedef enum { E_LOADING, E_READY, E_FAILED } entry_state;
-typedef enum { L_NONE, L_LRU, L_DONE } list_id;
+#include "util/tf_hash.h"
+#include "util/tf_lru.h"
 
+typedef enum { E_LOADING, E_READY, E_FAILED } entry_state;
+enum { L_LRU, L_DONE };	/* tf_lru's lists */
+
+/* Keyed (in c->set) until evicted or failed, then `dead`: freed by its
+ * last release.  On a list (L_LRU, L_DONE) only while idle and READY. */
 struct tf_cache_entry {
+	tf_lru_node node;	/* refs: its pins */
 	uint64_t owner, index;
 	uint8_t *data;
 	size_t cap;		/* bytes of buffer charged (a slot, or len) */
 	uint32_t len;
-	int refs;
-	uint8_t state, list;	/* list: L_NONE while pinned */
-	bool dead;
+	uint8_t state;
 	bool to_done;		/* released as done since last acquired: the done list when idle */
 	tf_status rc;		/* why filling failed */
 	tf_error *err;		/* the same, for waiters */
-	tf_cache_entry *hnext;	/* hash chain; free list link when recycled */
-	tf_cache_entry *prev, *next;
+	tf_cache_entry *spare_next;	/* free list link when recycled */
 };
+
+#define E_OF(n) TF_LRU_ENTRY(n, tf_cache_entry, node)
 
 /* >= sizeof(entry) + its share of the table + a malloc'd buffer's header
  * and rounding (a 10-byte chunk takes 32): 467,000 tiny chunks of 200,000
@@ -83,9 +88,7 @@ typedef struct free_slot {
 struct tf_cache {
 	pthread_mutex_t lock;
 	pthread_cond_t loaded, work;
-	tf_cache_entry **buckets;
-	size_t mask, entries;
-	tf_cache_entry lru, done;	/* sentinels */
+	tf_lru *set;			/* the entries by (owner, index); idle ones listed */
 	size_t budget, used, done_bytes, done_keep, pinned;
 	size_t charged;			/* of used: memory of other holders (tf_cache_charge) */
 	uint64_t next_owner, hits, misses, evictions, prefetches, recycled;
@@ -107,102 +110,60 @@ struct tf_cache {
 	bool stopping;
 };
 
-/* ---- lists (lock held) ------------------------------------------------------------------- */
-
-static void list_init(tf_cache_entry *s)
-{
-	s->prev = s->next = s;
-}
+/* ---- lists and table (lock held) --------------------------------------------------------- */
 
 static void unlink_entry(tf_cache *c, tf_cache_entry *e)
 {
-	if (e->list == L_NONE)
-		return;
-	if (e->list == L_DONE)
+	if (tf_lru_on(&e->node, L_DONE))
 		c->done_bytes -= e->cap + ENTRY_COST;
-	e->prev->next = e->next;
-	e->next->prev = e->prev;
-	e->list = L_NONE;
+	tf_lru_unlist(c->set, &e->node);
 }
 
 /* Append e to the list (as its most recent member). */
-static void append(tf_cache *c, tf_cache_entry *e, list_id which)
+static void append(tf_cache *c, tf_cache_entry *e, unsigned which)
 {
-	tf_cache_entry *s = which == L_DONE ? &c->done : &c->lru;
-
 	unlink_entry(c, e);
-	e->prev = s->prev;
-	e->next = s;
-	s->prev->next = e;
-	s->prev = e;
-	e->list = (uint8_t)which;
+	tf_lru_use(c->set, &e->node, which);
 	if (which == L_DONE)
 		c->done_bytes += e->cap + ENTRY_COST;
 }
 
-/* ---- the table (lock held) -------------------------------------------------------------- */
+typedef struct key {
+	uint64_t owner, index;
+} key;
 
-static size_t bucket_of(const tf_cache *c, uint64_t owner, uint64_t index)
+static bool same_key(const tf_lru_node *n, const void *k)
 {
-	uint64_t h = owner * 0x9e3779b97f4a7c15ull ^ (index + 0x632be59bd9b4e019ull) * 0xbf58476d1ce4e5b9ull;
-	return (size_t)(h ^ h >> 29) & c->mask;
+	const key *want = k;
+
+	return E_OF(n)->owner == want->owner && E_OF(n)->index == want->index;
 }
 
 static tf_cache_entry *find(const tf_cache *c, uint64_t owner, uint64_t index)
 {
-	tf_cache_entry *e = c->buckets[bucket_of(c, owner, index)];
+	key k = { owner, index };
+	tf_lru_node *n = tf_lru_find(c->set, tf_hash_pair(owner, index), same_key, &k);
 
-	while (e && (e->owner != owner || e->index != index))
-		e = e->hnext;
-	return e;
-}
-
-/* Two entries per bucket at most: double the table (amortised O(1)). */
-static void grow_table(tf_cache *c)
-{
-	size_t n = (c->mask + 1) * 2;
-	tf_cache_entry **b = calloc(n, sizeof(*b)), **old = c->buckets;
-	size_t oldn = c->mask + 1;
-
-	if (!b)
-		return;	/* longer chains, still correct */
-	c->buckets = b;
-	c->mask = n - 1;
-	for (size_t i = 0; i < oldn; i++)
-		for (tf_cache_entry *e = old[i], *next; e; e = next) {
-			size_t s = bucket_of(c, e->owner, e->index);
-			next = e->hnext;
-			e->hnext = b[s];
-			b[s] = e;
-		}
-	free(old);
+	return n ? E_OF(n) : NULL;
 }
 
 static void table_insert(tf_cache *c, tf_cache_entry *e)
 {
-	size_t s;
-
-	if (c->entries >= 2 * (c->mask + 1))
-		grow_table(c);
-	s = bucket_of(c, e->owner, e->index);
-	e->hnext = c->buckets[s];
-	c->buckets[s] = e;
-	c->entries++;
+	tf_lru_insert(c->set, &e->node, tf_hash_pair(e->owner, e->index));
 	c->used += e->cap + ENTRY_COST;
 }
 
-/* Take e out of the table; whoever holds it frees it on release. */
+/* Take e out of the table (dead); whoever holds it frees it on release. */
 static void table_remove(tf_cache *c, tf_cache_entry *e)
 {
-	tf_cache_entry **p = &c->buckets[bucket_of(c, e->owner, e->index)];
-
-	while (*p != e)
-		p = &(*p)->hnext;
-	*p = e->hnext;
 	unlink_entry(c, e);
-	c->entries--;
+	tf_lru_remove(c->set, &e->node);
 	c->used -= e->cap + ENTRY_COST;
-	e->dead = true;
+}
+
+static bool dead(const tf_cache_entry *e)
+{
+	return !e->node.keyed;
 }
 
 /* ---- buffers and entry structs (lock held) ----------------------------------------------- */
@@ -320,7 +281,7 @@ static tf_cache_entry *new_entry(tf_cache *c)
 	tf_cache_entry *e = c->spare;
 
 	if (e) {
-		c->spare = e->hnext;
+		c->spare = e->spare_next;
 		c->nspare--;
 		memset(e, 0, sizeof(*e));
 		return e;
@@ -333,7 +294,7 @@ static void entry_free(tf_cache *c, tf_cache_entry *e)
 	put_buffer(c, e->data, e->cap);
 	free(e->err);
 	if (c->nspare < SPARE_ENTRIES) {
-		e->hnext = c->spare;
+		e->spare_next = c->spare;
 		c->spare = e;
 		c->nspare++;
 	} else {
@@ -346,7 +307,7 @@ static void entry_free(tf_cache *c, tf_cache_entry *e)
 static void evict(tf_cache *c, tf_cache_entry *e, uint8_t **reuse, size_t *reuse_cap, size_t need)
 {
 	c->evictions++;
-	c->recycled += e->list == L_DONE;
+	c->recycled += tf_lru_on(&e->node, L_DONE);
 	table_remove(c, e);
 	if (reuse && !*reuse && e->cap != SLOT_BYTES && e->cap >= need && e->cap <= 2 * need) {
 		*reuse = e->data;
@@ -360,18 +321,21 @@ static void evict(tf_cache *c, tf_cache_entry *e, uint8_t **reuse, size_t *reuse
  * least recently used, until `need` more bytes fit the budget. */
 static void make_room(tf_cache *c, size_t need, uint8_t **reuse, size_t *reuse_cap)
 {
-	tf_cache_entry *lists[2] = { &c->done, &c->lru };
+	static const unsigned order[2] = { L_DONE, L_LRU };
+	tf_lru_node *n;
 
 	for (int l = 0; l < 2; l++)
-		while (lists[l]->next != lists[l] && c->used + need > c->budget)
-			evict(c, lists[l]->next, reuse, reuse_cap, need);
+		while (c->used + need > c->budget && (n = tf_lru_oldest(c->set, order[l])))
+			evict(c, E_OF(n), reuse, reuse_cap, need);
 }
 
 /* Done chunks beyond DONE_KEEP go back to the pools now (oldest first). */
 static void trim_done(tf_cache *c)
 {
-	while (c->done.next != &c->done && c->done_bytes > c->done_keep)
-		evict(c, c->done.next, NULL, NULL, 0);
+	tf_lru_node *n;
+
+	while (c->done_bytes > c->done_keep && (n = tf_lru_oldest(c->set, L_DONE)))
+		evict(c, E_OF(n), NULL, NULL, 0);
 }
 
 /* ---- claiming ------------------------------------------------------------------------------- */
@@ -386,7 +350,6 @@ static tf_cache_entry *claim(tf_cache *c, uint64_t owner, uint64_t index, uint32
 	e->owner = owner;
 	e->index = index;
 	e->len = len;
-	e->refs = 1;
 	e->state = E_LOADING;
 	if (slot_sized(len)) {
 		make_room(c, SLOT_BYTES + ENTRY_COST, NULL, NULL);
@@ -398,6 +361,7 @@ static tf_cache_entry *claim(tf_cache *c, uint64_t owner, uint64_t index, uint32
 			e->cap = len;	/* malloc'd by fill_buffer, outside the lock */
 	}
 	table_insert(c, e);
+	tf_lru_hold(c->set, &e->node);
 	c->pinned++;
 	return e;
 }
@@ -416,10 +380,9 @@ tf_status tf_cache_acquire(tf_cache *c, uint64_t owner, uint64_t index, uint32_t
 			      "(%zu bytes; corrupt, or raise cache_size)", len, c->budget);
 	pthread_mutex_lock(&c->lock);
 	if ((e = find(c, owner, index))) {
-		if (e->refs++ == 0) {
-			c->pinned++;
-			unlink_entry(c, e);	/* pinned: on no list */
-		}
+		c->pinned += e->node.refs == 0;
+		unlink_entry(c, e);	/* pinned: on no list */
+		tf_lru_hold(c->set, &e->node);
 		e->to_done = false;	/* a re-read done chunk is wanted again */
 		c->hits++;
 		*state = e->state == E_READY ? TF_CACHE_READY : TF_CACHE_LOADING;
@@ -441,10 +404,9 @@ tf_cache_entry *tf_cache_lookup(tf_cache *c, uint64_t owner, uint64_t index)
 
 	pthread_mutex_lock(&c->lock);
 	if ((e = find(c, owner, index)) && e->state == E_READY) {
-		if (e->refs++ == 0) {
-			c->pinned++;
-			unlink_entry(c, e);	/* pinned: on no list */
-		}
+		c->pinned += e->node.refs == 0;
+		unlink_entry(c, e);	/* pinned: on no list */
+		tf_lru_hold(c->set, &e->node);
 		e->to_done = false;
 		c->hits++;
 	} else {
@@ -470,7 +432,7 @@ void tf_cache_publish(tf_cache *c, tf_cache_entry *e, tf_status rc, const tf_err
 		e->rc = rc;
 		if (err && (e->err = malloc(sizeof(*e->err))))
 			*e->err = *err;
-		if (!e->dead)
+		if (!dead(e))
 			table_remove(c, e);
 	}
 	pthread_cond_broadcast(&c->loaded);
@@ -499,11 +461,11 @@ uint32_t tf_cache_len(const tf_cache_entry *e) { return e->len; }
 void tf_cache_release(tf_cache *c, tf_cache_entry *e, bool done)
 {
 	pthread_mutex_lock(&c->lock);
-	if (done && !e->dead && e->state == E_READY)
+	if (done && !dead(e) && e->state == E_READY)
 		e->to_done = true;
-	if (--e->refs == 0) {
+	if (tf_lru_release(&e->node)) {
 		c->pinned--;
-		if (e->dead) {
+		if (dead(e)) {
 			entry_free(c, e);
 		} else if (e->state == E_READY) {	/* idle: most recent of its list */
 			append(c, e, e->to_done ? L_DONE : L_LRU);
@@ -622,15 +584,14 @@ tf_status tf_cache_new(size_t budget, unsigned workers, tf_cache **out, tf_error
 {
 	tf_cache *c = calloc(1, sizeof(*c));
 
-	if (!c || !(c->buckets = calloc(1024, sizeof(*c->buckets))) ||
+	if (!c || tf_lru_new(1024, &c->set, NULL) != TF_OK ||
 	    !(c->threads = calloc(workers ? workers : 1, sizeof(*c->threads))) ||
 	    pthread_key_create(&c->in_worker, NULL) != 0) {
 		if (c)
-			free(c->buckets), free(c->threads);
+			tf_lru_free(c->set), free(c->threads);
 		free(c);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
-	c->mask = 1023;
 	c->budget = budget;
 	/* Done chunks kept for a kernel that asks again (a retry page by page
 	 * after an error, a page cache under pressure): a little. */
@@ -638,8 +599,6 @@ tf_status tf_cache_new(size_t budget, unsigned workers, tf_cache **out, tf_error
 	c->page = sysconf(_SC_PAGESIZE) > 0 && (size_t)sysconf(_SC_PAGESIZE) < SLOT_BYTES ? (size_t)sysconf(_SC_PAGESIZE) : SLOT_BYTES;
 	c->trim_at = budget / 8;
 	c->done_keep = budget / 16 < ((size_t)4 << 20) ? budget / 16 : (size_t)4 << 20;
-	list_init(&c->lru);
-	list_init(&c->done);
 	c->next_owner = 1;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->loaded, NULL);
@@ -651,12 +610,13 @@ tf_status tf_cache_new(size_t budget, unsigned workers, tf_cache **out, tf_error
 	return TF_OK;
 }
 
-static void free_list(tf_cache *c, tf_cache_entry *s)
+static void free_list(tf_cache *c, unsigned which)
 {
-	while (s->next != s) {
-		tf_cache_entry *e = s->next;
-		table_remove(c, e);
-		entry_free(c, e);
+	tf_lru_node *n;
+
+	while ((n = tf_lru_oldest(c->set, which))) {
+		table_remove(c, E_OF(n));
+		entry_free(c, E_OF(n));
 	}
 }
 
@@ -673,11 +633,11 @@ void tf_cache_free(tf_cache *c)
 	for (; c->qlen; c->qlen--, c->qhead = (c->qhead + 1) % QUEUE_CAP)
 		if (c->queue[c->qhead].drop)
 			c->queue[c->qhead].drop(c->queue[c->qhead].ctx);
-	free_list(c, &c->done);
-	free_list(c, &c->lru);
+	free_list(c, L_DONE);
+	free_list(c, L_LRU);
 	while (c->spare) {
 		tf_cache_entry *e = c->spare;
-		c->spare = e->hnext;
+		c->spare = e->spare_next;
 		free(e);
 	}
 	pthread_key_delete(c->in_worker);
@@ -687,7 +647,7 @@ void tf_cache_free(tf_cache *c)
 	for (size_t i = 0; i < c->nslabs; i++)
 		free(c->slabs[i]);
 	free(c->slabs);
-	free(c->buckets);
+	tf_lru_free(c->set);
 	free(c->threads);
 	free(c);
 }
@@ -717,7 +677,7 @@ void tf_cache_charge(tf_cache *c, ptrdiff_t bytes)
 void tf_cache_get_stats(tf_cache *c, tf_cache_stats *s)
 {
 	pthread_mutex_lock(&c->lock);
-	*s = (tf_cache_stats){ c->budget, c->used, c->entries, c->pinned, c->hits, c->misses,
+	*s = (tf_cache_stats){ c->budget, c->used, tf_lru_count(c->set), c->pinned, c->hits, c->misses,
 			       c->evictions, c->prefetches, c->recycled, c->charged };
 	pthread_mutex_unlock(&c->lock);
 }

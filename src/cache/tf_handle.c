@@ -19,12 +19,13 @@
  * Every claim is published (filled or failed) before its claimer waits for
  * anything, so waiting threads never wait on each other in a cycle.
  */
-#include "format/tf_file_int.h"
+#include "cache/tf_handle.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "cache/tf_cache.h"
+#include "format/tf_file_int.h"
 
 struct tf_handle {
 	atomic_int refs;

@@ -40,6 +40,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "util/tf_hash.h"
+
 #define TF_INDEX_FORMAT 2u	/* 2: object stores keyed by endpoint (1's are ignored) */
 #define MAGIC "TFIDX\0\r\n"
 #define FIXED 26u			/* magic .. identity length */
@@ -775,15 +777,10 @@ void tf_index_use_published(tf_index *s, bool use)
 /* A key (identity and version) as the ring remembers it. */
 static uint64_t skip_hash(const tf_index_key *k)
 {
-	uint64_t h = 14695981039346656037ull;
 	uint8_t v[VERSION_BYTES];
 
 	put_version(v, &k->v);
-	for (const char *c = k->id; *c; c++)
-		h = (h ^ (unsigned char)*c) * 1099511628211ull;
-	for (size_t i = 0; i < sizeof(v); i++)
-		h = (h ^ v[i]) * 1099511628211ull;
-	return h | 1;
+	return tf_hash_bytes(tf_hash_str(k->id), v, sizeof(v)) | 1;
 }
 
 static bool skipped(tf_index *s, const tf_index_key *k)

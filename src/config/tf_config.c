@@ -5,6 +5,8 @@
  * number and whether a section header or a continuation line was just read
  * (inih calls the handler only for keys).  Everything that names something
  * else (a pipeline, a key) is resolved after the whole file is read.
+ * Sizes and budgets are tf_budget.c's, globs tf_glob.c's, what a reload
+ * changes tf_config_diff.c's.
  */
 #include "config.h"
 
@@ -15,7 +17,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <ini.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -49,116 +50,6 @@ typedef struct parser {
 
 /* ---- small parsers ------------------------------------------------------------------ */
 
-bool tf_parse_size(const char *s, uint64_t *out)
-{
-	unsigned long long v;
-	char *end;
-	int shift = 0;
-
-	if (!isdigit((unsigned char)s[0]))	/* strtoull would take " -1" */
-		return false;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return false;
-	switch (toupper((unsigned char)*end)) {
-	case 'K': shift = 10; end++; break;
-	case 'M': shift = 20; end++; break;
-	case 'G': shift = 30; end++; break;
-	case 'T': shift = 40; end++; break;
-	default: break;
-	}
-	if (shift && end[0] == 'i' && end[1] == 'B')	/* 256MiB */
-		end += 2;
-	else if (*end == 'B')				/* 256MB, 100B */
-		end++;
-	if (*end || (shift && v > (ULLONG_MAX >> shift)))
-		return false;
-	*out = (uint64_t)v << shift;
-	return true;
-}
-
-/* The lowest memory limit of cgroup `dir` and its parents, in the files
- * `hier`DIR/`file` (cgroup v2: /sys/fs/cgroup, memory.max; v1:
- * /sys/fs/cgroup/memory, memory.limit_in_bytes); 0 when none is set.  dir
- * is modified. */
-static uint64_t cgroup_limit(const char *hier, const char *file, char *dir)
-{
-	uint64_t lowest = 0;
-
-	for (;;) {
-		char path[PATH_MAX + 32], text[32];
-		unsigned long long v;
-		char *slash, *end;
-		FILE *f;
-
-		snprintf(path, sizeof(path), "%s%s/%s", hier, dir, file);
-		if ((f = fopen(path, "re"))) {
-			if (fgets(text, sizeof(text), f) && isdigit((unsigned char)text[0]) &&
-			    (v = strtoull(text, &end, 10)) > 0 && (!lowest || v < lowest))
-				lowest = v;	/* "max": no limit at this level */
-			fclose(f);
-		}
-		if (!(slash = strrchr(dir, '/')) || slash == dir)
-			break;
-		*slash = '\0';
-	}
-	return lowest;
-}
-
-uint64_t tf_memory_bytes(void)
-{
-	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-	uint64_t mem = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0, lim;
-	char line[PATH_MAX], *dir;
-	FILE *f = fopen("/proc/self/cgroup", "re");
-
-	/* Lines "ID:CONTROLLERS:PATH": v2's is "0::PATH", v1's memory
-	 * controller "N:memory:PATH" (an unlimited v1 group says ~2^63). */
-	while (f && fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = '\0';
-		lim = 0;
-		if (!strncmp(line, "0::/", 4))
-			lim = cgroup_limit("/sys/fs/cgroup", "memory.max", line + 3);
-		else if ((dir = strstr(line, ":memory:/")))
-			lim = cgroup_limit("/sys/fs/cgroup/memory", "memory.limit_in_bytes", dir + 8);
-		if (lim && (!mem || lim < mem))
-			mem = lim;
-	}
-	if (f)
-		fclose(f);
-	return mem;
-}
-
-/* A size as a person writes it: 64K, 1M, 23.5G. */
-static const char *human_size(uint64_t v, char *buf, size_t n)
-{
-	if (v >= (uint64_t)1 << 30)
-		snprintf(buf, n, "%.1fG", (double)v / (double)((uint64_t)1 << 30));
-	else if (v >= (uint64_t)1 << 20)
-		snprintf(buf, n, "%lluM", (unsigned long long)(v >> 20));
-	else
-		snprintf(buf, n, "%lluK", (unsigned long long)(v >> 10));
-	return buf;
-}
-
-tf_status tf_parse_budget(const char *name, const char *text, uint64_t min, uint64_t *out, tf_error *err)
-{
-	uint64_t v, mem = tf_memory_bytes();
-	char h[32];
-
-	if (!tf_parse_size(text, &v))
-		return tf_err(err, TF_E_INVAL, "%s: bad size '%s' (e.g. 256M)", name, text);
-	if (v < min)
-		return tf_err(err, TF_E_INVAL, "%s: %s is less than the least it works with, %s", name, text,
-			      human_size(min, h, sizeof(h)));
-	if (mem && v > mem)
-		return tf_err(err, TF_E_INVAL, "%s: %s is more than this machine's memory, %s (%llu bytes)", name,
-			      text, human_size(mem, h, sizeof(h)), (unsigned long long)mem);
-	*out = v;
-	return TF_OK;
-}
-
 static bool parse_bool(const char *s, bool *v)
 {
 	if (!strcasecmp(s, "yes") || !strcasecmp(s, "true") || !strcmp(s, "1") || !strcasecmp(s, "on"))
@@ -179,122 +70,6 @@ static bool parse_u32(const char *s, uint32_t *v)
 		return false;
 	*v = (uint32_t)n;
 	return true;
-}
-
-/* ---- globs ------------------------------------------------------------------------------- */
-
-bool tf_glob_valid(const char *p)
-{
-	if (!*p || p[0] == '/' || strstr(p, "//") || p[strlen(p) - 1] == '/')
-		return false;
-	for (; *p; p++) {
-		if (*p == '[') {
-			const char *close = strchr(p + 1 + (p[1] == '!' || p[1] == '^') + (p[1] == ']'), ']');
-			if (!close || memchr(p, '/', (size_t)(close - p)))
-				return false;
-			p = close;
-		} else if (*p == '\\' && !*++p) {
-			return false;
-		}
-	}
-	return true;
-}
-
-/* Match one path segment pattern against one name segment. */
-static bool segment_match(const char *pat, size_t plen, const char *name, size_t nlen)
-{
-	char p[PATH_MAX], n[PATH_MAX];
-
-	if (plen >= sizeof(p) || nlen >= sizeof(n))
-		return false;
-	memcpy(p, pat, plen);
-	p[plen] = '\0';
-	memcpy(n, name, nlen);
-	n[nlen] = '\0';
-	return fnmatch(p, n, 0) == 0;
-}
-
-/* A string cut at every '/': segment i is s[off[i]], len[i] bytes. */
-typedef struct segs {
-	size_t n, *off, *len;
-} segs;
-
-static bool split(const char *s, segs *out)
-{
-	size_t n = 1, i = 0, start = 0;
-
-	for (const char *c = s; *c; c++)
-		n += *c == '/';
-	out->n = n;
-	out->off = malloc(n * sizeof(size_t));
-	out->len = malloc(n * sizeof(size_t));
-	if (!out->off || !out->len)
-		return false;
-	for (size_t k = 0;; k++)
-		if (s[k] == '/' || !s[k]) {
-			out->off[i] = start;
-			out->len[i++] = k - start;
-			start = k + 1;
-			if (!s[k])
-				return true;
-		}
-}
-
-/*
- * Pattern segments from i against path segments from j.  "**" matches any
- * number of segments (at least one when it ends the pattern).  Each (i, j)
- * is decided once (memo: -1 unknown, 0, 1), so the cost is linear in
- * pattern x path segments whatever the pattern: SOURCE's depth is chosen
- * by whoever writes it, and "**" / "**" / ... must not be exponential.
- */
-typedef struct glob_job {
-	const char *pat, *path;
-	segs p, s;
-	signed char *memo;
-} glob_job;
-
-static bool glob_from(glob_job *g, size_t i, size_t j)
-{
-	signed char *m = &g->memo[i * (g->s.n + 1) + j];
-	const char *seg = g->pat + (i < g->p.n ? g->p.off[i] : 0);
-	bool r;
-
-	if (*m >= 0)
-		return *m;
-	if (j == g->s.n || i == g->p.n)
-		r = i == g->p.n && j == g->s.n;
-	else if (g->p.len[i] == 2 && seg[0] == '*' && seg[1] == '*')
-		r = i + 1 == g->p.n || glob_from(g, i + 1, j) || glob_from(g, i, j + 1);
-	else
-		r = segment_match(seg, g->p.len[i], g->path + g->s.off[j], g->s.len[j]) &&
-		    glob_from(g, i + 1, j + 1);
-	*m = r;
-	return r;
-}
-
-static bool glob_segments(const char *pat, const char *path)
-{
-	glob_job g = { pat, path, { 0 }, { 0 }, NULL };
-	bool r = false;
-
-	if (split(pat, &g.p) && split(path, &g.s) &&
-	    (g.memo = malloc((g.p.n + 1) * (g.s.n + 1)))) {
-		memset(g.memo, -1, (g.p.n + 1) * (g.s.n + 1));
-		r = glob_from(&g, 0, 0);
-	}
-	free(g.memo);
-	free(g.p.off), free(g.p.len), free(g.s.off), free(g.s.len);
-	return r;
-}
-
-bool tf_glob_match(const char *pattern, const char *path)
-{
-	const char *base;
-
-	if (strchr(pattern, '/'))
-		return glob_segments(pattern, path);
-	base = strrchr(path, '/');
-	return fnmatch(pattern, base ? base + 1 : path, 0) == 0;
 }
 
 /* ---- errors ---------------------------------------------------------------------------------- */

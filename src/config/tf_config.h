@@ -31,6 +31,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "config/tf_budget.h"
+#include "config/tf_glob.h"
 #include "config/tf_keys.h"
 #include "format/tf_pipeline.h"
 #include "util/tf_status.h"
@@ -104,41 +106,7 @@ const tf_rule *tf_config_match(const tf_config *c, const char *relpath);
 /* Key for the TileDB array at relpath ([array] rule, else default_key). */
 const tf_key *tf_config_array_key(const tf_config *c, const char *relpath);
 
-/*
- * Reloading (a daemon's SIGHUP, tf_config_diff.c).  tf_config_changes
- * says what nc changes from old, in words ("[key k] changed; [match *.tdb]
- * added; cache_size changed: applies at the next mount"), "; "-separated
- * into buf (truncated to n), and returns how many changes it found (0:
- * none).  Key material never appears in it.  tf_config_keep_mount_settings
- * gives nc the settings only a mount makes (cache_size, index_cache,
- * workers, views, index_dir, index_max_size, index_at_mount; [s3] and
- * plugin_path are read at mount only, as they are part of the source and
- * of the loaded plugins); old must outlive nc.
- */
-size_t tf_config_changes(const tf_config *old, const tf_config *nc, char *buf, size_t n);
-void tf_config_keep_mount_settings(tf_config *nc, const tf_config *old);
-
-/* "256M", "1G", "4096" -> bytes; false on a bad size. */
-bool tf_parse_size(const char *s, uint64_t *out);
-
-/*
- * Memory budgets.  A cache must hold the decode units of one read request
- * (16 of 64 KiB: a smaller one failed every TileDB chunk), an index budget
- * at least a small file's index; neither may be more than the memory this
- * process can have (tf_memory_bytes).  Parses option `name`'s text into
- * *out, or fails (TF_E_INVAL) with a message naming the option and the
- * limit it broke.
- */
-#define TF_CACHE_SIZE_MIN ((uint64_t)1 << 20)
-#define TF_INDEX_CACHE_MIN ((uint64_t)64 << 10)
-tf_status tf_parse_budget(const char *name, const char *text, uint64_t min, uint64_t *out, tf_error *err);
-/* Physical memory, or the memory limit of our cgroup (and its parents)
- * when lower; 0 if unknown. */
-uint64_t tf_memory_bytes(void);
-/* Glob match: '*' and '?' within a path segment, '[...]' classes, '**' for
- * any number of segments; a pattern without '/' matches the last segment. */
-bool tf_glob_match(const char *pattern, const char *path);
-/* Whether a pattern is well-formed (balanced brackets, no empty segment). */
-bool tf_glob_valid(const char *pattern);
+/* Reloading: tf_config_diff.h (whoever holds a configuration may compare two). */
+#include "config/tf_config_diff.h"
 
 #endif

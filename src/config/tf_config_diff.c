@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include "config/tf_config_diff.h"
 #include "config/tf_config_int.h"
 
 #include <openssl/crypto.h>

@@ -157,6 +157,14 @@ static size_t block_elems(size_t blk, unsigned es)
 	return blk / es / 8 * 8;
 }
 
+/* A block's bytes past its transposed elements (done bytes) are stored as
+ * they are, either way. */
+static void copy_rest(const uint8_t *src, uint8_t *dst, size_t blk, size_t done)
+{
+	if (blk > done)
+		memcpy(dst + done, src + done, blk - done);
+}
+
 /* Undo one block of blk bytes; tmp holds BLOCK_BYTES. */
 static void unshuffle_block(const uint8_t *src, uint8_t *dst, size_t blk, unsigned es,
 			    uint8_t *tmp)
@@ -170,8 +178,7 @@ static void unshuffle_block(const uint8_t *src, uint8_t *dst, size_t blk, unsign
 			planes_to_row(src + 8 * j * n, n, tmp + j * m);
 		elem_byte_unshuffle(tmp, dst, m, es);
 	}
-	if (blk > m * es)
-		memcpy(dst + m * es, src + m * es, blk - m * es);
+	copy_rest(src, dst, blk, m * es);
 }
 
 static void shuffle_block(const uint8_t *src, uint8_t *dst, size_t blk, unsigned es,
@@ -186,8 +193,7 @@ static void shuffle_block(const uint8_t *src, uint8_t *dst, size_t blk, unsigned
 		for (unsigned j = 0; j < es; j++)
 			row_to_planes(tmp + j * m, n, dst + 8 * j * n);
 	}
-	if (blk > m * es)
-		memcpy(dst + m * es, src + m * es, blk - m * es);
+	copy_rest(src, dst, blk, m * es);
 }
 
 /* unshuffle_block or shuffle_block. */

@@ -14,14 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "util/tf_clock.h"
 #include "util/tf_fanout.h"
+#include "util/tf_hash.h"
+#include "util/tf_lru.h"
 #include "format/tf_tile.h"
 
 #define LEGACY_SCHEMA "__array_schema.tdb"
-#define NBUCKETS 256
+#define NBUCKETS 256			/* to start: the table doubles */
 #define MAX_FRAGMENTS 1024		/* idle fragments kept, least recently used out */
 #define IDLE_BYTES ((size_t)16 << 20)	/* ...and their metadata's bytes, by default */
 #define RETRY_NS 1000000000LL		/* a failed schema or fragment is read again after this */
@@ -35,6 +37,8 @@
  * are few and callers keep pointers to them); fragments beyond
  * MAX_FRAGMENTS are freed when idle.
  *
+ * Fragments are a tf_lru set (util/tf_lru.h) keyed by name; failures stay
+ * in its table, on no list.
  * Only idle fragments are on the LRU list (a fragment in use leaves it), so
  * trimming takes the oldest idle one each time: O(1) per fragment given
  * back.  A snapshot reading the metadata of 200,000 fragments walked a list
@@ -53,12 +57,12 @@ typedef struct frag_slot {
 	tf_fragment *fr;	/* NULL: it failed, see error */
 	tf_error error;
 	int64_t failed_at;
-	int refs;		/* describers using fr */
+	tf_lru_node node;	/* keyed by name; refs: describers using fr;
+				 * listed: loaded and idle */
 	size_t bytes;		/* fr's, when it went idle */
-	bool listed;		/* on the LRU list: loaded and idle */
-	struct frag_slot *next;	/* hash chain */
-	struct frag_slot *older, *newer;	/* LRU of idle loaded fragments */
 } frag_slot;
+
+#define FRAG_OF(n) TF_LRU_ENTRY(n, frag_slot, node)
 
 struct tf_array {
 	tf_source *src;		/* borrowed */
@@ -67,8 +71,7 @@ struct tf_array {
 	pthread_mutex_t lock;	/* guards everything below; held for no I/O */
 	schema_slot **schemas;
 	size_t nschemas;
-	frag_slot *frags[NBUCKETS];
-	frag_slot *oldest, *newest;	/* idle loaded fragments */
+	tf_lru *frags;			/* by name; its list: idle loaded fragments */
 	size_t nfrags;			/* loaded fragments, idle or not */
 	size_t idle_bytes, idle_limit;	/* the idle ones' metadata; its bound */
 	int legacy;			/* __array_schema.tdb: -1 not known, 0 absent, 1 present */
@@ -77,12 +80,17 @@ struct tf_array {
 	pthread_cond_t batch_done;	/* ... and over */
 };
 
-static int64_t now_ns(void)
+static void frag_free(frag_slot *s)
 {
-	struct timespec ts;
+	tf_fragment_free(s->fr);
+	free(s->name);
+	free(s);
+}
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+static void frag_free_node(tf_lru_node *n, void *ctx)
+{
+	(void)ctx;
+	frag_free(FRAG_OF(n));
 }
 
 bool tf_array_detect(tf_source *src, const char *dir)
@@ -102,7 +110,9 @@ tf_status tf_array_open(tf_source *src, const char *dir, const tf_key *key, tf_a
 {
 	tf_array *a = calloc(1, sizeof(*a));
 
-	if (!a || !(a->dir = strdup(dir))) {
+	if (!a || !(a->dir = strdup(dir)) || tf_lru_new(NBUCKETS, &a->frags, NULL) != TF_OK) {
+		if (a)
+			free(a->dir);
 		free(a);
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
@@ -125,13 +135,8 @@ void tf_array_free(tf_array *a)
 		tf_schema_free(a->schemas[i]->schema);
 		free(a->schemas[i]);
 	}
-	for (size_t b = 0; b < NBUCKETS; b++)
-		for (frag_slot *s = a->frags[b], *next; s; s = next) {
-			next = s->next;
-			free(s->name);
-			tf_fragment_free(s->fr);
-			free(s);
-		}
+	tf_lru_clear(a->frags, frag_free_node, NULL);
+	tf_lru_free(a->frags);
 	free(a->schemas);
 	pthread_mutex_destroy(&a->lock);
 	pthread_cond_destroy(&a->batch_done);
@@ -224,7 +229,7 @@ static void publish_schema(tf_array *a, const char *name, tf_schema *sc, bool en
 	s->encrypted = encrypted;
 	if (!sc) {
 		s->error = *e;
-		s->failed_at = now_ns();
+		s->failed_at = tf_now_ns();
 	}
 }
 
@@ -242,7 +247,7 @@ static tf_status get_schema(void *ctx, const char *name, const tf_schema **out, 
 		return tf_err(err, TF_E_CORRUPT, "bad schema name '%s'", name);
 	pthread_mutex_lock(&a->lock);
 	s = find_schema(a, name);
-	if (s && (s->schema || now_ns() - s->failed_at < RETRY_NS)) {
+	if (s && (s->schema || tf_now_ns() - s->failed_at < RETRY_NS)) {
 		*out = s->schema;
 		rc = s->schema ? TF_OK : s->error.code;
 		if (rc != TF_OK && err)
@@ -278,52 +283,32 @@ bool tf_array_schema_encrypted(tf_array *a, const tf_schema *sc)
 
 /* ---- fragments ------------------------------------------------------------------------------- */
 
-static size_t bucket(const char *s)
+static bool same_name(const tf_lru_node *n, const void *name)
 {
-	size_t h = 5381;
-
-	while (*s)
-		h = h * 33 ^ (unsigned char)*s++;
-	return h % NBUCKETS;
+	return !strcmp(FRAG_OF(n)->name, name);
 }
 
 /* (lock held) */
 static frag_slot *find_fragment(tf_array *a, const char *name)
 {
-	frag_slot *s = a->frags[bucket(name)];
+	tf_lru_node *n = tf_lru_find(a->frags, tf_hash_str(name), same_name, name);
 
-	while (s && strcmp(s->name, name))
-		s = s->next;
-	return s;
+	return n ? FRAG_OF(n) : NULL;
 }
 
 static void lru_unlink(tf_array *a, frag_slot *s)
 {
-	if (!s->listed)
+	if (!tf_lru_listed(&s->node))
 		return;
 	a->idle_bytes -= s->bytes;
-	*(s->older ? &s->older->newer : &a->oldest) = s->newer;
-	*(s->newer ? &s->newer->older : &a->newest) = s->older;
-	s->older = s->newer = NULL;
-	s->listed = false;
+	tf_lru_unlist(a->frags, &s->node);
 }
 
 static void lru_push(tf_array *a, frag_slot *s)
 {
 	lru_unlink(a, s);
-	s->older = a->newest;
-	s->newer = NULL;
-	*(a->newest ? &a->newest->newer : &a->oldest) = s;
-	a->newest = s;
-	s->listed = true;
+	tf_lru_use(a->frags, &s->node, 0);
 	a->idle_bytes += s->bytes;
-}
-
-static void frag_free(frag_slot *s)
-{
-	tf_fragment_free(s->fr);
-	free(s->name);
-	free(s);
 }
 
 /* Idle fragments beyond MAX_FRAGMENTS, or beyond idle_limit bytes of
@@ -332,13 +317,13 @@ static void frag_free(frag_slot *s)
  * frees one. */
 static void trim_fragments_to(tf_array *a, size_t limit)
 {
-	while (a->oldest && (a->nfrags > MAX_FRAGMENTS || a->idle_bytes > limit)) {
-		frag_slot *s = a->oldest, **p = &a->frags[bucket(s->name)];
+	tf_lru_node *n;
 
-		while (*p != s)
-			p = &(*p)->next;
-		*p = s->next;
+	while ((a->nfrags > MAX_FRAGMENTS || a->idle_bytes > limit) && (n = tf_lru_oldest(a->frags, 0))) {
+		frag_slot *s = FRAG_OF(n);
+
 		lru_unlink(a, s);
+		tf_lru_remove(a->frags, n);
 		a->nfrags--;
 		frag_free(s);
 	}
@@ -369,8 +354,7 @@ static frag_slot *publish_fragment(tf_array *a, frag_slot *mine)
 		a->nfrags++;
 		return s;
 	}
-	mine->next = a->frags[bucket(mine->name)];
-	a->frags[bucket(mine->name)] = mine;
+	tf_lru_insert(a->frags, &mine->node, tf_hash_str(mine->name));
 	if (mine->fr) {
 		mine->bytes = tf_fragment_bytes(mine->fr);
 		lru_push(a, mine);
@@ -386,7 +370,7 @@ static bool has_legacy_schema(tf_array *a)
 {
 	char path[4096];
 	tf_stat st;
-	int64_t now = now_ns();
+	int64_t now = tf_now_ns();
 	int known;
 
 	pthread_mutex_lock(&a->lock);
@@ -420,7 +404,7 @@ static frag_slot *read_fragment(tf_array *a, const char *name, const char *fdir)
 	if (tf_fragment_open(a->src, fdir, name, legacy, get_schema, a, a->key, &s->fr, &s->error) != TF_OK) {
 		if (legacy_err.code != TF_OK)
 			s->error = legacy_err;	/* the real cause */
-		s->failed_at = now_ns();
+		s->failed_at = tf_now_ns();
 	}
 	return s;
 }
@@ -433,7 +417,7 @@ static frag_slot *read_fragment(tf_array *a, const char *name, const char *fdir)
  * keeps requests in flight (tf_source_in_flight) is read alone (it brings
  * the schema, which its fellows would otherwise each fetch), and then the
  * metadata of every fragment in its __fragments directory (listed: an
- * object store lists the directory whole, source_s3.c), up to BATCH_MAX,
+ * object store lists the directory whole, source_s3_cache.c), up to BATCH_MAX,
  * on that many threads (tf_fanout).  Once per array: fragments written
  * later, or trimmed since, are read one by one as before.  A reader
  * missing a fragment while the batch runs waits for it rather than fetch
@@ -522,7 +506,7 @@ static tf_status get_fragment(tf_array *a, const char *name, const char *fdir, f
 	pthread_mutex_lock(&a->lock);
 	while (!(s = find_fragment(a, name)) && a->batching)
 		pthread_cond_wait(&a->batch_done, &a->lock);
-	if (!s || (!s->fr && now_ns() - s->failed_at >= RETRY_NS)) {
+	if (!s || (!s->fr && tf_now_ns() - s->failed_at >= RETRY_NS)) {
 		if ((lead = batch_worthy(a, fdir)))
 			a->batched = a->batching = true;
 		pthread_mutex_unlock(&a->lock);
@@ -530,8 +514,8 @@ static tf_status get_fragment(tf_array *a, const char *name, const char *fdir, f
 			pthread_mutex_lock(&a->lock);
 			s = publish_fragment(a, mine);
 			if ((held = s->fr != NULL)) {	/* busy through the batch's trimming too */
-				s->refs++;
 				lru_unlink(a, s);
+				tf_lru_hold(a->frags, &s->node);
 			}
 			pthread_mutex_unlock(&a->lock);
 		}
@@ -555,8 +539,8 @@ static tf_status get_fragment(tf_array *a, const char *name, const char *fdir, f
 		return rc;
 	}
 	if (!held) {
-		s->refs++;
 		lru_unlink(a, s);	/* busy: off the list of idle ones */
+		tf_lru_hold(a->frags, &s->node);
 	}
 	pthread_mutex_unlock(&a->lock);
 	*out = s;
@@ -566,7 +550,7 @@ static tf_status get_fragment(tf_array *a, const char *name, const char *fdir, f
 /* Give a fragment back (lock held): idle again, the most recent. */
 static void release_fragment(tf_array *a, frag_slot *s)
 {
-	if (--s->refs == 0 && s->fr) {
+	if (tf_lru_release(&s->node) && s->fr) {
 		s->bytes = tf_fragment_bytes(s->fr);	/* no one loads its lists now */
 		lru_push(a, s);
 	}
@@ -903,7 +887,7 @@ void tf_array_fragment_put(tf_array *a, const tf_fragment *fr)
 		return;
 	pthread_mutex_lock(&a->lock);
 	s = find_fragment(a, tf_fragment_name(fr));
-	if (s && s->fr == fr && s->refs > 0)
+	if (s && s->fr == fr && s->node.refs > 0)
 		release_fragment(a, s);
 	pthread_mutex_unlock(&a->lock);
 }

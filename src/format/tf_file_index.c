@@ -1,5 +1,7 @@
 /*
- * tf_file_index.c - a walked tile file's index in persisted form, and back.
+ * tf_file_index.c - a walked tile file's index in persisted form, and back;
+ * a tile's units from that entry or its headers (tf_file_load_tile), and
+ * the proof that the entry is right.
  *
  * The payload of a store entry (tf_index.h) is LEB128 varints:
  *
@@ -224,22 +226,6 @@ static tf_status parse_units(const tile_ent *te, const saved_tile *sv, const uin
 	return TF_OK;
 }
 
-void tf_file_reject_saved(const tf_file *f, size_t t, const char *why)
-{
-	tf_index_key k;
-	char msg[TF_ERRMSG_MAX + 32];
-
-	/* The flag is the one field a shared file changes (like its tables). */
-	if (atomic_exchange((atomic_bool *)&f->saved_bad, true) ||
-	    !tf_index_key_make(&k, f->src, f->rel, &f->ver))
-		return;
-	snprintf(msg, sizeof(msg), "tile %zu: %s", t, why);
-	if (f->from_published)
-		tf_index_reject_published(f->store, f->src, f->rel, &k, msg);
-	else
-		tf_index_reject(f->store, &k, msg);
-}
-
 tf_status tf_file_restore_tile(const tf_file *f, size_t t, unit_table **out, tf_error *err)
 {
 	const saved_tile *sv = &f->saved_tiles[t];
@@ -259,6 +245,50 @@ tf_status tf_file_restore_tile(const tf_file *f, size_t t, unit_table **out, tf_
 		return rc;
 	}
 	*out = ut;
+	return TF_OK;
+}
+
+/* ---- a tile's units ----------------------------------------------------------------------------- */
+
+/*
+ * Tile t's units from the store entry f was restored from, checked as a
+ * walk checks its own (their empty units decoded to prove them so), with
+ * no other read: each unit's chunk headers are checked when it is decoded,
+ * and its place before its bytes are served (tf_file_prove).  Units the
+ * entry gets wrong reject it.
+ */
+static tf_status restore_table(const tf_file *f, size_t t, tf_object *obj, unit_table **out, tf_error *err)
+{
+	tf_error why;
+	tf_status rc = tf_file_restore_tile(f, t, out, &why);
+
+	if (rc == TF_OK && (rc = tf_file_check_empty(f, &f->tiles[t], obj, *out, &why)) != TF_OK)
+		free(*out);
+	if (rc == TF_OK)
+		return TF_OK;
+	if (rc == TF_E_CORRUPT)
+		tf_file_reject_saved(f, t, why.msg);
+	return tf_err(err, rc, "%s", why.msg);
+}
+
+/* Lock-free: a racing loader's table may win; ours is then freed. */
+tf_status tf_file_load_tile(const tf_file *f, tf_object *obj, size_t t, const unit_table **out,
+			    tf_error *err)
+{
+	tile_ent *te = &f->tiles[t];
+	unit_table *have = atomic_load_explicit(&te->units, memory_order_acquire), *mine = NULL;
+	tf_status rc;
+
+	if (!have) {
+		rc = f->saved ? restore_table(f, t, obj, &mine, err) : tf_file_build_table(f, te, obj, &mine, err);
+		if (rc != TF_OK)
+			return tf_err_prefix(err, "%s: tile %zu", f->name, t);
+		if (atomic_compare_exchange_strong(&te->units, &have, mine))
+			have = mine;
+		else
+			free(mine);
+	}
+	*out = have;
 	return TF_OK;
 }
 

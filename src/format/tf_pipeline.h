@@ -6,7 +6,7 @@
  * then per filter u8 type, u32 options length, options.
  *
  * The text form (parse, print) is tf_spec.h's, included here; the netCDF
- * attribute forms below are tf_pipeline_attr.c's.
+ * attribute forms are tf_pipeline_attr.h's.
  */
 #ifndef TF_PIPELINE_H
 #define TF_PIPELINE_H
@@ -33,28 +33,6 @@ void tf_pipeline_free(tf_pipeline *p);
  * reinterpret byte (format >= 19/20) is read from their options length. */
 tf_status tf_pipeline_deserialize(tf_reader *r, tf_pipeline **out, tf_error *err);
 tf_status tf_pipeline_serialize(const tf_pipeline *p, tf_buf *out, tf_error *err);
-/*
- * The pipeline as netCDF's _Filter attribute shows it (ncdump -s), malloc'd
- * (NULL only when out of memory): per filter its id (the TileDB id; an HDF5
- * plugin's HDF5 id) and its parameters as unsigned 32-bit integers, in the
- * numeric form's order, with ',' between them and '|' between filters:
- * "2,4294967295|9".  Per the seed's encoding rules, a signed value is its
- * 32-bit two's complement pattern, a float its IEEE bits, and a double or a
- * 64-bit integer two values, its little-endian low half first.
- */
-char *tf_pipeline_filter_attr(const tf_pipeline *p);
-/*
- * The pipeline as netCDF's _Codecs attribute shows it: a JSON array with one
- * object per filter in write order, "id" first: a NumCodecs id where one
- * names the same codec (zstd, lz4, zlib, bz2, delta, shuffle, bitshuffle),
- * with NumCodecs' parameter names, else "tiledb.NAME" (built-in), or
- * "tilefs.NAME" (a tilefs plugin) or "hdf5.ID" (an HDF5 plugin without a
- * NumCodecs id) with the filter's own options.  `type` is the tile's
- * datatype (element sizes and dtypes are left out when it is TF_DT_ANY).
- * malloc'd; NULL only when out of memory.
- */
-char *tf_pipeline_codecs_json(const tf_pipeline *p, tf_datatype type);
-
 /* Append a filter with default options (e.g. AES for an encrypted field). */
 tf_status tf_pipeline_append(tf_pipeline *p, unsigned id, tf_error *err);
 size_t tf_pipeline_count(const tf_pipeline *p);

@@ -1,16 +1,19 @@
 /*
  * tf_pipeline_attr.c - a pipeline as netCDF shows one: the _Filter
  * attribute (numeric ids, unsigned 32-bit parameters) and the _Codecs
- * attribute (NumCodecs-style JSON).  Contracts in tf_pipeline.h; _Filter
- * is printed by the text form's printer (tf_pipeline_print); encoding rules
- * from seed 003 ("parameter encode/decode", "NCZarr filter support").
+ * attribute (NumCodecs-style JSON).  Contracts in tf_pipeline_attr.h;
+ * _Filter is printed by the text form's printer (tf_pipeline_print);
+ * encoding rules from seed 003 ("parameter encode/decode", "NCZarr filter
+ * support").
  */
-#include "format/tf_pipeline_int.h"
+#include "format/tf_pipeline_attr.h"
 
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "format/tf_pipeline_int.h"
 
 #define MAX_WORDS (6 + TF_MAX_CD_VALUES)	/* scale float: three 8-byte values */
 

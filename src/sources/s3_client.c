@@ -151,7 +151,7 @@ static tf_status split_endpoint(s3_client *c, const tf_s3_settings *s, tf_error 
 tf_status s3_client_new(const tf_s3_settings *s, const char *bucket, s3_client **out, tf_error *err)
 {
 	s3_client *c = calloc(1, sizeof(*c));
-	s3_bound b = { s3_now_ns() + (int64_t)s->deadline_ms * 1000000, NULL, NULL };
+	s3_bound b = { tf_now_ns() + (int64_t)s->deadline_ms * 1000000, NULL, NULL };
 	char *region = NULL;
 	tf_status rc;
 
@@ -435,10 +435,10 @@ static bool backoff(s3_client *c, unsigned attempt, const s3_bound *b)
 	cap = cap < BACKOFF_MAX_MS ? cap : BACKOFF_MAX_MS;
 	s ^= s >> 31, s *= 0xBF58476D1CE4E5B9ull, s ^= s >> 29;
 	s %= cap + 1;
-	until = s3_now_ns() + (int64_t)s * 1000000;
+	until = tf_now_ns() + (int64_t)s * 1000000;
 	until = until < b->at_ns ? until : b->at_ns;
 	while (!s3_bound_over(b)) {
-		int64_t left = until - s3_now_ns();
+		int64_t left = until - tf_now_ns();
 		struct timespec ts;
 		if (left <= 0)
 			break;
@@ -546,7 +546,7 @@ static tf_status run(s3_client *c, const s3_bound *b, const s3_req *r, s3_xfer *
 		x->gone = true;
 		why = "the caller is gone";
 		end = "";
-	} else if (v == V_RETRY && (x->late || s3_now_ns() >= b->at_ns)) {
+	} else if (v == V_RETRY && (x->late || tf_now_ns() >= b->at_ns)) {
 		end = x->late ? " (at the request's deadline)" : " (the request's deadline passed while retrying)";
 	}
 	describe(c, x, why, desc, sizeof(desc));

@@ -29,17 +29,9 @@ struct s3_http {
 	uint32_t timeout_ms;
 };
 
-int64_t s3_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 bool s3_bound_over(const s3_bound *b)
 {
-	return s3_now_ns() >= b->at_ns || (b->gone && b->gone(b->arg));
+	return tf_now_ns() >= b->at_ns || (b->gone && b->gone(b->arg));
 }
 
 static void share_lock(CURL *c, curl_lock_data d, curl_lock_access a, void *user)
@@ -113,7 +105,7 @@ static CURL *acquire(s3_http *h, const s3_bound *b, CURLcode *cc)
 
 	pthread_mutex_lock(&h->mu);
 	while (!h->nidle && h->total >= h->max && !s3_bound_over(b)) {
-		until = s3_now_ns() + WAIT_SLICE_NS;
+		until = tf_now_ns() + WAIT_SLICE_NS;
 		until = until < b->at_ns ? until : b->at_ns;
 		ts = (struct timespec){ (time_t)(until / 1000000000), (long)(until % 1000000000) };
 		pthread_cond_timedwait(&h->cv, &h->mu, &ts);
@@ -284,7 +276,7 @@ static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_of
 	int64_t now;
 
 	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
-	if (!b->gone || (now = s3_now_ns()) - x->gone_asked_ns < GONE_EVERY_NS)
+	if (!b->gone || (now = tf_now_ns()) - x->gone_asked_ns < GONE_EVERY_NS)
 		return 0;
 	x->gone_asked_ns = now;
 	return b->gone(b->arg) ? (x->gone = true, 1) : 0;
@@ -293,7 +285,7 @@ static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_of
 /* The transfer's timeout: the pool's (or the transfer's own), or what is left of b. */
 static long timeout_ms(const s3_http *h, const s3_xfer *x, const s3_bound *b)
 {
-	int64_t left = (b->at_ns - s3_now_ns()) / 1000000, own = x->timeout_ms ? x->timeout_ms : h->timeout_ms;
+	int64_t left = (b->at_ns - tf_now_ns()) / 1000000, own = x->timeout_ms ? x->timeout_ms : h->timeout_ms;
 
 	left = left < 1 ? 1 : left;
 	return (long)(left < own ? left : own);
@@ -380,7 +372,7 @@ void s3_http_perform(s3_http *h, s3_xfer *x, const s3_bound *b)
 	x->cc = curl_easy_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &x->status);
 	/* Cut short by the deadline rather than by the pool's timeout. */
-	x->late = x->cc == CURLE_OPERATION_TIMEDOUT && s3_now_ns() >= b->at_ns;
+	x->late = x->cc == CURLE_OPERATION_TIMEDOUT && tf_now_ns() >= b->at_ns;
 	release(h, c);
 }
 

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "sources/s3_xml.h"
+#include "util/tf_clock.h"
 #include "util/tf_status.h"
 
 typedef struct s3_http s3_http;
@@ -43,7 +44,6 @@ typedef struct s3_bound {
 	void *arg;
 } s3_bound;
 
-int64_t s3_now_ns(void);
 /* Whether b leaves no time (past its deadline) or its caller is gone. */
 bool s3_bound_over(const s3_bound *b);
 

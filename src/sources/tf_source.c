@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "sources/source_impl.h"
+#include "util/tf_clock.h"
 
 bool tf_version_equal(const tf_version *a, const tf_version *b)
 {
@@ -56,12 +56,9 @@ void tf_source_set_hooks(tf_source *s, const tf_source_hooks *h)
 
 void tf_source_call(const tf_source *s, tf_call *out)
 {
-	struct timespec ts;
-
 	if (s->hooks.call && s->hooks.call(s->hooks.ctx, out))
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	*out = (tf_call){ .start_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec };
+	*out = (tf_call){ .start_ns = tf_now_ns() };
 }
 
 void tf_source_warn(const tf_source *s, const char *fmt, ...)

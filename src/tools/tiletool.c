@@ -32,6 +32,7 @@
 #include "cache/tf_cache.h"
 #include "config/tf_config.h"
 #include "format/tf_file.h"
+#include "cache/tf_handle.h"
 #include "config/tf_keys.h"
 #include "format/tf_pipeline.h"
 #include "sources/tf_source_open.h"
@@ -39,36 +40,15 @@
 #include "views/tf_view.h"
 #include "filters/plugin.h"
 #include "tools/index.h"
+#include "tools/tiletool_int.h"
 
-enum { EXIT_DATA = 1, EXIT_USAGE = 2 };
+const char *const tiletool_prog = "tiletool";
 
-typedef struct opts {
-	const char *spec, *keyfile, *out, *var_data, *var_spec, *config;
-	tf_datatype type, var_type;
-	uint32_t cell_val_num, version;
-	uint64_t tile_size, tile_cells;
-	const char *offsets_in, *offsets_out, *offsets_spec;
-	const char *raw_attr, *npy_attr, *fragment;	/* export */
-	bool arrow;			/* export: cells.arrow */
-	uint64_t cache_size;
-	const char *plugin_path;
-	bool generic, verbose, have_spec, all;
-	bool explicit;		/* any of -F -t -n -V --generic --var-*: no array lookup */
-	/* resolved */
-	tf_plugins *plugins;	/* outlives the pipelines, which hold its classes */
-	tf_pipeline *pipeline, *var_pipeline;
-	tf_key *key;
-	tf_config *cfg;				/* -c: its [s3] section */
-	const struct tf_s3_settings *s3;	/* NULL: defaults and environment */
-} opts;
-
-static const char *prog = "tiletool";
-
-static int usage_error(const char *fmt, const char *arg)
+int tiletool_usage_error(const char *fmt, const char *arg)
 {
-	fprintf(stderr, "%s: ", prog);
+	fprintf(stderr, "%s: ", tiletool_prog);
 	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\nTry '%s --help'.\n", prog);
+	fprintf(stderr, "\nTry '%s --help'.\n", tiletool_prog);
 	return EXIT_USAGE;
 }
 
@@ -108,16 +88,16 @@ static void print_help(const char *cmd)
 		       "  index    index a whole source ahead of a mount (tilefs -o index_dir)\n\n"
 		       "'%s COMMAND --help' describes a command.  Exit status: 0 ok, 1 data\n"
 		       "error, 2 usage error.  A file inside a TileDB array needs no options: its\n"
-		       "schema and fragment metadata say how to decode it.\n", prog, prog);
+		       "schema and fragment metadata say how to decode it.\n", tiletool_prog, tiletool_prog);
 	} else if (!strcmp(cmd, "decode")) {
 		printf("Usage: %s decode [OPTIONS] FILE\n\nWrite FILE's decoded bytes to stdout.\n\n%s"
-		       "  -o, --output OUT       write to OUT instead of stdout\n", prog, decode_opts);
+		       "  -o, --output OUT       write to OUT instead of stdout\n", tiletool_prog, decode_opts);
 	} else if (!strcmp(cmd, "info")) {
 		printf("Usage: %s info [-v] [OPTIONS] FILE...\n\nDescribe tile files.\n\n%s"
-		       "  -v, --verbose          list every chunk\n", prog, decode_opts);
+		       "  -v, --verbose          list every chunk\n", tiletool_prog, decode_opts);
 	} else if (!strcmp(cmd, "verify")) {
 		printf("Usage: %s verify [OPTIONS] FILE...\n\nDecode every chunk (checking checksums"
-		       " and authentication tags); report each error.\n\n%s", prog, decode_opts);
+		       " and authentication tags); report each error.\n\n%s", tiletool_prog, decode_opts);
 	} else if (!strcmp(cmd, "export")) {
 		printf("Usage: %s export [--csv | --arrow | --raw ATTR | --npy ATTR] [--fragment NAME]\n"
 		       "                [-k KEYFILE] [-c CONFIG] [-o OUT] ARRAY\n\n"
@@ -135,12 +115,12 @@ static void print_help(const char *cmd)
 		       "  -k, --key FILE         the key of an encrypted array\n"
 		       "  -c, --config FILE      a configuration whose [s3] section reaches s3://\n"
 		       "                         arrays (ARRAY may be s3://BUCKET/PREFIX)\n"
-		       "      --cache-size SIZE  decoded-chunk cache (default 64M)\n", prog);
+		       "      --cache-size SIZE  decoded-chunk cache (default 64M)\n", tiletool_prog);
 	} else if (!strcmp(cmd, "schema")) {
 		printf("Usage: %s schema [-k KEYFILE] [-c CONFIG] ARRAY\n\nPrint the newest schema of the "
 		       "TileDB array in directory ARRAY\n(or s3://BUCKET/PREFIX): dimensions, attributes, "
 		       "their pipelines.  -k: the\nkey of an encrypted array; -c: a configuration with an "
-		       "[s3] section.\n", prog);
+		       "[s3] section.\n", tiletool_prog);
 	} else {
 		printf("Usage: %s encode -F SPEC -t TYPE [-n CELLS] [--tile-size BYTES] [-k KEYFILE] IN OUT\n"
 		       "       %s encode -F SPEC -t TYPE -n var --offsets OFFS [--tile-cells N]\n"
@@ -151,7 +131,7 @@ static void print_help(const char *cmd)
 		       "offsets into IN, one per cell), N cells per tile (default all), never\n"
 		       "split across chunks; --offsets-out also writes the offsets file (its\n"
 		       "pipeline default zstd), folded into the data where TileDB folds it\n"
-		       "(string rle and dictionary).\n", prog, prog);
+		       "(string rle and dictionary).\n", tiletool_prog, tiletool_prog);
 	}
 }
 
@@ -209,14 +189,14 @@ static int parse_cells(const char *s, uint32_t *v)
 		return 0;
 	}
 	if (!parse_u64(s, &n) || n == 0 || n >= TF_CELL_VAR)
-		return usage_error("bad cell count '%s' (a positive number or 'var')", s);
+		return tiletool_usage_error("bad cell count '%s' (a positive number or 'var')", s);
 	*v = (uint32_t)n;
 	return 0;
 }
 
 static int parse_type(const char *s, tf_datatype *t)
 {
-	return tf_datatype_parse(s, t) ? 0 : usage_error("unknown datatype '%s'", s);
+	return tf_datatype_parse(s, t) ? 0 : tiletool_usage_error("unknown datatype '%s'", s);
 }
 
 /* Parse argv; returns -1 to go on, or an exit status (help: 0). */
@@ -233,7 +213,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts *o)
 		case 'k': o->keyfile = optarg; break;
 		case 'V':
 			if (!parse_u64(optarg, &n) || n > UINT32_MAX)
-				rc = usage_error("bad format version '%s'", optarg);
+				rc = tiletool_usage_error("bad format version '%s'", optarg);
 			o->version = (uint32_t)n;
 			o->explicit = true;
 			break;
@@ -247,11 +227,11 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts *o)
 		case OPT_VAR_TYPE: rc = parse_type(optarg, &o->var_type); break;
 		case OPT_TILE_SIZE:
 			if (!parse_u64(optarg, &o->tile_size) || o->tile_size == 0)
-				rc = usage_error("bad tile size '%s'", optarg);
+				rc = tiletool_usage_error("bad tile size '%s'", optarg);
 			break;
 		case OPT_TILE_CELLS:
 			if (!parse_u64(optarg, &o->tile_cells) || o->tile_cells == 0)
-				rc = usage_error("bad cell count '%s'", optarg);
+				rc = tiletool_usage_error("bad cell count '%s'", optarg);
 			break;
 		case OPT_OFFSETS: o->offsets_in = optarg; break;
 		case OPT_OFFSETS_OUT: o->offsets_out = optarg; break;
@@ -265,7 +245,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts *o)
 		case OPT_FRAGMENT: o->fragment = optarg; break;
 		case OPT_CACHE_SIZE:
 			if (!tf_parse_size(optarg, &o->cache_size) || o->cache_size < (1u << 20))
-				rc = usage_error("bad cache size '%s' (at least 1M)", optarg);
+				rc = tiletool_usage_error("bad cache size '%s' (at least 1M)", optarg);
 			break;
 		default: return EXIT_USAGE;
 		}
@@ -276,7 +256,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts *o)
 static void plugin_warning(void *ctx, const char *msg)
 {
 	(void)ctx;
-	fprintf(stderr, "%s: warning: %s\n", prog, msg);
+	fprintf(stderr, "%s: warning: %s\n", tiletool_prog, msg);
 }
 
 /* tf_source_locate, the source's warnings (keys it skips) on stderr. */
@@ -296,23 +276,23 @@ static int resolve(opts *o)
 
 	if (tf_plugins_load(o->plugin_path ? o->plugin_path : tf_plugins_env_path(), plugin_warning,
 			    NULL, &o->plugins, &err) != TF_OK) {
-		fprintf(stderr, "%s: plugins: %s\n", prog, err.msg);
+		fprintf(stderr, "%s: plugins: %s\n", tiletool_prog, err.msg);
 		return EXIT_DATA;
 	}
 	if (tf_pipeline_parse_with(o->spec, o->plugins, &o->pipeline, &err) != TF_OK)
-		return usage_error("-F: %s", err.msg);
+		return tiletool_usage_error("-F: %s", err.msg);
 	if (o->var_data && tf_pipeline_parse_with(o->var_spec ? o->var_spec : "", o->plugins,
 						  &o->var_pipeline, &err) != TF_OK)
-		return usage_error("--var-filters: %s", err.msg);
+		return tiletool_usage_error("--var-filters: %s", err.msg);
 	if (o->var_data && !o->var_spec)
-		return usage_error("%s", "--var-data needs --var-filters (and --var-type)");
+		return tiletool_usage_error("%s", "--var-data needs --var-filters (and --var-type)");
 	if (o->config) {
 		if (tf_config_load(o->config, &o->cfg, &err) != TF_OK)
-			return usage_error("-c: %s", err.msg);
+			return tiletool_usage_error("-c: %s", err.msg);
 		o->s3 = tf_config_s3(o->cfg);
 	}
 	if (o->keyfile && tf_key_load_file(o->keyfile, &o->key, &err) != TF_OK) {
-		fprintf(stderr, "%s: key: %s\n", prog, err.msg);
+		fprintf(stderr, "%s: key: %s\n", tiletool_prog, err.msg);
 		return err.code == TF_E_INVAL ? EXIT_USAGE : EXIT_DATA;
 	}
 	return -1;
@@ -413,15 +393,15 @@ static void close_file(tf_file *f, tf_source *src)
 
 /* ---- decode / verify ---------------------------------------------------------------- */
 
-static bool write_all(FILE *out, const uint8_t *p, size_t n)
+bool tiletool_write_all(FILE *out, const uint8_t *p, size_t n)
 {
 	return n == 0 || fwrite(p, 1, n, out) == n;
 }
 
-static bool write_file(const char *path, const tf_buf *b)
+bool tiletool_write_file(const char *path, const tf_buf *b)
 {
 	FILE *f = fopen(path, "wb");
-	bool ok = f && write_all(f, b->p, b->len);
+	bool ok = f && tiletool_write_all(f, b->p, b->len);
 
 	return f ? (fclose(f) == 0) && ok : false;
 }
@@ -441,7 +421,7 @@ static unsigned decode_units(tf_handle *h, FILE *out, bool keep_going)
 		size_t n = 0;
 
 		if (tf_handle_tile_units(h, t, &n, &err) != TF_OK) {
-			fprintf(stderr, "%s: %s\n", prog, err.msg);
+			fprintf(stderr, "%s: %s\n", tiletool_prog, err.msg);
 			errors++;
 		}
 		for (size_t u = 0; u < n && (keep_going || !errors); u++) {
@@ -450,10 +430,10 @@ static unsigned decode_units(tf_handle *h, FILE *out, bool keep_going)
 			tf_handle_unit_info(h, t, u, &ui);
 			if (tf_buf_reserve(&buf, ui.size, &err) != TF_OK ||
 			    tf_handle_decode_unit(h, ws, t, u, buf.p, &err) != TF_OK) {
-				fprintf(stderr, "%s: %s\n", prog, err.msg);
+				fprintf(stderr, "%s: %s\n", tiletool_prog, err.msg);
 				errors++;
-			} else if (out && !write_all(out, buf.p, ui.size)) {
-				fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
+			} else if (out && !tiletool_write_all(out, buf.p, ui.size)) {
+				fprintf(stderr, "%s: write: %s\n", tiletool_prog, strerror(errno));
 				return errors + 1;
 			}
 		}
@@ -471,7 +451,7 @@ static unsigned decode_file(tf_file *f, FILE *out, bool keep_going)
 	unsigned errors;
 
 	if (tf_handle_open(f, &h, &err) != TF_OK) {
-		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		fprintf(stderr, "%s: %s\n", tiletool_prog, err.msg);
 		return 1;
 	}
 	errors = decode_units(h, out, keep_going);
@@ -487,7 +467,7 @@ static void warn_folded(const tf_file *f, const opts *o)
 	if (!o->var_data && info.decoded_bytes == 0 && info.tiles > 0)
 		fprintf(stderr, "%s: %s: its %" PRIu64 " tiles hold no chunks; if it is the offsets file of a "
 			"string field with rle or dictionary, pass --var-data, --var-filters, --var-type\n",
-			prog, tf_file_name(f), info.tiles);
+			tiletool_prog, tf_file_name(f), info.tiles);
 }
 
 static int cmd_decode(opts *o, int nfiles, char **files)
@@ -499,20 +479,20 @@ static int cmd_decode(opts *o, int nfiles, char **files)
 	unsigned errors;
 
 	if (nfiles != 1)
-		return usage_error("%s", "decode takes exactly one FILE");
+		return tiletool_usage_error("%s", "decode takes exactly one FILE");
 	if (open_file(o, files[0], &f, &src, &err) != TF_OK) {
-		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		fprintf(stderr, "%s: %s\n", tiletool_prog, err.msg);
 		return EXIT_DATA;
 	}
 	warn_folded(f, o);
 	if (o->out && !(out = fopen(o->out, "wb"))) {
-		fprintf(stderr, "%s: %s: %s\n", prog, o->out, strerror(errno));
+		fprintf(stderr, "%s: %s: %s\n", tiletool_prog, o->out, strerror(errno));
 		close_file(f, src);
 		return EXIT_DATA;
 	}
 	errors = decode_file(f, out, false);
 	if (fflush(out) != 0 && !errors) {
-		fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
+		fprintf(stderr, "%s: write: %s\n", tiletool_prog, strerror(errno));
 		errors++;
 	}
 	if (out != stdout)
@@ -526,7 +506,7 @@ static int cmd_verify(opts *o, int nfiles, char **files)
 	unsigned bad = 0;
 
 	if (nfiles < 1)
-		return usage_error("%s", "verify needs at least one FILE");
+		return tiletool_usage_error("%s", "verify needs at least one FILE");
 	for (int i = 0; i < nfiles; i++) {
 		tf_file_info info;
 		tf_file *f;
@@ -535,7 +515,7 @@ static int cmd_verify(opts *o, int nfiles, char **files)
 		unsigned errors;
 
 		if (open_file(o, files[i], &f, &src, &err) != TF_OK) {
-			fprintf(stderr, "%s: %s\n", prog, err.msg);
+			fprintf(stderr, "%s: %s\n", tiletool_prog, err.msg);
 			bad++;
 			continue;
 		}
@@ -611,14 +591,14 @@ static int cmd_info(opts *o, int nfiles, char **files)
 	int rc = 0;
 
 	if (nfiles < 1)
-		return usage_error("%s", "info needs at least one FILE");
+		return tiletool_usage_error("%s", "info needs at least one FILE");
 	for (int i = 0; i < nfiles; i++) {
 		tf_file *f;
 		tf_source *src;
 		tf_error err;
 
 		if (open_file(o, files[i], &f, &src, &err) != TF_OK) {
-			fprintf(stderr, "%s: %s\n", prog, err.msg);
+			fprintf(stderr, "%s: %s\n", tiletool_prog, err.msg);
 			rc = EXIT_DATA;
 			continue;
 		}
@@ -626,198 +606,6 @@ static int cmd_info(opts *o, int nfiles, char **files)
 		if (o->verbose)
 			print_chunks(f);
 		close_file(f, src);
-	}
-	return rc;
-}
-
-/* ---- encode ---------------------------------------------------------------------------- */
-
-/* Read up to n bytes (fewer only at end of file). */
-static size_t read_full(FILE *in, uint8_t *p, size_t n)
-{
-	size_t got = 0, r;
-
-	while (got < n && (r = fread(p + got, 1, n - got, in)) > 0)
-		got += r;
-	return got;
-}
-
-static int encode_stream(const opts *o, FILE *in, FILE *out, uint64_t total)
-{
-	tf_chunk_env env = { .type = o->type, .version = o->version ? o->version : 22, .key = o->key };
-	uint64_t cell = (uint64_t)o->cell_val_num * tf_datatype_size(o->type);
-	uint64_t tile_size = o->tile_size ? o->tile_size : total;
-	tf_workspace *ws = tf_workspace_new();
-	tf_buf tile = TF_BUF_INIT(SIZE_MAX), enc = TF_BUF_INIT(SIZE_MAX);
-	tf_error err;
-	int rc = 0;
-
-	env.cell_size = (uint32_t)cell;
-	if (tile_size % cell)
-		rc = usage_error("%s", "the tile size must be a multiple of the cell size");
-	/* One tile at a time, so memory stays bounded by the tile size. */
-	for (uint64_t done = 0; !rc && ws && (done < total || total == 0); done += tile.len) {
-		uint64_t want = total - done < tile_size ? total - done : tile_size;
-
-		enc.len = tile.len = 0;
-		if (tf_buf_reserve(&tile, (size_t)want, &err) != TF_OK ||
-		    (tile.len = read_full(in, tile.p, (size_t)want)) != want) {
-			fprintf(stderr, "%s: cannot read input\n", prog);
-			rc = EXIT_DATA;
-		} else if (tf_tile_encode(o->pipeline, &env, ws, tf_span_of(tile.p, tile.len), NULL, 0,
-					  &enc, &err) != TF_OK) {
-			fprintf(stderr, "%s: encode: %s\n", prog, err.msg);
-			rc = EXIT_DATA;
-		} else if (!write_all(out, enc.p, enc.len)) {
-			fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
-			rc = EXIT_DATA;
-		}
-		if (total == 0)
-			break;
-	}
-	tf_buf_free(&tile);
-	tf_buf_free(&enc);
-	tf_workspace_free(ws);
-	return ws ? rc : EXIT_DATA;
-}
-
-/* ---- encoding var-sized cells -------------------------------------------------------------- */
-
-typedef struct var_input {
-	tf_buf data, offsets;	/* IN, and its u64 cell starts (as TileDB's query buffers) */
-	size_t ncells;
-} var_input;
-
-static bool read_file(const char *path, tf_buf *b)
-{
-	FILE *f = fopen(path, "rb");
-	size_t got;
-
-	if (!f)
-		return false;
-	while (tf_buf_reserve(b, b->len + 65536, NULL) == TF_OK &&
-	       (got = fread(b->p + b->len, 1, 65536, f)) > 0)
-		b->len += got;
-	got = !ferror(f);
-	fclose(f);
-	return got;
-}
-
-static int load_var_input(const opts *o, const char *in, var_input *v)
-{
-	uint64_t prev = 0;
-
-	if (!read_file(in, &v->data) || !read_file(o->offsets_in, &v->offsets)) {
-		fprintf(stderr, "%s: cannot read %s or %s: %s\n", prog, in, o->offsets_in, strerror(errno));
-		return EXIT_DATA;
-	}
-	v->ncells = v->offsets.len / 8;
-	for (size_t c = 0; c < v->ncells; c++) {
-		uint64_t at = tf_le64(v->offsets.p + 8 * c);
-		if (at < prev || at > v->data.len || v->offsets.len % 8) {
-			fprintf(stderr, "%s: %s: offsets must be u64, non-decreasing, within %s\n", prog,
-				o->offsets_in, in);
-			return EXIT_DATA;
-		}
-		prev = at;
-	}
-	return 0;
-}
-
-/* Encode one tile of cells [first, first + count) to out, and its offsets
- * tile to offs (if non-NULL): folded into the data where TileDB folds them. */
-static tf_status encode_var_tile(const opts *o, const var_input *v, const tf_chunk_env *env,
-				 const tf_pipeline *off_pipe, tf_workspace *ws, size_t first, size_t count,
-				 tf_buf *out, tf_buf *offs, tf_error *err)
-{
-	uint64_t base = count ? tf_le64(v->offsets.p + 8 * first) : v->data.len;
-	uint64_t end = first + count < v->ncells ? tf_le64(v->offsets.p + 8 * (first + count)) : v->data.len;
-	tf_chunk_env off_env = { .type = TF_DT_UINT64, .cell_size = 8, .version = env->version, .key = o->key };
-	uint64_t *rel = malloc((count ? count : 1) * sizeof(*rel));
-	tf_status rc;
-
-	if (!rel)
-		return tf_err(err, TF_E_NOMEM, "out of memory");
-	for (size_t c = 0; c < count; c++)
-		rel[c] = tf_le64(v->offsets.p + 8 * (first + c)) - base;	/* relative to the tile */
-	rc = tf_tile_encode(o->pipeline, env, ws, tf_span_of(v->data.p + base, (size_t)(end - base)), rel,
-			    count, out, err);
-	if (rc == TF_OK && offs && env->var_string)
-		rc = tf_buf_put_u64(offs, 0, err);	/* an offsets tile of no chunks (§4.7) */
-	else if (rc == TF_OK && offs)
-		rc = tf_tile_encode(off_pipe, &off_env, ws, tf_span_of(rel, count * 8), NULL, 0, offs, err);
-	free(rel);
-	return rc;
-}
-
-static int encode_var(const opts *o, const char *in, const char *out_path)
-{
-	tf_chunk_env env = { .type = o->type, .cell_size = tf_datatype_size(o->type),
-			     .version = o->version ? o->version : 22, .key = o->key };
-	tf_buf out = TF_BUF_INIT(SIZE_MAX), offs = TF_BUF_INIT(SIZE_MAX);
-	var_input v = { TF_BUF_INIT(SIZE_MAX), TF_BUF_INIT(SIZE_MAX), 0 };
-	tf_workspace *ws = tf_workspace_new();
-	tf_pipeline *off_pipe = NULL;
-	tf_error err;
-	int rc = load_var_input(o, in, &v);
-
-	env.var_string = tf_var_string_applies(o->pipeline, o->type, TF_CELL_VAR, env.version);
-	if (!rc && o->offsets_out &&
-	    tf_pipeline_parse_with(o->offsets_spec ? o->offsets_spec : "zstd", o->plugins, &off_pipe, &err))
-		rc = usage_error("--offsets-filters: %s", err.msg);
-	if (!rc && o->key && off_pipe && tf_pipeline_append(off_pipe, TF_F_AES_256_GCM, &err))
-		rc = usage_error("%s", "too many filters");
-	for (size_t first = 0; !rc && ws && (first < v.ncells || first == 0); first += o->tile_cells ? o->tile_cells : v.ncells) {
-		size_t count = o->tile_cells && v.ncells - first > o->tile_cells ? o->tile_cells : v.ncells - first;
-		if (encode_var_tile(o, &v, &env, off_pipe, ws, first, count, &out, o->offsets_out ? &offs : NULL, &err)) {
-			fprintf(stderr, "%s: encode: cells %zu..: %s\n", prog, first, err.msg);
-			rc = EXIT_DATA;
-		}
-		if (!v.ncells)
-			break;
-	}
-	if (!rc && (!write_file(out_path, &out) || (o->offsets_out && !write_file(o->offsets_out, &offs)))) {
-		fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
-		rc = EXIT_DATA;
-	}
-	tf_buf_free(&out), tf_buf_free(&offs), tf_buf_free(&v.data), tf_buf_free(&v.offsets);
-	tf_pipeline_free(off_pipe);
-	tf_workspace_free(ws);
-	return rc;
-}
-
-static int cmd_encode(opts *o, int nfiles, char **files)
-{
-	FILE *in, *out;
-	long long total;
-	int rc;
-
-	if (nfiles != 2)
-		return usage_error("%s", "encode takes IN and OUT");
-	if (!o->have_spec)
-		return usage_error("%s", "encode needs -F SPEC (use -F '' for no filters)");
-	if ((o->cell_val_num == TF_CELL_VAR) != (o->offsets_in != NULL))
-		return usage_error("%s", "var-sized cells (-n var) need --offsets FILE, and only they");
-	/* Encrypted data: AES-256-GCM runs last, after the field's filters (§9). */
-	if (o->key && tf_pipeline_append(o->pipeline, TF_F_AES_256_GCM, NULL) != TF_OK)
-		return usage_error("%s", "too many filters");
-	if (o->cell_val_num == TF_CELL_VAR)
-		return encode_var(o, files[0], files[1]);
-	if (!(in = fopen(files[0], "rb")) || fseeko(in, 0, SEEK_END) != 0 || (total = ftello(in)) < 0 ||
-	    fseeko(in, 0, SEEK_SET) != 0) {
-		fprintf(stderr, "%s: %s: %s\n", prog, files[0], strerror(errno));
-		return EXIT_DATA;
-	}
-	if (!(out = fopen(files[1], "wb"))) {
-		fprintf(stderr, "%s: %s: %s\n", prog, files[1], strerror(errno));
-		fclose(in);
-		return EXIT_DATA;
-	}
-	rc = encode_stream(o, in, out, (uint64_t)total);
-	fclose(in);
-	if (fclose(out) != 0 && !rc) {
-		fprintf(stderr, "%s: %s: %s\n", prog, files[1], strerror(errno));
-		rc = EXIT_DATA;
 	}
 	return rc;
 }
@@ -834,17 +622,17 @@ static int cmd_schema(opts *o, int nfiles, char **files)
 	int rc = 0;
 
 	if (nfiles != 1)
-		return usage_error("%s", "schema takes one ARRAY directory");
+		return tiletool_usage_error("%s", "schema takes one ARRAY directory");
 	if (locate(o, files[0], &src, &rel, &err) != TF_OK) {
-		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		fprintf(stderr, "%s: %s\n", tiletool_prog, err.msg);
 		return EXIT_DATA;
 	}
 	if (!tf_array_detect(src, rel)) {
-		fprintf(stderr, "%s: %s: not a TileDB array (no __schema/ or __array_schema.tdb)\n", prog, files[0]);
+		fprintf(stderr, "%s: %s: not a TileDB array (no __schema/ or __array_schema.tdb)\n", tiletool_prog, files[0]);
 		rc = EXIT_DATA;
 	} else if (tf_array_open(src, rel, o->key, &a, &err) != TF_OK ||
 		   tf_array_latest_schema(a, &s, &name, &err) != TF_OK) {
-		fprintf(stderr, "%s: %s: %s\n", prog, files[0], err.msg);
+		fprintf(stderr, "%s: %s: %s\n", tiletool_prog, files[0], err.msg);
 		rc = EXIT_DATA;
 	} else {
 		printf("%s (%s)\n", files[0], name);
@@ -865,11 +653,11 @@ static int export_path(const opts *o, char *rel, size_t n)
 	const char *attr = o->raw_attr ? o->raw_attr : o->npy_attr;
 
 	if (o->fragment && attr)
-		return usage_error("%s", "--fragment gives cells (CSV or Arrow); it does not go with --raw or --npy");
+		return tiletool_usage_error("%s", "--fragment gives cells (CSV or Arrow); it does not go with --raw or --npy");
 	if (o->fragment && (strchr(o->fragment, '/') || !*o->fragment))
-		return usage_error("bad fragment name '%s'", o->fragment);
+		return tiletool_usage_error("bad fragment name '%s'", o->fragment);
 	if (attr && (strchr(attr, '/') || !*attr))
-		return usage_error("bad attribute name '%s'", attr);
+		return tiletool_usage_error("bad attribute name '%s'", attr);
 	if (o->fragment)
 		snprintf(rel, n, "fragments/%s/cells.%s", o->fragment, o->arrow ? "arrow" : "csv");
 	else if (attr)
@@ -890,17 +678,17 @@ static int copy_view(tf_view *w, FILE *out)
 	int rc = 0;
 
 	if (!buf || !ws) {
-		fprintf(stderr, "%s: out of memory\n", prog);
+		fprintf(stderr, "%s: out of memory\n", tiletool_prog);
 		rc = EXIT_DATA;
 	}
 	while (rc == 0) {
 		if (tf_view_read(w, ws, off, piece, buf, &got, &err) != TF_OK) {
-			fprintf(stderr, "%s: %s\n", prog, err.msg);
+			fprintf(stderr, "%s: %s\n", tiletool_prog, err.msg);
 			rc = EXIT_DATA;
 		} else if (got == 0) {
 			break;
-		} else if (!write_all(out, buf, got)) {
-			fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
+		} else if (!tiletool_write_all(out, buf, got)) {
+			fprintf(stderr, "%s: write: %s\n", tiletool_prog, strerror(errno));
 			rc = EXIT_DATA;
 		}
 		off += got;
@@ -918,13 +706,13 @@ static int export_open(opts *o, const char *name, tf_source *src, const char *re
 	tf_error err;
 
 	if (!tf_array_detect(src, rel)) {
-		fprintf(stderr, "%s: %s: not a TileDB array (no __schema/ or __array_schema.tdb)\n", prog, name);
+		fprintf(stderr, "%s: %s: not a TileDB array (no __schema/ or __array_schema.tdb)\n", tiletool_prog, name);
 		return EXIT_DATA;
 	}
 	if (tf_array_open(src, rel, o->key, a, &err) != TF_OK ||
 	    tf_cache_new(budget, 0, cache, &err) != TF_OK || tf_views_open(*a, *cache, v, &err) != TF_OK ||
 	    tf_view_open(*v, view, w, &err) != TF_OK) {
-		fprintf(stderr, "%s: %s: %s\n", prog, name, err.msg);
+		fprintf(stderr, "%s: %s: %s\n", tiletool_prog, name, err.msg);
 		return EXIT_DATA;
 	}
 	return 0;
@@ -937,16 +725,16 @@ static int export_write(const opts *o, tf_view *w)
 	int rc;
 
 	if (!out) {
-		fprintf(stderr, "%s: %s: %s\n", prog, o->out, strerror(errno));
+		fprintf(stderr, "%s: %s: %s\n", tiletool_prog, o->out, strerror(errno));
 		return EXIT_DATA;
 	}
 	rc = copy_view(w, out);
 	if (fflush(out) != 0 && !rc) {
-		fprintf(stderr, "%s: write: %s\n", prog, strerror(errno));
+		fprintf(stderr, "%s: write: %s\n", tiletool_prog, strerror(errno));
 		rc = EXIT_DATA;
 	}
 	if (out != stdout && fclose(out) != 0 && !rc) {
-		fprintf(stderr, "%s: %s: %s\n", prog, o->out, strerror(errno));
+		fprintf(stderr, "%s: %s: %s\n", tiletool_prog, o->out, strerror(errno));
 		rc = EXIT_DATA;
 	}
 	return rc;
@@ -966,10 +754,10 @@ static int cmd_export(opts *o, int nfiles, char **files)
 	if (rc >= 0)
 		return rc;
 	if (nfiles != 1)
-		return usage_error("%s", "export takes one ARRAY directory");
+		return tiletool_usage_error("%s", "export takes one ARRAY directory");
 	/* ARRAY may be s3://BUCKET/PREFIX, as for schema. */
 	if (locate(o, files[0], &src, &rel, &err) != TF_OK) {
-		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		fprintf(stderr, "%s: %s\n", tiletool_prog, err.msg);
 		return EXIT_DATA;
 	}
 	rc = export_open(o, files[0], src, rel, view, &a, &cache, &v, &w);
@@ -990,7 +778,7 @@ static const struct {
 	const char *name;
 	int (*run)(opts *o, int nfiles, char **files);
 } commands[] = {
-	{ "decode", cmd_decode }, { "info", cmd_info }, { "verify", cmd_verify }, { "encode", cmd_encode },
+	{ "decode", cmd_decode }, { "info", cmd_info }, { "verify", cmd_verify }, { "encode", tiletool_encode },
 	{ "schema", cmd_schema }, { "export", cmd_export },
 };
 
@@ -1020,5 +808,5 @@ int main(int argc, char **argv)
 		opts_free(&o);
 		return rc;
 	}
-	return usage_error("unknown command '%s'", argv[1]);
+	return tiletool_usage_error("unknown command '%s'", argv[1]);
 }

@@ -2,6 +2,7 @@
 #include "util/tf_bytes.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static tf_status short_read(tf_reader *r, size_t need, const char *what, tf_error *err)
 {
@@ -32,54 +33,49 @@ tf_status tf_get_u8(tf_reader *r, uint8_t *v, const char *what, tf_error *err)
 	return TF_OK;
 }
 
-tf_status tf_get_u32(tf_reader *r, uint32_t *v, const char *what, tf_error *err)
+/* The next n (4 or 8) bytes, little-endian, as the bits of *v: an
+ * integer or a float of that size.  *v is left as it was on a short read. */
+static tf_status get_le(tf_reader *r, void *v, size_t n, const char *what, tf_error *err)
 {
-	const uint8_t *p = take(r, 4);
+	const uint8_t *p = take(r, n);
+	uint32_t u32;
+	uint64_t u64;
 
 	if (!p)
-		return short_read(r, 4, what, err);
-	*v = tf_le32(p);
+		return short_read(r, n, what, err);
+	if (n == 4) {
+		u32 = tf_le32(p);
+		memcpy(v, &u32, n);
+	} else {
+		u64 = tf_le64(p);
+		memcpy(v, &u64, n);
+	}
 	return TF_OK;
+}
+
+tf_status tf_get_u32(tf_reader *r, uint32_t *v, const char *what, tf_error *err)
+{
+	return get_le(r, v, sizeof(*v), what, err);
 }
 
 tf_status tf_get_i32(tf_reader *r, int32_t *v, const char *what, tf_error *err)
 {
-	uint32_t u = 0;
-	tf_status st = tf_get_u32(r, &u, what, err);
-
-	if (st == TF_OK)
-		memcpy(v, &u, sizeof(*v));
-	return st;
+	return get_le(r, v, sizeof(*v), what, err);
 }
 
 tf_status tf_get_u64(tf_reader *r, uint64_t *v, const char *what, tf_error *err)
 {
-	const uint8_t *p = take(r, 8);
-
-	if (!p)
-		return short_read(r, 8, what, err);
-	*v = tf_le64(p);
-	return TF_OK;
+	return get_le(r, v, sizeof(*v), what, err);
 }
 
 tf_status tf_get_f64(tf_reader *r, double *v, const char *what, tf_error *err)
 {
-	uint64_t u = 0;
-	tf_status st = tf_get_u64(r, &u, what, err);
-
-	if (st == TF_OK)
-		memcpy(v, &u, sizeof(*v));
-	return st;
+	return get_le(r, v, sizeof(*v), what, err);
 }
 
 tf_status tf_get_f32(tf_reader *r, float *v, const char *what, tf_error *err)
 {
-	uint32_t u = 0;
-	tf_status st = tf_get_u32(r, &u, what, err);
-
-	if (st == TF_OK)
-		memcpy(v, &u, sizeof(*v));
-	return st;
+	return get_le(r, v, sizeof(*v), what, err);
 }
 
 tf_status tf_get_span(tf_reader *r, uint64_t n, tf_span *out, const char *what, tf_error *err)

@@ -34,6 +34,7 @@
 
 #include "format/tf_array.h"
 #include "cache/tf_cache.h"
+#include "cache/tf_handle.h"
 #include "views/tf_cells.h"
 #include "views/tf_condition.h"
 #include "format/tf_schema.h"

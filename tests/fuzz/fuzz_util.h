@@ -35,6 +35,7 @@
 #include "sources/source_impl.h"
 #include "sources/source_local.h"
 #include "cache/tf_cache.h"
+#include "cache/tf_handle.h"
 #include "format/tf_file.h"
 #include "config/tf_keys.h"
 #include "format/tf_pipeline.h"

@@ -11,9 +11,9 @@
 #     and decoded sizes); it sends at most 4 LISTs (the bucket's check, the
 #     top, the array's directory, and that directory's subtree listed whole,
 #     which gives __fragments, __commits, __schema and the absence of
-#     __schema/__enumerations at once: source_s3.c), no HEAD, the schema and each fragment's
+#     __schema/__enumerations at once: source_s3_cache.c), no HEAD, the schema and each fragment's
 #     metadata once (the array's read; the file's own decode, for its size,
-#     is served by the part source_s3.c kept of that whole-object read), no
+#     is served by the part source_s3_read.c kept of that whole-object read), no
 #     data file, and the metadata of the fragments with >= 6 GETs in flight
 #     at once (tf_array.c's batch; 9-16 seen here, the batch has 16 threads);
 #   - @views/cells.csv (-o views) equals the local mount's byte for byte;

@@ -22,6 +22,7 @@
 #include "config/tf_config.h"
 #include "tf_craft.h"
 #include "format/tf_file.h"
+#include "cache/tf_handle.h"
 #include "format/tf_fragment.h"
 #include "config/tf_keys.h"
 #include "views/tf_view.h"

@@ -30,6 +30,7 @@
 
 #include "cache/tf_cache.h"
 #include "format/tf_file.h"
+#include "cache/tf_handle.h"
 
 #define HANG_GUARD_MS 60000	/* bounded polling: workers idle, times moving */
 #define UNIT ((size_t)64 << 10)	/* TileDB's chunks, one decode unit each */

@@ -53,6 +53,7 @@
 
 #include "cache/tf_cache.h"
 #include "format/tf_file.h"
+#include "cache/tf_handle.h"
 #include "cache/tf_index.h"
 #include "config/tf_s3.h"
 

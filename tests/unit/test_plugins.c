@@ -23,6 +23,7 @@
 
 #include "filters/callout.h"
 #include "filters/plugin.h"
+#include "format/tf_pipeline_attr.h"
 #include "config/tf_config.h"
 
 /* Sanitizer builds: Debian's libh5bz2.so leaks on a corrupt stream, which

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "sources/source_local.h"
+#include "cache/tf_handle.h"
 #include "format/tf_file.h"
 #include "format/tf_pipeline.h"
 #include "sources/tf_source.h"
