@@ -324,7 +324,7 @@ typedef struct found {
 
 static tf_status chain(const tf_s3_settings *s, chain_out *f, tf_error *err)
 {
-	s3_bound b = { s3_now_ns() + 20000000000LL, NULL, NULL };
+	s3_bound b = { tf_now_ns() + 20000000000LL, NULL, NULL };
 	s3_auth *a = NULL;
 	s3_key *k = NULL;
 	char *region = NULL;
@@ -917,7 +917,7 @@ START_TEST(test_client_bound)
 {
 	uint8_t buf[10];
 	s3_version v = { "e1", 100, NULL };
-	s3_bound past = { s3_now_ns() - 1, NULL, NULL }, gone = { INT64_MAX, always_gone, NULL }, soon;
+	s3_bound past = { tf_now_ns() - 1, NULL, NULL }, gone = { INT64_MAX, always_gone, NULL }, soon;
 	s3_client *c;
 	tf_error err;
 	int64_t t0;
@@ -933,10 +933,10 @@ START_TEST(test_client_bound)
 	ck_assert_msg(strstr(err.msg, "the caller is gone"), "%s", err.msg);
 	ck_assert_uint_eq(atomic_load(&f.hits), 0);
 	/* 20 retries with backoff would take a minute: the bound ends them. */
-	t0 = s3_now_ns();
+	t0 = tf_now_ns();
 	soon = (s3_bound){ t0 + 500000000, NULL, NULL };
 	ck_assert_int_eq(s3_client_get(c, &soon, "k", &v, 0, buf, sizeof(buf), &err), TF_E_IO);
-	ck_assert_msg(s3_now_ns() - t0 < 1500000000, "%lld ns", (long long)(s3_now_ns() - t0));
+	ck_assert_msg(tf_now_ns() - t0 < 1500000000, "%lld ns", (long long)(tf_now_ns() - t0));
 	ck_assert_msg(strstr(err.msg, "HTTP 503") && strstr(err.msg, "deadline"), "%s", err.msg);
 	fake_stop(&f);
 	ck_assert_uint_lt(atomic_load(&f.hits), 21);
