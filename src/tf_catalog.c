@@ -153,7 +153,7 @@ void tf_catalog_entry_stats(tf_catalog *c, tf_entry_stats *out)
 	tf_entries *s = c->entries;
 
 	pthread_mutex_lock(&s->lock);
-	*out = (tf_entry_stats){ s->count, s->indexes, s->index_bytes, s->open_files };
+	*out = (tf_entry_stats){ tf_lru_count(s->lru), tf_lru_length(s->lru, 0), s->index_bytes, s->open_files };
 	pthread_mutex_unlock(&s->lock);
 }
 

@@ -13,27 +13,11 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "util/tf_hash.h"
+
 #define BUCKETS 1024
-
-int64_t tf_entries_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static size_t hash_rel(const char *s)
-{
-	size_t h = 5381;
-
-	while (*s)
-		h = h * 33 ^ (unsigned char)*s++;
-	return h;
-}
 
 /* ---- the set ------------------------------------------------------------------------------- */
 
@@ -41,13 +25,12 @@ tf_entries *tf_entries_new(tf_catalog *c, tf_source *src)
 {
 	tf_entries *s = calloc(1, sizeof(*s));
 
-	if (!s || !(s->buckets = calloc(BUCKETS, sizeof(*s->buckets)))) {
+	if (!s || tf_lru_new(BUCKETS, &s->lru, NULL) != TF_OK) {
 		free(s);
 		return NULL;
 	}
 	s->catalog = c;
 	s->src = src;
-	s->nbuckets = BUCKETS;
 	s->index_budget = SIZE_MAX;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->indexed, NULL);
@@ -59,77 +42,57 @@ void tf_entries_free(tf_entries *s)
 {
 	if (!s)
 		return;
-	free(s->buckets);
+	tf_lru_free(s->lru);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->indexed);
 	free(s);
 }
 
-static tf_entry **slot(tf_entries *s, const char *rel)
+static uint64_t hash_rel(const char *rel)
 {
-	tf_entry **p = &s->buckets[hash_rel(rel) % s->nbuckets];
-
-	while (*p && strcmp((*p)->rel, rel))
-		p = &(*p)->hnext;
-	return p;
+	return tf_hash_more(TF_HASH_SEED, rel);
 }
 
-static void grow(tf_entries *s)
+static bool same_rel(const tf_lru_node *n, const void *rel)
 {
-	size_t old = s->nbuckets;
-	tf_entry **ob = s->buckets, **nb = calloc(2 * old, sizeof(*nb));
-
-	if (!nb)
-		return;	/* longer chains, still correct */
-	s->buckets = nb, s->nbuckets = 2 * old;
-	for (size_t i = 0; i < old; i++)
-		for (tf_entry *e = ob[i], *next; e; e = next) {
-			tf_entry **p = &nb[hash_rel(e->rel) % s->nbuckets];
-			next = e->hnext;
-			e->hnext = *p;
-			*p = e;
-		}
-	free(ob);
+	return !strcmp(TF_LRU_ENTRY(n, tf_entry, node)->rel, rel);
 }
 
+/* e is no longer its path's current entry (lock held).  An index it
+ * holds stays on the budget's list, as the most recent. */
 static void unhash(tf_entries *s, tf_entry *e)
 {
-	tf_entry **p = slot(s, e->rel);
+	bool listed = tf_lru_listed(&e->node);
 
-	while (*p && *p != e)
-		p = &(*p)->hnext;
-	if (*p)
-		*p = e->hnext;
-	e->hnext = NULL;
-	e->current = false;
-	s->count--;
+	tf_lru_remove(s->lru, &e->node);
+	if (listed)
+		tf_lru_use(s->lru, &e->node, 0);
 }
 
 tf_entry *tf_entries_current(tf_entries *s, const char *rel)
 {
-	tf_entry *e;
+	tf_lru_node *n;
+	tf_entry *e = NULL;
 
 	pthread_mutex_lock(&s->lock);
-	if ((e = *slot(s, rel)))
+	if ((n = tf_lru_find(s->lru, hash_rel(rel), same_rel, rel))) {
+		e = TF_LRU_ENTRY(n, tf_entry, node);
 		e->refs++;
+	}
 	pthread_mutex_unlock(&s->lock);
 	return e;
 }
 
 void tf_entries_install(tf_entries *s, tf_entry *e)
 {
-	tf_entry *old;
+	uint64_t h = hash_rel(e->rel);
+	tf_lru_node *old;
 
 	pthread_mutex_lock(&s->lock);
-	if (!e->current) {
-		if ((old = *slot(s, e->rel)))
-			unhash(s, old);	/* it stays for who holds it */
-		if (s->count >= 2 * s->nbuckets)
-			grow(s);
-		e->hnext = NULL;
-		*slot(s, e->rel) = e;	/* the chain's end */
-		e->current = true;
-		s->count++;
+	if (!e->node.keyed) {
+		if ((old = tf_lru_find(s->lru, h, same_rel, e->rel)))
+			unhash(s, TF_LRU_ENTRY(old, tf_entry, node));	/* it stays for who holds it */
+		tf_lru_insert(s->lru, &e->node, h);
 	}
 	pthread_mutex_unlock(&s->lock);
 }
@@ -167,8 +130,8 @@ void tf_entry_unref(tf_entry *e)
 	if (!e)
 		return;
 	pthread_mutex_lock(&e->set->lock);
-	if ((last = !--e->refs) && e->current)
-		unhash(e->set, e);
+	if ((last = !--e->refs) && e->node.keyed)
+		tf_lru_remove(e->set->lru, &e->node);	/* off the indexes' list too: its kind frees the index */
 	pthread_mutex_unlock(&e->set->lock);
 	if (!last)
 		return;

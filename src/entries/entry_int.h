@@ -22,6 +22,7 @@
 #include "sources/tf_perm.h"
 #include "tf_catalog.h"
 #include "tf_entry.h"
+#include "util/tf_lru.h"
 
 typedef struct tf_entries tf_entries;
 
@@ -53,10 +54,10 @@ struct tf_entry {
 	unsigned gen;			/* the configuration it was made under */
 	tf_stat st;			/* under set->lock: a directory's and a view's change */
 	bool keyed;			/* plaintext: the mounter's alone (under the lock) */
-	bool current;			/* in the table of current entries */
 	bool failed;			/* a read failed: later opens are direct */
 	char *error;			/* the last decode or index error */
-	tf_entry *hnext;
+	tf_lru_node node;		/* keyed: its path's current entry; listed: a
+					 * decoded file holding an index (file.c) */
 };
 
 typedef struct tf_entry_reader_ops {
@@ -81,17 +82,15 @@ struct tf_pin_scratch {
 	size_t cap;
 };
 
-struct file_entry;
 struct tf_entries {
 	tf_catalog *catalog;
 	tf_source *src;
 	tf_cache *cache;		/* views and decoded files read through it */
 	pthread_mutex_t lock;
 	pthread_cond_t indexed;		/* a file's index was built (or failed) */
-	tf_entry **buckets;		/* current entries by path */
-	size_t nbuckets, count;
-	struct file_entry *lru_head, *lru_tail;	/* files holding an index, oldest first */
-	size_t index_bytes, index_budget, indexes, open_files;
+	tf_lru *lru;			/* current entries by path; list 0: decoded
+					 * files holding an index, oldest first */
+	size_t index_bytes, index_budget, open_files;
 };
 
 /* ---- tf_entry.c: the set, the common part -------------------------------------------------- */
@@ -111,7 +110,6 @@ char *tf_entry_error(tf_entry *e);
 bool tf_pin_scratch_grow(tf_pin_scratch *s, size_t n);
 /* The slices pinned are s's buffer, its first n bytes. */
 void tf_pin_scratch_one_slice(tf_pin_scratch *s, size_t n);
-int64_t tf_entries_now_ns(void);
 
 /* ---- the kinds -------------------------------------------------------------------------------- */
 extern const tf_entry_ops tf_dir_entry_ops, tf_raw_entry_ops, tf_file_entry_ops, tf_view_entry_ops;

@@ -15,6 +15,7 @@
 #include "config.h"
 
 #include "entry_int.h"
+#include "util/tf_clock.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -36,41 +37,18 @@ typedef struct file_entry {
 	char *dep_rel;		/* the other file the bytes come from, */
 	tf_version dep_v;	/* its version shown, */
 	tf_perm dep_perm;	/* who may read it (empty: no dep known) */
-	struct file_entry *prev, *next;	/* the set's LRU of indexes */
-	bool listed;
-} file_entry;
+} file_entry;		/* on the set's list 0 while it holds an index */
 
 typedef struct file_reader {
 	tf_entry_reader r;
 	tf_handle *h;
 } file_reader;
 
-/* ---- the LRU of indexes (lock held) --------------------------------------------------------- */
-
-static void lru_unlink(tf_entries *s, file_entry *f)
-{
-	if (!f->listed)
-		return;
-	*(f->prev ? &f->prev->next : &s->lru_head) = f->next;
-	*(f->next ? &f->next->prev : &s->lru_tail) = f->prev;
-	f->prev = f->next = NULL;
-	f->listed = false;
-	s->indexes--;
-}
-
-static void lru_touch(tf_entries *s, file_entry *f)
-{
-	lru_unlink(s, f);
-	f->prev = s->lru_tail;
-	*(s->lru_tail ? &s->lru_tail->next : &s->lru_head) = f;
-	s->lru_tail = f;
-	f->listed = true;
-	s->indexes++;
-}
+/* ---- the indexes kept (lock held) ----------------------------------------------------------- */
 
 static void drop_index(tf_entries *s, file_entry *f)
 {
-	lru_unlink(s, f);
+	tf_lru_unlist(s->lru, &f->e.node);
 	tf_file_unref(f->file);
 	f->file = NULL;
 	s->index_bytes -= f->bytes;
@@ -81,8 +59,10 @@ static void drop_index(tf_entries *s, file_entry *f)
  * beyond the budget.  Called wherever a file stops being used. */
 void tf_file_entry_trim(tf_entries *s)
 {
-	for (file_entry *f = s->lru_head, *next; f && s->index_bytes > s->index_budget; f = next) {
-		next = f->next;
+	for (tf_lru_node *n = tf_lru_oldest(s->lru, 0), *next; n && s->index_bytes > s->index_budget; n = next) {
+		file_entry *f = (file_entry *)TF_LRU_ENTRY(n, tf_entry, node);
+
+		next = tf_lru_newer(s->lru, n);
 		if (!f->opens && !f->indexing)
 			drop_index(s, f);
 	}
@@ -147,7 +127,7 @@ static tf_status ensure_index(file_entry *f, unsigned flags, tf_error *err)
 		pthread_cond_wait(&s->indexed, &s->lock);
 	if (f->file)
 		return TF_OK;
-	if (f->index_rc && tf_entries_now_ns() - f->failed_at < RETRY_NS) {
+	if (f->index_rc && tf_now_ns() - f->failed_at < RETRY_NS) {
 		if (err)
 			err->code = f->index_rc, err->msg[0] = '\0';
 		return f->index_rc;
@@ -163,7 +143,7 @@ static tf_status ensure_index(file_entry *f, unsigned flags, tf_error *err)
 	pthread_cond_broadcast(&s->indexed);
 	if (rc != TF_OK) {
 		f->index_rc = rc == TF_E_STALE ? TF_E_STALE : TF_E_IO;
-		f->failed_at = tf_entries_now_ns();
+		f->failed_at = tf_now_ns();
 		free(f->e.error);
 		f->e.error = strdup(err ? err->msg : "cannot be indexed");
 		if (err)
@@ -176,7 +156,7 @@ static tf_status ensure_index(file_entry *f, unsigned flags, tf_error *err)
 		tf_file_unref(x);
 		tf_facts_clear(&fx);
 		f->index_rc = TF_E_STALE;
-		f->failed_at = tf_entries_now_ns();
+		f->failed_at = tf_now_ns();
 		return tf_err(err, TF_E_STALE, "%s: its data file changed", f->e.rel);
 	}
 	tf_perm_clear(&dp);
@@ -190,7 +170,7 @@ static tf_status ensure_index(file_entry *f, unsigned flags, tf_error *err)
 	f->bytes = tf_file_index_bytes(x);
 	f->index_rc = TF_OK;
 	s->index_bytes += f->bytes;
-	lru_touch(s, f);
+	tf_lru_use(s->lru, &f->e.node, 0);
 	return TF_OK;
 }
 
@@ -464,7 +444,7 @@ static tf_status file_open(tf_entry *e, tf_pin_scratch *sc, const tf_cancel *can
 		x = tf_file_ref(f->file);
 		f->opens++;
 		s->open_files++;
-		lru_touch(s, f);
+		tf_lru_use(s->lru, &f->e.node, 0);
 	}
 	tf_file_entry_trim(s);
 	/* A node is one version: its cached pages are always good.  One that
