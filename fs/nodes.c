@@ -13,6 +13,7 @@
  * One mutex guards the tables and every node's fields.
  */
 #include "tilefs.h"
+#include "util/tf_hash.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -32,20 +33,16 @@ struct fs_node {
 	fs_node *id_next, *rel_next;
 };
 
-static size_t hash_rel(const char *s)
+static size_t hash_rel(const char *rel)
 {
-	size_t h = 5381;
-
-	while (*s)
-		h = h * 33 ^ (unsigned char)*s++;
-	return h;
+	return (size_t)tf_hash_str(rel);
 }
 
 /* ---- tables (lock held) ----------------------------------------------------------------- */
 
 static fs_node **id_slot(fs_nodes *t, fuse_ino_t id)
 {
-	fs_node **p = &t->by_id[(id * 0x9e3779b97f4a7c15ull >> 20) % t->nbuckets];
+	fs_node **p = &t->by_id[tf_hash_pair(id, 0) % t->nbuckets];
 
 	while (*p && (*p)->id != id)
 		p = &(*p)->id_next;

@@ -67,7 +67,7 @@ struct tf_catalog {
 
 static uint64_t hash(const char *rel)
 {
-	return tf_hash_more(TF_HASH_SEED, rel);
+	return tf_hash_str(rel);
 }
 
 static bool same_rel(const tf_lru_node *n, const void *rel)

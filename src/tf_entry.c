@@ -50,7 +50,7 @@ void tf_entries_free(tf_entries *s)
 
 static uint64_t hash_rel(const char *rel)
 {
-	return tf_hash_more(TF_HASH_SEED, rel);
+	return tf_hash_str(rel);
 }
 
 static bool same_rel(const tf_lru_node *n, const void *rel)
