@@ -197,7 +197,6 @@ static bool dep_changed(file_entry *f)
 	return changed;
 }
 
-bool tf_dir_entry_still(tf_entries *s, tf_entry *e, const tf_stat *st, unsigned gen);
 
 tf_status tf_file_entry_lookup(tf_entries *s, const char *rel, const tf_stat *st, unsigned gen, bool keyed,
 			       bool again, tf_entry **out, tf_error *err)
