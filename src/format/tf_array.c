@@ -19,6 +19,7 @@
 #include "util/tf_clock.h"
 #include "util/tf_fanout.h"
 #include "util/tf_hash.h"
+#include "util/tf_locked.h"
 #include "util/tf_lru.h"
 #include "format/tf_tile.h"
 
@@ -906,12 +907,7 @@ tf_status tf_array_open_file(tf_array *a, const char *rel, tf_file **out, tf_err
 
 size_t tf_array_idle_bytes(tf_array *a)
 {
-	size_t n;
-
-	pthread_mutex_lock(&a->lock);
-	n = a->idle_bytes;
-	pthread_mutex_unlock(&a->lock);
-	return n;
+	return tf_locked_size(&a->lock, &a->idle_bytes);
 }
 
 void tf_array_trim_idle(tf_array *a, size_t bytes)

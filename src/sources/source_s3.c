@@ -34,12 +34,14 @@
  * are whole seconds, as HEAD gives them, so a version from a listing
  * equals the same version from a HEAD.
  *
- * Files.  The source is four files, with their types and shared functions
- * in source_s3_int.h (included by those four alone): this one;
+ * Files.  The source is five files, with their types and shared functions
+ * in source_s3_int.h (included by those five alone), each using only the
+ * ones named after it: this one; source_s3_read.c, stored bytes: GETs,
+ * the disk cache, parts, fetch-ahead and reads; source_s3_cache.c, the
+ * listing cache and what stat, list and open see through it;
  * source_s3_list.c, listings made from ListObjectsV2 pages, of one
- * directory or of a subtree whole; source_s3_cache.c, the listing cache
- * and what stat, list and open see through it; source_s3_read.c, stored
- * bytes: GETs, the disk cache, parts, fetch-ahead and reads.
+ * directory or of a subtree whole; source_s3_names.c, a request's bound,
+ * keys, names and the stat of an object.
  */
 #include "config.h"
 
@@ -58,22 +60,6 @@
 
 #define HASH_BUCKETS 1024		/* to start: the table doubles */
 
-/* Once the source has somewhere to say it (its hooks set), where its
- * credentials come from: once, never a secret; but not keys the caller's
- * own environment gave, which the caller knows (and tiletool's output
- * stays free of a line on every run). */
-static void tell_origin(s3_source *s)
-{
-	const char *o;
-
-	if (!s->base.hooks.warn || atomic_load(&s->told) || atomic_exchange(&s->told, true))
-		return;
-	if ((o = s3_client_auth_origin(s->client)) && strncmp(o, "the environment", 15))
-		tf_source_warn(&s->base, "%s: credentials from %s", s3_client_where(s->client), o);
-	if (s->early)
-		tf_source_warn(&s->base, "%s", s->early);
-}
-
 /* A line of the client's; one said while the source was being opened
  * (a region followed by the probe) waits for the hooks. */
 static void client_warn(void *arg, const char *msg)
@@ -86,36 +72,7 @@ static void client_warn(void *arg, const char *msg)
 		s->early = strdup(msg);
 }
 
-/* The bound of the work done now for the calling thread's request. */
-s3_bound s3_bound_of(s3_source *s)
-{
-	tf_call c;
-
-	tell_origin(s);
-
-	tf_source_call(&s->base, &c);
-	return (s3_bound){ c.start_ns + s->deadline_ns, c.gone, c.arg };
-}
-
-/* Work nobody waits for (read-ahead): bounded from now, never cancelled. */
-s3_bound s3_bound_now(const s3_source *s)
-{
-	return (s3_bound){ tf_now_ns() + s->deadline_ns, NULL, NULL };
-}
-
 /* ---- names -------------------------------------------------------------------------------- */
-
-/* The key of file rel, or the listing prefix of directory rel. */
-char *s3_key_of(const s3_source *s, const char *rel, bool dir)
-{
-	char *k = NULL;
-
-	if (!strcmp(rel, "."))
-		return strdup(s->prefix);
-	if (asprintf(&k, "%s%s%s", s->prefix, rel, dir ? "/" : "") < 0)
-		return NULL;
-	return k;
-}
 
 /* Whether rel goes through the reserved prefix (a ".tilefs" component). */
 static bool reserved_rel(const char *rel)
@@ -126,29 +83,6 @@ static bool reserved_rel(const char *rel)
 		if (!strncmp(c, TF_SOURCE_RESERVED, n) && (c[n] == '/' || !c[n]))
 			return true;
 	return false;
-}
-
-/* Why n (a name within its directory) can be no file name, or NULL. */
-const char *s3_bad_name(const char *n)
-{
-	return !*n ? "an empty name" : !strcmp(n, ".") || !strcmp(n, "..") ? "'.' or '..'"
-	     : strchr(n, '/') ? "a '/' in a name" : strlen(n) > 255 ? "a name over 255 bytes" : NULL;
-}
-
-tf_stat s3_dir_stat(const s3_source *s)
-{
-	return (tf_stat){ .kind = TF_ENT_DIR, .mode = 0555, .uid = s->uid, .gid = s->gid, .nlink = 2 };
-}
-
-static tf_stat file_stat(const s3_source *s, const s3_entry *e)
-{
-	tf_stat st = { .kind = TF_ENT_REG, .mode = 0444, .uid = s->uid, .gid = s->gid, .nlink = 1 };
-
-	st.v.size = e->size;
-	st.v.mtime_ns = e->mtime_ns - e->mtime_ns % 1000000000;
-	memcpy(st.v.etag, e->etag, sizeof(st.v.etag) < sizeof(e->etag) ? sizeof(st.v.etag) : sizeof(e->etag));
-	st.v.etag[sizeof(st.v.etag) - 1] = '\0';
-	return st;
 }
 
 /* ---- stat, list ------------------------------------------------------------------------------ */
@@ -223,24 +157,6 @@ static tf_status s3_statfs(tf_source *base, tf_source_fsstat *out, tf_error *err
 	(void)base, (void)err;
 	*out = (tf_source_fsstat){ .bsize = 4096, .namemax = 255 };
 	return TF_OK;
-}
-
-/* ---- opening objects ------------------------------------------------------------------------- */
-tf_status s3_head_stat(s3_source *s, const s3_bound *b, const char *rel, tf_stat *st, tf_error *err)
-{
-	char *key = s3_key_of(s, rel, false);
-	s3_entry e;
-	tf_status rc = key ? s3_client_head(s->client, b, key, &e, err) : tf_err(err, TF_E_NOMEM, "out of memory");
-
-	free(key);
-	if (rc == TF_OK)
-		*st = file_stat(s, &e);
-	return rc;
-}
-
-bool s3_same_version(const tf_version *a, const tf_version *b)
-{
-	return a->size == b->size && !strcmp(a->etag, b->etag);
 }
 
 /* The version rel is now: cached if fresh, else asked; checked against expect. */

@@ -1,8 +1,8 @@
 /*
  * source_s3_int.h - what the files of the S3 source share: its types (the
  * source, its listings, parts and objects) and the functions one of them
- * calls in another.  Included by source_s3.c, source_s3_list.c,
- * source_s3_cache.c and source_s3_read.c only; nothing outside
+ * calls in another.  Included by source_s3.c, source_s3_names.c,
+ * source_s3_list.c, source_s3_cache.c and source_s3_read.c only; nothing outside
  * src/sources/ knows these (tf_source_s3, source_impl.h, is the door).
  */
 #ifndef TF_SOURCE_S3_INT_H

@@ -52,6 +52,9 @@ typedef struct tf_fieldspec {
  * it was.  A load takes as many cells as fit the bytes it is given (one at
  * least): a tile of a million cells is read a window at a time.
  */
+/* Bytes a window's cells, a row or a key may take, at most. */
+#define TF_TILE_BYTES_LIMIT ((size_t)4 << 30)
+
 typedef struct tf_cellbuf_field {
 	bool missing, var;		/* of the column, kept at hand */
 	unsigned cell_size;

@@ -20,7 +20,7 @@
 #     a fresh mount reading it fetches each fragment's metadata once, the
 #     schema once, each data file (one tile each) once, no HEAD, at most
 #     4 LISTs, and has >= 8 requests in flight (the merge's first cells,
-#     tf_merge.c's warm-up).
+#     tf_merge_warm.c's warm-up).
 # TF_S3_META_FRAGS: the number of fragments (40; contrib/bench-s3 has 100).
 # Counts and bytes only, never times.
 #

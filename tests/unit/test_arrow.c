@@ -1,5 +1,5 @@
 /*
- * test_arrow.c - the Arrow IPC file writer (tf_arrow.c), read back here by
+ * test_arrow.c - the Arrow IPC file writer (tf_arrow.h), read back here by
  * a few lines that follow the format's rules (flatbuffers: a root offset,
  * tables through their vtables; the IPC framing): the magic at both ends,
  * the footer's length, every block where the footer says (continuation
