@@ -52,15 +52,16 @@ static bool same_thing(const tf_entry *e, const tf_stat *st)
  * (folded offsets: the data file) changed since it was indexed. */
 static bool still(tf_entries *s, tf_entry *e, const tf_stat *st, bool decoded, unsigned gen)
 {
-	if (!same_thing(e, st) || (e->ops == &tf_file_entry_ops) != decoded)
+	bool same;
+
+	if ((e->ops == &tf_file_entry_ops) != decoded)
 		return false;
-	if (e->kind == TF_ENT_DIR) {
-		pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->lock);	/* a directory's st is refreshed by others */
+	same = same_thing(e, st);
+	if (same && e->kind == TF_ENT_DIR)
 		e->st = *st;	/* fresh mode and times */
-		pthread_mutex_unlock(&s->lock);
-		return true;
-	}
-	return e->gen >= gen;
+	pthread_mutex_unlock(&s->lock);
+	return same && (e->kind == TF_ENT_DIR || e->gen >= gen);
 }
 
 /* The @views folder of the array at dir, when views are on. */
