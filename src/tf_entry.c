@@ -141,6 +141,35 @@ void tf_entry_unref(tf_entry *e)
 	free(e);
 }
 
+/* Whether entry e still shows what st describes. */
+static bool same_thing(const tf_entry *e, const tf_stat *st)
+{
+	if (e->kind != st->kind)
+		return false;
+	if (st->kind == TF_ENT_REG || st->kind == TF_ENT_LNK)
+		return tf_version_equal(&e->st.v, &st->v);
+	return e->st.v.dev == st->v.dev && e->st.v.ino == st->v.ino && !strcmp(e->st.v.etag, st->v.etag);
+}
+
+/* Whether e, rel's current entry, may answer a lookup finding st: a
+ * directory's stays (its stat refreshed); a file's made under an older
+ * configuration does not (its bytes may decode otherwise now), nor one
+ * the catalog now shows otherwise, nor a decoded file whose other file
+ * (folded offsets: the data file) changed since it was indexed. */
+bool tf_entry_still(tf_entries *s, tf_entry *e, const tf_stat *st, bool decoded, unsigned gen)
+{
+	bool same;
+
+	if (e->ops->decoded != decoded)
+		return false;
+	pthread_mutex_lock(&s->lock);	/* a directory's st is refreshed by others */
+	same = same_thing(e, st);
+	if (same && e->kind == TF_ENT_DIR)
+		e->st = *st;	/* fresh mode and times */
+	pthread_mutex_unlock(&s->lock);
+	return same && (e->kind == TF_ENT_DIR || e->gen >= gen);
+}
+
 /* ---- what every kind answers -------------------------------------------------------------- */
 
 tf_status tf_entry_root(tf_catalog *c, tf_entry **out, tf_error *err)

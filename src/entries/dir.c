@@ -35,35 +35,6 @@ static tf_status stat_name(tf_entries *s, const char *rel, tf_stat *st, tf_error
 	return rc;
 }
 
-/* Whether entry e still shows what st describes. */
-static bool same_thing(const tf_entry *e, const tf_stat *st)
-{
-	if (e->kind != st->kind)
-		return false;
-	if (st->kind == TF_ENT_REG || st->kind == TF_ENT_LNK)
-		return tf_version_equal(&e->st.v, &st->v);
-	return e->st.v.dev == st->v.dev && e->st.v.ino == st->v.ino && !strcmp(e->st.v.etag, st->v.etag);
-}
-
-/* Whether e, rel's current entry, may answer a lookup finding st: a
- * directory's stays (its stat refreshed); a file's made under an older
- * configuration does not (its bytes may decode otherwise now), nor one
- * the catalog now shows otherwise, nor a decoded file whose other file
- * (folded offsets: the data file) changed since it was indexed. */
-static bool still(tf_entries *s, tf_entry *e, const tf_stat *st, bool decoded, unsigned gen)
-{
-	bool same;
-
-	if ((e->ops == &tf_file_entry_ops) != decoded)
-		return false;
-	pthread_mutex_lock(&s->lock);	/* a directory's st is refreshed by others */
-	same = same_thing(e, st);
-	if (same && e->kind == TF_ENT_DIR)
-		e->st = *st;	/* fresh mode and times */
-	pthread_mutex_unlock(&s->lock);
-	return same && (e->kind == TF_ENT_DIR || e->gen >= gen);
-}
-
 /* The @views folder of the array at dir, when views are on. */
 static bool views_folder(tf_entries *s, const tf_entry *dir, const char *name)
 {
@@ -112,7 +83,7 @@ static tf_status dir_lookup(tf_entry *dir, const char *name, const tf_stat *know
 		if (rc != TF_E_STALE)
 			return rc;
 	}
-	if ((e = tf_entries_current(s, rel)) && still(s, e, &st, false, gen)) {
+	if ((e = tf_entries_current(s, rel)) && tf_entry_still(s, e, &st, false, gen)) {
 		*out = e;
 		return TF_OK;
 	}
@@ -123,12 +94,6 @@ static tf_status dir_lookup(tf_entry *dir, const char *name, const tf_stat *know
 	tf_entries_install(s, e);
 	*out = e;
 	return TF_OK;
-}
-
-/* Whether rel's current entry may answer for st (tf_file_entry_lookup). */
-bool tf_dir_entry_still(tf_entries *s, tf_entry *e, const tf_stat *st, unsigned gen)
-{
-	return still(s, e, st, true, gen);
 }
 
 /* ---- listings --------------------------------------------------------------------------------- */

@@ -28,6 +28,7 @@ typedef struct tf_entries tf_entries;
 
 typedef struct tf_entry_ops {
 	const char *name;
+	bool decoded;			/* it shows decoded bytes (a [match] rule or an array's) */
 	/* Directories (NULL for files). */
 	tf_status (*lookup)(tf_entry *dir, const char *name, const tf_stat *known, tf_entry **out, tf_error *err);
 	tf_status (*list)(tf_entry *dir, bool plus, tf_entry_list_fn fn, void *ctx, tf_error *err);
@@ -104,6 +105,9 @@ tf_entry *tf_entry_make(tf_entries *s, const tf_entry_ops *ops, size_t size, con
 tf_entry *tf_entries_current(tf_entries *s, const char *rel);
 /* e is rel's current entry from now on (the one before stays for its holders). */
 void tf_entries_install(tf_entries *s, tf_entry *e);
+/* Whether e, rel's current entry, may answer a lookup finding st under
+ * configuration gen, when the path shows decoded bytes (or not) now. */
+bool tf_entry_still(tf_entries *s, tf_entry *e, const tf_stat *st, bool decoded, unsigned gen);
 void tf_entry_set_error(tf_entry *e, const char *msg, bool failed);
 char *tf_entry_error(tf_entry *e);
 /* s's buffer holds at least n bytes (false: no memory). */
@@ -113,9 +117,6 @@ void tf_pin_scratch_one_slice(tf_pin_scratch *s, size_t n);
 
 /* ---- the kinds -------------------------------------------------------------------------------- */
 extern const tf_entry_ops tf_dir_entry_ops, tf_raw_entry_ops, tf_file_entry_ops, tf_view_entry_ops;
-/* dir.c: whether e, rel's current entry, may answer a lookup finding st
- * under configuration gen (a decoded file's: file.c). */
-bool tf_dir_entry_still(tf_entries *s, tf_entry *e, const tf_stat *st, unsigned gen);
 /* file.c: a decoded file's entry (keyed: decided by the catalog); its
  * index built now for a lookup (TF_OK with err->code set: it failed;
  * TF_E_STALE, when `again`: the source changed since st, look again;

@@ -204,7 +204,7 @@ tf_status tf_file_entry_lookup(tf_entries *s, const char *rel, const tf_stat *st
 	tf_entry *e = tf_entries_current(s, rel);
 	tf_status rc;
 
-	if (!e || !tf_dir_entry_still(s, e, st, gen) || dep_changed((file_entry *)e)) {
+	if (!e || !tf_entry_still(s, e, st, true, gen) || dep_changed((file_entry *)e)) {
 		tf_entry_unref(e);
 		if (!(e = tf_entry_make(s, &tf_file_entry_ops, sizeof(file_entry), rel, st, gen)))
 			return tf_err(err, TF_E_NOMEM, "out of memory");
@@ -481,6 +481,7 @@ static void file_free(tf_entry *e)
 
 const tf_entry_ops tf_file_entry_ops = {
 	.name = "decoded",
+	.decoded = true,
 	.attr = file_attr,
 	.inputs = file_inputs,
 	.getxattr = file_getxattr,
