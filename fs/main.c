@@ -341,8 +341,7 @@ static int start(tilefs *fs)
 	}
 	fs->cache = tf_mount_cache(fs->mount);
 	fs->catalog = tf_mount_catalog(fs->mount);
-	if (fs_index_start(fs) != 0 || fs_nodes_init(&fs->nodes, fs->settings->index_budget, fs->catalog) != 0 ||
-	    make_root(fs) != 0) {
+	if (fs_index_start(fs) != 0 || fs_nodes_init(fs) != 0 || make_root(fs) != 0) {
 		fs_log(TF_LOG_ERROR, "cannot start: out of memory, or SOURCE unreadable");
 		return -1;
 	}

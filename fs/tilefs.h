@@ -28,6 +28,7 @@
 #include "cache/tf_cache.h"
 #include "cache/tf_handle.h"
 #include "tf_catalog.h"
+#include "tf_entry.h"
 #include "config/tf_config.h"
 #include "format/tf_file.h"
 #include "sources/tf_perm.h"
@@ -44,9 +45,9 @@ enum { TFS_EXIT_FUSE = 1, TFS_EXIT_USAGE = 2, TFS_EXIT_CONFIG = 3, TFS_EXIT_KEY 
  * the source is no longer the version a node or handle shows, and the
  * kernel looks the name up again; every data problem (corrupt, checksum,
  * key, I/O, unsupported) is EIO for the range.  Where a request answers
- * otherwise on purpose it says so beside it: a lookup (nodes.c,
- * lookup_errno), reads (EIO whatever the cause), an index that cannot be
- * built (EIO).
+ * otherwise on purpose it says so beside it: a lookup (its stat's
+ * statuses, src/entries/dir.c stat_name), reads (EIO whatever the
+ * cause), an index that cannot be built (EIO).
  */
 static inline int fs_errno(tf_status rc)
 {
@@ -73,15 +74,9 @@ typedef struct fs_node fs_node;
 
 typedef struct fs_nodes {
 	pthread_mutex_t lock;
-	pthread_cond_t indexed;		/* a node's index was built (or failed) */
 	fs_node **by_id, **by_rel;	/* two hash tables */
 	size_t nbuckets, count;
 	uint64_t next_id;
-	fs_node *lru_head, *lru_tail;	/* decoded nodes holding an index, oldest first */
-	size_t index_bytes, index_budget;
-	size_t open_handles;
-	tf_catalog *catalog;		/* where view nodes' states come from */
-	atomic_uint_fast64_t gen;	/* configurations loaded (reloads), for new nodes */
 } fs_nodes;
 
 typedef struct fs_indexer fs_indexer;
@@ -158,13 +153,24 @@ typedef struct tilefs {
  * memory. */
 extern const struct fuse_lowlevel_ops tilefs_ll_ops;
 int fs_ll_init(tilefs *fs, tf_source_hooks *hooks);
+/* Every operation starts here: the state, with req the thread's request. */
+tilefs *fs_of(fuse_req_t req);
+/* The kernel's entry for node n with attributes st (timeouts set). */
+void fs_entry_of(tilefs *fs, fs_node *n, const struct stat *st, struct fuse_entry_param *e);
+/* dirs.c: the directory operations. */
+void fs_ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void fs_ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void fs_ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 /* Free the handles the kernel never released (at teardown). */
 void fs_ll_free_handles(tilefs *fs);
 
 /* ---- nodes.c ------------------------------------------------------------------------------ */
 
-/* 0, or ENOMEM. */
-int fs_nodes_init(fs_nodes *t, size_t index_budget, tf_catalog *catalog);
+/* The tables and the root's node, its entry from fs->catalog, which reads
+ * through fs->cache and keeps indexes within the settings' index_budget.
+ * 0, ENOMEM, or EIO (SOURCE unreadable: logged). */
+int fs_nodes_init(tilefs *fs);
 void fs_nodes_destroy(fs_nodes *t);
 
 /* The node of kernel inode ino (NULL if unknown), pinned: fs_node_put it. */
@@ -172,11 +178,11 @@ fs_node *fs_node_get(tilefs *fs, fuse_ino_t ino);
 void fs_node_put(tilefs *fs, fs_node *n);
 
 /*
- * Look up name in directory node dir (or "." for the root when dir is
- * NULL): a node for what the source holds there now, with the kernel's
- * lookup count raised (fs_node_forget lowers it), and its attributes in
- * *st.  Decoded files are indexed here (their size is their decoded size).
- * Returns 0 or an errno (ENOENT for hidden files).
+ * Look up name in directory node dir (dir NULL: the root itself): the node
+ * of the entry the catalog says it shows now (tf_entry_lookup; known: its
+ * stat from a listing), with the kernel's lookup count raised
+ * (fs_node_forget lowers it), and its attributes in *st.  Returns 0 or an
+ * errno (ENOENT for hidden files).
  */
 int fs_node_lookup(tilefs *fs, fs_node *dir, const char *name, const tf_stat *known, fs_node **out,
 		   struct stat *st);
@@ -184,51 +190,17 @@ void fs_node_forget(tilefs *fs, fuse_ino_t ino, uint64_t nlookup);
 
 /* The S_IF* type bits of a kind. */
 mode_t fs_mode_type(tf_ent_kind k);
-/* Attributes of a node as the kernel is shown them. */
+/* Attributes of a node as the kernel is shown them (tf_entry_attr). */
 int fs_node_attr(tilefs *fs, fs_node *n, struct stat *st);
+/* How long the kernel may keep n's attributes, as last taken: usual, or 0
+ * while its size is not known (so stat shows it once it is). */
+double fs_node_attr_timeout(tilefs *fs, fs_node *n, double usual);
 
 fuse_ino_t fs_node_ino(const fs_node *n);
 const char *fs_node_rel(const fs_node *n);
 bool fs_node_is_dir(const fs_node *n);
-bool fs_node_is_decoded(const fs_node *n);
-/* A view entry's array state (NULL: not a view) and its path in the views
- * folder ("" for the folder itself). */
-tf_views *fs_node_views(const fs_node *n);
-const char *fs_node_vrel(const fs_node *n);
-const char *fs_node_arr(const fs_node *n);	/* the array's root */
-/* A view's size is now known (its open formatted it): true if the node
- * showed another (the kernel may hold a size of 0, or a remembered size
- * found wrong). */
-bool fs_node_set_view_size(tilefs *fs, fs_node *n, uint64_t size);
-/* How long the kernel may keep n's attributes: usual, or 0 for a view
- * whose size is not known yet (so stat shows it once it is). */
-double fs_node_attr_timeout(tilefs *fs, fs_node *n, double usual);
-const tf_version *fs_node_version(const fs_node *n);
-
-/*
- * The node's index (referenced: tf_file_unref it), rebuilt if it was
- * evicted; ESTALE when the source is no longer the node's version, EIO
- * when it cannot be indexed.  Counts the node open (fs_node_closed undoes).
- */
-int fs_node_open_index(tilefs *fs, fs_node *n, tf_file **f);
-void fs_node_closed(tilefs *fs, fs_node *n);
-
-/*
- * Whether the driver must check who opens n itself, besides the kernel,
- * which checked the modes it was last shown (perhaps before what they
- * depend on was known, or a second ago): a view (*p: who may read what it
- * is made of), plaintext (*keyed: the mounter's and root's alone), or a
- * file decoded from two stored files (*p: both).  p is cleared first.
- */
-bool fs_node_access(tilefs *fs, fs_node *n, tf_perm *p, bool *keyed);
-
-/* The last decode error of a node (for user.tilefs.error), malloc'd or NULL. */
-void fs_node_set_error(tilefs *fs, fs_node *n, const char *msg);
-char *fs_node_error(tilefs *fs, fs_node *n);
-/* Whether a node has shown a decode error: later opens get direct I/O. */
-bool fs_node_failed(tilefs *fs, fs_node *n);
-/* The node's facts from its array (copies; tf_facts_clear them). */
-void fs_node_facts(tilefs *fs, fs_node *n, tf_facts *out);
+/* What n shows (held by n while n lives). */
+tf_entry *fs_node_entry(const fs_node *n);
 
 /* A reload happened: file nodes are made anew at their next lookup, and
  * the kernel is told to forget the names it knows (lock not held). */

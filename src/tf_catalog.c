@@ -1,10 +1,11 @@
 /*
  * tf_catalog.c - paths to decoders: [match] rules, TileDB arrays, raw.
  *
- * Directories are remembered in one table: array roots with their opened
- * tf_array (kept in an LRU of at most TF_CATALOG_ARRAYS, freed when no
- * caller holds them), and directories that are not arrays with the time
- * they were found so (asked again after NOT_ARRAY_TTL).
+ * Directories are remembered in one table (a tf_lru): array roots with
+ * their opened tf_array (list 0, least recently used first: at most
+ * TF_CATALOG_ARRAYS kept, freed when no caller holds them), and
+ * directories that are not arrays with the time they were found so (list
+ * 1; asked again after NOT_ARRAY_TTL, all forgotten beyond MAX_DIRS).
  */
 #include "config.h"
 
@@ -17,9 +18,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "entries/entry_int.h"
 #include "format/tf_array.h"
+#include "util/tf_clock.h"
 #include "util/tf_fanout.h"
-#include "util/tf_locked.h"
+#include "util/tf_hash.h"
+#include "util/tf_lru.h"
 #include "cache/tf_index.h"
 #include "sources/tf_perm.h"
 
@@ -45,8 +49,10 @@ typedef struct dir_slot {
 	bool enc_known, encrypted;	/* its newest schema is encrypted */
 	bool cooled;			/* its views shrunk since last used */
 	bool retired;			/* out of the table (a reload): freed by its last holder */
-	struct dir_slot *hnext, *prev, *next;	/* hash chain; LRU of arrays */
+	tf_lru_node node;		/* in the table; on list ARRAYS or NOT_ARRAYS */
 } dir_slot;
+
+enum { ARRAYS, NOT_ARRAYS };	/* the table's lists */
 
 struct tf_catalog {
 	tf_source *src;
@@ -55,26 +61,23 @@ struct tf_catalog {
 	struct tf_index *store;		/* persisted indexes, or NULL */
 	pthread_mutex_t lock;
 	pthread_cond_t walked;		/* a slot's walk ended */
-	dir_slot *buckets[NBUCKETS];
-	size_t ndirs, narrays;
-	dir_slot lru;			/* arrays, least recently used first */
+	tf_lru *dirs;			/* every directory remembered */
+	tf_entries *entries;		/* what paths show (tf_entry.h) */
 };
 
-static int64_t now_ns(void)
+static uint64_t hash(const char *rel)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+	return tf_hash_str(rel);
 }
 
-static size_t hash(const char *s)
+static bool same_rel(const tf_lru_node *n, const void *rel)
 {
-	size_t h = 5381;
+	return !strcmp(TF_LRU_ENTRY(n, dir_slot, node)->rel, rel);
+}
 
-	while (*s)
-		h = h * 33 ^ (unsigned char)*s++;
-	return h % NBUCKETS;
+static dir_slot *slot_of(tf_lru_node *n)
+{
+	return n ? TF_LRU_ENTRY(n, dir_slot, node) : NULL;
 }
 
 tf_status tf_catalog_new(tf_source *src, const tf_config *cfg, tf_catalog **out, tf_error *err)
@@ -85,11 +88,27 @@ tf_status tf_catalog_new(tf_source *src, const tf_config *cfg, tf_catalog **out,
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	c->src = src;
 	c->cfg = cfg;
-	c->lru.prev = c->lru.next = &c->lru;
+	if (tf_lru_new(NBUCKETS, &c->dirs, err) != TF_OK) {
+		free(c);
+		return tf_err_prefix(err, "catalog");
+	}
+	if (!(c->entries = tf_entries_new(c, src))) {
+		tf_lru_free(c->dirs);
+		free(c);
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	}
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->walked, NULL);
 	*out = c;
 	return TF_OK;
+}
+
+static void slot_free(dir_slot *d);
+
+static void free_node(tf_lru_node *n, void *ctx)
+{
+	(void)ctx;
+	slot_free(slot_of(n));
 }
 
 static void slot_free(dir_slot *d)
@@ -106,88 +125,101 @@ void tf_catalog_free(tf_catalog *c)
 {
 	if (!c)
 		return;
-	for (size_t b = 0; b < NBUCKETS; b++)
-		for (dir_slot *d = c->buckets[b], *next; d; d = next) {
-			next = d->hnext;
-			slot_free(d);
-		}
+	tf_lru_clear(c->dirs, free_node, NULL);
+	tf_lru_free(c->dirs);
+	tf_entries_free(c->entries);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->walked);
 	free(c);
 }
 
+/* ---- for the entries (src/entries/) ---------------------------------------------------------- */
+
+tf_entries *tf_catalog_entries(tf_catalog *c) { return c->entries; }
+tf_source *tf_catalog_source(tf_catalog *c) { return c->src; }
+const tf_settings *tf_catalog_settings(tf_catalog *c) { return tf_config_settings(atomic_load(&c->cfg)); }
+
+unsigned tf_catalog_gen(tf_catalog *c)
+{
+	unsigned gen;
+
+	pthread_mutex_lock(&c->lock);
+	gen = c->gen;
+	pthread_mutex_unlock(&c->lock);
+	return gen;
+}
+
+void tf_catalog_set_cache(tf_catalog *c, tf_cache *cache, size_t index_budget)
+{
+	tf_entries *s = c->entries;
+
+	pthread_mutex_lock(&s->lock);
+	s->cache = cache;
+	s->index_budget = index_budget;	/* held from the next let-go on */
+	pthread_mutex_unlock(&s->lock);
+}
+
+void tf_catalog_entry_stats(tf_catalog *c, tf_entry_stats *out)
+{
+	tf_entries *s = c->entries;
+
+	pthread_mutex_lock(&s->lock);
+	*out = (tf_entry_stats){ tf_lru_count(s->lru), tf_lru_length(s->lru, 0), s->index_bytes, s->open_files };
+	pthread_mutex_unlock(&s->lock);
+}
+
 void tf_catalog_drop_views(tf_catalog *c)
 {
 	pthread_mutex_lock(&c->lock);
-	for (size_t b = 0; b < NBUCKETS; b++)
-		for (dir_slot *d = c->buckets[b]; d; d = d->hnext) {
-			tf_views_unref(d->views);
-			d->views = NULL;
-		}
+	for (dir_slot *d = slot_of(tf_lru_oldest(c->dirs, ARRAYS)); d; d = slot_of(tf_lru_newer(c->dirs, &d->node))) {
+		tf_views_unref(d->views);	/* only arrays have views */
+		d->views = NULL;
+	}
 	pthread_mutex_unlock(&c->lock);
 }
 
 size_t tf_catalog_arrays(tf_catalog *c)
 {
-	return tf_locked_size(&c->lock, &c->narrays);
+	size_t n;
+
+	pthread_mutex_lock(&c->lock);
+	n = tf_lru_length(c->dirs, ARRAYS);
+	pthread_mutex_unlock(&c->lock);
+	return n;
 }
 
 /* ---- the directory table (lock held) ------------------------------------------------------ */
 
 static dir_slot *find(tf_catalog *c, const char *rel)
 {
-	dir_slot *d = c->buckets[hash(rel)];
-
-	while (d && strcmp(d->rel, rel))
-		d = d->hnext;
-	return d;
+	return slot_of(tf_lru_find(c->dirs, hash(rel), same_rel, rel));
 }
 
+/* d out of the table (the caller frees it, or its last holder does). */
 static void unhash(tf_catalog *c, dir_slot *d)
 {
-	dir_slot **p = &c->buckets[hash(d->rel)];
-
-	while (*p != d)
-		p = &(*p)->hnext;
-	*p = d->hnext;
-	c->ndirs--;
-	if (d->array) {
-		d->prev->next = d->next;
-		d->next->prev = d->prev;
-		c->narrays--;
-	}
+	tf_lru_remove(c->dirs, &d->node);
 }
 
-static void lru_touch(tf_catalog *c, dir_slot *d)
-{
-	d->prev->next = d->next;
-	d->next->prev = d->prev;
-	d->prev = c->lru.prev;
-	d->next = &c->lru;
-	c->lru.prev->next = d;
-	c->lru.prev = d;
-}
-
-/* Arrays beyond the bound go, least recently used first, if idle. */
+/* Arrays beyond the bound go, least recently used first, if idle; beyond
+ * MAX_DIRS directories, every one that is no array is forgotten. */
 static void trim(tf_catalog *c)
 {
-	for (dir_slot *d = c->lru.next, *next; d != &c->lru && c->narrays > TF_CATALOG_ARRAYS; d = next) {
-		next = d->next;
-		if (!d->refs) {
-			unhash(c, d);
-			slot_free(d);
+	tf_lru_node *n, *next;
+
+	for (n = tf_lru_oldest(c->dirs, ARRAYS); n && tf_lru_length(c->dirs, ARRAYS) > TF_CATALOG_ARRAYS; n = next) {
+		next = tf_lru_newer(c->dirs, n);
+		if (!slot_of(n)->refs) {
+			unhash(c, slot_of(n));
+			slot_free(slot_of(n));
 		}
 	}
-	if (c->ndirs <= MAX_DIRS)
+	if (tf_lru_count(c->dirs) <= MAX_DIRS)
 		return;
-	for (size_t b = 0; b < NBUCKETS; b++)
-		for (dir_slot *d = c->buckets[b], *next; d; d = next) {
-			next = d->hnext;
-			if (!d->array) {
-				unhash(c, d);
-				slot_free(d);
-			}
-		}
+	while ((n = tf_lru_oldest(c->dirs, NOT_ARRAYS))) {
+		unhash(c, slot_of(n));
+		slot_free(slot_of(n));
+	}
 }
 
 /* Remember what dir is (array: a, taken over; else not one). */
@@ -205,17 +237,11 @@ static dir_slot *remember(tf_catalog *c, const char *rel, tf_array *a)
 			tf_array_free(a);
 			return NULL;
 		}
-		d->hnext = c->buckets[hash(rel)];
-		c->buckets[hash(rel)] = d;
-		c->ndirs++;
-		d->prev = d->next = d;
+		tf_lru_insert(c->dirs, &d->node, hash(rel));
 	}
-	d->checked_ns = now_ns();
-	if ((d->array = a)) {
-		d->prev = d->next = d;
-		lru_touch(c, d);
-		c->narrays++;
-	}
+	d->checked_ns = tf_now_ns();
+	d->array = a;
+	tf_lru_use(c->dirs, &d->node, a ? ARRAYS : NOT_ARRAYS);
 	return d;
 }
 
@@ -227,7 +253,7 @@ static dir_slot *hold_array(tf_catalog *c, dir_slot *d)
 {
 	if (d && d->array) {
 		d->refs++;
-		lru_touch(c, d);
+		tf_lru_use(c->dirs, &d->node, ARRAYS);
 	} else {
 		d = NULL;
 	}
@@ -257,7 +283,7 @@ again:
 		return d;
 	}
 	gen = c->gen;
-	if (d && now_ns() - d->checked_ns < NOT_ARRAY_TTL_NS)
+	if (d && tf_now_ns() - d->checked_ns < NOT_ARRAY_TTL_NS)
 		dir = NULL;	/* known not to be one */
 	pthread_mutex_unlock(&c->lock);
 	if (!dir)
@@ -286,6 +312,18 @@ static void array_release(tf_catalog *c, dir_slot *d)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* Out of the table: freed now, or by its last holder. */
+static void retire_node(tf_lru_node *n, void *ctx)
+{
+	dir_slot *d = slot_of(n);
+
+	(void)ctx;
+	if (d->refs)
+		d->retired = true;
+	else
+		slot_free(d);
+}
+
 /*
  * A reload: every path is asked again under cfg.  Arrays go out of the
  * table (their keys may have changed); those in use are freed by their
@@ -296,15 +334,7 @@ void tf_catalog_set_config(tf_catalog *c, const tf_config *cfg)
 	pthread_mutex_lock(&c->lock);
 	atomic_store(&c->cfg, cfg);
 	c->gen++;
-	for (size_t b = 0; b < NBUCKETS; b++)
-		while (c->buckets[b]) {
-			dir_slot *d = c->buckets[b];
-			unhash(c, d);
-			if (d->refs)
-				d->retired = true;
-			else
-				slot_free(d);
-		}
+	tf_lru_clear(c->dirs, retire_node, NULL);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -351,7 +381,7 @@ static tf_views *current_views(tf_catalog *c, dir_slot *d)
 	pthread_mutex_lock(&c->lock);
 	if (d->views)
 		v = tf_views_ref(d->views);
-	fresh = now_ns() - d->views_ns < NOT_ARRAY_TTL_NS;
+	fresh = tf_now_ns() - d->views_ns < NOT_ARRAY_TTL_NS;
 	pthread_mutex_unlock(&c->lock);
 	if (v && !fresh && !tf_views_current(v)) {
 		tf_views_unref(v);
@@ -359,7 +389,7 @@ static tf_views *current_views(tf_catalog *c, dir_slot *d)
 	}
 	if (v && !fresh) {
 		pthread_mutex_lock(&c->lock);
-		d->views_ns = now_ns();
+		d->views_ns = tf_now_ns();
 		pthread_mutex_unlock(&c->lock);
 	}
 	return v;
@@ -392,7 +422,8 @@ static void cool_others(tf_catalog *c)
 	size_t n = 0, warm = 0;
 
 	pthread_mutex_lock(&c->lock);
-	for (dir_slot *d = c->lru.prev; d != &c->lru && n < COOL_AT_ONCE; d = d->prev) {
+	for (dir_slot *d = slot_of(tf_lru_newest(c->dirs, ARRAYS)); d && n < COOL_AT_ONCE;
+	     d = slot_of(tf_lru_older(c->dirs, &d->node))) {
 		if (!d->array || warm++ < WARM_ARRAYS || d->cooled || !d->views)
 			continue;
 		d->cooled = true;
@@ -425,7 +456,7 @@ tf_status tf_catalog_views(tf_catalog *c, const char *dir, tf_cache *cache, tf_v
 		pthread_mutex_lock(&c->lock);
 		old = d->views;
 		d->views = tf_views_ref(v);
-		d->views_ns = now_ns();
+		d->views_ns = tf_now_ns();
 		d->whole_of = NULL;	/* old's address may come back */
 		pthread_mutex_unlock(&c->lock);
 		tf_views_unref(old);
@@ -458,7 +489,7 @@ static bool fresh(int64_t at, int64_t cost)
 {
 	int64_t ttl = 10 * cost > NOT_ARRAY_TTL_NS ? 10 * cost : NOT_ARRAY_TTL_NS;
 
-	return at && now_ns() - at < ttl;
+	return at && tf_now_ns() - at < ttl;
 }
 
 /* TileDB's own files at an array's root (legacy schema, commit markers and
@@ -511,13 +542,13 @@ static void base_perm(tf_catalog *c, dir_slot *d, tf_perm *out)
 		return;
 	}
 	pthread_mutex_unlock(&c->lock);
-	t0 = now_ns();
+	t0 = tf_now_ns();
 	add_base(c, d->rel, &b);
 	tf_perm_copy(out, &b);
 	pthread_mutex_lock(&c->lock);
 	tf_perm_clear(&d->base);
 	d->base = b;
-	d->base_ns = now_ns();
+	d->base_ns = tf_now_ns();
 	d->base_cost = d->base_ns - t0;
 	pthread_mutex_unlock(&c->lock);
 }
@@ -592,7 +623,7 @@ static void whole_perm(tf_catalog *c, dir_slot *d, tf_views *v, tf_perm *out)
 	}
 	d->walking = true;
 	pthread_mutex_unlock(&c->lock);
-	t0 = now_ns();
+	t0 = tf_now_ns();
 	walk_whole(c, d, v, &w);
 	tf_perm_copy(out, &w);
 	pthread_mutex_lock(&c->lock);
@@ -600,7 +631,7 @@ static void whole_perm(tf_catalog *c, dir_slot *d, tf_views *v, tf_perm *out)
 		tf_perm_clear(&d->whole);
 		d->whole = w;
 		d->whole_of = v;
-		d->whole_ns = now_ns();
+		d->whole_ns = tf_now_ns();
 		d->whole_cost = d->whole_ns - t0;
 	} else {
 		tf_perm_clear(&w);

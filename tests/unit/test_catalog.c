@@ -5,7 +5,9 @@
  * wrote (tests/data/corpus), a source changing under it (TF_E_STALE for
  * the old version, the new bytes for the new one), reloads (arrays in use
  * live on for their holders), the bound on arrays kept, views, and many
- * threads looking up, opening and reloading at once.
+ * threads looking up, opening and reloading at once; and its entries and
+ * readers (tf_entry.h), one interface for every kind, as a driver uses
+ * them.
  *
  * Each test copies the corpus arrays it uses into a fresh directory, the
  * source, which it may then change.
@@ -27,6 +29,7 @@
 
 #include "cache/tf_cache.h"
 #include "tf_catalog.h"
+#include "tf_entry.h"
 #include "config/tf_config.h"
 #include "cache/tf_index.h"
 #include "sources/tf_perm.h"
@@ -109,6 +112,7 @@ static void setup(void)
 	ck_assert_msg(tf_source_local(root, &src, &err) == TF_OK, "%s", err.msg);
 	ck_assert_msg(tf_cache_new(16u << 20, 1, &cache, &err) == TF_OK, "%s", err.msg);
 	ck_assert_msg(tf_catalog_new(src, config_of("[tilefs]\n" RULES), &cat, &err) == TF_OK, "%s", err.msg);
+	tf_catalog_set_cache(cat, cache, 64u << 20);	/* entries read through it */
 }
 
 static void teardown(void)
@@ -947,6 +951,298 @@ START_TEST(test_reload_race)
 }
 END_TEST
 
+/* ---- entries and readers (tf_entry.h) ------------------------------------------------------- */
+
+/* The entry of path rel, looked up from the root name by name (referenced). */
+static tf_entry *entry_at(const char *rel)
+{
+	char buf[PATH_MAX], *save, *part;
+	tf_entry *e, *next;
+	tf_error err;
+
+	ck_assert_int_eq(tf_entry_root(cat, &e, &err), TF_OK);
+	FMT(buf, "%s", rel);
+	for (part = strtok_r(buf, "/", &save); part; part = strtok_r(NULL, "/", &save)) {
+		ck_assert_msg(tf_entry_lookup(e, part, NULL, &next, &err) == TF_OK, "%s: %s", part, err.msg);
+		ck_assert_msg(err.code == TF_OK, "%s: %s", part, err.msg);
+		tf_entry_unref(e);
+		e = next;
+	}
+	return e;
+}
+
+/* Entry e's bytes through a reader, read in pieces of `step` (malloc'd). */
+static uint8_t *entry_bytes(tf_entry *e, size_t step, size_t *n)
+{
+	tf_pin_scratch *sc = tf_pin_scratch_new();
+	size_t cap = 1 << 16, got = 0;
+	uint8_t *p = malloc(cap);
+	tf_entry_reader *r;
+	tf_open_how how;
+	tf_error err;
+
+	ck_assert_ptr_nonnull(sc);
+	ck_assert_msg(tf_entry_open(e, sc, NULL, 0, &r, &how, &err) == TF_OK, "%s", err.msg);
+	for (;;) {
+		const tf_slices *s;
+		size_t before = got;
+
+		ck_assert_msg(tf_reader_pin(r, sc, got, step, NULL, &s, &err) == TF_OK, "%s", err.msg);
+		for (size_t i = 0; i < s->n; i++) {
+			while (got + s->v[i].n > cap)
+				ck_assert_ptr_nonnull(p = realloc(p, cap *= 2));
+			memcpy(p + got, s->v[i].p, s->v[i].n);
+			got += s->v[i].n;
+		}
+		ck_assert_uint_eq(got - before, s->bytes);
+		tf_reader_unpin(sc, true);
+		if (got == before)
+			break;
+	}
+	tf_reader_close(r);
+	tf_pin_scratch_free(sc);
+	*n = got;
+	return p;
+}
+
+typedef struct names {
+	char list[1024];
+	size_t len;
+	bool full;
+} names;
+
+static int add_name(void *ctx, const char *name, const tf_stat *st, bool full)
+{
+	names *l = ctx;
+
+	(void)st;
+	l->len += (size_t)snprintf(l->list + l->len, sizeof(l->list) - l->len, "%s ", name);
+	l->full = full;
+	return 0;
+}
+
+/* Every kind of file behind one interface: what it shows, its listing,
+ * its attributes, its bytes through a reader (against TileDB's). */
+START_TEST(test_entry_kinds)
+{
+	size_t n, gn;
+	uint8_t *want = expected("gzip_level1", "unfiltered/f0/a0.tdb.bin", &n), *got;
+	tf_entry *top, *e, *e2, *x;
+	tf_shown a;
+	tf_error err;
+	names l = { 0 };
+	char buf[64], *v;
+
+	ck_assert_int_eq(tf_entry_root(cat, &top, &err), TF_OK);
+	ck_assert_str_eq(tf_entry_rel(top), ".");
+	ck_assert_str_eq(tf_entry_what(top), "directory");
+	tf_entry_attr(top, &a);
+	ck_assert_int_eq(a.st.kind, TF_ENT_DIR);
+	ck_assert_uint_eq(a.st.mode & 0222, 0);	/* read-only */
+	ck_assert_int_eq(tf_entry_list(top, true, add_name, &l, &err), TF_OK);
+	ck_assert_ptr_nonnull(strstr(l.list, "plain.txt "));
+	ck_assert_ptr_nonnull(strstr(l.list, "loose "));
+	ck_assert(l.full);
+	/* A rule's file: decoded, sized and read as TileDB's bytes, whatever
+	 * the pieces a reader asks for. */
+	e = entry_at("loose/a.tdb");
+	ck_assert_str_eq(tf_entry_what(e), "decoded");
+	tf_entry_attr(e, &a);
+	ck_assert_uint_eq(a.st.v.size, n);
+	ck_assert(!a.unsized);
+	got = entry_bytes(e, 1000, &gn);
+	ck_assert_uint_eq(gn, n);
+	ck_assert(!memcmp(got, want, n));
+	free(got);
+	ck_assert_ptr_nonnull(v = tf_entry_getxattr(e, "user.tilefs.datatype"));
+	ck_assert_str_eq(v, "int32");
+	free(v);
+	ck_assert_ptr_null(tf_entry_getxattr(e, "user.tilefs.nothing"));
+	ck_assert_uint_gt(tf_entry_listxattr(e, buf, sizeof(buf)), 0);
+	ck_assert(!tf_entry_allows(e, &(tf_caller){ 4242, 4242, NULL, NULL }) ==
+		  !(a.st.mode & 0004));
+	/* The same name showing the same thing: the same entry. */
+	e2 = entry_at("loose/a.tdb");
+	ck_assert_ptr_eq(e2, e);
+	tf_entry_unref(e2);
+	/* An array's file: decoded too. */
+	x = entry_at(frag_file("arr", "a0.tdb"));
+	ck_assert_str_eq(tf_entry_what(x), "decoded");
+	got = entry_bytes(x, 1 << 20, &gn);
+	ck_assert_uint_eq(gn, n);
+	ck_assert(!memcmp(got, want, n));
+	free(got);
+	tf_entry_unref(x);
+	/* As stored. */
+	x = entry_at("plain.txt");
+	ck_assert_str_eq(tf_entry_what(x), "stored");
+	got = entry_bytes(x, 2, &gn);
+	ck_assert_uint_eq(gn, 6);
+	ck_assert(!memcmp(got, "hello\n", 6));
+	free(got);
+	ck_assert_ptr_null(tf_entry_getxattr(x, "user.tilefs.pipeline"));
+	ck_assert_uint_eq(tf_entry_listxattr(x, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(tf_entry_readlink(x, buf, sizeof(buf), &err), TF_E_INVAL);
+	ck_assert_int_eq(tf_entry_lookup(x, "y", NULL, &e2, &err), TF_E_NOTFOUND);	/* not a directory */
+	tf_entry_unref(x);
+	/* A symlink, shown as what it is. */
+	sh("ln -s plain.txt '%s/link'", root);
+	x = entry_at("link");
+	tf_entry_attr(x, &a);
+	ck_assert_int_eq(a.st.kind, TF_ENT_LNK);
+	ck_assert_int_eq(tf_entry_readlink(x, buf, sizeof(buf), &err), TF_OK);
+	ck_assert_str_eq(buf, "plain.txt");
+	tf_entry_unref(x);
+	/* No such name; a directory is no file. */
+	ck_assert_int_eq(tf_entry_lookup(top, "missing", NULL, &x, &err), TF_E_NOTFOUND);
+	ck_assert_ptr_null(x);
+	{
+		tf_entry_reader *r;
+		tf_open_how how;
+
+		ck_assert_int_eq(tf_entry_open(top, NULL, NULL, 0, &r, &how, &err), TF_E_INVAL);
+	}
+	tf_entry_unref(e);
+	tf_entry_unref(top);
+	free(want);
+}
+END_TEST
+
+/* A reader keeps the version its entry shows: the source rewritten, the
+ * next lookup is a new entry with the new bytes, the old entry's next
+ * open is TF_E_STALE, and a reader opened before reads the old bytes or
+ * fails, never a mix.  Plaintext is the mounter's alone. */
+START_TEST(test_entry_versions)
+{
+	size_t n, gn;
+	uint8_t *want = expected("gzip_level1", "unfiltered/f0/a0.tdb.bin", &n), *got;
+	tf_pin_scratch *sc = tf_pin_scratch_new();
+	tf_entry *e, *e2, *k;
+	tf_entry_reader *r, *r2;
+	tf_open_how how;
+	tf_error err;
+	tf_shown a;
+
+	e = entry_at("loose/a.tdb");
+	ck_assert_int_eq(tf_entry_open(e, sc, NULL, 0, &r, &how, &err), TF_OK);
+	ck_assert(!how.direct);
+	ck_assert_int_eq(tf_entry_open(e, sc, NULL, TF_OPEN_DIRECT, &r2, &how, &err), TF_OK);
+	ck_assert(how.direct);
+	tf_reader_close(r2);
+	/* Replaced by its first tile alone: 1,024 decoded bytes. */
+	sh("head -c 328 '%s/loose/a.tdb' > '%s/loose/new' && mv '%s/loose/new' '%s/loose/a.tdb'", root, root, root,
+	   root);
+	e2 = entry_at("loose/a.tdb");
+	ck_assert_ptr_ne(e2, e);
+	tf_entry_attr(e2, &a);
+	ck_assert_uint_eq(a.st.v.size, 1024);
+	got = entry_bytes(e2, 4096, &gn);
+	ck_assert_uint_eq(gn, 1024);
+	ck_assert(!memcmp(got, want, 1024));
+	free(got);
+	ck_assert_int_eq(tf_entry_open(e, sc, NULL, 0, &r2, &how, &err), TF_E_STALE);
+	{
+		const tf_slices *s;
+		tf_status rc = tf_reader_pin(r, sc, 2048, 1024, NULL, &s, &err);
+
+		/* The old file is gone: an error, or its bytes (a descriptor
+		 * kept), never the new file's. */
+		ck_assert(rc != TF_OK || (s->bytes == 1024 && !memcmp(s->v[0].p, want + 2048, s->v[0].n)));
+		tf_reader_unpin(sc, false);
+	}
+	tf_reader_close(r);
+	tf_entry_unref(e);
+	tf_entry_unref(e2);
+	/* Plaintext of an encrypted array: shown 0400, the mounter's; a user
+	 * who is neither the mounter nor root is refused, root is not. */
+	k = entry_at(frag_file("enc", "a1.tdb"));
+	tf_entry_attr(k, &a);
+	ck_assert_uint_eq(a.st.mode, 0400);
+	ck_assert_uint_eq(a.st.uid, geteuid());
+	ck_assert(!tf_entry_allows(k, &(tf_caller){ geteuid() + 1, 4242, NULL, NULL }));
+	ck_assert(tf_entry_allows(k, &(tf_caller){ 0, 0, NULL, NULL }));
+	ck_assert(tf_entry_allows(k, &(tf_caller){ geteuid(), getegid(), NULL, NULL }));
+	tf_entry_unref(k);
+	/* One thread's scratch serves every kind in turn: bytes copied (a
+	 * file as stored), then bytes pinned in the cache (a decoded file). */
+	{
+		const char *rels[] = { "plain.txt", "loose/a.tdb", "plain.txt", "loose/a.tdb" };
+		const tf_slices *s;
+
+		for (size_t i = 0; i < 4; i++) {
+			k = entry_at(rels[i]);
+			ck_assert_int_eq(tf_entry_open(k, sc, NULL, 0, &r, &how, &err), TF_OK);
+			ck_assert_int_eq(tf_reader_pin(r, sc, 0, 1 << 20, NULL, &s, &err), TF_OK);
+			ck_assert_uint_eq(s->bytes, i % 2 ? 1024 : 6);
+			ck_assert_uint_eq(s->v[0].p[0], i % 2 ? want[0] : 'h');
+			tf_reader_unpin(sc, true);
+			tf_reader_close(r);
+			tf_entry_unref(k);
+		}
+	}
+	tf_pin_scratch_free(sc);
+	free(want);
+}
+END_TEST
+
+/* Views as entries: the folder (views = yes), its listing, a view's bytes
+ * through a reader, a CSV sized by its first open. */
+START_TEST(test_entry_views)
+{
+	size_t n, gn;
+	uint8_t *want = expected("gzip_level1", "w0/i32.bin", &n), *got;
+	tf_pin_scratch *sc = tf_pin_scratch_new();
+	tf_entry *arr, *vd, *x;
+	tf_entry_reader *r;
+	tf_open_how how;
+	tf_error err;
+	tf_shown a;
+	names l = { 0 };
+	char *v;
+
+	arr = entry_at("arr");
+	ck_assert_int_eq(tf_entry_lookup(arr, TF_VIEWS_DIR, NULL, &x, &err), TF_E_NOTFOUND);	/* views off */
+	tf_catalog_set_config(cat, config_of("[tilefs]\nviews = yes\n" RULES));
+	ck_assert_int_eq(tf_entry_list(arr, false, add_name, &l, &err), TF_OK);
+	ck_assert_ptr_nonnull(strstr(l.list, TF_VIEWS_DIR " "));
+	ck_assert_int_eq(tf_entry_lookup(arr, TF_VIEWS_DIR, NULL, &vd, &err), TF_OK);
+	ck_assert_str_eq(tf_entry_what(vd), "view");
+	tf_entry_attr(vd, &a);
+	ck_assert_int_eq(a.st.kind, TF_ENT_DIR);
+	l = (names){ 0 };
+	ck_assert_int_eq(tf_entry_list(vd, true, add_name, &l, &err), TF_OK);
+	ck_assert_ptr_nonnull(strstr(l.list, "i32.raw "));
+	ck_assert(!l.full);	/* nothing decoded to list views: kinds alone */
+	ck_assert_int_eq(tf_entry_lookup(vd, "i32.raw", NULL, &x, &err), TF_OK);
+	got = entry_bytes(x, 1000, &gn);
+	ck_assert_uint_eq(gn, n);
+	ck_assert(!memcmp(got, want, n));
+	free(got);
+	ck_assert_ptr_nonnull(v = tf_entry_getxattr(x, "user.tilefs.dtype"));
+	free(v);
+	tf_entry_unref(x);
+	ck_assert_int_eq(tf_entry_lookup(vd, "cells.csv", NULL, &x, &err), TF_OK);
+	tf_entry_attr(x, &a);
+	ck_assert(a.unsized);
+	ck_assert_int_eq(tf_entry_open(x, sc, NULL, 0, &r, &how, &err), TF_OK);
+	ck_assert(how.resized);
+	ck_assert(!how.direct);
+	tf_reader_close(r);
+	tf_entry_attr(x, &a);
+	ck_assert(!a.unsized);
+	ck_assert_uint_gt(a.st.v.size, 0);
+	got = entry_bytes(x, 333, &gn);
+	ck_assert_uint_eq(gn, a.st.v.size);
+	free(got);
+	tf_entry_unref(x);
+	ck_assert_int_eq(tf_entry_lookup(vd, "nothing.raw", NULL, &x, &err), TF_E_NOTFOUND);
+	tf_entry_unref(vd);
+	tf_entry_unref(arr);
+	tf_pin_scratch_free(sc);
+	free(want);
+}
+END_TEST
+
 static Suite *catalog_suite(void)
 {
 	Suite *s = suite_create("catalog");
@@ -971,6 +1267,9 @@ static Suite *catalog_suite(void)
 	tcase_add_test(tc, test_index_store);
 	tcase_add_test(tc, test_threads);
 	tcase_add_test(tc, test_reload_race);
+	tcase_add_test(tc, test_entry_kinds);
+	tcase_add_test(tc, test_entry_versions);
+	tcase_add_test(tc, test_entry_views);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -5,8 +5,9 @@
  * Lookups (the same node for the same name and version, a new one when
  * the source or the configuration changed, the errors they give), the
  * kernel's lookup counts and requests' pins freeing a node exactly when
- * both are gone, attributes, the index budget, failed indexes retried
- * after their delay, view nodes, and many threads at once.
+ * both are gone, attributes, and, through each node's entry and its
+ * reader (tf_entry.h) as ll.c uses them: the index budget, failed indexes
+ * retried after their delay, view nodes, and many threads at once.
  */
 #include "tf_test.h"
 
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include "tilefs.h"
+#include "entries/entry_int.h"	/* tf_entry_set_error */
 #include "views/tf_view.h"
 
 #ifndef TF_TEST_DATA
@@ -47,6 +49,8 @@ static tilefs fs;
 static tf_config *configs[MAX_CONFIGS];
 static size_t nconfigs;
 static fs_node *top;	/* the root's node */
+static tf_pin_scratch *scratch;	/* the test thread's */
+static tf_settings settings;	/* fs.settings, with the index budget set */
 
 /* ---- the fixture -------------------------------------------------------------------------- */
 
@@ -115,7 +119,11 @@ static void setup_with(const char *conf, size_t index_budget)
 	ck_assert_msg(tf_source_local(root, &fs.src, &err) == TF_OK, "%s", err.msg);
 	ck_assert_msg(tf_cache_new(16u << 20, 1, &fs.cache, &err) == TF_OK, "%s", err.msg);
 	ck_assert_msg(tf_catalog_new(fs.src, cfg, &fs.catalog, &err) == TF_OK, "%s", err.msg);
-	ck_assert_int_eq(fs_nodes_init(&fs.nodes, index_budget, fs.catalog), 0);
+	settings = *tf_config_settings(cfg);
+	settings.index_budget = index_budget;
+	atomic_store(&fs.settings, &settings);
+	ck_assert_int_eq(fs_nodes_init(&fs), 0);
+	ck_assert_ptr_nonnull(scratch = tf_pin_scratch_new());
 	top = lookup(NULL, ".", &st);
 	ck_assert_uint_eq(fs_node_ino(top), FUSE_ROOT_ID);
 	ck_assert(S_ISDIR(st.st_mode));
@@ -133,6 +141,7 @@ static void setup_views(void)
 
 static void teardown(void)
 {
+	tf_pin_scratch_free(scratch);
 	fs_nodes_destroy(&fs.nodes);
 	tf_catalog_drop_views(fs.catalog);
 	tf_cache_free(fs.cache);
@@ -219,30 +228,84 @@ static uint8_t *expected(const char *case_name, const char *what, size_t *n)
 	return tf_test_read_file(path, n);
 }
 
-/* Open n's index as ll_open does, read it whole, compare with want[0..len). */
+static tf_entry *E(fs_node *n)
+{
+	return fs_node_entry(n);
+}
+
+static bool is_decoded(fs_node *n)
+{
+	return !strcmp(tf_entry_what(E(n)), "decoded");
+}
+
+static bool is_view(fs_node *n)
+{
+	return !strcmp(tf_entry_what(E(n)), "view");
+}
+
+/* Open n's entry as ll_open does: 0 or the errno ll_open answers. */
+static int open_rc(fs_node *n, tf_entry_reader **r, tf_open_how *how)
+{
+	tf_open_how h;
+	tf_error err;
+
+	return fs_errno(tf_entry_open(E(n), scratch, NULL, 0, r, how ? how : &h, &err));
+}
+
+/* Bytes [off, off+len) of reader r into dst (as ll_read pins them); how many. */
+static size_t read_at(tf_entry_reader *r, tf_pin_scratch *sc, uint64_t off, size_t len, uint8_t *dst)
+{
+	const tf_slices *s;
+	tf_error err;
+	size_t got = 0;
+
+	ck_assert_msg(tf_reader_pin(r, sc, off, len, NULL, &s, &err) == TF_OK, "%s", err.msg);
+	for (size_t i = 0; i < s->n; i++) {
+		memcpy(dst + got, s->v[i].p, s->v[i].n);
+		got += s->v[i].n;
+	}
+	ck_assert_uint_eq(got, s->bytes);
+	tf_reader_unpin(sc, true);
+	return got;
+}
+
+/* Open n as ll_open does, read it whole as ll_read does, compare with want[0..len). */
 static void check_bytes(fs_node *n, const uint8_t *want, size_t len)
 {
-	tf_workspace *ws = tf_workspace_new();
 	uint8_t *got = malloc(len + 1);
-	tf_handle *h;
-	tf_file *f;
-	tf_error err;
-	size_t gn;
+	tf_entry_reader *r;
 	int rc;
 
 	ck_assert_ptr_nonnull(got);
-	rc = fs_node_open_index(&fs, n, &f);
+	rc = open_rc(n, &r, NULL);
 	ck_assert_msg(rc == 0, "%s: %d", fs_node_rel(n), rc);
-	ck_assert_uint_eq(tf_file_size(f), len);
-	ck_assert_msg(tf_handle_open(f, &h, &err) == TF_OK, "%s", err.msg);
-	ck_assert_msg(tf_handle_read(h, fs.cache, ws, 0, len + 1, got, &gn, &err) == TF_OK, "%s", err.msg);
-	ck_assert_uint_eq(gn, len);
+	ck_assert_uint_eq(read_at(r, scratch, 0, len + 1, got), len);
 	ck_assert_msg(!memcmp(got, want, len), "%s: bytes differ", fs_node_rel(n));
-	tf_handle_close(h);
-	tf_file_unref(f);
-	fs_node_closed(&fs, n);
-	tf_workspace_free(ws);
+	tf_reader_close(r);
 	free(got);
+}
+
+/* Whether a user who is neither root, the mounter nor any file's owner
+ * (nor in their groups) may open n. */
+static bool stranger_may(fs_node *n)
+{
+	tf_caller who = { 4242, 4242, NULL, NULL };
+
+	return tf_entry_allows(E(n), &who);
+}
+
+static char *xattr(fs_node *n, const char *name)
+{
+	char full[64];
+
+	FMT(full, "user.tilefs.%s", name);
+	return tf_entry_getxattr(E(n), full);
+}
+
+/* The index budget from now on (taken at the next let-go). */
+static void budget(size_t bytes)
+{
+	tf_catalog_set_cache(fs.catalog, fs.cache, bytes);
 }
 
 /* ---- lookups ---------------------------------------------------------------------------------- */
@@ -259,9 +322,9 @@ START_TEST(test_lookup_same_node)
 	ck_assert_uint_ne(fs_node_ino(loose), FUSE_ROOT_ID);
 	a = lookup(loose, "a.tdb", &st);
 	ck_assert_str_eq(fs_node_rel(a), "loose/a.tdb");
-	ck_assert(fs_node_is_decoded(a));
+	ck_assert(is_decoded(a));
 	ck_assert(!fs_node_is_dir(a));
-	ck_assert_ptr_null(fs_node_views(a));
+	ck_assert(!is_view(a));
 	ck_assert_int_eq(st.st_size, 4096);	/* decoded, not stored */
 	/* The same name, the same version: the same node. */
 	a2 = lookup(loose, "a.tdb", &st2);
@@ -270,12 +333,12 @@ START_TEST(test_lookup_same_node)
 	ck_assert(lookup(top, "loose", &st2) == loose);
 	/* Shown as stored. */
 	p = lookup(top, "plain.txt", &st);
-	ck_assert(!fs_node_is_decoded(p));
+	ck_assert(!is_decoded(p));
 	ck_assert_int_eq(st.st_size, 5);
 	ck_assert_uint_ne(fs_node_ino(p), fs_node_ino(a));
 	/* An array's file, through its directories. */
 	p = walk(frag_file("arr", "a0.tdb"), &st);
-	ck_assert(fs_node_is_decoded(p));
+	ck_assert(is_decoded(p));
 	ck_assert_int_eq(st.st_size, (off_t)n);
 	check_bytes(p, want, n);
 	check_bytes(a, want, n);
@@ -287,7 +350,10 @@ START_TEST(test_lookup_same_node)
 		ck_assert_int_eq(tf_source_stat(fs.src, "loose/a.tdb", &known, NULL), TF_OK);
 		ck_assert_int_eq(fs_node_lookup(&fs, loose, "a.tdb", &known, &k, &st), 0);
 		ck_assert_ptr_eq(k, a);
-		ck_assert(tf_version_equal(fs_node_version(k), &known.v));
+		tf_version v;
+
+		tf_entry_version(E(k), &v);
+		ck_assert(tf_version_equal(&v, &known.v));
 	}
 	free(want);
 }
@@ -308,7 +374,7 @@ START_TEST(test_lookup_errors)
 	ck_assert_int_eq(lookup_rc(sub, name, &n, &st), NODE_ERR(ENAMETOOLONG));
 	/* A name past NAME_MAX (the kernel refuses those before asking): the
 	 * source's stat fails with ENAMETOOLONG, which the node table's errno
-	 * map (fs_errno, through lookup_errno) does not know: EIO, logged as
+	 * map (fs_errno, after the entries' stat_name) does not know: EIO, logged as
 	 * a source failure. */
 	name[NAME_MAX + 1] = '\0';
 	ck_assert_int_eq(lookup_rc(sub, name, &n, &st), NODE_ERR(EIO));
@@ -328,7 +394,7 @@ START_TEST(test_lookup_errors)
 	reload(config_of("[tilefs]\n" RULES));
 	n = lookup(top, "fifo", &st);
 	ck_assert(S_ISFIFO(st.st_mode));
-	ck_assert(!fs_node_is_decoded(n));
+	ck_assert(!is_decoded(n));
 	if (geteuid() == 0) {
 		ck_assert_int_eq(mknod(strcat(strcpy(name, root), "/null"), S_IFCHR | 0666, makedev(1, 3)), 0);
 		ck_assert_int_eq(lookup_rc(top, "null", &n, &st), NODE_ERR(ENOENT));
@@ -367,17 +433,19 @@ START_TEST(test_forget_and_pins)
 	ck_assert(alive(ino));
 	fs_node_put(&fs, g);
 	ck_assert(!alive(ino));
-	/* An open handle too. */
+	/* An open handle too (ll_open: the request's pin passes to it, with
+	 * the entry's reader). */
 	a = lookup(loose, "a.tdb", &st);
 	ino = fs_node_ino(a);
 	{
-		tf_file *f;
+		tf_entry_reader *r;
 
-		ck_assert_int_eq(fs_node_open_index(&fs, a, &f), 0);
+		ck_assert_ptr_eq(fs_node_get(&fs, ino), a);
+		ck_assert_int_eq(open_rc(a, &r, NULL), 0);
 		fs_node_forget(&fs, ino, 1);
 		ck_assert(alive(ino));
-		fs_node_closed(&fs, a);
-		tf_file_unref(f);
+		tf_reader_close(r);
+		fs_node_put(&fs, a);
 	}
 	ck_assert(!alive(ino));
 	/* The root stays, however often it is forgotten; unknown numbers are
@@ -403,9 +471,7 @@ START_TEST(test_changed_source)
 	uint8_t *want = expected("gzip_level1", "unfiltered/f0/a0.tdb.bin", &n);
 	fs_node *loose = lookup(top, "loose", &st), *a1, *a2;
 	fuse_ino_t ino1;
-	tf_file *f;
-	tf_handle *h;
-	tf_error err;
+	tf_entry_reader *r;
 
 	a1 = lookup(loose, "a.tdb", &st);
 	check_bytes(a1, want, n);
@@ -420,10 +486,7 @@ START_TEST(test_changed_source)
 	ck_assert_ptr_eq(lookup(loose, "a.tdb", &st), a2);	/* the current one now */
 	/* The old node: its index kept, the stored file no longer its version. */
 	ck_assert(alive(fs_node_ino(a1)));
-	ck_assert_int_eq(fs_node_open_index(&fs, a1, &f), 0);
-	ck_assert_int_eq(tf_handle_open(f, &h, &err), TF_E_STALE);
-	fs_node_closed(&fs, a1);
-	tf_file_unref(f);
+	ck_assert_int_eq(open_rc(a1, &r, NULL), NODE_ERR(ESTALE));
 	ino1 = fs_node_ino(a1);
 	fs_node_forget(&fs, ino1, 1);
 	ck_assert(!alive(ino1));
@@ -444,7 +507,12 @@ START_TEST(test_known_stale)
 	sh("head -c 328 '%s/loose/b.tdb' > '%s/loose/new' && mv '%s/loose/new' '%s/loose/b.tdb'", root, root, root,
 	   root);
 	ck_assert_int_eq(fs_node_lookup(&fs, loose, "b.tdb", &known, &a, &st), 0);
-	ck_assert(!tf_version_equal(fs_node_version(a), &known.v));
+	{
+		tf_version v;
+
+		tf_entry_version(E(a), &v);
+		ck_assert(!tf_version_equal(&v, &known.v));
+	}
 	ck_assert_int_eq(st.st_size, 1024);
 	ck_assert_ptr_eq(lookup(loose, "b.tdb", &st), a);
 	/* The root looked up again is the root. */
@@ -457,14 +525,14 @@ START_TEST(test_changed_source_unindexed)
 {
 	struct stat st;
 	fs_node *loose = lookup(top, "loose", &st), *a;
-	tf_file *f;
+	tf_entry_reader *r;
 
-	fs.nodes.index_budget = 0;	/* every idle index goes */
+	budget(0);	/* every idle index goes */
 	a = lookup(loose, "a.tdb", &st);
 	sh("cp '%s/loose/a.tdb' '%s/loose/new' && mv '%s/loose/new' '%s/loose/a.tdb'", root, root, root, root);
-	ck_assert_int_eq(fs_node_open_index(&fs, a, &f), NODE_ERR(ESTALE));
+	ck_assert_int_eq(open_rc(a, &r, NULL), NODE_ERR(ESTALE));
 	/* Remembered for the retry delay: not even stat'ed again. */
-	ck_assert_int_eq(fs_node_open_index(&fs, a, &f), NODE_ERR(ESTALE));
+	ck_assert_int_eq(open_rc(a, &r, NULL), NODE_ERR(ESTALE));
 	ck_assert_ptr_ne(lookup(loose, "a.tdb", &st), a);
 }
 END_TEST
@@ -485,7 +553,7 @@ START_TEST(test_dirs_links_kinds)
 	l = lookup(top, "link", &st);
 	ck_assert(S_ISLNK(st.st_mode));
 	ck_assert_int_eq(st.st_size, 9);
-	ck_assert(!fs_node_is_decoded(l));
+	ck_assert(!is_decoded(l));
 	ck_assert_ptr_eq(lookup(top, "link", &st), l);
 	sh("rm '%s/link' && ln -s loose '%s/link'", root, root);
 	ck_assert_ptr_ne(lookup(top, "link", &st), l);
@@ -586,21 +654,17 @@ START_TEST(test_attr)
 	ck_assert_uint_eq(st.st_uid, geteuid());
 	ck_assert_uint_eq(st.st_gid, getegid());
 	{
-		tf_perm pm = TF_PERM_INIT;
-		bool keyed = false;
+		char *v;
 
-		tf_facts fx;
-
-		ck_assert(fs_node_access(&fs, e, &pm, &keyed));
-		ck_assert(keyed);
-		/* The facts say it too (fs_node_facts: copies of the node's). */
-		fs_node_facts(&fs, e, &fx);
-		ck_assert_str_eq(fx.field, "i32");	/* a1.tdb */
-		ck_assert(fx.keyed);
-		tf_facts_clear(&fx);
-		ck_assert(!fs_node_access(&fs, a, &pm, &keyed));
-		ck_assert(!keyed);
-		tf_perm_clear(&pm);
+		/* Asked again at open: the mounter's alone, whatever the modes
+		 * (others may read the ciphertext). */
+		ck_assert(!stranger_may(e));
+		ck_assert_ptr_nonnull(v = xattr(e, "field"));
+		ck_assert_msg(!strncmp(v, "i32 (", 5), "%s", v);	/* a1.tdb */
+		free(v);
+		/* A file as readable as its modes say: nothing to ask again. */
+		sh("chmod 0644 '%s/loose/a.tdb'", root);
+		ck_assert(stranger_may(a));
 	}
 	/* The type bits of each kind. */
 	ck_assert_uint_eq(fs_mode_type(TF_ENT_REG), S_IFREG);
@@ -620,9 +684,6 @@ START_TEST(test_dep)
 	size_t n;
 	uint8_t *want = expected("str_rle", "unfiltered/f0/a0.tdb.bin", &n);
 	fs_node *o1, *o2;
-	tf_perm pm = TF_PERM_INIT;
-	bool keyed;
-
 	FMT(off_rel, "%s", frag_file("str", "a0.tdb"));
 	FMT(var_rel, "%s", frag_file("str", "a0_var.tdb"));
 	sh("chmod 0644 '%s/%s' && chmod 0640 '%s/%s'", root, off_rel, root, var_rel);
@@ -632,9 +693,9 @@ START_TEST(test_dep)
 	/* Others may not read the data file: nor the offsets made from it. */
 	ck_assert_int_eq(fs_node_attr(&fs, o1, &st), 0);
 	ck_assert_uint_eq(st.st_mode, S_IFREG | 0440);
-	ck_assert(fs_node_access(&fs, o1, &pm, &keyed));
-	ck_assert_uint_eq(pm.n, 2);
-	tf_perm_clear(&pm);
+	/* Asked again at open: both files' modes (others may read the
+	 * offsets' own file, not the data). */
+	ck_assert(!stranger_may(o1));
 	/* The data file rewritten (the same bytes, a new version): the
 	 * offsets' own file unchanged, its next lookup is a new node. */
 	sh("cp -p '%s/%s' '%s/tmpcopy' && mv '%s/tmpcopy' '%s/%s'", root, var_rel, root, root, root, var_rel);
@@ -645,13 +706,13 @@ START_TEST(test_dep)
 	/* Its index dropped, then the data file rewritten again: rebuilding
 	 * it would decode another version of the data file, which is another
 	 * node's: ESTALE. */
-	fs.nodes.index_budget = 0;
+	budget(0);
 	check_bytes(o2, want, n);
 	sh("cp -p '%s/%s' '%s/tmpcopy' && mv '%s/tmpcopy' '%s/%s'", root, var_rel, root, root, root, var_rel);
 	{
-		tf_file *f;
+		tf_entry_reader *r;
 
-		ck_assert_int_eq(fs_node_open_index(&fs, o2, &f), NODE_ERR(ESTALE));
+		ck_assert_int_eq(open_rc(o2, &r, NULL), NODE_ERR(ESTALE));
 	}
 	/* Owners that differ (root may give the data file away): what is
 	 * shown lets in nobody either file refuses. */
@@ -680,7 +741,8 @@ START_TEST(test_index_budget)
 	size_t n, ix, bytes, one;
 	uint8_t *want = expected("gzip_level1", "unfiltered/f0/a0.tdb.bin", &n);
 	fs_node *loose = lookup(top, "loose", &st), *a, *b;
-	tf_file *f;
+	tf_entry_reader *r;
+	char *v;
 
 	a = lookup(loose, "a.tdb", &st);
 	count_nodes(&ix, &one);
@@ -692,7 +754,7 @@ START_TEST(test_index_budget)
 	ck_assert_uint_eq(bytes, 2 * one);
 	/* Room for one: when a request lets go, the least recently used
 	 * idle index goes (a, built first). */
-	fs.nodes.index_budget = one;
+	budget(one);
 	ck_assert_ptr_eq(lookup(loose, "a.tdb", &st), a);
 	count_nodes(&ix, &bytes);
 	ck_assert_uint_eq(ix, 1);
@@ -711,36 +773,38 @@ START_TEST(test_index_budget)
 	{
 		/* b's index is the one that went: opening it builds it
 		 * again, and a's (idle) goes at once. */
-		ck_assert_int_eq(fs_node_open_index(&fs, b, &f), 0);
+		ck_assert_int_eq(open_rc(b, &r, NULL), 0);
 		count_nodes(&ix, &bytes);
 		ck_assert_uint_eq(ix, 1);
 		ck_assert_uint_eq(bytes, one);
-		fs_node_closed(&fs, b);
-		tf_file_unref(f);
+		tf_reader_close(r);
 		count_nodes(&ix, &bytes);
 		ck_assert_uint_eq(ix, 1);
 	}
 	/* Nothing kept: indexes live while open, whatever the budget. */
-	fs.nodes.index_budget = 0;
-	ck_assert_int_eq(fs_node_open_index(&fs, b, &f), 0);
+	budget(0);
+	ck_assert_int_eq(open_rc(b, &r, NULL), 0);
 	count_nodes(&ix, &bytes);
 	ck_assert_uint_eq(ix, 1);
 	ck_assert_uint_eq(bytes, one);
-	fs_node_closed(&fs, b);
-	tf_file_unref(f);
+	tf_reader_close(r);
 	count_nodes(&ix, &bytes);
 	ck_assert_uint_eq(ix, 0);
 	ck_assert_uint_eq(bytes, 0);
-	/* A pinned node's index stays until the request lets go. */
-	ck_assert_ptr_eq(fs_node_get(&fs, fs_node_ino(a)), a);
-	ck_assert_int_eq(fs_node_open_index(&fs, a, &f), 0);
-	fs_node_closed(&fs, a);
+	/* A request that uses an index (an attribute of a file open) has it
+	 * until it lets go; then it goes. */
+	ck_assert_int_eq(open_rc(a, &r, NULL), 0);
+	ck_assert_ptr_nonnull(v = xattr(a, "tiles"));
+	free(v);
 	count_nodes(&ix, NULL);
 	ck_assert_uint_eq(ix, 1);
-	fs_node_put(&fs, a);
+	tf_reader_close(r);
 	count_nodes(&ix, NULL);
 	ck_assert_uint_eq(ix, 0);
-	tf_file_unref(f);
+	ck_assert_ptr_nonnull(v = xattr(a, "tiles"));	/* rebuilt for it, and gone after */
+	free(v);
+	count_nodes(&ix, NULL);
+	ck_assert_uint_eq(ix, 0);
 	free(want);
 }
 END_TEST
@@ -757,7 +821,8 @@ START_TEST(test_index_error_retried)
 	size_t n;
 	uint8_t *want = expected("gzip_level1", "unfiltered/f0/a0.tdb.bin", &n);
 	fs_node *a;
-	tf_file *f;
+	tf_entry_reader *r;
+	tf_open_how how;
 	char *msg;
 
 	FMT(rel, "%s", frag_file("arr", "a0.tdb"));
@@ -767,15 +832,15 @@ START_TEST(test_index_error_retried)
 	sh("mkdir '%s/late' && cp -R '%s/arr/__fragments' '%s/arr/__commits' '%s/late/'", root, root, root, root);
 	FMT(late, "late/%s", strchr(rel, '/') + 1);
 	l = walk(late, &st);
-	ck_assert(!fs_node_is_decoded(l));
+	ck_assert(!is_decoded(l));
 	ck_assert_int_eq(st.st_size, 1393);
 	sh("cp -R '%s/arr/__schema' '%s/late/'", root, root);
 	sh("mv '%s/%s' '%s/meta.saved'", root, meta, base);
 	a = walk(rel, &st);
-	ck_assert(fs_node_is_decoded(a));
+	ck_assert(is_decoded(a));
 	ck_assert_int_eq(st.st_size, 0);
-	ck_assert_int_eq(fs_node_open_index(&fs, a, &f), NODE_ERR(EIO));
-	ck_assert_ptr_nonnull(msg = fs_node_error(&fs, a));
+	ck_assert_int_eq(open_rc(a, &r, NULL), NODE_ERR(EIO));
+	ck_assert_ptr_nonnull(msg = xattr(a, "error"));
 	ck_assert_msg(strstr(msg, "a0.tdb") != NULL, "%s", msg);
 	free(msg);
 	/* The commit completes; within the delay the failure is the answer. */
@@ -787,31 +852,32 @@ START_TEST(test_index_error_retried)
 		FMT(to, "%s/%s", root, meta);
 		ck_assert_int_eq(rename(from, to), 0);
 	}
-	ck_assert_int_eq(fs_node_open_index(&fs, a, &f), NODE_ERR(EIO));
+	ck_assert_int_eq(open_rc(a, &r, NULL), NODE_ERR(EIO));
 	nanosleep(&t, NULL);	/* the node table's documented retry delay */
 	check_bytes(a, want, n);
 	/* The catalog asks again after a second whether late is an array
 	 * (tf_catalog.h): now it is, and its file is decoded. */
 	l = walk(late, &st);
-	ck_assert(fs_node_is_decoded(l));
+	ck_assert(is_decoded(l));
 	ck_assert_int_eq(st.st_size, (off_t)n);
 	check_bytes(l, want, n);
 	ck_assert_ptr_eq(walk(rel, &st), a);
 	ck_assert_int_eq(st.st_size, (off_t)n);
-	/* A read error recorded on the node. */
-	ck_assert(!fs_node_failed(&fs, a));
-	fs_node_set_error(&fs, a, "tile 2: bad chunk");
-	ck_assert(fs_node_failed(&fs, a));
-	ck_assert_str_eq(msg = fs_node_error(&fs, a), "tile 2: bad chunk");
+	/* A read error recorded on the entry: later opens are direct. */
+	ck_assert_int_eq(open_rc(a, &r, &how), 0);
+	ck_assert(!how.direct);
+	tf_reader_close(r);
+	tf_entry_set_error(E(a), "tile 2: bad chunk", true);
+	ck_assert_int_eq(open_rc(a, &r, &how), 0);
+	ck_assert(how.direct);
+	tf_reader_close(r);
+	ck_assert_str_eq(msg = xattr(a, "error"), "tile 2: bad chunk");
 	free(msg);
-	{
-		tf_facts fx;
-
-		fs_node_facts(&fs, a, &fx);
-		ck_assert_str_eq(fx.field, "i32");
-		ck_assert_uint_eq(fx.format_version, 22);
-		tf_facts_clear(&fx);
-	}
+	ck_assert_ptr_nonnull(msg = xattr(a, "field"));
+	ck_assert_msg(!strncmp(msg, "i32 (", 5), "%s", msg);
+	free(msg);
+	ck_assert_str_eq(msg = xattr(a, "format_version"), "22");
+	free(msg);
 	free(want);
 }
 END_TEST
@@ -824,12 +890,13 @@ START_TEST(test_reload_generation)
 	size_t n;
 	uint8_t *want = expected("gzip_level1", "unfiltered/f0/a0.tdb.bin", &n);
 	fs_node *loose = lookup(top, "loose", &st), *a1, *a2, *p1, *arr1;
-	tf_file *f;
+	tf_entry_reader *r;
+	uint8_t buf[64];
 
 	a1 = lookup(loose, "a.tdb", &st);
 	p1 = lookup(top, "plain.txt", &st);
 	arr1 = walk(frag_file("arr", "a0.tdb"), &st);
-	ck_assert_int_eq(fs_node_open_index(&fs, a1, &f), 0);	/* held open across the reload */
+	ck_assert_int_eq(open_rc(a1, &r, NULL), 0);	/* held open across the reload */
 	reload(config_of("[tilefs]\n" RULES));
 	/* Files: new nodes; directories stay. */
 	ck_assert_ptr_eq(lookup(top, "loose", &st), loose);
@@ -841,13 +908,13 @@ START_TEST(test_reload_generation)
 	check_bytes(a2, want, n);
 	/* The old node reads on for its open handle. */
 	ck_assert(alive(fs_node_ino(a1)));
-	ck_assert_uint_eq(tf_file_size(f), n);
-	fs_node_closed(&fs, a1);
-	tf_file_unref(f);
+	ck_assert_uint_eq(read_at(r, scratch, n - sizeof(buf), sizeof(buf), buf), sizeof(buf));
+	ck_assert(!memcmp(buf, want + n - sizeof(buf), sizeof(buf)));
+	tf_reader_close(r);
 	/* A reload that drops the rule: the name is now shown as stored. */
 	reload(config_of("[tilefs]\n"));
 	a1 = lookup(loose, "a.tdb", &st);
-	ck_assert(!fs_node_is_decoded(a1));
+	ck_assert(!is_decoded(a1));
 	ck_assert_int_eq(st.st_size, 1393);
 	free(want);
 }
@@ -859,33 +926,63 @@ START_TEST(test_view_nodes)
 {
 	struct stat st;
 	fs_node *arr = lookup(top, "arr", &st), *vd, *raw, *csv, *n;
-	tf_perm pm = TF_PERM_INIT;
-	bool keyed;
+	tf_entry_reader *r;
+	tf_open_how how;
+	off_t size;
 
 	vd = lookup(arr, TF_VIEWS_DIR, &st);
 	ck_assert(S_ISDIR(st.st_mode));
-	ck_assert_ptr_nonnull(fs_node_views(vd));
-	ck_assert_str_eq(fs_node_vrel(vd), "");
-	ck_assert_str_eq(fs_node_arr(vd), "arr");
+	ck_assert(is_view(vd));
+	ck_assert_str_eq(tf_entry_rel(E(vd)), "arr/@views");
 	raw = lookup(vd, "i32.raw", &st);
 	ck_assert(S_ISREG(st.st_mode));
 	ck_assert_int_eq(st.st_size, 4096);
 	ck_assert_uint_eq(st.st_mode & 0222, 0);
-	ck_assert_str_eq(fs_node_vrel(raw), "i32.raw");
-	ck_assert(!fs_node_is_decoded(raw));
+	ck_assert_str_eq(tf_entry_rel(E(raw)), "arr/@views/i32.raw");
+	ck_assert(is_view(raw));
+	ck_assert(!is_decoded(raw));
 	ck_assert_ptr_eq(lookup(vd, "i32.raw", &st), raw);	/* the same state */
-	ck_assert(fs_node_access(&fs, raw, &pm, &keyed));
-	ck_assert_uint_gt(pm.n, 0);
-	ck_assert(!keyed);
-	tf_perm_clear(&pm);
+	/* Asked again at open, by what it is made of (readable by others). */
+	ck_assert(stranger_may(raw) == !!(st.st_mode & 0004));
 	/* A CSV's size is not known until formatted: attributes for no time. */
 	csv = lookup(vd, "cells.csv", &st);
+	ck_assert_int_eq(st.st_size, 0);
 	ck_assert_double_eq(fs_node_attr_timeout(&fs, csv, 1.0), 0.0);
-	ck_assert(fs_node_set_view_size(&fs, csv, 12345));
-	ck_assert(!fs_node_set_view_size(&fs, csv, 12345));
-	ck_assert_double_eq(fs_node_attr_timeout(&fs, csv, 1.0), 1.0);
+	/* Its open sizes it, and says the size shown was not the true one;
+	 * the next open does not. */
+	ck_assert_int_eq(open_rc(csv, &r, &how), 0);
+	ck_assert(how.resized);
+	ck_assert(!how.direct);
+	tf_reader_close(r);
+	ck_assert_int_eq(open_rc(csv, &r, &how), 0);
+	ck_assert(!how.resized);
+	tf_reader_close(r);
 	ck_assert_int_eq(fs_node_attr(&fs, csv, &st), 0);
-	ck_assert_int_eq(st.st_size, 12345);
+	ck_assert_double_eq(fs_node_attr_timeout(&fs, csv, 1.0), 1.0);
+	size = st.st_size;
+	ck_assert_int_gt(size, 0);
+	{
+		uint8_t *want = malloc((size_t)size), *got = malloc((size_t)size + 1);
+		tf_views *views;
+		tf_catalog_hold *hold;
+		tf_workspace *ws = tf_workspace_new();
+		tf_view *w;
+		size_t wn;
+
+		ck_assert_int_eq(tf_catalog_views(fs.catalog, "arr", fs.cache, &views, &hold, NULL), TF_OK);
+		ck_assert_int_eq(tf_view_open(views, "cells.csv", &w, NULL), TF_OK);
+		ck_assert_int_eq(tf_view_read(w, ws, 0, (size_t)size, want, &wn, NULL), TF_OK);
+		ck_assert_uint_eq(wn, (size_t)size);
+		tf_view_close(w);
+		tf_workspace_free(ws);
+		tf_catalog_views_put(fs.catalog, views, hold);
+		ck_assert_int_eq(open_rc(csv, &r, NULL), 0);
+		ck_assert_uint_eq(read_at(r, scratch, 0, (size_t)size + 1, got), (size_t)size);
+		ck_assert(!memcmp(got, want, (size_t)size));
+		tf_reader_close(r);
+		free(want);
+		free(got);
+	}
 	ck_assert_int_eq(lookup_rc(vd, "nothing.raw", &n, &st), NODE_ERR(ENOENT));
 	/* An array whose schema is gone: its state cannot be read, EIO (and
 	 * a log line saying why). */
@@ -937,14 +1034,15 @@ static tf_config *alt[2];
 static void *work(void *arg)
 {
 	worker *w = arg;
-	tf_workspace *ws = tf_workspace_new();
+	tf_pin_scratch *sc = tf_pin_scratch_new();
 
 	w->ok = true;
 	for (int i = 0; i < 60 && w->ok; i++) {
 		const char *dir = i % 2 ? "loose" : "sub", *name = i % 2 ? (i % 4 == 1 ? "a.tdb" : "b.tdb") : "deeper";
 		fs_node *d, *n, *g;
 		struct stat st;
-		tf_file *f;
+		tf_entry_reader *r;
+		tf_open_how how;
 		int rc;
 
 		if (w->id == 0 && i % 10 == 5)
@@ -955,25 +1053,25 @@ static void *work(void *arg)
 		}
 		if ((rc = fs_node_lookup(&fs, d, name, NULL, &n, &st)) != 0) {
 			say(w, "%s/%s: %d", dir, name, rc);
-		} else if (fs_node_is_decoded(n)) {
+		} else if (is_decoded(n)) {
 			if (st.st_size != (off_t)w->n) {
 				say(w, "%s/%s: size %lld", dir, name, (long long)st.st_size);
-			} else if ((rc = fs_node_open_index(&fs, n, &f)) != 0) {
+			} else if ((rc = fs_errno(tf_entry_open(E(n), sc, NULL, 0, &r, &how, NULL))) != 0) {
 				say(w, "%s/%s: open %d", dir, name, rc);
 			} else {
-				tf_handle *h;
+				const tf_slices *s;
 				uint8_t buf[512];
-				size_t got;
-				tf_error err;
+				size_t got = 0;
 
-				if (tf_handle_open(f, &h, &err) != TF_OK ||
-				    tf_handle_read(h, fs.cache, ws, 1024, sizeof(buf), buf, &got, &err) != TF_OK ||
-				    got != sizeof(buf) || memcmp(buf, w->want + 1024, got))
+				if (tf_reader_pin(r, sc, 1024, sizeof(buf), NULL, &s, NULL) == TF_OK)
+					for (size_t k = 0; k < s->n; k++) {
+						memcpy(buf + got, s->v[k].p, s->v[k].n);
+						got += s->v[k].n;
+					}
+				tf_reader_unpin(sc, true);
+				if (got != sizeof(buf) || memcmp(buf, w->want + 1024, got))
 					say(w, "%s/%s: bytes differ", dir, name);
-				else
-					tf_handle_close(h);
-				fs_node_closed(&fs, n);
-				tf_file_unref(f);
+				tf_reader_close(r);
 			}
 		}
 		if (!w->ok)
@@ -986,7 +1084,7 @@ static void *work(void *arg)
 		fs_node_put(&fs, g);
 		fs_node_forget(&fs, fs_node_ino(d), 1);
 	}
-	tf_workspace_free(ws);
+	tf_pin_scratch_free(sc);
 	return NULL;
 }
 
@@ -1000,7 +1098,7 @@ START_TEST(test_threads)
 
 	alt[0] = config_of("[tilefs]\n" RULES);
 	alt[1] = config_of("[tilefs]\nunmatched = hide\n" RULES);
-	fs.nodes.index_budget = 1;	/* indexes dropped and rebuilt all along */
+	budget(1);	/* indexes dropped and rebuilt all along */
 	for (int i = 0; i < T; i++) {
 		w[i] = (worker){ .id = i, .want = want, .n = n };
 		ck_assert_int_eq(pthread_create(&th[i], NULL, work, &w[i]), 0);
