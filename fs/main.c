@@ -141,7 +141,6 @@ static int open_mount(tilefs *fs, const fs_options *c)
 		fprintf(stderr, "tilefs: %s\n", err.msg);
 		return exit_status(why);
 	}
-	fs->src = tf_mount_source(fs->mount);
 	fs->settings = tf_mount_settings(fs->mount);
 	if (c->max_user_opens) {
 		char *end;
@@ -339,8 +338,7 @@ static int start(tilefs *fs)
 		fs_log(TF_LOG_ERROR, "cannot start: out of memory, or SOURCE unreadable");
 		return -1;
 	}
-	fs->cache = tf_mount_cache(fs->mount);
-	fs->catalog = tf_mount_catalog(fs->mount);
+	fs->entries = tf_mount_entries(fs->mount);
 	if (fs_index_start(fs) != 0 || fs_nodes_init(fs) != 0 || make_root(fs) != 0) {
 		fs_log(TF_LOG_ERROR, "cannot start: out of memory, or SOURCE unreadable");
 		return -1;

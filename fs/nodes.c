@@ -163,8 +163,7 @@ int fs_nodes_init(tilefs *fs)
 	pthread_mutex_init(&t->lock, NULL);
 	if (!t->by_id || !t->by_rel)
 		return ENOMEM;
-	tf_catalog_set_cache(fs->catalog, fs->cache, fs->settings->index_budget);
-	if (tf_entry_root(fs->catalog, &root, &err) != TF_OK) {
+	if (tf_entry_root(fs->entries, &root, &err) != TF_OK) {
 		fs_log(TF_LOG_ERROR, "%s", err.msg);
 		return EIO;
 	}
@@ -327,7 +326,7 @@ void fs_nodes_stats(tilefs *fs, size_t *nodes, size_t *indexes, size_t *index_by
 {
 	tf_entry_stats s;
 
-	tf_catalog_entry_stats(fs->catalog, &s);
+	tf_entries_stats(fs->entries, &s);
 	pthread_mutex_lock(&fs->nodes.lock);
 	*nodes = fs->nodes.count;
 	pthread_mutex_unlock(&fs->nodes.lock);

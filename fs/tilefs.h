@@ -104,12 +104,10 @@ typedef struct fs_options {
 /* The one state object of the driver (the session's userdata). */
 typedef struct tilefs {
 	/* The library side of the mount (tf_mount.h): configuration, source,
-	 * cache, index store, catalog; what the requests read through is
-	 * borrowed from it (the cache and catalog exist after daemonizing). */
+	 * cache, index store, catalog; the requests ask its entries (borrowed
+	 * from it: they exist after daemonizing) what each path shows. */
 	tf_mount *mount;
-	tf_source *src;
-	tf_cache *cache;
-	tf_catalog *catalog;
+	tf_entries *entries;
 	/* The settings in force (tf_mount_settings), stored again by each
 	 * reload (SIGHUP); those replaced stay valid. */
 	_Atomic(const tf_settings *) settings;
@@ -167,8 +165,8 @@ void fs_ll_free_handles(tilefs *fs);
 
 /* ---- nodes.c ------------------------------------------------------------------------------ */
 
-/* The tables and the root's node, its entry from fs->catalog, which reads
- * through fs->cache and keeps indexes within the settings' index_budget.
+/* The tables and the root's node, its entry from fs->entries (which reads
+ * through the mount's cache and keeps indexes within its index_budget).
  * 0, ENOMEM, or EIO (SOURCE unreadable: logged). */
 int fs_nodes_init(tilefs *fs);
 void fs_nodes_destroy(fs_nodes *t);

@@ -18,7 +18,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "entries/entry_int.h"
 #include "format/tf_array.h"
 #include "util/tf_clock.h"
 #include "util/tf_fanout.h"
@@ -62,7 +61,6 @@ struct tf_catalog {
 	pthread_mutex_t lock;
 	pthread_cond_t walked;		/* a slot's walk ended */
 	tf_lru *dirs;			/* every directory remembered */
-	tf_entries *entries;		/* what paths show (tf_entry.h) */
 };
 
 static uint64_t hash(const char *rel)
@@ -91,11 +89,6 @@ tf_status tf_catalog_new(tf_source *src, const tf_config *cfg, tf_catalog **out,
 	if (tf_lru_new(NBUCKETS, &c->dirs, err) != TF_OK) {
 		free(c);
 		return tf_err_prefix(err, "catalog");
-	}
-	if (!(c->entries = tf_entries_new(c, src))) {
-		tf_lru_free(c->dirs);
-		free(c);
-		return tf_err(err, TF_E_NOMEM, "out of memory");
 	}
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->walked, NULL);
@@ -127,7 +120,6 @@ void tf_catalog_free(tf_catalog *c)
 		return;
 	tf_lru_clear(c->dirs, free_node, NULL);
 	tf_lru_free(c->dirs);
-	tf_entries_free(c->entries);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->walked);
 	free(c);
@@ -135,7 +127,6 @@ void tf_catalog_free(tf_catalog *c)
 
 /* ---- for the entries (src/entries/) ---------------------------------------------------------- */
 
-tf_entries *tf_catalog_entries(tf_catalog *c) { return c->entries; }
 tf_source *tf_catalog_source(tf_catalog *c) { return c->src; }
 const tf_settings *tf_catalog_settings(tf_catalog *c) { return tf_config_settings(atomic_load(&c->cfg)); }
 
@@ -147,25 +138,6 @@ unsigned tf_catalog_gen(tf_catalog *c)
 	gen = c->gen;
 	pthread_mutex_unlock(&c->lock);
 	return gen;
-}
-
-void tf_catalog_set_cache(tf_catalog *c, tf_cache *cache, size_t index_budget)
-{
-	tf_entries *s = c->entries;
-
-	pthread_mutex_lock(&s->lock);
-	s->cache = cache;
-	s->index_budget = index_budget;	/* held from the next let-go on */
-	pthread_mutex_unlock(&s->lock);
-}
-
-void tf_catalog_entry_stats(tf_catalog *c, tf_entry_stats *out)
-{
-	tf_entries *s = c->entries;
-
-	pthread_mutex_lock(&s->lock);
-	*out = (tf_entry_stats){ tf_lru_count(s->lru), tf_lru_length(s->lru, 0), s->index_bytes, s->open_files };
-	pthread_mutex_unlock(&s->lock);
 }
 
 void tf_catalog_drop_views(tf_catalog *c)

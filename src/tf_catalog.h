@@ -120,18 +120,12 @@ void tf_catalog_prefetch(tf_catalog *c, const char *rel, const tf_version *v);
 tf_status tf_catalog_open_for(tf_catalog *c, const char *rel, const tf_version *v, unsigned flags,
 			      tf_file **out, tf_facts *fx, tf_error *err);
 
-/*
- * What paths show, as entries (tf_entry.h; tf_entry_root): views and
- * decoded files read through cache, and decoded files' indexes of files
- * nobody has open are kept within index_budget bytes (least recently used
- * go first).  Set before the first lookup (may be set again).
- */
-void tf_catalog_set_cache(tf_catalog *c, tf_cache *cache, size_t index_budget);
-/* Entries held, indexes kept and their bytes, decoded files open. */
-typedef struct tf_entry_stats {
-	size_t entries, indexes, index_bytes, open_files;
-} tf_entry_stats;
-void tf_catalog_entry_stats(tf_catalog *c, tf_entry_stats *out);
+/* For what paths show (tf_entry.h, above the catalog): the source, the
+ * settings in force, and the configuration's generation (a reload's
+ * tf_catalog_set_config adds one). */
+tf_source *tf_catalog_source(tf_catalog *c);
+const tf_settings *tf_catalog_settings(tf_catalog *c);
+unsigned tf_catalog_gen(tf_catalog *c);
 
 /* Arrays currently kept. */
 size_t tf_catalog_arrays(tf_catalog *c);

@@ -172,9 +172,23 @@ bool tf_entry_still(tf_entries *s, tf_entry *e, const tf_stat *st, bool decoded,
 
 /* ---- what every kind answers -------------------------------------------------------------- */
 
-tf_status tf_entry_root(tf_catalog *c, tf_entry **out, tf_error *err)
+void tf_entries_set_cache(tf_entries *s, tf_cache *cache, size_t index_budget)
 {
-	tf_entries *s = tf_catalog_entries(c);
+	pthread_mutex_lock(&s->lock);
+	s->cache = cache;
+	s->index_budget = index_budget;	/* held from the next let-go on */
+	pthread_mutex_unlock(&s->lock);
+}
+
+void tf_entries_stats(tf_entries *s, tf_entry_stats *out)
+{
+	pthread_mutex_lock(&s->lock);
+	*out = (tf_entry_stats){ tf_lru_count(s->lru), tf_lru_length(s->lru, 0), s->index_bytes, s->open_files };
+	pthread_mutex_unlock(&s->lock);
+}
+
+tf_status tf_entry_root(tf_entries *s, tf_entry **out, tf_error *err)
+{
 	tf_stat st;
 	tf_status rc;
 
@@ -183,7 +197,7 @@ tf_status tf_entry_root(tf_catalog *c, tf_entry **out, tf_error *err)
 		return rc;
 	if (st.kind != TF_ENT_DIR)
 		return tf_err(err, TF_E_INVAL, "the source is not a directory");
-	if (!(*out = tf_entry_make(s, &tf_dir_entry_ops, sizeof(tf_entry), ".", &st, tf_catalog_gen(c))))
+	if (!(*out = tf_entry_make(s, &tf_dir_entry_ops, sizeof(tf_entry), ".", &st, tf_catalog_gen(s->catalog))))
 		return tf_err(err, TF_E_NOMEM, "out of memory");
 	tf_entries_install(s, *out);
 	return TF_OK;

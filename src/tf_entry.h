@@ -46,8 +46,27 @@ typedef struct tf_pin_scratch tf_pin_scratch;
 tf_pin_scratch *tf_pin_scratch_new(void);
 void tf_pin_scratch_free(tf_pin_scratch *s);
 
+/*
+ * The entries of one catalog: each path's current entry while anybody
+ * holds it (a lookup of a name that still shows the same thing gives the
+ * same entry).  Made after the catalog, freed before it once every entry
+ * has been let go (NULL: no memory).
+ */
+typedef struct tf_entries tf_entries;
+tf_entries *tf_entries_new(struct tf_catalog *c, tf_source *src);
+void tf_entries_free(tf_entries *s);
+/* Views and decoded files read through cache; decoded files' indexes of
+ * files nobody has open are kept within index_budget bytes (least recently
+ * used go first).  Set before the first lookup (may be set again). */
+void tf_entries_set_cache(tf_entries *s, struct tf_cache *cache, size_t index_budget);
+/* Entries held, indexes kept and their bytes, decoded files open. */
+typedef struct tf_entry_stats {
+	size_t entries, indexes, index_bytes, open_files;
+} tf_entry_stats;
+void tf_entries_stats(tf_entries *s, tf_entry_stats *out);
+
 /* The entry of the source's root directory (referenced). */
-tf_status tf_entry_root(struct tf_catalog *c, tf_entry **out, tf_error *err);
+tf_status tf_entry_root(tf_entries *s, tf_entry **out, tf_error *err);
 
 /*
  * The entry `name` in directory dir shows now (referenced: tf_entry_unref

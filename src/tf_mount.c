@@ -35,6 +35,7 @@ struct tf_mount {
 	tf_index *store;
 	tf_cache *cache;
 	tf_catalog *catalog;
+	tf_entries *entries;		/* what paths show: over the catalog */
 	/* index_at_mount */
 	_Atomic uint64_t seen, indexed, failed;
 	atomic_bool ahead_done;
@@ -238,6 +239,9 @@ tf_status tf_mount_start(tf_mount *m, const tf_source_hooks *hooks, unsigned *wo
 		return rc;
 	tf_catalog_set_index(m->catalog, m->store);
 	tf_source_set_cache(m->src, m->cache);	/* stored bytes: the one budget */
+	if (!(m->entries = tf_entries_new(m->catalog, m->src)))
+		return tf_err(err, TF_E_NOMEM, "out of memory");
+	tf_entries_set_cache(m->entries, m->cache, (size_t)s->index_budget);
 	return TF_OK;
 }
 
@@ -261,6 +265,7 @@ void tf_mount_close(tf_mount *m)
 		tf_catalog_drop_views(m->catalog);
 	if (m->src)
 		tf_source_set_cache(m->src, NULL);
+	tf_entries_free(m->entries);
 	tf_cache_free(m->cache);
 	tf_catalog_free(m->catalog);
 	tf_index_free(m->store);
@@ -336,6 +341,11 @@ tf_source *tf_mount_source(tf_mount *m)
 tf_cache *tf_mount_cache(tf_mount *m)
 {
 	return m->cache;
+}
+
+tf_entries *tf_mount_entries(tf_mount *m)
+{
+	return m->entries;
 }
 
 tf_catalog *tf_mount_catalog(tf_mount *m)

@@ -47,6 +47,7 @@
 #include "config/tf_config.h"
 #include "sources/tf_source.h"
 #include "tf_catalog.h"
+#include "tf_entry.h"
 #include "util/tf_status.h"
 
 typedef struct tf_mount tf_mount;
@@ -122,11 +123,13 @@ const char *tf_mount_name(const tf_mount *m);
  * contain itself.  False for sources that are not local directories. */
 bool tf_mount_contains(const tf_mount *m, int dirfd);
 
-/* What requests read through (borrowed; the cache and the catalog exist
- * from tf_mount_start on, NULL before). */
+/* What requests read through (borrowed; the cache, the catalog and the
+ * entries exist from tf_mount_start on, NULL before).  The entries go
+ * first at tf_mount_close: the driver lets go of every entry before. */
 tf_source *tf_mount_source(tf_mount *m);
 tf_cache *tf_mount_cache(tf_mount *m);
 tf_catalog *tf_mount_catalog(tf_mount *m);
+tf_entries *tf_mount_entries(tf_mount *m);
 
 /* statfs of the mount: the source's, read-only (ST_RDONLY). */
 tf_status tf_mount_statfs(tf_mount *m, struct statvfs *out, tf_error *err);

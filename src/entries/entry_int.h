@@ -24,7 +24,6 @@
 #include "tf_entry.h"
 #include "util/tf_lru.h"
 
-typedef struct tf_entries tf_entries;
 
 typedef struct tf_entry_ops {
 	const char *name;
@@ -95,8 +94,6 @@ struct tf_entries {
 };
 
 /* ---- tf_entry.c: the set, the common part -------------------------------------------------- */
-tf_entries *tf_entries_new(tf_catalog *c, tf_source *src);
-void tf_entries_free(tf_entries *s);
 /* A new entry of ops's kind (size bytes, its first part a tf_entry),
  * referenced, not yet current; NULL: no memory. */
 tf_entry *tf_entry_make(tf_entries *s, const tf_entry_ops *ops, size_t size, const char *rel, const tf_stat *st,
@@ -129,10 +126,5 @@ void tf_file_entry_trim(tf_entries *s);	/* lock held */
 tf_status tf_view_entry_lookup(tf_entries *s, const char *rel, const char *arr, const char *vrel,
 			       const tf_stat *parent, tf_entry **out, tf_error *err);
 
-/* ---- tf_catalog.c, for the entries --------------------------------------------------------- */
-tf_entries *tf_catalog_entries(tf_catalog *c);
-tf_source *tf_catalog_source(tf_catalog *c);
-unsigned tf_catalog_gen(tf_catalog *c);
-const tf_settings *tf_catalog_settings(tf_catalog *c);
 
 #endif

@@ -432,7 +432,7 @@ static tf_status file_open(tf_entry *e, tf_pin_scratch *sc, const tf_cancel *can
 	(void)sc, (void)cancel;
 	if (!s->cache) {
 		free(r);
-		return tf_err(err, TF_E_INVAL, "%s: no cache to read through (tf_catalog_set_cache)", e->rel);
+		return tf_err(err, TF_E_INVAL, "%s: no cache to read through (tf_entries_set_cache)", e->rel);
 	}
 	if (!r)
 		return tf_err(err, TF_E_NOMEM, "out of memory");

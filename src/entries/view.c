@@ -55,7 +55,7 @@ tf_status tf_view_entry_lookup(tf_entries *s, const char *rel, const char *arr, 
 	tf_stat st;
 
 	if (!s->cache)
-		return tf_err(err, TF_E_INVAL, "%s: no cache to read through (tf_catalog_set_cache)", rel);
+		return tf_err(err, TF_E_INVAL, "%s: no cache to read through (tf_entries_set_cache)", rel);
 	if (tf_catalog_views(s->catalog, arr, s->cache, &v, &hold, err) != TF_OK)
 		return err ? (err->code = TF_E_IO) : TF_E_IO;	/* the array's state could not be read */
 	if (tf_views_stat(v, vrel, &vst, NULL) != TF_OK) {

@@ -46,6 +46,9 @@
 
 static char base[PATH_MAX], root[PATH_MAX];
 static tilefs fs;
+static tf_source *src;	/* what a mount holds (tf_mount): here the test's */
+static tf_cache *cache;
+static tf_catalog *cat;
 static tf_config *configs[MAX_CONFIGS];
 static size_t nconfigs;
 static fs_node *top;	/* the root's node */
@@ -91,7 +94,7 @@ static tf_config *config_of(const char *text)
 static void reload(tf_config *cfg)
 {
 	atomic_store(&fs.settings, tf_config_settings(cfg));
-	tf_catalog_set_config(fs.catalog, cfg);
+	tf_catalog_set_config(cat, cfg);
 	fs_nodes_reloaded(&fs);
 }
 
@@ -116,9 +119,11 @@ static void setup_with(const char *conf, size_t index_budget)
 	fs_log_init(true, TF_LOG_ERROR);
 	cfg = config_of(conf);
 	atomic_store(&fs.settings, tf_config_settings(cfg));
-	ck_assert_msg(tf_source_local(root, &fs.src, &err) == TF_OK, "%s", err.msg);
-	ck_assert_msg(tf_cache_new(16u << 20, 1, &fs.cache, &err) == TF_OK, "%s", err.msg);
-	ck_assert_msg(tf_catalog_new(fs.src, cfg, &fs.catalog, &err) == TF_OK, "%s", err.msg);
+	ck_assert_msg(tf_source_local(root, &src, &err) == TF_OK, "%s", err.msg);
+	ck_assert_msg(tf_cache_new(16u << 20, 1, &cache, &err) == TF_OK, "%s", err.msg);
+	ck_assert_msg(tf_catalog_new(src, cfg, &cat, &err) == TF_OK, "%s", err.msg);
+	ck_assert_ptr_nonnull(fs.entries = tf_entries_new(cat, src));
+	tf_entries_set_cache(fs.entries, cache, index_budget);
 	settings = *tf_config_settings(cfg);
 	settings.index_budget = index_budget;
 	atomic_store(&fs.settings, &settings);
@@ -143,10 +148,11 @@ static void teardown(void)
 {
 	tf_pin_scratch_free(scratch);
 	fs_nodes_destroy(&fs.nodes);
-	tf_catalog_drop_views(fs.catalog);
-	tf_cache_free(fs.cache);
-	tf_catalog_free(fs.catalog);
-	tf_source_free(fs.src);
+	tf_catalog_drop_views(cat);
+	tf_entries_free(fs.entries);
+	tf_cache_free(cache);
+	tf_catalog_free(cat);
+	tf_source_free(src);
 	for (size_t i = 0; i < nconfigs; i++)
 		tf_config_free(configs[i]);
 	nconfigs = 0;
@@ -305,7 +311,7 @@ static char *xattr(fs_node *n, const char *name)
 /* The index budget from now on (taken at the next let-go). */
 static void budget(size_t bytes)
 {
-	tf_catalog_set_cache(fs.catalog, fs.cache, bytes);
+	tf_entries_set_cache(fs.entries, cache, bytes);
 }
 
 /* ---- lookups ---------------------------------------------------------------------------------- */
@@ -347,7 +353,7 @@ START_TEST(test_lookup_same_node)
 		tf_stat known;
 		fs_node *k;
 
-		ck_assert_int_eq(tf_source_stat(fs.src, "loose/a.tdb", &known, NULL), TF_OK);
+		ck_assert_int_eq(tf_source_stat(src, "loose/a.tdb", &known, NULL), TF_OK);
 		ck_assert_int_eq(fs_node_lookup(&fs, loose, "a.tdb", &known, &k, &st), 0);
 		ck_assert_ptr_eq(k, a);
 		tf_version v;
@@ -503,7 +509,7 @@ START_TEST(test_known_stale)
 	fs_node *loose = lookup(top, "loose", &st), *a;
 	tf_stat known;
 
-	ck_assert_int_eq(tf_source_stat(fs.src, "loose/b.tdb", &known, NULL), TF_OK);
+	ck_assert_int_eq(tf_source_stat(src, "loose/b.tdb", &known, NULL), TF_OK);
 	sh("head -c 328 '%s/loose/b.tdb' > '%s/loose/new' && mv '%s/loose/new' '%s/loose/b.tdb'", root, root, root,
 	   root);
 	ck_assert_int_eq(fs_node_lookup(&fs, loose, "b.tdb", &known, &a, &st), 0);
@@ -969,13 +975,13 @@ START_TEST(test_view_nodes)
 		tf_view *w;
 		size_t wn;
 
-		ck_assert_int_eq(tf_catalog_views(fs.catalog, "arr", fs.cache, &views, &hold, NULL), TF_OK);
+		ck_assert_int_eq(tf_catalog_views(cat, "arr", cache, &views, &hold, NULL), TF_OK);
 		ck_assert_int_eq(tf_view_open(views, "cells.csv", &w, NULL), TF_OK);
 		ck_assert_int_eq(tf_view_read(w, ws, 0, (size_t)size, want, &wn, NULL), TF_OK);
 		ck_assert_uint_eq(wn, (size_t)size);
 		tf_view_close(w);
 		tf_workspace_free(ws);
-		tf_catalog_views_put(fs.catalog, views, hold);
+		tf_catalog_views_put(cat, views, hold);
 		ck_assert_int_eq(open_rc(csv, &r, NULL), 0);
 		ck_assert_uint_eq(read_at(r, scratch, 0, (size_t)size + 1, got), (size_t)size);
 		ck_assert(!memcmp(got, want, (size_t)size));
