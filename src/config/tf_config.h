@@ -33,7 +33,7 @@
 
 #include "config/tf_budget.h"
 #include "config/tf_glob.h"
-#include "config/tf_keys.h"
+#include "util/tf_keys.h"
 #include "format/tf_pipeline.h"
 #include "util/tf_status.h"
 

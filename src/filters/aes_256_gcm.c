@@ -13,7 +13,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
-#include "config/tf_keys.h"
+#include "util/tf_keys.h"
 #include "framing.h"
 
 #define IV_BYTES 12

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #include "util/tf_bytes.h"
-#include "format/tf_datatype.h"
+#include "util/tf_datatype.h"
 #include "util/tf_status.h"
 
 /* Filter type ids as serialized (FORMAT.md §1.1). */

@@ -22,7 +22,7 @@
 
 #include "format/tf_file.h"
 #include "format/tf_fragment.h"
-#include "config/tf_keys.h"
+#include "util/tf_keys.h"
 #include "format/tf_schema.h"
 #include "util/tf_status.h"
 

@@ -32,7 +32,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "config/tf_keys.h"
+#include "util/tf_keys.h"
 #include "format/tf_pipeline.h"
 #include "sources/tf_source.h"
 #include "util/tf_status.h"

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "format/tf_file.h"
-#include "config/tf_keys.h"
+#include "util/tf_keys.h"
 #include "format/tf_schema.h"
 #include "util/tf_status.h"
 

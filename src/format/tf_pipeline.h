@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "util/tf_bytes.h"
-#include "format/tf_datatype.h"
+#include "util/tf_datatype.h"
 #include "filters/tf_filter.h"
 #include "format/tf_spec.h"
 #include "util/tf_status.h"

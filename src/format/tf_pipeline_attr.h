@@ -5,7 +5,7 @@
 #ifndef TF_PIPELINE_ATTR_H
 #define TF_PIPELINE_ATTR_H
 
-#include "format/tf_datatype.h"
+#include "util/tf_datatype.h"
 #include "format/tf_pipeline.h"
 
 /*

@@ -33,7 +33,7 @@
 #include "config/tf_config.h"
 #include "format/tf_file.h"
 #include "cache/tf_handle.h"
-#include "config/tf_keys.h"
+#include "util/tf_keys.h"
 #include "format/tf_pipeline.h"
 #include "sources/tf_source_open.h"
 #include "format/tf_tile.h"

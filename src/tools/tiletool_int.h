@@ -11,9 +11,9 @@
 #include <stdio.h>
 
 #include "config/tf_config.h"
-#include "config/tf_keys.h"
+#include "util/tf_keys.h"
 #include "filters/plugin.h"
-#include "format/tf_datatype.h"
+#include "util/tf_datatype.h"
 #include "format/tf_pipeline.h"
 #include "util/tf_bytes.h"
 

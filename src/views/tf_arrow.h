@@ -48,7 +48,7 @@
 #include <stdint.h>
 
 #include "util/tf_bytes.h"
-#include "format/tf_datatype.h"
+#include "util/tf_datatype.h"
 #include "util/tf_status.h"
 
 #define TF_ARROW_CELLS 65536u			/* rows per batch, by default */

@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #include "util/tf_bytes.h"
-#include "format/tf_datatype.h"
+#include "util/tf_datatype.h"
 #include "util/tf_status.h"
 
 /* An enumeration's values (__schema/__enumerations/ payload, FORMAT

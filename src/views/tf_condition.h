@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "util/tf_bytes.h"
-#include "format/tf_datatype.h"
+#include "util/tf_datatype.h"
 #include "util/tf_status.h"
 
 typedef struct tf_cond tf_cond;

@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "format/tf_file.h"
-#include "config/tf_keys.h"
+#include "util/tf_keys.h"
 #include "format/tf_pipeline.h"
 #include "format/tf_tile.h"
 

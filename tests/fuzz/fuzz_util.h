@@ -37,7 +37,7 @@
 #include "cache/tf_cache.h"
 #include "cache/tf_handle.h"
 #include "format/tf_file.h"
-#include "config/tf_keys.h"
+#include "util/tf_keys.h"
 #include "format/tf_pipeline.h"
 #include "sources/tf_source.h"
 #include "format/tf_tile.h"

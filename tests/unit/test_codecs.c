@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "config/tf_keys.h"
+#include "util/tf_keys.h"
 
 /* ---- helpers ------------------------------------------------------------------- */
 

@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config/tf_keys.h"
+#include "util/tf_keys.h"
 
 static const char ORACLE_KEY[] = "TileDB-oracle-key-0123456789ABCD";
 static const char ORACLE_KEY_HEX[] =

@@ -31,7 +31,7 @@
 #include "cache/tf_cache.h"
 #include "format/tf_file.h"
 #include "cache/tf_handle.h"
-#include "config/tf_keys.h"
+#include "util/tf_keys.h"
 
 #define KEY_A "TileDB-oracle-key-0123456789ABCD"	/* the corpus's key */
 #define KEY_B "another-key-of-32-bytes-00000000"

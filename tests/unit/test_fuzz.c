@@ -24,7 +24,7 @@
 #include "format/tf_file.h"
 #include "cache/tf_handle.h"
 #include "format/tf_fragment.h"
-#include "config/tf_keys.h"
+#include "util/tf_keys.h"
 #include "views/tf_view.h"
 
 /* dir/name holding n bytes of p, mode 0600 (a configuration that holds

@@ -1,5 +1,5 @@
 /* tf_datatype.c - datatype table (FORMAT.md §1.3). */
-#include "format/tf_datatype.h"
+#include "util/tf_datatype.h"
 
 #include <strings.h>
 

@@ -1,5 +1,5 @@
 /* tf_keys.c - key parsing and locked, wiped storage. */
-#include "config/tf_keys.h"
+#include "util/tf_keys.h"
 
 #include <errno.h>
 #include <fcntl.h>
