@@ -57,20 +57,6 @@ static size_t nconfigs;
 
 /* ---- the fixture -------------------------------------------------------------------------- */
 
-static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void sh(const char *fmt, ...)
-{
-	char cmd[3 * PATH_MAX];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	ck_assert(n > 0 && (size_t)n < sizeof(cmd));
-	ck_assert_msg(system(cmd) == 0, "%s", cmd);
-}
-
 /* A configuration of text (with [tilefs] first), kept to the end. */
 static tf_config *config_of(const char *text)
 {
@@ -105,7 +91,7 @@ static void setup(void)
 	FMT(root, "%s/src", base);
 	/* arr: dense int32, gzip; str: string RLE with folded offsets; enc:
 	 * AES-256-GCM; loose/a.tdb: arr's data file alone, for a rule. */
-	sh("mkdir -p '%s/loose' '%s/sub/deeper' && cp -R '%s/gzip_level1/array' '%s/arr' && "
+	tf_test_sh("mkdir -p '%s/loose' '%s/sub/deeper' && cp -R '%s/gzip_level1/array' '%s/arr' && "
 	   "cp -R '%s/str_rle/array' '%s/str' && cp -R '%s/enc_dense_zstd/array' '%s/enc' && "
 	   "cp '%s'/arr/__fragments/*/a0.tdb '%s/loose/a.tdb' && echo hello > '%s/plain.txt' && "
 	   "echo x > '%s/sub/deeper/raw.bin'",
@@ -127,7 +113,7 @@ static void teardown(void)
 	for (size_t i = 0; i < nconfigs; i++)
 		tf_config_free(configs[i]);
 	nconfigs = 0;
-	sh("rm -rf '%s'", base);
+	tf_test_sh("rm -rf '%s'", base);
 }
 
 /* rel of file `name` in the one fragment of array `arr` (static). */
@@ -279,7 +265,7 @@ START_TEST(test_open_loose_rule)
 
 	/* Folded offsets under rules: var_data names the data file, whose
 	 * own rule decodes it; the offsets are rebuilt as TileDB stored them. */
-	sh("mkdir '%s/vs' && cp '%s'/str/__fragments/*/a0.tdb '%s'/str/__fragments/*/a0_var.tdb '%s/vs/' && "
+	tf_test_sh("mkdir '%s/vs' && cp '%s'/str/__fragments/*/a0.tdb '%s'/str/__fragments/*/a0_var.tdb '%s/vs/' && "
 	   "cp '%s/vs/a0.tdb' '%s/vs/orphan.tdb'", root, root, root, root, root, root);
 	tf_catalog_set_config(cat, config_of("[tilefs]\n[match vs/a0.tdb]\nfilters = zstd\ndatatype = uint64\n"
 					     "var_data = a0_var.tdb\n[match vs/orphan.tdb]\nfilters = zstd\n"
@@ -349,7 +335,7 @@ START_TEST(test_nested_array)
 	tf_file *f;
 	tf_error err;
 
-	sh("cp -R '%s/str' '%s/arr/inner'", root, root);
+	tf_test_sh("cp -R '%s/str' '%s/arr/inner'", root, root);
 	ck_assert(tf_catalog_is_array(cat, "arr"));
 	ck_assert(tf_catalog_is_array(cat, "arr/inner"));
 	FMT(rel, "arr/inner/%s", strchr(frag_file("str", "a0_var.tdb"), '/') + 1);
@@ -379,7 +365,7 @@ START_TEST(test_keyed)
 	FMT(rel, "%s", frag_file("enc", "a0.tdb"));
 	ck_assert(tf_catalog_keyed(cat, rel));
 	/* Its schema gone (a reload forgets what was learnt): still keyed. */
-	sh("mkdir '%s/enc2' && cp -R '%s/enc/__fragments' '%s/enc/__commits' '%s/enc2/' && mkdir '%s/enc2/__schema'",
+	tf_test_sh("mkdir '%s/enc2' && cp -R '%s/enc/__fragments' '%s/enc/__commits' '%s/enc2/' && mkdir '%s/enc2/__schema'",
 	   root, root, root, root, root);
 	tf_catalog_set_config(cat, config_of("[tilefs]\n" RULES "[array enc2]\nkey = oracle\n"));
 	ck_assert(tf_catalog_is_array(cat, "enc2"));
@@ -435,12 +421,12 @@ START_TEST(test_open_errors)
 	ck_assert(!fx.keyed);
 	/* A rule's file that is not what the rule says. */
 	ck_assert_int_ne(tf_catalog_open(cat, "loose/missing.tdb", NULL, &f, NULL, &err), TF_OK);
-	sh("echo 'not a tile file at all' > '%s/loose/bad.tdb'", root);
+	tf_test_sh("echo 'not a tile file at all' > '%s/loose/bad.tdb'", root);
 	st = stat_of("loose/bad.tdb");
 	ck_assert_int_ne(tf_catalog_open(cat, "loose/bad.tdb", &st.v, &f, NULL, &err), TF_OK);
 	ck_assert_ptr_nonnull(strstr(err.msg, "bad.tdb"));
 	/* A name in an array its schema does not decode. */
-	sh("echo x > '%s/arr/__fragments/stray.tdb'", root);
+	tf_test_sh("echo x > '%s/arr/__fragments/stray.tdb'", root);
 	ck_assert_int_ne(tf_catalog_open(cat, "arr/__fragments/stray.tdb", NULL, &f, NULL, &err), TF_OK);
 	/* A path longer than any directory the catalog looks at. */
 	{
@@ -468,7 +454,7 @@ START_TEST(test_changed_loose_file)
 
 	ck_assert_int_eq(tf_catalog_open(cat, "loose/a.tdb", &old.v, &held, NULL, &err), TF_OK);
 	/* Replaced by its first tile alone (328 stored bytes: 1,024 decoded). */
-	sh("head -c 328 '%s/loose/a.tdb' > '%s/loose/new' && mv '%s/loose/new' '%s/loose/a.tdb'", root, root, root,
+	tf_test_sh("head -c 328 '%s/loose/a.tdb' > '%s/loose/new' && mv '%s/loose/new' '%s/loose/a.tdb'", root, root, root,
 	   root);
 	now = stat_of("loose/a.tdb");
 	ck_assert(!tf_version_equal(&old.v, &now.v));
@@ -498,7 +484,7 @@ START_TEST(test_changed_array_file)
 	old = stat_of(rel);
 	check_decodes(rel, 0, want, n);
 	/* The same bytes written again: another version (a new inode). */
-	sh("cp '%s/%s' '%s/tmpcopy' && mv '%s/tmpcopy' '%s/%s'", root, rel, root, root, root, rel);
+	tf_test_sh("cp '%s/%s' '%s/tmpcopy' && mv '%s/tmpcopy' '%s/%s'", root, rel, root, root, root, rel);
 	now = stat_of(rel);
 	ck_assert(!tf_version_equal(&old.v, &now.v));
 	/* Its tiles are known from the fragment metadata, so an index of the
@@ -634,7 +620,7 @@ START_TEST(test_arrays_bounded)
 	tf_catalog_hold *hold;
 	tf_error err;
 
-	sh("mkdir '%s/many' && for i in $(seq 0 %d); do cp -R '%s/arr' '%s/many/a'$i; done", root, N - 1, root,
+	tf_test_sh("mkdir '%s/many' && for i in $(seq 0 %d); do cp -R '%s/arr' '%s/many/a'$i; done", root, N - 1, root,
 	   root);
 	/* The first array held (its views), then every other found. */
 	ck_assert_int_eq(tf_catalog_views(cat, "many/a0", cache, &v, &hold, &err), TF_OK);
@@ -710,7 +696,7 @@ START_TEST(test_changes_seen_after_a_second)
 	 * later. */
 	FMT(frag, "%s", frag_file("arr", "a0.tdb"));
 	*strrchr(frag, '/') = '\0';
-	sh("cp -R '%s/arr' '%s/later' && cp -R '%s/%s' '%s/frag2' && touch '%s/commit2'", root, base, root, frag, base,
+	tf_test_sh("cp -R '%s/arr' '%s/later' && cp -R '%s/%s' '%s/frag2' && touch '%s/commit2'", root, base, root, frag, base,
 	   base);
 	ck_assert(!tf_catalog_is_array(cat, "later"));
 	ck_assert_int_eq(tf_catalog_views(cat, "str", cache, &v3, &hold3, &err), TF_OK);
@@ -1089,7 +1075,7 @@ START_TEST(test_entry_kinds)
 	ck_assert_int_eq(tf_entry_lookup(x, "y", NULL, &e2, &err), TF_E_NOTFOUND);	/* not a directory */
 	tf_entry_unref(x);
 	/* A symlink, shown as what it is. */
-	sh("ln -s plain.txt '%s/link'", root);
+	tf_test_sh("ln -s plain.txt '%s/link'", root);
 	x = entry_at("link");
 	tf_entry_attr(x, &a);
 	ck_assert_int_eq(a.st.kind, TF_ENT_LNK);
@@ -1133,7 +1119,7 @@ START_TEST(test_entry_versions)
 	ck_assert(how.direct);
 	tf_reader_close(r2);
 	/* Replaced by its first tile alone: 1,024 decoded bytes. */
-	sh("head -c 328 '%s/loose/a.tdb' > '%s/loose/new' && mv '%s/loose/new' '%s/loose/a.tdb'", root, root, root,
+	tf_test_sh("head -c 328 '%s/loose/a.tdb' > '%s/loose/new' && mv '%s/loose/new' '%s/loose/a.tdb'", root, root, root,
 	   root);
 	e2 = entry_at("loose/a.tdb");
 	ck_assert_ptr_ne(e2, e);

@@ -36,20 +36,6 @@ static char logged[8192];	/* what the mount said (log_line) */
 
 /* ---- the fixture -------------------------------------------------------------------------- */
 
-static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void sh(const char *fmt, ...)
-{
-	char cmd[3 * PATH_MAX];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	ck_assert(n > 0 && (size_t)n < sizeof(cmd));
-	ck_assert_msg(system(cmd) == 0, "%s", cmd);
-}
-
 static void log_line(void *ctx, tf_log_level level, const char *msg)
 {
 	size_t len = strlen(logged);
@@ -76,7 +62,7 @@ static void setup(void)
 	FMT(root, "%s/src", base);
 	FMT(conf, "%s/tilefs.ini", base);
 	FMT(idx, "%s/idx", base);
-	sh("mkdir -p '%s/loose' '%s/sub' && cp '%s'/gzip_level1/array/__fragments/*/a0.tdb '%s/loose/a.tdb' && "
+	tf_test_sh("mkdir -p '%s/loose' '%s/sub' && cp '%s'/gzip_level1/array/__fragments/*/a0.tdb '%s/loose/a.tdb' && "
 	   "cp '%s/loose/a.tdb' '%s/loose/b.tdb' && printf hello > '%s/plain.txt' && chmod -R u+w,go-w '%s'",
 	   root, root, TF_TEST_DATA, root, root, root, root, root);
 	logged[0] = '\0';
@@ -88,7 +74,7 @@ static void teardown(void)
 	tf_mount_stop_plugins(m);
 	tf_mount_close(m);
 	m = NULL;
-	sh("rm -rf '%s'", base);
+	tf_test_sh("rm -rf '%s'", base);
 }
 
 static tf_mount_options options(void)
@@ -240,7 +226,7 @@ START_TEST(test_mount_store_refused)
 	char want[PATH_MAX + 16], open_dir[PATH_MAX];
 
 	FMT(open_dir, "%s/open", base);
-	sh("mkdir -m 0777 '%s' && chmod 0777 '%s'", open_dir, open_dir);	/* anyone could forge entries */
+	tf_test_sh("mkdir -m 0777 '%s' && chmod 0777 '%s'", open_dir, open_dir);	/* anyone could forge entries */
 	write_conf(RULES);
 	o.index_dir = open_dir;
 	ck_assert_msg(tf_mount_open(&o, &m, &why, &err) == TF_OK, "%s", err.msg);

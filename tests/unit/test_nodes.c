@@ -57,20 +57,6 @@ static tf_settings settings;	/* fs.settings, with the index budget set */
 
 /* ---- the fixture -------------------------------------------------------------------------- */
 
-static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void sh(const char *fmt, ...)
-{
-	char cmd[3 * PATH_MAX];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	ck_assert(n > 0 && (size_t)n < sizeof(cmd));
-	ck_assert_msg(system(cmd) == 0, "%s", cmd);
-}
-
 static tf_config *config_of(const char *text)
 {
 	char path[PATH_MAX];
@@ -109,7 +95,7 @@ static void setup_with(const char *conf, size_t index_budget)
 	FMT(base, "%s/tf_nodes.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	ck_assert_ptr_nonnull(mkdtemp(base));
 	FMT(root, "%s/src", base);
-	sh("mkdir -p '%s/loose' '%s/sub/deeper' && cp -R '%s/gzip_level1/array' '%s/arr' && "
+	tf_test_sh("mkdir -p '%s/loose' '%s/sub/deeper' && cp -R '%s/gzip_level1/array' '%s/arr' && "
 	   "cp -R '%s/str_rle/array' '%s/str' && cp -R '%s/enc_dense_zstd/array' '%s/enc' && "
 	   "cp '%s'/arr/__fragments/*/a0.tdb '%s/loose/a.tdb' && cp '%s/loose/a.tdb' '%s/loose/b.tdb' && "
 	   "printf hello > '%s/plain.txt' && chmod -R u+w,go-w '%s'",
@@ -156,7 +142,7 @@ static void teardown(void)
 	for (size_t i = 0; i < nconfigs; i++)
 		tf_config_free(configs[i]);
 	nconfigs = 0;
-	sh("rm -rf '%s'", base);
+	tf_test_sh("rm -rf '%s'", base);
 }
 
 /* ---- helpers -------------------------------------------------------------------------------- */
@@ -482,7 +468,7 @@ START_TEST(test_changed_source)
 	a1 = lookup(loose, "a.tdb", &st);
 	check_bytes(a1, want, n);
 	/* Replaced by its first tile alone: 1,024 decoded bytes. */
-	sh("head -c 328 '%s/loose/a.tdb' > '%s/loose/new' && mv '%s/loose/new' '%s/loose/a.tdb'", root, root, root,
+	tf_test_sh("head -c 328 '%s/loose/a.tdb' > '%s/loose/new' && mv '%s/loose/new' '%s/loose/a.tdb'", root, root, root,
 	   root);
 	a2 = lookup(loose, "a.tdb", &st);
 	ck_assert_ptr_ne(a2, a1);
@@ -510,7 +496,7 @@ START_TEST(test_known_stale)
 	tf_stat known;
 
 	ck_assert_int_eq(tf_source_stat(src, "loose/b.tdb", &known, NULL), TF_OK);
-	sh("head -c 328 '%s/loose/b.tdb' > '%s/loose/new' && mv '%s/loose/new' '%s/loose/b.tdb'", root, root, root,
+	tf_test_sh("head -c 328 '%s/loose/b.tdb' > '%s/loose/new' && mv '%s/loose/new' '%s/loose/b.tdb'", root, root, root,
 	   root);
 	ck_assert_int_eq(fs_node_lookup(&fs, loose, "b.tdb", &known, &a, &st), 0);
 	{
@@ -535,7 +521,7 @@ START_TEST(test_changed_source_unindexed)
 
 	budget(0);	/* every idle index goes */
 	a = lookup(loose, "a.tdb", &st);
-	sh("cp '%s/loose/a.tdb' '%s/loose/new' && mv '%s/loose/new' '%s/loose/a.tdb'", root, root, root, root);
+	tf_test_sh("cp '%s/loose/a.tdb' '%s/loose/new' && mv '%s/loose/new' '%s/loose/a.tdb'", root, root, root, root);
 	ck_assert_int_eq(open_rc(a, &r, NULL), NODE_ERR(ESTALE));
 	/* Remembered for the retry delay: not even stat'ed again. */
 	ck_assert_int_eq(open_rc(a, &r, NULL), NODE_ERR(ESTALE));
@@ -550,9 +536,9 @@ START_TEST(test_dirs_links_kinds)
 	struct stat st;
 	fs_node *sub = lookup(top, "sub", &st), *l, *x;
 
-	sh("touch '%s/sub/newfile'", root);	/* the directory's times move */
+	tf_test_sh("touch '%s/sub/newfile'", root);	/* the directory's times move */
 	ck_assert_ptr_eq(lookup(top, "sub", &st), sub);
-	sh("mv '%s/sub' '%s/sub.old' && mkdir '%s/sub'", root, root, root);
+	tf_test_sh("mv '%s/sub' '%s/sub.old' && mkdir '%s/sub'", root, root, root);
 	ck_assert_ptr_ne(lookup(top, "sub", &st), sub);
 	ck_assert(alive(fs_node_ino(sub)));	/* for the kernel, which knows it */
 	ck_assert_int_eq(symlink("plain.txt", strcat(strcpy((char[PATH_MAX]){ 0 }, root), "/link")), 0);
@@ -561,11 +547,11 @@ START_TEST(test_dirs_links_kinds)
 	ck_assert_int_eq(st.st_size, 9);
 	ck_assert(!is_decoded(l));
 	ck_assert_ptr_eq(lookup(top, "link", &st), l);
-	sh("rm '%s/link' && ln -s loose '%s/link'", root, root);
+	tf_test_sh("rm '%s/link' && ln -s loose '%s/link'", root, root);
 	ck_assert_ptr_ne(lookup(top, "link", &st), l);
 	/* A file where a directory was. */
 	x = lookup(top, "sub.old", &st);
-	sh("rm -rf '%s/sub.old' && printf abc > '%s/sub.old'", root, root);
+	tf_test_sh("rm -rf '%s/sub.old' && printf abc > '%s/sub.old'", root, root);
 	ck_assert_ptr_ne(x = lookup(top, "sub.old", &st), NULL);
 	ck_assert(S_ISREG(st.st_mode));
 	ck_assert(!fs_node_is_dir(x));
@@ -586,7 +572,7 @@ START_TEST(test_many_nodes)
 	char first[PATH_MAX], path[PATH_MAX];
 
 	/* Names of one inode (links: a new inode costs ~1 ms on a busy ext4). */
-	sh("mkdir '%s/many' && printf x > '%s/many/f0'", root, root);
+	tf_test_sh("mkdir '%s/many' && printf x > '%s/many/f0'", root, root);
 	FMT(first, "%s/many/f0", root);
 	for (int i = 1; i < N; i++) {
 		FMT(path, "%s/many/f%d", root, i);
@@ -623,7 +609,7 @@ START_TEST(test_attr)
 	char path[PATH_MAX];
 	fs_node *loose, *a, *p, *e;
 
-	sh("chmod 0750 '%s/loose' && chmod 0640 '%s/loose/a.tdb' && chmod 0604 '%s/plain.txt'", root, root, root);
+	tf_test_sh("chmod 0750 '%s/loose' && chmod 0640 '%s/loose/a.tdb' && chmod 0604 '%s/plain.txt'", root, root, root);
 	loose = lookup(top, "loose", &st);
 	ck_assert_uint_eq(st.st_mode, S_IFDIR | 0550);	/* no write bits, ever */
 	a = lookup(loose, "a.tdb", &st);
@@ -645,7 +631,7 @@ START_TEST(test_attr)
 	ck_assert_int_eq(st.st_blocks, 1);
 	/* fs_node_attr again: a file shows its version; a directory its
 	 * present modes. */
-	sh("chmod 0755 '%s/loose' && chmod 0644 '%s/plain.txt'", root, root);
+	tf_test_sh("chmod 0755 '%s/loose' && chmod 0644 '%s/plain.txt'", root, root);
 	ck_assert_int_eq(fs_node_attr(&fs, loose, &st), 0);
 	ck_assert_uint_eq(st.st_mode, S_IFDIR | 0555);
 	ck_assert_int_eq(fs_node_attr(&fs, p, &st), 0);
@@ -654,7 +640,7 @@ START_TEST(test_attr)
 	ck_assert_int_eq(st.st_size, 4096);
 	ck_assert_double_eq(fs_node_attr_timeout(&fs, a, 1.0), 1.0);
 	/* Plaintext of an encrypted array: the mounter's alone. */
-	sh("chmod -R a+rX '%s/enc'", root);
+	tf_test_sh("chmod -R a+rX '%s/enc'", root);
 	e = walk(frag_file("enc", "a1.tdb"), &st);
 	ck_assert_uint_eq(st.st_mode, S_IFREG | 0400);
 	ck_assert_uint_eq(st.st_uid, geteuid());
@@ -669,7 +655,7 @@ START_TEST(test_attr)
 		ck_assert_msg(!strncmp(v, "i32 (", 5), "%s", v);	/* a1.tdb */
 		free(v);
 		/* A file as readable as its modes say: nothing to ask again. */
-		sh("chmod 0644 '%s/loose/a.tdb'", root);
+		tf_test_sh("chmod 0644 '%s/loose/a.tdb'", root);
 		ck_assert(stranger_may(a));
 	}
 	/* The type bits of each kind. */
@@ -692,7 +678,7 @@ START_TEST(test_dep)
 	fs_node *o1, *o2;
 	FMT(off_rel, "%s", frag_file("str", "a0.tdb"));
 	FMT(var_rel, "%s", frag_file("str", "a0_var.tdb"));
-	sh("chmod 0644 '%s/%s' && chmod 0640 '%s/%s'", root, off_rel, root, var_rel);
+	tf_test_sh("chmod 0644 '%s/%s' && chmod 0640 '%s/%s'", root, off_rel, root, var_rel);
 	o1 = walk(off_rel, &st);
 	ck_assert_int_eq(st.st_size, (off_t)n);
 	check_bytes(o1, want, n);
@@ -704,7 +690,7 @@ START_TEST(test_dep)
 	ck_assert(!stranger_may(o1));
 	/* The data file rewritten (the same bytes, a new version): the
 	 * offsets' own file unchanged, its next lookup is a new node. */
-	sh("cp -p '%s/%s' '%s/tmpcopy' && mv '%s/tmpcopy' '%s/%s'", root, var_rel, root, root, root, var_rel);
+	tf_test_sh("cp -p '%s/%s' '%s/tmpcopy' && mv '%s/tmpcopy' '%s/%s'", root, var_rel, root, root, root, var_rel);
 	o2 = walk(off_rel, &st);
 	ck_assert_ptr_ne(o2, o1);
 	check_bytes(o2, want, n);
@@ -714,7 +700,7 @@ START_TEST(test_dep)
 	 * node's: ESTALE. */
 	budget(0);
 	check_bytes(o2, want, n);
-	sh("cp -p '%s/%s' '%s/tmpcopy' && mv '%s/tmpcopy' '%s/%s'", root, var_rel, root, root, root, var_rel);
+	tf_test_sh("cp -p '%s/%s' '%s/tmpcopy' && mv '%s/tmpcopy' '%s/%s'", root, var_rel, root, root, root, var_rel);
 	{
 		tf_entry_reader *r;
 
@@ -723,13 +709,13 @@ START_TEST(test_dep)
 	/* Owners that differ (root may give the data file away): what is
 	 * shown lets in nobody either file refuses. */
 	if (geteuid() == 0) {
-		sh("chown 12345:12345 '%s/%s' && chmod 0644 '%s/%s'", root, var_rel, root, var_rel);
+		tf_test_sh("chown 12345:12345 '%s/%s' && chmod 0644 '%s/%s'", root, var_rel, root, var_rel);
 		o1 = walk(off_rel, &st);
 		ck_assert_uint_eq(st.st_mode & 0004, 0004);	/* both let others read */
 		ck_assert_msg(st.st_uid == 0 || st.st_uid == 12345 || st.st_uid == geteuid(), "uid %u",
 			      (unsigned)st.st_uid);
 		check_bytes(o1, want, n);
-		sh("chmod 0640 '%s/%s'", root, var_rel);
+		tf_test_sh("chmod 0640 '%s/%s'", root, var_rel);
 		o2 = walk(off_rel, &st);
 		ck_assert_ptr_ne(o2, o1);
 		ck_assert_uint_eq(st.st_mode & 0007, 0);	/* others may not read the data */
@@ -835,13 +821,13 @@ START_TEST(test_index_error_retried)
 	FMT(meta, "%s", frag_file("arr", "__fragment_metadata.tdb"));
 	/* An array copied in, its schema not yet (cp -R copies in directory
 	 * order): its files are no array's, shown as stored, for now. */
-	sh("mkdir '%s/late' && cp -R '%s/arr/__fragments' '%s/arr/__commits' '%s/late/'", root, root, root, root);
+	tf_test_sh("mkdir '%s/late' && cp -R '%s/arr/__fragments' '%s/arr/__commits' '%s/late/'", root, root, root, root);
 	FMT(late, "late/%s", strchr(rel, '/') + 1);
 	l = walk(late, &st);
 	ck_assert(!is_decoded(l));
 	ck_assert_int_eq(st.st_size, 1393);
-	sh("cp -R '%s/arr/__schema' '%s/late/'", root, root);
-	sh("mv '%s/%s' '%s/meta.saved'", root, meta, base);
+	tf_test_sh("cp -R '%s/arr/__schema' '%s/late/'", root, root);
+	tf_test_sh("mv '%s/%s' '%s/meta.saved'", root, meta, base);
 	a = walk(rel, &st);
 	ck_assert(is_decoded(a));
 	ck_assert_int_eq(st.st_size, 0);
@@ -992,7 +978,7 @@ START_TEST(test_view_nodes)
 	ck_assert_int_eq(lookup_rc(vd, "nothing.raw", &n, &st), NODE_ERR(ENOENT));
 	/* An array whose schema is gone: its state cannot be read, EIO (and
 	 * a log line saying why). */
-	sh("cp -R '%s/arr' '%s/broken' && rm -f '%s'/broken/__schema/*", root, root, root);
+	tf_test_sh("cp -R '%s/arr' '%s/broken' && rm -f '%s'/broken/__schema/*", root, root, root);
 	n = lookup(top, "broken", &st);
 	ck_assert_int_eq(lookup_rc(n, TF_VIEWS_DIR, &n, &st), NODE_ERR(EIO));
 	/* Not an array: no views folder. */

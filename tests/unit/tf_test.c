@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <glob.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -278,4 +279,17 @@ tf_handle *tf_test_handle_ok(tf_file *f)
 
 	ck_assert_msg(tf_handle_open(f, &h, &err) == TF_OK, "%s", err.msg);
 	return h;
+}
+
+void tf_test_sh(const char *fmt, ...)
+{
+	char cmd[3 * PATH_MAX];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	ck_assert(n > 0 && (size_t)n < sizeof(cmd));
+	ck_assert_msg(system(cmd) == 0, "%s", cmd);
 }

@@ -38,6 +38,8 @@ tf_status tf_test_file_open(const char *path, const char *name, const tf_file_sp
 void tf_test_tmp_setup(void);
 void tf_test_tmp_teardown(void);
 void tf_test_tmp_path(char *out, const char *name);
+/* Run a shell command made from fmt, or fail the test naming it. */
+void tf_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Write n bytes to path (created or truncated), or fail the test. */
 void tf_test_write_file(const char *path, const void *p, size_t n);
 /* A parsed pipeline spec ("zstd | checksum_md5"), or fail the test. */
