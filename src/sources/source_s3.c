@@ -485,6 +485,7 @@ static tf_status s3_new(const char *spec, const tf_s3_settings *set, s3_source *
 	s->list_max_pages = set->list_max_pages;
 	s->list_max_bytes = set->list_max_bytes < UINT32_MAX ? set->list_max_bytes : UINT32_MAX;
 	s->uid = (uint32_t)getuid(), s->gid = (uint32_t)getgid();
+	atomic_init(&s->listed, LISTED_UNKNOWN);
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_mutex_init(&s->pmu, NULL);
 	pthread_condattr_init(&ca);

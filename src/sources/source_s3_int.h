@@ -80,6 +80,7 @@ typedef struct s3_source {
 	bool stopping;
 	uint64_t fetched, served, evicted, cancelled, aborted;
 	atomic_bool told;		/* where the credentials come from, logged */
+	_Atomic int listed;		/* LISTED_*: do answers carry listings' Last-Modified */
 	char *early;			/* the client's first line before the hooks were set */
 	tf_disk_cache *disk;		/* cache_dir's blocks, or NULL */
 	struct { uint64_t h; int64_t at_ns; } misses[MISS_SLOTS];	/* reserved names not there (mu) */
@@ -125,6 +126,7 @@ typedef struct s3_object {
 } s3_object;
 
 enum { PIN_NONE, PIN_BUSY, PIN_DONE };
+enum { LISTED_UNKNOWN, LISTED_AGREE, LISTED_DIFFER };
 
 /* What fetching one listing keeps: the listing growing, and what proves
  * the store's pages lead somewhere. */

@@ -104,9 +104,11 @@ static void pin_end(s3_object *o, bool pinned)
  * ... unless the answer names the version listed: one carrying the
  * Last-Modified of the listing (or HEAD) the object was opened by is that
  * version, whoever else answered, so it pins that Last-Modified and is
- * served without anyone waiting (S3 and Swift give a listing and an answer
- * the same second).  One carrying another is fetched again the careful way
- * (a store whose listing and answers disagree pays one more GET an object).
+ * served without anyone waiting.  Whether a store's answers carry its
+ * listings' Last-Modified (S3 and Swift: the same second) is learnt from
+ * the first answer a source gets, which waited as above; until then, and
+ * for ever once an answer disagreed (a store rounding otherwise, or one
+ * keeping an ETag across versions: the liar), GETs wait for the first.
  * Whether this answer, with seen, is the listed version, pinned.
  */
 static bool pin_listed(s3_object *o, int64_t seen)
@@ -126,6 +128,15 @@ static bool pin_listed(s3_object *o, int64_t seen)
 	return true;
 }
 
+/* What the first answer pinned says of the store (a source learns once). */
+static void learn_listed(s3_object *o)
+{
+	int unknown = LISTED_UNKNOWN, mt = atomic_load(&o->mtime_ns) == o->base.st.v.mtime_ns;
+
+	if (atomic_load(&o->mtime_ns))
+		atomic_compare_exchange_strong(&o->src->listed, &unknown, mt ? LISTED_AGREE : LISTED_DIFFER);
+}
+
 static tf_status get_store(s3_object *o, const s3_bound *b, uint64_t off, void *dst, size_t len, tf_error *err)
 {
 	_Atomic int64_t seen = 0;
@@ -133,15 +144,19 @@ static tf_status get_store(s3_object *o, const s3_bound *b, uint64_t off, void *
 	bool first;
 	tf_status rc;
 
-	if (atomic_load(&o->pin) != PIN_DONE && o->base.st.v.mtime_ns > 0 && !atomic_load(&o->unlisted)) {
+	if (atomic_load(&o->pin) != PIN_DONE && atomic_load(&o->src->listed) == LISTED_AGREE &&
+	    o->base.st.v.mtime_ns > 0 && !atomic_load(&o->unlisted)) {
 		rc = s3_client_get(o->src->client, b, o->key, &v, off, dst, len, err);
 		if (rc != TF_OK || pin_listed(o, atomic_load(&seen)))
 			goto done;
-		atomic_store(&o->unlisted, true);	/* answers disagree with the listing */
+		atomic_store(&o->unlisted, true);	/* fetched again, the careful way */
+		atomic_store(&o->src->listed, LISTED_DIFFER);
 	}
 	v.mtime_ns = &o->mtime_ns;
 	first = pin_begin(o, b);
 	rc = s3_client_get(o->src->client, b, o->key, &v, off, dst, len, err);
+	if (first && rc == TF_OK)
+		learn_listed(o);
 	if (first)
 		pin_end(o, rc == TF_OK);
 done:
