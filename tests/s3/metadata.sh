@@ -16,7 +16,7 @@
 #     metadata once (the array's read; the file's own decode, for its size,
 #     is served by the part source_s3_read.c kept of that whole-object read), no
 #     data file, and the metadata of the fragments with >= 6 GETs in flight
-#     at once (tf_array.c's batch; 9-16 seen here, the batch has 16 threads),
+#     at once (tf_array.c's batch: as many threads as max_requests, 32),
 #     the first of them with the others, not alone before them;
 #   - @views/cells.csv (-o views) equals the local mount's byte for byte;
 #     a fresh mount reading its first 100 bytes fetches each fragment's
