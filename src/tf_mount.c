@@ -506,12 +506,13 @@ static char *cache_text(tf_mount *m, const tf_mount_counts *c)
 		     " evictions=%" PRIu64 " prefetches=%" PRIu64 " recycled=%" PRIu64 " nodes=%zu indexes=%zu"
 		     " index_bytes=%zu index_budget=%zu handles=%zu arrays=%zu heap_used=%zu heap_free=%zu heap_mmap=%zu"
 		     " charged=%zu stored=%zu stored_bound=%zu stored_parts=%u in_flight=%u queued=%u"
-		     " fetched=%" PRIu64 " stored_served=%" PRIu64 " stored_evicted=%" PRIu64 " cancelled=%" PRIu64,
+		     " fetched=%" PRIu64 " stored_served=%" PRIu64 " stored_evicted=%" PRIu64 " cancelled=%" PRIu64
+		     " aborted=%" PRIu64,
 		     s.budget, s.used, s.entries, s.hits, s.misses, s.evictions, s.prefetches, s.recycled, c->nodes,
 		     c->indexes, c->index_bytes, (size_t)tf_mount_settings(m)->index_budget, c->handles,
 		     tf_catalog_arrays(m->catalog), mi.uordblks, mi.fordblks, mi.hblkhd, s.charged, st.held,
 		     st.bound, st.parts, st.in_flight, st.queued, st.fetched, st.served, st.evicted,
-		     st.cancelled) < 0)
+		     st.cancelled, st.aborted) < 0)
 		return NULL;
 	return v;
 }

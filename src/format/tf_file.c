@@ -15,6 +15,7 @@
 #include "format/tf_pipeline_attr.h"
 
 #define WALK_WINDOW (1024 * 1024)	/* see walker */
+#define WALK_TAIL (WALK_WINDOW / 2)	/* a rest this short joins the window before it */
 #define HEADER_READ 512			/* header walks: the 512-byte blocks holding a header */
 #define HEADER_GAP 4096			/* headers closer than this: read the window */
 #define DENSE_RUNS 8
@@ -40,10 +41,14 @@
 
 /* A walk never reads past `end` (walk_want), so a walk of a small file
  * (most tile files of an array) needs no full window: one fewer 1 MiB
- * allocation per open, which many concurrent opens of small files feel. */
+ * allocation per open, which many concurrent opens of small files feel.
+ * A window that would leave less than WALK_TAIL before `end` takes it too:
+ * an array's tile of 1 MiB and 200 bytes of headers is then one read, not
+ * a window and a sliver (over an object store, a request of 200 bytes
+ * costs a round trip like any other). */
 walker *tf_file_walker_new(tf_object *obj, uint64_t end, bool headers)
 {
-	size_t cap = end < WALK_WINDOW ? (size_t)end : WALK_WINDOW;
+	size_t cap = end < WALK_WINDOW + WALK_TAIL ? (size_t)end : WALK_WINDOW + WALK_TAIL;
 	walker *w = malloc(sizeof(*w) + cap);
 
 	if (w) {
@@ -71,7 +76,7 @@ static size_t walk_want(walker *w, uint64_t off, size_t n, uint64_t *start)
 	}
 	*start = off;
 	if (!w->headers)
-		return left < WALK_WINDOW ? (size_t)left : WALK_WINDOW;
+		return left <= WALK_WINDOW + WALK_TAIL ? (size_t)left : WALK_WINDOW;
 	*start = off - off % HEADER_READ;
 	end = (off + n + HEADER_READ - 1) / HEADER_READ * HEADER_READ;
 	end = end < w->end ? end : w->end;

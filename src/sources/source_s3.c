@@ -222,6 +222,7 @@ static tf_status s3_open(tf_source *base, const char *rel, const tf_version *exp
 	o->refs = 1;
 	atomic_init(&o->mtime_ns, 0);
 	atomic_init(&o->pin, PIN_NONE);
+	atomic_init(&o->unlisted, false);
 	pthread_mutex_init(&o->pin_mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);	/* waits end at a monotonic deadline */
@@ -383,7 +384,7 @@ static void s3_stored_stats(tf_source *base, tf_source_stored *out)
 	pthread_mutex_lock(&s->pmu);
 	*out = (tf_source_stored){ .held = s->held, .bound = s->cap, .in_flight = s->inflight,
 				   .queued = s->queued, .fetched = s->fetched, .served = s->served,
-				   .evicted = s->evicted, .cancelled = s->cancelled };
+				   .evicted = s->evicted, .cancelled = s->cancelled, .aborted = s->aborted };
 	out->parts = s3_nparts(s);
 	pthread_mutex_unlock(&s->pmu);
 }
@@ -493,6 +494,7 @@ static tf_status s3_new(const char *spec, const tf_s3_settings *set, s3_source *
 	s->list_max_pages = set->list_max_pages;
 	s->list_max_bytes = set->list_max_bytes < UINT32_MAX ? set->list_max_bytes : UINT32_MAX;
 	s->uid = (uint32_t)getuid(), s->gid = (uint32_t)getgid();
+	atomic_init(&s->listed, LISTED_UNKNOWN);
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_mutex_init(&s->pmu, NULL);
 	pthread_condattr_init(&ca);

@@ -79,8 +79,9 @@ typedef struct s3_source {
 	pthread_t *fetchers;
 	unsigned nfetchers, max_fetchers, idle, queued, inflight;
 	bool stopping;
-	uint64_t fetched, served, evicted, cancelled;
+	uint64_t fetched, served, evicted, cancelled, aborted;
 	atomic_bool told;		/* where the credentials come from, logged */
+	_Atomic int listed;		/* LISTED_*: do answers carry listings' Last-Modified */
 	char *early;			/* the client's first line before the hooks were set */
 	tf_disk_cache *disk;		/* cache_dir's blocks, or NULL */
 	struct { uint64_t h; int64_t at_ns; } misses[MISS_SLOTS];	/* reserved names not there (mu) */
@@ -100,6 +101,7 @@ typedef struct s3_part {
 	tf_lru_node node;		/* listed: findable; refs: its pins (readers
 					 * copying or waiting, its loader) */
 	struct s3_object *o;		/* queued: the open it is fetched through (a reference) */
+	atomic_bool abandoned;		/* loading for a fetcher, its open closed: cut short */
 	struct s3_part *qnext;
 } s3_part;
 
@@ -113,7 +115,7 @@ typedef struct s3_object {
 	uint64_t idh;
 	unsigned refs;			/* the open, and its parts queued (src->pmu) */
 	uint64_t seq_end, tick;		/* where the last read ended (src->pmu) */
-	uint64_t s_start, s_pos;	/* the stream fetched ahead: where it began, is */
+	uint64_t s_start, s_pos, s_end;	/* the stream fetched ahead: where it began, is, was queued to */
 	bool streaming;
 	bool planned;			/* TF_ACCESS_PLANNED: its reader says where it goes */
 	bool walked;			/* TF_ACCESS_HEADERS: a walk, which reads it to the end */
@@ -121,9 +123,11 @@ typedef struct s3_object {
 	pthread_mutex_t pin_mu;		/* the first answer, which pins mtime_ns: */
 	pthread_cond_t pin_cv;
 	_Atomic int pin;		/* PIN_NONE, PIN_BUSY (one GET awaits it), PIN_DONE */
+	atomic_bool unlisted;		/* an answer's Last-Modified was not the listing's */
 } s3_object;
 
 enum { PIN_NONE, PIN_BUSY, PIN_DONE };
+enum { LISTED_UNKNOWN, LISTED_AGREE, LISTED_DIFFER };
 
 /* What fetching one listing keeps: the listing growing, and what proves
  * the store's pages lead somewhere. */

@@ -20,7 +20,7 @@
  * their runs exactly), gets the window after its position queued as parts
  * for the source's fetcher threads (max_requests of them, so that many
  * ranged GETs in flight).  The window starts at W_FIRST and grows with the
- * distance read (twice it) up to max_requests x W_PER_REQUEST, in parts of
+ * distance read (W_GROW times it) up to max_requests x W_PER_REQUEST, in parts of
  * the window over max_requests (W_PART_MIN to W_PART_MAX: adjacent wanted
  * ranges coalesced; ending at multiples of W_ALIGN, so that the disk
  * cache's blocks are fetched whole by one part); a short read fetches
@@ -50,6 +50,7 @@
 #include "cache/tf_cache.h"
 
 #define W_FIRST ((uint64_t)1 << 20)
+#define W_GROW 8			/* window: W_GROW x the distance read */
 #define W_PART_MIN ((size_t)1 << 20)
 #define W_ALIGN ((uint64_t)1 << 20)	/* parts end at multiples: the disk cache's blocks */
 #define W_PART_MAX ((size_t)8 << 20)
@@ -64,11 +65,12 @@
 /* ---- fetching ------------------------------------------------------------------------------------ */
 
 /*
- * Whether this GET is to bring the object's first answer, which pins its
- * Last-Modified for every later one.  Until one has, GETs go one at a
- * time: two at once could be answered by two versions (a store ignoring
- * If-Match), and the later one's, checked first, would be pinned and
- * served.  A wait ends at b (the GET then fails at once, as b is over).
+ * Every answer of one open must carry the same Last-Modified (a store may
+ * ignore If-Match and keep an ETag across versions: tests/s3/hostile.py's
+ * liar), pinned in o->mtime_ns by the first one.  Two GETs at once could be
+ * answered by two versions, and whichever was checked first would be
+ * pinned and served, so until the pin is set GETs wait for the first
+ * answer (pin_begin), at the cost of a round trip per object opened...
  */
 static bool pin_begin(s3_object *o, const s3_bound *b)
 {
@@ -98,14 +100,66 @@ static void pin_end(s3_object *o, bool pinned)
 	pthread_mutex_unlock(&o->pin_mu);
 }
 
+/*
+ * ... unless the answer names the version listed: one carrying the
+ * Last-Modified of the listing (or HEAD) the object was opened by is that
+ * version, whoever else answered, so it pins that Last-Modified and is
+ * served without anyone waiting.  Whether a store's answers carry its
+ * listings' Last-Modified (S3 and Swift: the same second) is learnt from
+ * the first answer a source gets, which waited as above; until then, and
+ * for ever once an answer disagreed (a store rounding otherwise, or one
+ * keeping an ETag across versions: the liar), GETs wait for the first.
+ * Whether this answer, with seen, is the listed version, pinned.
+ */
+static bool pin_listed(s3_object *o, int64_t seen)
+{
+	int64_t listed = o->base.st.v.mtime_ns, pinned = 0;
+
+	if (!seen || seen != listed)
+		return false;
+	if (!atomic_compare_exchange_strong(&o->mtime_ns, &pinned, listed) && pinned != listed)
+		return false;	/* another version's answer was pinned first: not this one */
+	if (atomic_load(&o->pin) != PIN_DONE) {
+		pthread_mutex_lock(&o->pin_mu);
+		atomic_store(&o->pin, PIN_DONE);
+		pthread_cond_broadcast(&o->pin_cv);
+		pthread_mutex_unlock(&o->pin_mu);
+	}
+	return true;
+}
+
+/* What the first answer pinned says of the store (a source learns once). */
+static void learn_listed(s3_object *o)
+{
+	int unknown = LISTED_UNKNOWN, mt = atomic_load(&o->mtime_ns) == o->base.st.v.mtime_ns;
+
+	if (atomic_load(&o->mtime_ns))
+		atomic_compare_exchange_strong(&o->src->listed, &unknown, mt ? LISTED_AGREE : LISTED_DIFFER);
+}
+
 static tf_status get_store(s3_object *o, const s3_bound *b, uint64_t off, void *dst, size_t len, tf_error *err)
 {
-	s3_version v = { o->base.st.v.etag, o->base.st.v.size, &o->mtime_ns };
-	bool first = pin_begin(o, b);
-	tf_status rc = s3_client_get(o->src->client, b, o->key, &v, off, dst, len, err);
+	_Atomic int64_t seen = 0;
+	s3_version v = { o->base.st.v.etag, o->base.st.v.size, &seen };
+	bool first;
+	tf_status rc;
 
+	if (atomic_load(&o->pin) != PIN_DONE && atomic_load(&o->src->listed) == LISTED_AGREE &&
+	    o->base.st.v.mtime_ns > 0 && !atomic_load(&o->unlisted)) {
+		rc = s3_client_get(o->src->client, b, o->key, &v, off, dst, len, err);
+		if (rc != TF_OK || pin_listed(o, atomic_load(&seen)))
+			goto done;
+		atomic_store(&o->unlisted, true);	/* fetched again, the careful way */
+		atomic_store(&o->src->listed, LISTED_DIFFER);
+	}
+	v.mtime_ns = &o->mtime_ns;
+	first = pin_begin(o, b);
+	rc = s3_client_get(o->src->client, b, o->key, &v, off, dst, len, err);
+	if (first && rc == TF_OK)
+		learn_listed(o);
 	if (first)
 		pin_end(o, rc == TF_OK);
+done:
 	if (s3_gone_status(rc))
 		s3_forget_parent(o->src, o->base.name);
 	return rc;
@@ -339,15 +393,17 @@ static s3_part *part_new(s3_object *o, uint64_t off, size_t len, part_state stat
 	}
 	p->idh = o->idh;
 	p->off = off, p->len = len, p->state = state;
+	atomic_init(&p->abandoned, false);
 	held_add(s, (ptrdiff_t)len);
 	parts_front(s, p);
 	return p;
 }
 
-/* The part of o holding off, or NULL; *next: where the next one starts. */
-static s3_part *part_at(s3_object *o, uint64_t off, uint64_t *next)
+/* The part of o holding off, or NULL; *next: where the next one starts,
+ * *prev: where the last one before off ends (0 if none). */
+static s3_part *part_near(s3_object *o, uint64_t off, uint64_t *prev, uint64_t *next)
 {
-	*next = UINT64_MAX;
+	*prev = 0, *next = UINT64_MAX;
 	for (tf_lru_node *at = tf_lru_newest(o->src->parts, 0); at; at = tf_lru_older(o->src->parts, at)) {
 		s3_part *p = PART_OF(at);
 		if (!part_of(p, o))
@@ -356,8 +412,17 @@ static s3_part *part_at(s3_object *o, uint64_t off, uint64_t *next)
 			return p;
 		if (p->off > off && p->off < *next)
 			*next = p->off;
+		if (p->off + p->len <= off && p->off + p->len > *prev)
+			*prev = p->off + p->len;
 	}
 	return NULL;
+}
+
+static s3_part *part_at(s3_object *o, uint64_t off, uint64_t *next)
+{
+	uint64_t prev;
+
+	return part_near(o, off, &prev, next);
 }
 
 static void *fetcher_main(void *arg);
@@ -399,13 +464,23 @@ void s3_queue_remove(s3_source *s, s3_part *p)
 	s->queued--;
 }
 
+/* Whether the fetch of part arg is for nobody any more (s3_close). */
+static bool part_abandoned(void *arg)
+{
+	return atomic_load(&((s3_part *)arg)->abandoned);
+}
+
 /* Fetch p (LOADING, pinned by the caller) through o within bd (NULL: a
- * fetcher's, from now), pmu released meanwhile. */
+ * fetcher's, from now, cut short if o is closed meanwhile), pmu released
+ * meanwhile. */
 static void part_load(s3_object *o, s3_part *p, const s3_bound *bd, bool parallel)
 {
 	s3_source *s = o->src;
 	s3_bound b = bd ? *bd : s3_bound_now(s);
 	tf_status rc;
+
+	if (!bd)
+		b.gone = part_abandoned, b.arg = p;
 
 	s->inflight++;
 	pthread_mutex_unlock(&s->pmu);
@@ -413,6 +488,7 @@ static void part_load(s3_object *o, s3_part *p, const s3_bound *bd, bool paralle
 	pthread_mutex_lock(&s->pmu);
 	s->inflight--;
 	s->fetched += p->len;
+	s->aborted += rc != TF_OK && atomic_load(&p->abandoned);
 	p->state = rc == TF_OK ? P_READY : P_FAILED;
 	if (rc != TF_OK)	/* never served: whoever waits fetches for itself */
 		parts_unlink(s, p);
@@ -451,28 +527,40 @@ static void *fetcher_main(void *arg)
 
 /* Fetch-ahead along a forward reader at stored offset off, which will read
  * up to off+len: parts over what is not there yet of a window that starts
- * at W_FIRST and grows with the distance read (doubling), in parts of the
- * window over max_requests (coalesced gaps), W_PART_MIN to W_PART_MAX. */
+ * at W_FIRST and grows with the distance read (W_GROW times it, as
+ * mountpoint-s3's prefetcher multiplies each request by 8), in parts of the
+ * window over max_requests (coalesced gaps), W_PART_MIN to W_PART_MAX.  A
+ * stream goes on from where its last window ended (s_end), not from the
+ * reader's position: a reader jumps a tile's header at a time, and a
+ * window from each position would leave the bytes between behind, for a
+ * request of a few hundred bytes alone.  Windows end at multiples of
+ * W_ALIGN for the same reason. */
 static void stream_ahead(s3_object *o, uint64_t off, uint64_t len)
 {
 	s3_source *s = o->src;
 	uint64_t size = o->base.st.v.size, window, to, at, next;
 	size_t piece;
 
-	if (!o->streaming || off + SEQ_SLACK < o->s_pos || off > o->s_pos + s->wmax + SEQ_SLACK)
-		o->s_start = off;	/* a new stream */
+	if (!o->streaming || off + SEQ_SLACK < o->s_start || off > o->s_pos + s->wmax + SEQ_SLACK)
+		o->s_start = o->s_pos = o->s_end = off;	/* a new stream */
 	o->streaming = true;
-	o->s_pos = off;
+	/* Requests of several threads arrive out of order (a planned reader's
+	 * positions came 8 MiB back and restarted the window): the stream is
+	 * where the furthest of them is. */
+	o->s_pos = off > o->s_pos ? off : o->s_pos;
 	/* A walk of chunk headers reads every stored byte (a header every few
 	 * KiB), so it gets the widest window from its first read: ramping up
 	 * from W_FIRST cost it a round trip per doubling. */
-	window = o->walked ? s->wmax : 2 * (off - o->s_start);
+	window = o->walked ? s->wmax : W_GROW * (o->s_pos - o->s_start);
 	window = window < W_FIRST ? W_FIRST : window > s->wmax ? s->wmax : window;
 	piece = (size_t)(window / s->max_fetchers);
 	piece = piece < W_PART_MIN ? W_PART_MIN : piece > W_PART_MAX ? W_PART_MAX : piece;
 	to = off + (window < len ? window : len);
+	to = to % W_ALIGN && to < UINT64_MAX - W_ALIGN ? to - to % W_ALIGN + W_ALIGN : to;
 	to = to < size ? to : size;
-	for (at = off; at < to;) {
+	at = o->s_end < off && off - o->s_end <= SEQ_SLACK ? o->s_end : off;
+	o->s_end = o->s_end > to ? o->s_end : to;
+	while (at < to) {
 		s3_part *p = part_at(o, at, &next);
 		if (p) {
 			at = p->off + p->len;
@@ -487,8 +575,10 @@ static void stream_ahead(s3_object *o, uint64_t off, uint64_t len)
 			n = next - at < end - at ? (size_t)(next - at) : (size_t)(end - at);
 			if (next - at - n < piece / 2)	/* no sliver at the end */
 				n = (size_t)(next - at);
-			if (!(p = part_new(o, at, n, P_QUEUED)))
+			if (!(p = part_new(o, at, n, P_QUEUED))) {
+				o->s_end = at;	/* no room: the rest another time */
 				return;
+			}
 			part_queue(o, p);
 			at += n;
 		}
@@ -519,6 +609,24 @@ static bool wait_part(s3_source *s, s3_part *p, const s3_bound *bd)
 }
 
 /*
+ * A gap [*from, *from + *n) a forward reader fetches itself, widened to
+ * whole W_ALIGN blocks within the parts around it (prev, next): the bytes
+ * its neighbours will want, so that no gap of a few bytes is left between
+ * its part and the stream's for a request of its own.
+ */
+static void grid_gap(const s3_object *o, uint64_t *from, size_t *n, uint64_t prev, uint64_t next)
+{
+	uint64_t lo = *from - *from % W_ALIGN, hi = *from + *n, size = o->base.st.v.size;
+
+	hi = hi % W_ALIGN ? hi - hi % W_ALIGN + W_ALIGN : hi;
+	lo = lo > prev ? lo : prev;
+	hi = hi < next ? hi : next;
+	hi = hi < size ? hi : size;
+	*from = lo;
+	*n = (size_t)(hi - lo);
+}
+
+/*
  * One step of a read at *off: served from a part (waited for if in flight;
  * one still queued is fetched here), or the gap before the next part
  * fetched here, kept as a part when it is worth one and there is room,
@@ -529,8 +637,8 @@ static tf_status read_step(s3_object *o, const s3_bound *bd, uint64_t *off, uint
 			   tf_error *err)
 {
 	s3_source *s = o->src;
-	uint64_t next, end;
-	s3_part *p = part_at(o, *off, &next);
+	uint64_t prev, next, end, from;
+	s3_part *p = part_near(o, *off, &prev, &next);
 	tf_status rc;
 	size_t n;
 
@@ -551,7 +659,10 @@ static tf_status read_step(s3_object *o, const s3_bound *bd, uint64_t *off, uint
 		}
 	} else {
 		n = next - *off < *len ? (size_t)(next - *off) : *len;
-		if (n >= PART_KEEP && (p = part_new(o, *off, n, P_LOADING))) {
+		from = *off;
+		if (n >= PART_KEEP && o->streaming)
+			grid_gap(o, &from, &n, prev, next);
+		if (n >= PART_KEEP && (p = part_new(o, from, n, P_LOADING))) {
 			tf_lru_ref(&p->node);
 			part_load(o, p, bd, true);
 		}
@@ -659,9 +770,10 @@ static void object_unref(s3_object *o)
 	free(o);
 }
 
-/* Parts still queued for this open are cancelled (unless a reader waits on
- * one); those in flight finish without anyone waiting here, and stay as
- * parts for the next open of the same version. */
+/* Parts fetched ahead for this open and wanted by no reader now are for
+ * nobody: those still queued are cancelled, those a fetcher is loading cut
+ * short (their GET ends at its next progress call, within 50 ms; the part
+ * fails and goes, and a reader that comes for it later fetches it anew). */
 static void s3_close(tf_object *base)
 {
 	s3_object *o = (s3_object *)base;
@@ -675,6 +787,11 @@ static void s3_close(tf_object *base)
 			s->cancelled++;
 			s3_part_free(s, p);	/* drops its reference to o */
 		}
+	}
+	for (tf_lru_node *at = tf_lru_newest(s->parts, 0); at; at = tf_lru_older(s->parts, at)) {
+		s3_part *p = PART_OF(at);
+		if (p->o == o && p->state == P_LOADING && p->node.refs == 1)	/* its loader's pin alone */
+			atomic_store(&p->abandoned, true);
 	}
 	object_unref(o);
 	pthread_mutex_unlock(&s->pmu);

@@ -190,6 +190,7 @@ typedef struct tf_source_stored {
 	size_t held, bound;	/* bytes of parts (loaded, loading, queued), at most */
 	unsigned parts, in_flight, queued;	/* GETs running now, parts waiting for one */
 	uint64_t fetched, served, evicted, cancelled;	/* bytes; parts */
+	uint64_t aborted;		/* parts cut short in flight: their open was closed */
 } tf_source_stored;
 void tf_source_stored_stats(tf_source *s, tf_source_stored *out);
 

@@ -8,6 +8,12 @@
  *                                        read is a GET of its own, no read-ahead),
  *                                        compared with the local copy; prints
  *                                        "ok N" or fails
+ *   s3read head SPEC REL N               the first N bytes in 64 KiB reads (fetching
+ *                                        ahead), then, once a fetch ahead is in
+ *                                        flight, the object closed: prints
+ *                                        "aborted=A in_flight=F" once a fetch in
+ *                                        flight was cut short, or none is left in
+ *                                        flight (10 s at most)
  *   s3read replace SPEC REL              open, read, say "open", wait for a line on
  *                                        stdin, read again: prints "stale" when the
  *                                        object was replaced meanwhile, then the
@@ -98,6 +104,35 @@ static int cmd_cat(tf_object *o)
 	return 0;
 }
 
+static int cmd_head(tf_source *s, tf_object *o, uint64_t n)
+{
+	static uint8_t buf[65536];
+	struct timespec tick = { 0, 10000000 };
+	tf_source_stored st;
+	tf_error err;
+
+	for (uint64_t off = 0; off < n; off += sizeof(buf))
+		if (tf_object_read(o, off, buf, n - off < sizeof(buf) ? (size_t)(n - off) : sizeof(buf), &err) != TF_OK) {
+			tf_object_close(o);
+			return fprintf(stderr, "s3read: %s\n", err.msg), 1;
+		}
+	for (unsigned i = 0; i < 1000; i++) {	/* a fetch ahead under way (10 s at most) */
+		tf_source_stored_stats(s, &st);
+		if (st.in_flight)
+			break;
+		nanosleep(&tick, NULL);
+	}
+	tf_object_close(o);
+	for (unsigned i = 0; i < 1000; i++) {	/* cut short, or all done (10 s at most) */
+		tf_source_stored_stats(s, &st);
+		if (st.aborted || !st.in_flight)
+			break;
+		nanosleep(&tick, NULL);
+	}
+	printf("aborted=%llu in_flight=%u\n", (unsigned long long)st.aborted, st.in_flight);
+	return 0;
+}
+
 static int cmd_replace(tf_source *s, tf_object *o, const char *rel)
 {
 	uint8_t b;
@@ -135,7 +170,7 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc < 4)
-		return fprintf(stderr, "usage: s3read cat|random|replace SPEC REL [LOCAL N]\n"), 2;
+		return fprintf(stderr, "usage: s3read cat|random|head|replace SPEC REL [LOCAL] [N]\n"), 2;
 	if (tf_source_open(argv[2], NULL, &s, &err) != TF_OK)
 		return fprintf(stderr, "s3read: %s\n", err.msg), 1;
 	tf_source_set_hooks(s, &(tf_source_hooks){ .warn = warn });
@@ -150,7 +185,10 @@ int main(int argc, char **argv)
 		rc = 1;
 	else if (!strcmp(argv[1], "random") && (argc == 6 || argc == 7))
 		rc = cmd_random(o, argv[4], (unsigned)atoi(argv[5]), argc == 7 ? (unsigned)atoi(argv[6]) : 0);
-	else if (!strcmp(argv[1], "replace"))
+	else if (!strcmp(argv[1], "head") && argc == 5) {
+		rc = cmd_head(s, o, strtoull(argv[4], NULL, 10));
+		o = NULL;	/* closed */
+	} else if (!strcmp(argv[1], "replace"))
 		rc = cmd_replace(s, o, argv[3]);
 	else
 		rc = 2;

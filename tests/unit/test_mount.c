@@ -280,7 +280,7 @@ START_TEST(test_mount_stat_texts)
 	field_names(t, names, sizeof(names));
 	ck_assert_str_eq(names, "budget used entries hits misses evictions prefetches recycled nodes indexes "
 		"index_bytes index_budget handles arrays heap_used heap_free heap_mmap charged stored stored_bound "
-		"stored_parts in_flight queued fetched stored_served stored_evicted cancelled");
+		"stored_parts in_flight queued fetched stored_served stored_evicted cancelled aborted");
 	ck_assert_str_eq(field(t, "budget"), "33554432");
 	ck_assert_str_eq(field(t, "nodes"), "7");
 	ck_assert_str_eq(field(t, "indexes"), "3");
