@@ -51,6 +51,7 @@ typedef struct schema_slot {
 	bool encrypted;		/* its generic tile was: so is all the array (§9) */
 	tf_error error;
 	int64_t failed_at;
+	bool loading;		/* a reader is reading it: others wait (schema_read) */
 } schema_slot;
 
 typedef struct frag_slot {
@@ -79,6 +80,7 @@ struct tf_array {
 	int64_t legacy_ns;		/* when that was found */
 	bool batched, batching;		/* read_batch: done (or begun); running */
 	pthread_cond_t batch_done;	/* ... and over */
+	pthread_cond_t schema_read;	/* a schema being read is published */
 };
 
 static void frag_free(frag_slot *s)
@@ -123,6 +125,7 @@ tf_status tf_array_open(tf_source *src, const char *dir, const tf_key *key, tf_a
 	a->idle_limit = IDLE_BYTES;
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_cond_init(&a->batch_done, NULL);
+	pthread_cond_init(&a->schema_read, NULL);
 	*out = a;
 	return TF_OK;
 }
@@ -141,6 +144,7 @@ void tf_array_free(tf_array *a)
 	free(a->schemas);
 	pthread_mutex_destroy(&a->lock);
 	pthread_cond_destroy(&a->batch_done);
+	pthread_cond_destroy(&a->schema_read);
 	free(a->dir);
 	free(a);
 }
@@ -207,21 +211,30 @@ static schema_slot *find_schema(tf_array *a, const char *name)
 	return NULL;
 }
 
+/* Schema `name`'s slot, made if new (lock held); NULL: no memory. */
+static schema_slot *schema_slot_of(tf_array *a, const char *name)
+{
+	schema_slot *s = find_schema(a, name), **v;
+
+	if (s)
+		return s;
+	if (!(v = realloc(a->schemas, (a->nschemas + 1) * sizeof(*v))))
+		return NULL;
+	a->schemas = v;
+	if (!(s = calloc(1, sizeof(*s))) || !(s->name = strdup(name))) {
+		free(s);
+		return NULL;
+	}
+	a->schemas[a->nschemas++] = s;
+	return s;
+}
+
 /* Publish what reading schema `name` gave (lock held). */
 static void publish_schema(tf_array *a, const char *name, tf_schema *sc, bool encrypted,
 			   const tf_error *e)
 {
-	schema_slot *s = find_schema(a, name), **v;
+	schema_slot *s = schema_slot_of(a, name);
 
-	if (!s && (v = realloc(a->schemas, (a->nschemas + 1) * sizeof(*v))) &&
-	    (s = calloc(1, sizeof(*s))) && (s->name = strdup(name))) {
-		a->schemas = v;
-		a->schemas[a->nschemas++] = s;
-	} else if (!find_schema(a, name)) {
-		if (s)
-			free(s->name), free(s);
-		s = NULL;
-	}
 	if (!s || s->schema) {	/* no room, or a racing reader published first */
 		tf_schema_free(sc);
 		return;
@@ -234,7 +247,12 @@ static void publish_schema(tf_array *a, const char *name, tf_schema *sc, bool en
 	}
 }
 
-/* A schema by file name, read once; a failure is the answer for RETRY_NS. */
+/*
+ * A schema by file name, read once; a failure is the answer for RETRY_NS.
+ * One reader reads it while the others wanting it wait (loading): the
+ * fragments of a batch (read_batch), on many threads at once, each
+ * fetched it otherwise.
+ */
 static tf_status get_schema(void *ctx, const char *name, const tf_schema **out, tf_error *err)
 {
 	tf_array *a = ctx;
@@ -247,7 +265,8 @@ static tf_status get_schema(void *ctx, const char *name, const tf_schema **out, 
 	if (strchr(name, '/') || !strcmp(name, "..") || !*name)
 		return tf_err(err, TF_E_CORRUPT, "bad schema name '%s'", name);
 	pthread_mutex_lock(&a->lock);
-	s = find_schema(a, name);
+	while ((s = find_schema(a, name)) && s->loading)
+		pthread_cond_wait(&a->schema_read, &a->lock);
 	if (s && (s->schema || tf_now_ns() - s->failed_at < RETRY_NS)) {
 		*out = s->schema;
 		rc = s->schema ? TF_OK : s->error.code;
@@ -256,12 +275,17 @@ static tf_status get_schema(void *ctx, const char *name, const tf_schema **out, 
 		pthread_mutex_unlock(&a->lock);
 		return rc;
 	}
+	if ((s = schema_slot_of(a, name)))
+		s->loading = true;
 	pthread_mutex_unlock(&a->lock);
 	if (parse_schema_file(a, name, &sc, &encrypted, &e) != TF_OK)
 		sc = NULL;
 	pthread_mutex_lock(&a->lock);
 	publish_schema(a, name, sc, encrypted, &e);
-	s = find_schema(a, name);
+	if ((s = find_schema(a, name))) {
+		s->loading = false;
+		pthread_cond_broadcast(&a->schema_read);
+	}
 	*out = s ? s->schema : NULL;
 	rc = *out ? TF_OK : s ? s->error.code : TF_E_NOMEM;
 	if (rc != TF_OK)
@@ -415,37 +439,50 @@ static frag_slot *read_fragment(tf_array *a, const char *name, const char *fdir)
  * is a round trip, and a listing of the array or the first record of a
  * view wants every one: one after another, 100 fragments took 7 s at 20 ms
  * of round trip.  So the first fragment an array reads from a source that
- * keeps requests in flight (tf_source_in_flight) is read alone (it brings
- * the schema, which its fellows would otherwise each fetch), and then the
- * metadata of every fragment in its __fragments directory (listed: an
- * object store lists the directory whole, source_s3_cache.c), up to BATCH_MAX,
- * on that many threads (tf_fanout).  Once per array: fragments written
- * later, or trimmed since, are read one by one as before.  A reader
- * missing a fragment while the batch runs waits for it rather than fetch
- * the same object again.
+ * keeps requests in flight (tf_source_in_flight) is read with the metadata
+ * of every fragment in its __fragments directory (listed: an object store
+ * lists the directory whole, source_s3_cache.c), up to BATCH_MAX, on that
+ * many threads (tf_fanout), itself first.  Their schema is read once, by
+ * the first of them to want it, the others waiting (get_schema): reading
+ * the first fragment alone to bring the schema cost a round trip before
+ * the others.  Once per array: fragments written later, or trimmed since,
+ * are read one by one as before.  A reader missing a fragment while the
+ * batch runs waits for it rather than fetch the same object again.
  */
 #define BATCH_MAX (MAX_FRAGMENTS / 2)
 
 typedef struct batch {
 	tf_array *a;
 	const char *dir;		/* the __fragments directory in the source */
-	const char *first;		/* read already */
+	const char *first;		/* the one wanted: names[0] */
+	frag_slot *got;			/* first's slot once read (held if loaded) */
 	char **names;
 	size_t n;
 } batch;
 
+static bool batch_add(batch *b, const char *name)
+{
+	char **p = realloc(b->names, (b->n + 1) * sizeof(*b->names));
+
+	if (!p || !(p[b->n] = strdup(name)))
+		return p ? (b->names = p, false) : false;
+	b->names = p;
+	b->n++;
+	return true;
+}
+
 static int batch_name(void *ctx, const char *name, const tf_stat *st)
 {
 	batch *b = ctx;
-	char **p;
+	bool known;
 
 	if (st->kind != TF_ENT_DIR || strncmp(name, "__", 2) || !strcmp(name, b->first))
 		return 0;
 	pthread_mutex_lock(&b->a->lock);
-	p = find_fragment(b->a, name) ? NULL : realloc(b->names, (b->n + 1) * sizeof(*b->names));
+	known = find_fragment(b->a, name) != NULL;
 	pthread_mutex_unlock(&b->a->lock);
-	if (p && (b->names = p) && (p[b->n] = strdup(name)))
-		b->n++;
+	if (!known)
+		batch_add(b, name);
 	return b->n >= BATCH_MAX;
 }
 
@@ -453,7 +490,7 @@ static bool batch_step(void *ctx, size_t lo, size_t hi, unsigned slot)
 {
 	batch *b = ctx;
 	char fdir[4096];
-	frag_slot *mine;
+	frag_slot *mine, *s;
 
 	(void)slot;
 	for (size_t i = lo; i < hi; i++) {
@@ -461,29 +498,38 @@ static bool batch_step(void *ctx, size_t lo, size_t hi, unsigned slot)
 		    !(mine = read_fragment(b->a, b->names[i], fdir)))
 			continue;
 		pthread_mutex_lock(&b->a->lock);
-		publish_fragment(b->a, mine);
+		s = publish_fragment(b->a, mine);
+		if (i == 0) {	/* the one wanted: busy through the batch's trimming too */
+			b->got = s;
+			if (s->fr) {
+				lru_unlink(b->a, s);
+				tf_lru_hold(b->a->frags, &s->node);
+			}
+		}
 		trim_fragments(b->a);
 		pthread_mutex_unlock(&b->a->lock);
 	}
 	return false;
 }
 
-/* The fragments beside fdir (just read), read at once. */
-static void read_batch(tf_array *a, const char *fdir, const char *first)
+/* Fragment `first` (directory fdir) and those beside it, read at once;
+ * first's slot (held if loaded), or NULL if it could not be read. */
+static frag_slot *read_batch(tf_array *a, const char *fdir, const char *first)
 {
 	char dir[4096];
 	const char *slash = strrchr(fdir, '/');
 	batch b = { .a = a, .dir = dir, .first = first };
 	unsigned threads = tf_source_in_flight(a->src);
 
-	if (!slash || (size_t)(slash - fdir) >= sizeof(dir))
-		return;
+	if (!slash || (size_t)(slash - fdir) >= sizeof(dir) || !batch_add(&b, first))
+		return NULL;
 	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - fdir), fdir);
-	if (tf_source_list(a->src, dir, true, batch_name, &b, NULL) == TF_OK && b.n)
-		tf_fanout(b.n, 1, threads < b.n ? threads : (unsigned)b.n, batch_step, &b, NULL);
+	tf_source_list(a->src, dir, true, batch_name, &b, NULL);
+	tf_fanout(b.n, 1, threads < b.n ? threads : (unsigned)b.n, batch_step, &b, NULL);
 	for (size_t i = 0; i < b.n; i++)
 		free(b.names[i]);
 	free(b.names);
+	return b.got;
 }
 
 /* Whether fdir's fellows are to be read at once with it (lock held). */
@@ -511,26 +557,26 @@ static tf_status get_fragment(tf_array *a, const char *name, const char *fdir, f
 		if ((lead = batch_worthy(a, fdir)))
 			a->batched = a->batching = true;
 		pthread_mutex_unlock(&a->lock);
-		if ((mine = read_fragment(a, name, fdir))) {
+		s = lead ? read_batch(a, fdir, name) : NULL;
+		if (!s && (mine = read_fragment(a, name, fdir))) {
 			pthread_mutex_lock(&a->lock);
 			s = publish_fragment(a, mine);
-			if ((held = s->fr != NULL)) {	/* busy through the batch's trimming too */
+			if (s->fr) {
 				lru_unlink(a, s);
 				tf_lru_hold(a->frags, &s->node);
 			}
 			pthread_mutex_unlock(&a->lock);
 		}
-		if (lead)
-			read_batch(a, fdir, name);
 		pthread_mutex_lock(&a->lock);
 		if (lead) {
 			a->batching = false;
 			pthread_cond_broadcast(&a->batch_done);
 		}
-		if (!mine) {
+		if (!s) {
 			pthread_mutex_unlock(&a->lock);
 			return tf_err(err, TF_E_NOMEM, "out of memory");
 		}
+		held = s->fr != NULL;
 	}
 	if (!held && !s->fr) {
 		tf_status rc = s->error.code;

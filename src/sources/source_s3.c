@@ -449,20 +449,29 @@ static tf_status parse_spec(const char *spec, char **bucket, char **prefix, tf_e
 	return TF_OK;
 }
 
-/* One small listing: the bucket answers and takes our signature, and the
- * prefix holds something. */
+/*
+ * One listing page of the top: the bucket answers and takes our signature,
+ * and the prefix holds something.  It is the page the top's listing asks
+ * first (source_s3_list.c's page of keys, delimiter '/'): when it is all of
+ * the top, it is kept as its listing, so that the mount and its first
+ * listing cost one round trip, not two.
+ */
 static tf_status probe(s3_source *s, tf_error *err)
 {
 	s3_list_page pg;
 	s3_bound b = s3_bound_of(s);
-	tf_status rc = s3_client_list(s->client, &b, s->prefix, NULL, 1, false, &pg, err);
+	tf_status rc = s3_client_list(s->client, &b, s->prefix, NULL, S3_LIST_PAGE, false, &pg, err);
 	bool empty = rc == TF_OK && !pg.nobjects && !pg.nprefixes;
+	listing *top;
 
-	if (rc == TF_OK)
-		s3_list_page_free(&pg);
+	if (rc != TF_OK)
+		return rc;
 	if (empty && *s->prefix)
-		return tf_err(err, TF_E_NOTFOUND, "%s: nothing under prefix '%s'", s3_client_where(s->client),
-			      s->prefix);
+		rc = tf_err(err, TF_E_NOTFOUND, "%s: nothing under prefix '%s'", s3_client_where(s->client),
+			    s->prefix);
+	else if ((top = s3_listing_of_page(s, ".", &pg)))
+		s3_listing_offer(s, top);
+	s3_list_page_free(&pg);
 	return rc;
 }
 

@@ -221,6 +221,17 @@ tf_status s3_listing_get(s3_source *s, const s3_bound *b, const char *rel, listi
 	return TF_OK;
 }
 
+/* A listing fetched on the way (the mount's probe gave the top's): into
+ * the cache, as if listed (not kept: freed). */
+void s3_listing_offer(s3_source *s, listing *l)
+{
+	pthread_mutex_lock(&s->mu);
+	cache_insert(s, l);
+	if (!l->node.keyed)
+		s3_listing_free(l);
+	pthread_mutex_unlock(&s->mu);
+}
+
 void s3_listing_put(s3_source *s, listing *l)
 {
 	pthread_mutex_lock(&s->mu);

@@ -25,6 +25,7 @@
 #define STORED_DEFAULT ((size_t)64 << 20)
 #define PART_MIN ((size_t)4 << 20)
 #define MISS_SLOTS 4096
+#define S3_LIST_PAGE 1000		/* keys a listing asks for a page */
 
 /* ---- types -------------------------------------------------------------------------------- */
 
@@ -161,6 +162,7 @@ void s3_listing_finish(listing *l);
 tf_status s3_listing_reserve(builder *bd, size_t len, tf_error *err);
 uint32_t s3_listing_text(listing *l, const char *t, size_t n);
 tf_status s3_fetch_listing(s3_source *s, const s3_bound *b, const char *rel, listing **out, tf_error *err);
+listing *s3_listing_of_page(s3_source *s, const char *rel, const s3_list_page *pg);
 bool s3_tree_worthy(const char *rel);
 tf_status s3_fetch_tree(s3_source *s, const s3_bound *b, const char *rel, listing ***ls, size_t *n,
 			tf_error *err);
@@ -168,6 +170,7 @@ tf_status s3_fetch_tree(s3_source *s, const s3_bound *b, const char *rel, listin
 /* ---- source_s3_cache.c: the listing cache (s3_cache_drop: s->mu held) ---- */
 void s3_cache_drop(s3_source *s, listing *l);
 tf_status s3_listing_get(s3_source *s, const s3_bound *b, const char *rel, listing **out, tf_error *err);
+void s3_listing_offer(s3_source *s, listing *l);
 void s3_listing_put(s3_source *s, listing *l);
 bool s3_split_rel(const char *rel, char *buf, size_t n, const char **name);
 void s3_forget_parent(s3_source *s, const char *rel);

@@ -16,8 +16,6 @@
 
 #include "sources/source_s3_int.h"
 
-#define LIST_PAGE 1000
-
 /* ---- listings ------------------------------------------------------------------------------- */
 
 void s3_listing_free(listing *l)
@@ -274,7 +272,7 @@ static tf_status list_pages(builder *bd, const s3_bound *b, bool flat, unsigned 
 			*stop = true;
 			break;
 		}
-		if ((rc = s3_client_list(bd->s->client, b, bd->prefix, token, LIST_PAGE, flat, &pg, err)) != TF_OK ||
+		if ((rc = s3_client_list(bd->s->client, b, bd->prefix, token, S3_LIST_PAGE, flat, &pg, err)) != TF_OK ||
 		    (rc = page_advances(bd, &pg, page, err)) != TF_OK || (rc = fn(ctx, &pg, err)) != TF_OK)
 			break;
 		free(token);
@@ -333,6 +331,32 @@ tf_status s3_fetch_listing(s3_source *s, const s3_bound *b, const char *rel, lis
 	bd.l->at_ns = tf_now_ns();
 	*out = bd.l;
 	return TF_OK;
+}
+
+/* Directory rel's listing from one page pg the store gave (the mount's
+ * probe): NULL when pg is not all of it (truncated), does not fit
+ * list_max_bytes, skips a key (the warning is the listing's, said once
+ * the mount hears it) or no memory; then it is listed as any directory. */
+listing *s3_listing_of_page(s3_source *s, const char *rel, const s3_list_page *pg)
+{
+	char *prefix = s3_key_of(s, rel, true);
+	builder bd = { .s = s, .l = calloc(1, sizeof(listing)), .prefix = prefix };
+	bool ok = !pg->truncated && bd.l && prefix && (bd.l->rel = strdup(rel)) &&
+		  s3_listing_reserve(&bd, 1, NULL) == TF_OK;
+
+	bd.plen = prefix ? strlen(prefix) : 0;
+	if (ok) {
+		s3_listing_text(bd.l, "", 0);	/* "" at 0: every directory's ETag */
+		ok = add_page(&bd, pg, NULL) == TF_OK && !bd.nskipped;
+	}
+	free(prefix), free(bd.tokens), free(bd.last);
+	if (!ok) {
+		s3_listing_free(bd.l);
+		return NULL;
+	}
+	s3_listing_finish(bd.l);
+	bd.l->at_ns = tf_now_ns();
+	return bd.l;
 }
 
 /*

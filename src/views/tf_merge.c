@@ -74,6 +74,23 @@ static const tf_field *latest_field(const tf_schema *sc, const char *name, tf_co
 	return tf_schema_attr(sc, name);
 }
 
+/* Outputs the merge never looks at (no dimension, no condition's field,
+ * not t or dt) are read only for the windows whose cells are given
+ * (tf_cellbuf_complete): 100 fragments writing the same cells had every
+ * fragment's attribute tile fetched for the newest one's cells. */
+static void mark_lazy(tf_sparse *it, size_t ndel)
+{
+	for (size_t i = 0; i < it->nout; i++) {
+		size_t k = it->out_idx[i];
+		bool used = k < it->ndims || k == it->f_ts || k == it->f_dt;
+
+		for (size_t d = 0; d < ndel && !used; d++)
+			for (size_t j = 0; j < tf_cond_nfields(tf_snapshot_delete(it->s, d)->cond) && !used; j++)
+				used = it->cond_idx[d][j] == k;
+		it->spec[k].lazy = !used;
+	}
+}
+
 /* Fields: dimensions, outputs, the fields delete conditions test, t, dt. */
 static tf_status build_specs(tf_sparse *it, const tf_fieldspec *out, size_t nout, tf_error *err)
 {
@@ -101,6 +118,7 @@ static tf_status build_specs(tf_sparse *it, const tf_fieldspec *out, size_t nout
 	}
 	it->f_ts = add_spec(it, TF_COL_TIMESTAMPS, "__timestamps", NULL);
 	it->f_dt = add_spec(it, TF_COL_DELETE_TS, "__delete_timestamps", NULL);
+	mark_lazy(it, ndel);
 	return TF_OK;
 }
 
@@ -460,10 +478,27 @@ static tf_status rebalance(tf_sparse *it, size_t joining, tf_workspace *ws, tf_e
 	return rc;
 }
 
+/* Slot s, about to join alone, warmed with the waiting slots whose
+ * corner is the same as its own: they join right after it (its first cell
+ * is at or past their corner), and a merge of fragments writing the same
+ * cells read its first one's tile alone, a round trip before the others.
+ * They stay waiting; it->batch is scratch here. */
+static void warm_tied(tf_sparse *it, size_t s)
+{
+	size_t n = 0;
+
+	it->batch[n++] = (uint32_t)s;
+	while (it->npend && merge_same_corner(it, s, it->pend[0]))
+		it->batch[n++] = (uint32_t)pop(it, it->pend, &it->npend, merge_pend_less);
+	for (size_t i = 1; i < n; i++)
+		push(it, it->pend, &it->npend, it->batch[i], merge_pend_less);
+	merge_warm_up(it, it->batch, n);
+}
+
 /* Every waiting slot whose corner the merge has reached joins it, all at
  * once (their windows sized for all of them).  With the heap empty the
  * first waiting slot joins alone, with a one-cell window, to say where the
- * merge starts. */
+ * merge starts (warm_tied). */
 static tf_status admit(tf_sparse *it, tf_workspace *ws, tf_error *err)
 {
 	size_t n = 0;
@@ -471,6 +506,7 @@ static tf_status admit(tf_sparse *it, tf_workspace *ws, tf_error *err)
 
 	while (rc == TF_OK && it->npend && !it->nheap) {
 		size_t s = pop(it, it->pend, &it->npend, merge_pend_less);
+		warm_tied(it, s);
 		if ((rc = join(it, s, err)) == TF_OK && (rc = slot_fetch(it, &it->slots[s], 1, ws, err)) == TF_OK)
 			rc = start(it, s, ws, err);
 	}
@@ -501,6 +537,7 @@ tf_status tf_sparse_seek(tf_sparse *it, tf_workspace *ws, const uint64_t *state,
 		merge_slot *sl = &it->slots[i];
 
 		sl->pos = state ? state[i] : 0;
+		sl->warmed = 0;
 		if (sl->pos > sl->total)
 			return tf_err(err, TF_E_INVAL, "cursor past the end of fragment %s", frag_of(it, sl)->name);
 		sl->done = sl->pos == sl->total;
@@ -635,6 +672,14 @@ static tf_status copy_row(const tf_sparse *it, const merge_slot *sl, tf_row *row
 	return rc;
 }
 
+/* The slot's current cell given: its window's lazy fields read, then copied. */
+static tf_status emit_row(tf_sparse *it, merge_slot *sl, tf_workspace *ws, tf_row *row, tf_error *err)
+{
+	tf_status rc = tf_cellbuf_complete(sl->buf, it->s, ws, err);
+
+	return rc == TF_OK ? copy_row(it, sl, row, err) : rc;
+}
+
 static tf_status copy_key(tf_sparse *it, const merge_slot *sl, tf_error *err)
 {
 	const uint8_t *p;
@@ -680,7 +725,7 @@ static tf_status next_unique(tf_sparse *it, tf_workspace *ws, tf_row *row, bool 
 	best_ts = merge_cell_timestamp(it, &it->slots[s], cell_of(&it->slots[s]));
 	best_order = s;
 	best_deleted = cell_deleted(it, &it->slots[s]);
-	if ((rc = copy_row(it, &it->slots[s], row, err)) != TF_OK || (rc = copy_key(it, &it->slots[s], err)) != TF_OK ||
+	if ((rc = emit_row(it, &it->slots[s], ws, row, err)) != TF_OK || (rc = copy_key(it, &it->slots[s], err)) != TF_OK ||
 	    (rc = slot_advance(it, s, ws, err)) != TF_OK)
 		return rc;
 	while (it->nheap && same_as_key(it, &it->slots[it->heap[0]])) {
@@ -690,7 +735,7 @@ static tf_status next_unique(tf_sparse *it, tf_workspace *ws, tf_row *row, bool 
 		if (ts > best_ts || (ts == best_ts && (size_t)(sl - it->slots) > best_order)) {
 			best_ts = ts, best_order = (size_t)(sl - it->slots);
 			best_deleted = cell_deleted(it, sl);
-			if ((rc = copy_row(it, sl, row, err)) != TF_OK)
+			if ((rc = emit_row(it, sl, ws, row, err)) != TF_OK)
 				return rc;
 		}
 		if ((rc = slot_advance(it, (size_t)(sl - it->slots), ws, err)) != TF_OK)
@@ -733,7 +778,7 @@ static tf_status next_cell(tf_sparse *it, tf_workspace *ws, tf_row *row, bool *e
 	s = heap_pop(it);
 	*emitted = !cell_deleted(it, &it->slots[s]);
 	if (*emitted)
-		rc = copy_row(it, &it->slots[s], row, err);
+		rc = emit_row(it, &it->slots[s], ws, row, err);
 	if (rc == TF_OK)
 		rc = slot_advance(it, s, ws, err);
 	return rc;
@@ -814,6 +859,8 @@ tf_status tf_sparse_next_run(tf_sparse *it, tf_workspace *ws, tf_row *row, tf_sp
 		merge_slot *sl = &it->slots[it->heap[0]];
 		uint64_t n = run_length(it, sl);
 
+		if (n && (rc = tf_cellbuf_complete(sl->buf, it->s, ws, err)) != TF_OK)
+			break;
 		if (n) {
 			*run = (tf_sparse_run){ sl->buf, cell_of(sl), n };
 			it->lazy = it->heap[0];

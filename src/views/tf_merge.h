@@ -39,6 +39,7 @@ typedef struct tf_fieldspec {
 	tf_col_kind kind;
 	const char *name;
 	const tf_field *field;		/* the newest schema's field (NULL: specials) */
+	bool lazy;			/* a window reads it only when asked (tf_cellbuf_complete) */
 } tf_fieldspec;
 
 /* ---- a window of one tile's cells, held in the cache --------------------------------------- */
@@ -61,6 +62,7 @@ typedef struct tf_cellbuf_field {
 	bool nullable;			/* else every cell is valid (no byte each) */
 	size_t valid_at, data_at, starts_at;	/* where its parts lie in the window */
 	uint64_t vlen;			/* var bytes of the window's cells */
+	bool lazy;			/* read by tf_cellbuf_complete (fixed-size fields only) */
 	const uint8_t *valid, *data;	/* while pinned (valid: nullable only) */
 	const uint64_t *starts;		/* var: ncells + 1, from 0 */
 } tf_cellbuf_field;
@@ -74,6 +76,7 @@ typedef struct tf_cellbuf {
 	uint64_t tile, first, ncells;	/* cells [first, first + ncells) of the tile */
 	uint64_t base;			/* the holder's, as it likes */
 	bool loaded;
+	bool pending;			/* its lazy fields not read yet */
 	size_t nfields, extra_size;	/* extra: bytes per cell left to the holder */
 	uint8_t *extra;			/* while pinned: ncells * extra_size, 8-aligned */
 	const tf_fieldspec *spec;
@@ -90,6 +93,12 @@ void tf_cellbuf_free(tf_cellbuf *b);
  * of the window held; it comes back pinned. */
 tf_status tf_cellbuf_load(tf_cellbuf *b, tf_snapshot *s, tf_workspace *ws, size_t frag, uint64_t tile,
 			  uint64_t first, uint64_t max_cells, size_t max_bytes, tf_error *err);
+/* The window's lazy fields (spec[i].lazy, fixed-size: their room is kept
+ * at the load) read, if not yet: a merge reads the coordinates of every
+ * fragment's window and the other fields only of windows whose cells it
+ * gives (from an object store, a round trip per fragment's attribute tile
+ * saved where newer fragments supersede older ones' cells). */
+tf_status tf_cellbuf_complete(tf_cellbuf *b, tf_snapshot *s, tf_workspace *ws, tf_error *err);
 /* Whether the window holds cell `cell` of tile `tile` of fragment frag. */
 bool tf_cellbuf_has(const tf_cellbuf *b, size_t frag, uint64_t tile, uint64_t cell);
 /* Unpin the window: the cache may evict it.  Resume pins it again, read

@@ -94,8 +94,24 @@ static const tf_col **get_cols(tf_cellbuf *b, tf_snapshot *s, size_t frag, tf_er
 			bf->var = tf_col_var(cols[i]);
 			bf->nullable = tf_col_nullable(cols[i]);
 			bf->cell_size = tf_col_cell_size(cols[i]);
+			bf->lazy = b->spec[i].lazy && !bf->missing && !bf->var;	/* var: sized by its offsets */
 		}
 	return cols;
+}
+
+/* Whether field i is read at the load (not left to tf_cellbuf_complete). */
+static bool eager(const tf_cellbuf *b, size_t i)
+{
+	return !b->f[i].missing && !b->f[i].lazy;
+}
+
+/* Whether the window has lazy fields, left unread by a load. */
+static bool any_lazy(const tf_cellbuf *b)
+{
+	for (size_t i = 0; i < b->nfields; i++)
+		if (b->f[i].lazy)
+			return true;
+	return false;
 }
 
 /* Room in the scratch for the offsets of n cells of every var field. */
@@ -224,7 +240,12 @@ static tf_status fill(tf_cellbuf *b, const tf_col **cols, tf_workspace *ws, uint
 
 	for (size_t i = 0; i < b->nfields && rc == TF_OK; i++) {
 		const tf_cellbuf_field *bf = &b->f[i];
-		if (bf->missing)
+		if (bf->lazy) {	/* its room zeroed until tf_cellbuf_complete reads it */
+			if (bf->nullable)
+				memset(dst + bf->valid_at, 0, (size_t)ALIGN8(n));
+			memset(dst + bf->data_at, 0, (size_t)ALIGN8(n * bf->cell_size));
+		}
+		if (!eager(b, i))
 			continue;
 		if (bf->nullable && (rc = tf_col_validity(cols[i], ws, b->tile, b->first, n, dst + bf->valid_at, true,
 							   err)) != TF_OK)
@@ -296,7 +317,8 @@ tf_status tf_cellbuf_load(tf_cellbuf *b, tf_snapshot *s, tf_workspace *ws, size_
 	 * stored chunk headers say, before anything is sized by their number. */
 	rc = TF_OK;
 	for (size_t i = 0; i < b->nfields && rc == TF_OK; i++)
-		rc = tf_col_check_cells(cols[i], tile, first, n, err);
+		if (!b->f[i].lazy)	/* a lazy one's: when it is read */
+			rc = tf_col_check_cells(cols[i], tile, first, n, err);
 	if (rc == TF_OK && (rc = read_starts(b, cols, ws, tile, first, n, vbase, err)) == TF_OK) {
 		b->frag = frag, b->tile = tile, b->first = first;
 		b->ncells = fitting(b, n, max_bytes);
@@ -312,12 +334,44 @@ tf_status tf_cellbuf_load(tf_cellbuf *b, tf_snapshot *s, tf_workspace *ws, size_
 		lay_out(b, b->ncells);
 		if ((rc = claim_and_fill(b, cols, ws, n, vbase, err)) == TF_OK) {
 			b->loaded = true;
+			b->pending = any_lazy(b);
 			point(b);
 		}
 	}
 	put_cols(s, cols, b->nfields);
 	free(vbase);
 	drop_scratch(b);
+	return rc;
+}
+
+tf_status tf_cellbuf_complete(tf_cellbuf *b, tf_snapshot *s, tf_workspace *ws, tf_error *err)
+{
+	uint8_t *dst = b->e ? (uint8_t *)(uintptr_t)tf_cache_data(b->e) : NULL;	/* ours alone: (owner, seq) */
+	const tf_col *c;
+	tf_status rc = TF_OK;
+
+	if (!b->loaded || !b->pending || !dst)
+		return TF_OK;
+	for (size_t i = 0; i < b->nfields && rc == TF_OK; i++) {
+		const tf_cellbuf_field *bf = &b->f[i];
+		if (!bf->lazy)
+			continue;
+		if ((rc = tf_snapshot_col(s, b->frag, b->spec[i].kind, b->spec[i].name, &c, err)) != TF_OK)
+			break;
+		/* the column as the load saw it: its room was laid out for that */
+		if (tf_col_missing(c) || tf_col_var(c) || tf_col_nullable(c) != bf->nullable ||
+		    tf_col_cell_size(c) != bf->cell_size)
+			rc = tf_err(err, TF_E_STALE, "fragment %s, field %s: changed under a window",
+				    tf_snapshot_frag(s, b->frag)->name, b->spec[i].name);
+		if (rc == TF_OK)
+			rc = tf_col_check_cells(c, b->tile, b->first, b->ncells, err);
+		if (rc == TF_OK && bf->nullable)
+			rc = tf_col_validity(c, ws, b->tile, b->first, b->ncells, dst + bf->valid_at, true, err);
+		if (rc == TF_OK)
+			rc = tf_col_fixed(c, ws, b->tile, b->first, b->ncells, dst + bf->data_at, true, err);
+		tf_snapshot_col_put(s, c);
+	}
+	b->pending = rc != TF_OK;
 	return rc;
 }
 
@@ -394,6 +448,7 @@ tf_status tf_cellbuf_resume(tf_cellbuf *b, tf_snapshot *s, tf_workspace *ws, boo
 	rc = refill(b, s, ws, err);
 	tf_cache_publish(b->cache, b->e, rc, err);
 	if (rc == TF_OK) {
+		b->pending = any_lazy(b);	/* read again when asked */
 		point(b);
 	} else {
 		tf_cache_release(b->cache, b->e, false);

@@ -108,6 +108,8 @@ tf_status merge_compute_keys(const tf_sparse *it, merge_slot *sl, tf_error *err)
 bool merge_corner_reached_at(tf_sparse *it, size_t w, const merge_slot *a, uint64_t c);
 bool merge_corner_reached(tf_sparse *it, size_t w, const merge_slot *a);
 bool merge_pend_less(tf_sparse *it, size_t a, size_t b);
+/* Whether waiting slots a and b have the same corner. */
+bool merge_same_corner(tf_sparse *it, size_t a, size_t b);
 
 /* tf_merge_warm.c */
 void merge_warm_up(tf_sparse *it, const uint32_t *batch, size_t n);

@@ -336,20 +336,32 @@ bool merge_corner_reached(tf_sparse *it, size_t w, const merge_slot *a)
 	return merge_corner_reached_at(it, w, a, cell_of(a));
 }
 
-/* Order of two waiting slots: by corner, then read order. */
-bool merge_pend_less(tf_sparse *it, size_t a, size_t b)
+/* Order of two waiting slots' corners (0: the same; also past 64
+ * dimensions, where read order decides alone). */
+static int cmp_pend(tf_sparse *it, size_t a, size_t b)
 {
 	const uint8_t *q[64];
 	size_t qn[64];
 	uint64_t qt[64];
-	int r;
 
 	if (it->ndims > 64)
-		return a < b;
+		return 0;
 	parse_corner(it, tf_snapshot_frag(it->s, it->slots[b].frag)->corner);
 	for (size_t d = 0; d < it->ndims; d++)
 		q[d] = it->cp[d], qn[d] = it->cn[d], qt[d] = it->ct[d];
 	parse_corner(it, tf_snapshot_frag(it->s, it->slots[a].frag)->corner);
-	r = cmp_corner(it, q, qn, qt);
+	return cmp_corner(it, q, qn, qt);
+}
+
+/* Order of two waiting slots: by corner, then read order. */
+bool merge_pend_less(tf_sparse *it, size_t a, size_t b)
+{
+	int r = cmp_pend(it, a, b);
+
 	return r ? r < 0 : a < b;
+}
+
+bool merge_same_corner(tf_sparse *it, size_t a, size_t b)
+{
+	return it->ndims <= 64 && cmp_pend(it, a, b) == 0;
 }

@@ -17,7 +17,8 @@
  * record of a view of 100 overlapping fragments took 7 s at 20 ms of round
  * trip.  So, reading from a source that keeps requests in flight
  * (tf_source_in_flight), the cell under each joining fragment's position is
- * read first on that many threads (tf_fanout), every field of it: its
+ * read first on that many threads (tf_fanout), every field the merge
+ * looks at (not the lazy ones, read for the cells given only): its
  * tile's stored bytes are fetched and its decoded units are in the cache
  * when start() wants them.  The warm-up keeps nothing itself; a failure
  * there is left for start() to meet and report.
@@ -66,7 +67,7 @@ static bool warm_step(void *ctx, size_t lo, size_t hi, unsigned thread)
 		const warm_cell *wc = &w->cells[i];
 		const tf_col *c;
 		for (size_t k = 0; k < it->nspec; k++)
-			if (tf_snapshot_col(it->s, it->slots[wc->slot].frag, it->spec[k].kind, it->spec[k].name, &c,
+			if (!it->spec[k].lazy && tf_snapshot_col(it->s, it->slots[wc->slot].frag, it->spec[k].kind, it->spec[k].name, &c,
 					    NULL) == TF_OK) {
 				warm_col(c, ws, wc->tile, wc->cell);
 				tf_snapshot_col_put(it->s, c);
@@ -101,7 +102,7 @@ void merge_warm_up(tf_sparse *it, const uint32_t *batch, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		merge_slot *sl = &it->slots[batch[i]];
 		uint64_t cap = frag_of(it, sl)->schema->capacity;
-		if (cap && sl->pos < sl->total) {
+		if (cap && sl->pos < sl->total && sl->warmed <= sl->pos / cap) {	/* not warmed already */
 			cells[m++] = (warm_cell){ batch[i], sl->pos / cap, sl->pos % cap };
 			sl->warmed = sl->pos / cap + 1;
 		}

@@ -145,6 +145,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver listens with a backlog of 5: a client opening 16
+    # connections at once had the rest dropped, and the kernel tried them
+    # again a second later (a second of nothing in flight in the logs)
+    request_queue_size = 128
 
 
 def main():

@@ -12,7 +12,8 @@ Honest, except in the buckets named after how they lie:
   loop     a truncated listing continues with the same continuation token for ever
   endless  every listing page holds max-keys new keys and a new token, for ever
   slow     object bodies come one byte a second (headers at once)
-  stall    listings of more than one key are never answered (the probe of a mount is)
+  stall    a listing's first page is answered (the probe of a mount: one key, more to
+           come), the pages after it never
   noetag   GET and HEAD answers carry no ETag, If-Match is ignored, and after the
            first GET of KEY, KEY.v2 is served in its place (Last-Modified 10 s later)
   liar     If-Match is ignored and answers keep KEY's first ETag, but after the first
@@ -100,7 +101,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if bucket == "nometa" and (prefix.endswith("__commits/") or (not delim and prefix.endswith("arr/"))):
             log("LIST", bucket, prefix, 503)
             return self.error(503, "SlowDown")
-        if bucket == "stall" and max_keys > 1:
+        if bucket == "stall" and not token:	# the mount's probe: a first page, more to come
+            return self.send_list(bucket, [(prefix + "t.tdb", 5, "e")], [], True, "more", enc)
+        if bucket == "stall":
             log("LIST", bucket, "-", "stalled")
             while True:
                 time.sleep(3600)

@@ -5,7 +5,7 @@
 # its deadline (request_deadline = 2 here), a killed caller frees the mount
 # at once, and nothing wrong is ever read.
 #
-#   stall    a listing never answered: EIO within the deadline; a caller
+#   stall    a listing's second page never answered: EIO within the deadline; a caller
 #            killed while waiting leaves, and fusermount3 -u works at once
 #   slow     a body at one byte a second: EIO within the deadline
 #   loop     a listing repeating its continuation token: refused at once
