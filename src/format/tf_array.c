@@ -443,21 +443,25 @@ static frag_slot *read_fragment(tf_array *a, const char *name, const char *fdir)
  * of every fragment in its __fragments directory (listed: an object store
  * lists the directory whole, source_s3_cache.c), up to BATCH_MAX, on that
  * many threads (tf_fanout), itself first.  Their schema is read once, by
- * the first of them to want it, the others waiting (get_schema): reading
+ * the first of them to want it, the others waiting (get_schema), and the
+ * newest schemas are read in the batch itself (batch_schema): reading
  * the first fragment alone to bring the schema cost a round trip before
  * the others.  Once per array: fragments written later, or trimmed since,
  * are read one by one as before.  A reader missing a fragment while the
  * batch runs waits for it rather than fetch the same object again.
  */
 #define BATCH_MAX (MAX_FRAGMENTS / 2)
+#define BATCH_SCHEMAS 4
 
 typedef struct batch {
 	tf_array *a;
 	const char *dir;		/* the __fragments directory in the source */
 	const char *first;		/* the one wanted: names[0] */
 	frag_slot *got;			/* first's slot once read (held if loaded) */
-	char **names;
+	char **names;			/* fragments */
 	size_t n;
+	char *schemas[BATCH_SCHEMAS];	/* read as items 1 .. nschemas */
+	size_t nschemas;
 } batch;
 
 static bool batch_add(batch *b, const char *name)
@@ -486,14 +490,46 @@ static int batch_name(void *ctx, const char *name, const tf_stat *st)
 	return b->n >= BATCH_MAX;
 }
 
+/* The newest schemas of the array (at most BATCH_SCHEMAS, listed: no
+ * request of their own) join the batch right after the fragment wanted,
+ * read beside the fragments' metadata rather than after the first of them
+ * names one: a round trip less. */
+static int batch_schema(void *ctx, const char *name, const tf_stat *st)
+{
+	batch *b = ctx;
+	size_t oldest = 0;
+	char *copy;
+
+	if (st->kind != TF_ENT_REG || strncmp(name, "__", 2))
+		return 0;
+	if (b->nschemas == BATCH_SCHEMAS) {	/* keep the newest: names begin with their times */
+		for (size_t i = 1; i < b->nschemas; i++)
+			if (strcmp(b->schemas[i], b->schemas[oldest]) < 0)
+				oldest = i;
+		if (strcmp(name, b->schemas[oldest]) <= 0)
+			return 0;
+		free(b->schemas[oldest]);
+		b->schemas[oldest] = b->schemas[--b->nschemas];
+	}
+	if ((copy = strdup(name)))
+		b->schemas[b->nschemas++] = copy;
+	return 0;
+}
+
 static bool batch_step(void *ctx, size_t lo, size_t hi, unsigned slot)
 {
 	batch *b = ctx;
 	char fdir[4096];
 	frag_slot *mine, *s;
+	const tf_schema *sc;
 
 	(void)slot;
-	for (size_t i = lo; i < hi; i++) {
+	for (size_t item = lo; item < hi; item++) {
+		size_t i = item <= b->nschemas ? 0 : item - b->nschemas;
+		if (item && item <= b->nschemas) {
+			get_schema(b->a, b->schemas[item - 1], &sc, NULL);	/* published for the fragments */
+			continue;
+		}
 		if (!tf_path_join(fdir, sizeof(fdir), b->dir, b->names[i]) ||
 		    !(mine = read_fragment(b->a, b->names[i], fdir)))
 			continue;
@@ -516,16 +552,22 @@ static bool batch_step(void *ctx, size_t lo, size_t hi, unsigned slot)
  * first's slot (held if loaded), or NULL if it could not be read. */
 static frag_slot *read_batch(tf_array *a, const char *fdir, const char *first)
 {
-	char dir[4096];
+	char dir[4096], sdir[4096];
 	const char *slash = strrchr(fdir, '/');
 	batch b = { .a = a, .dir = dir, .first = first };
 	unsigned threads = tf_source_in_flight(a->src);
+	size_t items;
 
 	if (!slash || (size_t)(slash - fdir) >= sizeof(dir) || !batch_add(&b, first))
 		return NULL;
 	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - fdir), fdir);
 	tf_source_list(a->src, dir, true, batch_name, &b, NULL);
-	tf_fanout(b.n, 1, threads < b.n ? threads : (unsigned)b.n, batch_step, &b, NULL);
+	if (tf_path_join(sdir, sizeof(sdir), a->dir, "__schema"))
+		tf_source_list(a->src, sdir, true, batch_schema, &b, NULL);
+	items = b.n + b.nschemas;
+	tf_fanout(items, 1, threads < items ? threads : (unsigned)items, batch_step, &b, NULL);
+	for (size_t i = 0; i < b.nschemas; i++)
+		free(b.schemas[i]);
 	for (size_t i = 0; i < b.n; i++)
 		free(b.names[i]);
 	free(b.names);
