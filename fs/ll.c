@@ -427,7 +427,9 @@ static int open_entry(fuse_req_t req, tilefs *fs, fs_node *n, handle *h)
 	 * page cache to fill and copy out again (a cold cat of 256 MiB of zstd:
 	 * 154 ms against 193; but mmap(MAP_SHARED) then fails, and warm
 	 * re-reads each cost a round trip).  Otherwise a node is one version:
-	 * its cached pages are always good. */
+	 * its cached pages are good, unless a read found the stored bytes
+	 * changed under it (a store keeping an ETag across versions): the next
+	 * open then drops them (ll_open: keep_cache off). */
 	h->direct = how.direct;
 	return 0;
 }
@@ -469,7 +471,7 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	h->node = n;	/* our pin passes to the handle */
 	h->uid = uid;
 	fi->direct_io = h->direct;
-	fi->keep_cache = !h->direct;
+	fi->keep_cache = fs_node_pages_good(n) && !h->direct;
 	fi->fh = (uintptr_t)h;
 	handle_link(fs, h);
 	if (fuse_reply_open(req, fi) != 0)	/* interrupted: nobody will release it */
@@ -571,6 +573,8 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	if ((rc = tf_reader_pin(h->r, t->scratch, (uint64_t)off, size, &cancel, &s, &err)) != TF_OK) {
 		if (rc != TF_E_INTR)
 			fs_log_failure(err.msg);
+		if (rc == TF_E_STALE)	/* the next open must not keep what the kernel cached */
+			fs_node_pages_stale(h->node);
 		/* EIO whatever the cause: a size too large to hold is as much
 		 * a damaged file as a bad checksum (tilefs(1), ERRORS).  The
 		 * bytes before the bad unit are a short read, as a disk gives

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@ struct fs_node {
 	bool unsized;		/* its size not known yet (fs_node_attr) */
 	uint64_t nlookup;	/* the kernel's references */
 	unsigned pins;		/* requests in flight and open handles */
+	atomic_bool stale_pages;	/* a read found the stored bytes changed (fs_node_pages_stale) */
 	fs_node *id_next, *rel_next;
 };
 
@@ -321,6 +323,8 @@ fuse_ino_t fs_node_ino(const fs_node *n) { return n->id; }
 const char *fs_node_rel(const fs_node *n) { return n->rel; }
 bool fs_node_is_dir(const fs_node *n) { return n->kind == TF_ENT_DIR; }
 tf_entry *fs_node_entry(const fs_node *n) { return n->entry; }
+void fs_node_pages_stale(fs_node *n) { atomic_store(&n->stale_pages, true); }
+bool fs_node_pages_good(fs_node *n) { return !atomic_exchange(&n->stale_pages, false); }
 
 void fs_nodes_stats(tilefs *fs, size_t *nodes, size_t *indexes, size_t *index_bytes, size_t *handles)
 {

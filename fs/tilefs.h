@@ -199,6 +199,11 @@ const char *fs_node_rel(const fs_node *n);
 bool fs_node_is_dir(const fs_node *n);
 /* What n shows (held by n while n lives). */
 tf_entry *fs_node_entry(const fs_node *n);
+/* A read of n found its stored bytes changed under the version it shows
+ * (a store keeping an ETag across versions): pages the kernel cached may be
+ * of either, so the next open drops them (fs_node_pages_good: false once). */
+void fs_node_pages_stale(fs_node *n);
+bool fs_node_pages_good(fs_node *n);
 
 /* A reload happened: file nodes are made anew at their next lookup, and
  * the kernel is told to forget the names it knows (lock not held). */

@@ -222,7 +222,6 @@ static tf_status s3_open(tf_source *base, const char *rel, const tf_version *exp
 	o->refs = 1;
 	atomic_init(&o->mtime_ns, 0);
 	atomic_init(&o->pin, PIN_NONE);
-	atomic_init(&o->unlisted, false);
 	pthread_mutex_init(&o->pin_mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);	/* waits end at a monotonic deadline */

@@ -102,6 +102,7 @@ typedef struct s3_part {
 					 * copying or waiting, its loader) */
 	struct s3_object *o;		/* queued: the open it is fetched through (a reference) */
 	atomic_bool abandoned;		/* loading for a fetcher, its open closed: cut short */
+	int64_t mtime_ns;		/* ready: the Last-Modified its answers carried (0: none) */
 	struct s3_part *qnext;
 } s3_part;
 
@@ -123,7 +124,6 @@ typedef struct s3_object {
 	pthread_mutex_t pin_mu;		/* the first answer, which pins mtime_ns: */
 	pthread_cond_t pin_cv;
 	_Atomic int pin;		/* PIN_NONE, PIN_BUSY (one GET awaits it), PIN_DONE */
-	atomic_bool unlisted;		/* an answer's Last-Modified was not the listing's */
 } s3_object;
 
 enum { PIN_NONE, PIN_BUSY, PIN_DONE };

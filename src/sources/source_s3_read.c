@@ -4,8 +4,9 @@
  * fetch-ahead and reads.
  *
  * Reads: stored bytes in parts.  What is fetched is kept in parts: ranges
- * of one version of one object (keyed by key and ETag), held by the
- * source, not by an open, so the walk of a loose tile file at its first
+ * of one version of one object (keyed by key and ETag; an open is served
+ * only parts whose answers carried the Last-Modified it is pinned to), held
+ * by the source, not by an open, so the walk of a loose tile file at its first
  * open leaves the bytes its cat reads next, and each byte is fetched once.
  * A read takes what parts hold, waits for a part in flight rather than
  * fetching its bytes again, fetches a part still queued itself, and
@@ -31,8 +32,8 @@
  * (tf_source_set_cache, which charges them to it), else STORED_DEFAULT;
  * the least recently used loaded part goes first, and a window that finds
  * no room is not fetched ahead (its reader then fetches what it reads).
- * Closing an open cancels its parts still queued; those in flight finish
- * (nobody waits for them) and stay for the next open.  A part that failed
+ * Closing an open cancels its parts still queued and cuts short those a
+ * fetcher is loading for it that no reader waits for.  A part that failed
  * to load is never served: whoever waited fetches that range itself and
  * gets the error if it persists.
  */
@@ -95,9 +96,27 @@ static bool pin_begin(s3_object *o, const s3_bound *b)
 static void pin_end(s3_object *o, bool pinned)
 {
 	pthread_mutex_lock(&o->pin_mu);
-	atomic_store(&o->pin, pinned ? PIN_DONE : PIN_NONE);
+	if (atomic_load(&o->pin) == PIN_BUSY)	/* (pin_done may have finished it meanwhile) */
+		atomic_store(&o->pin, pinned ? PIN_DONE : PIN_NONE);
 	pthread_cond_broadcast(&o->pin_cv);
 	pthread_mutex_unlock(&o->pin_mu);
+}
+
+/* Pin mt as the Last-Modified of o's answers (or find it pinned already):
+ * false if another is. */
+static bool pin_done(s3_object *o, int64_t mt)
+{
+	int64_t pinned = 0;
+
+	if (!atomic_compare_exchange_strong(&o->mtime_ns, &pinned, mt) && pinned != mt)
+		return false;
+	if (atomic_load(&o->pin) != PIN_DONE) {
+		pthread_mutex_lock(&o->pin_mu);
+		atomic_store(&o->pin, PIN_DONE);
+		pthread_cond_broadcast(&o->pin_cv);
+		pthread_mutex_unlock(&o->pin_mu);
+	}
+	return true;
 }
 
 /*
@@ -113,19 +132,7 @@ static void pin_end(s3_object *o, bool pinned)
  */
 static bool pin_listed(s3_object *o, int64_t seen)
 {
-	int64_t listed = o->base.st.v.mtime_ns, pinned = 0;
-
-	if (!seen || seen != listed)
-		return false;
-	if (!atomic_compare_exchange_strong(&o->mtime_ns, &pinned, listed) && pinned != listed)
-		return false;	/* another version's answer was pinned first: not this one */
-	if (atomic_load(&o->pin) != PIN_DONE) {
-		pthread_mutex_lock(&o->pin_mu);
-		atomic_store(&o->pin, PIN_DONE);
-		pthread_cond_broadcast(&o->pin_cv);
-		pthread_mutex_unlock(&o->pin_mu);
-	}
-	return true;
+	return seen && seen == o->base.st.v.mtime_ns && pin_done(o, seen);
 }
 
 /* What the first answer pinned says of the store (a source learns once). */
@@ -133,7 +140,7 @@ static void learn_listed(s3_object *o)
 {
 	int unknown = LISTED_UNKNOWN, mt = atomic_load(&o->mtime_ns) == o->base.st.v.mtime_ns;
 
-	if (atomic_load(&o->mtime_ns))
+	if (atomic_load(&o->mtime_ns) && o->base.st.v.mtime_ns > 0)
 		atomic_compare_exchange_strong(&o->src->listed, &unknown, mt ? LISTED_AGREE : LISTED_DIFFER);
 }
 
@@ -145,12 +152,21 @@ static tf_status get_store(s3_object *o, const s3_bound *b, uint64_t off, void *
 	tf_status rc;
 
 	if (atomic_load(&o->pin) != PIN_DONE && atomic_load(&o->src->listed) == LISTED_AGREE &&
-	    o->base.st.v.mtime_ns > 0 && !atomic_load(&o->unlisted)) {
+	    o->base.st.v.mtime_ns > 0) {
 		rc = s3_client_get(o->src->client, b, o->key, &v, off, dst, len, err);
 		if (rc != TF_OK || pin_listed(o, atomic_load(&seen)))
 			goto done;
-		atomic_store(&o->unlisted, true);	/* fetched again, the careful way */
+		/* Another date than the listing's, from a store whose answers
+		 * carried their listings' dates: another version (or a store
+		 * not always agreeing).  The open keeps the version listed, as
+		 * an honest store's 412 would have it; later opens of the
+		 * source go the careful way. */
 		atomic_store(&o->src->listed, LISTED_DIFFER);
+		pin_done(o, o->base.st.v.mtime_ns);
+		rc = tf_err(err, TF_E_STALE, "%s key '%s' bytes %" PRIu64 "-%" PRIu64 ": the object was replaced "
+			    "(Last-Modified not the listing's)", s3_client_where(o->src->client), o->key, off,
+			    off + len - 1);
+		goto done;
 	}
 	v.mtime_ns = &o->mtime_ns;
 	first = pin_begin(o, b);
@@ -167,10 +183,13 @@ done:
 
 /*
  * The disk cache (cache_dir): blocks of DB bytes at multiples of DB, keyed
- * by endpoint, bucket, key, ETag and size, so a replaced object is another
- * key.  A range is served from disk as far as its blocks, from either end,
- * are there and verify; what is left is fetched widened to whole blocks
- * (within the object) and its blocks kept.
+ * by endpoint, bucket, key, ETag, size and the listing's Last-Modified, so
+ * a replaced object is another key.  A range is served from disk as far as
+ * its blocks, from either end, are there and verify; what is left is
+ * fetched widened to whole blocks (within the object) and its blocks kept.
+ * Blocks are kept only from answers carrying the listing's date, and served
+ * only to an open pinned to it (pinning it): a store keeping an ETag across
+ * versions would otherwise mix one version's blocks with another's answers.
  */
 #define DB TF_DISK_CACHE_BLOCK
 
@@ -181,7 +200,10 @@ static bool disk_key(const s3_object *o, char *buf, size_t n)
 
 	if (!s3_client_id(o->src->client, where, sizeof(where)))
 		return false;
-	len = snprintf(buf, n, "%s/%s\n%s\n%" PRIu64, where, o->key, o->base.st.v.etag, o->base.st.v.size);
+	if (o->base.st.v.mtime_ns <= 0)
+		return false;	/* no date listed: nothing to pin blocks to */
+	len = snprintf(buf, n, "%s/%s\n%s\n%" PRIu64 "\n%" PRId64, where, o->key, o->base.st.v.etag,
+		       o->base.st.v.size, o->base.st.v.mtime_ns);
 	return len > 0 && (size_t)len < n;
 }
 
@@ -208,9 +230,11 @@ static tf_status get(s3_object *o, const s3_bound *b, uint64_t off, void *dst, s
 	char key[TF_DISK_CACHE_KEY_MAX];
 	uint64_t first, last, w_off, w_end, size = o->base.st.v.size;
 	uint8_t *scratch = NULL, *buf;
+	int64_t listed = o->base.st.v.mtime_ns, pinned = atomic_load(&o->mtime_ns);
 	tf_status rc;
 
-	if (!o->src->disk || !len || off + len > size || !disk_key(o, key, sizeof(key)))
+	if (!o->src->disk || !len || off + len > size || (pinned && pinned != listed) ||
+	    !disk_key(o, key, sizeof(key)))
 		return get_store(o, b, off, dst, len, err);
 	first = off / DB, last = (off + len - 1) / DB;
 	while (first <= last && disk_block(o, key, first, off, dst, len, &scratch))
@@ -218,6 +242,8 @@ static tf_status get(s3_object *o, const s3_bound *b, uint64_t off, void *dst, s
 	while (last > first && disk_block(o, key, last, off, dst, len, &scratch))
 		last--;
 	free(scratch);
+	if ((first > off / DB || last < (off + len - 1) / DB) && !pin_done(o, listed))
+		return get_store(o, b, off, dst, len, err);	/* pinned otherwise meanwhile */
 	if (first > last)
 		return TF_OK;
 	w_off = first * DB, w_end = (last + 1) * DB < size ? (last + 1) * DB : size;
@@ -225,7 +251,7 @@ static tf_status get(s3_object *o, const s3_bound *b, uint64_t off, void *dst, s
 	if (!buf)	/* no room to widen: the range as asked */
 		return get_store(o, b, off, dst, len, err);
 	if ((rc = get_store(o, b, w_off, buf, (size_t)(w_end - w_off), err)) == TF_OK) {
-		for (uint64_t at = w_off; at < w_end; at += DB)
+		for (uint64_t at = w_off; at < w_end && atomic_load(&o->mtime_ns) == listed; at += DB)
 			tf_disk_cache_put(o->src->disk, key, at / DB, buf + (at - w_off),
 					  (size_t)(w_end - at < DB ? w_end - at : DB));
 		if (buf != dst) {
@@ -489,6 +515,7 @@ static void part_load(s3_object *o, s3_part *p, const s3_bound *bd, bool paralle
 	s->inflight--;
 	s->fetched += p->len;
 	s->aborted += rc != TF_OK && atomic_load(&p->abandoned);
+	p->mtime_ns = atomic_load(&o->mtime_ns);
 	p->state = rc == TF_OK ? P_READY : P_FAILED;
 	if (rc != TF_OK)	/* never served: whoever waits fetches for itself */
 		parts_unlink(s, p);
@@ -656,10 +683,11 @@ static tf_status read_step(s3_object *o, const s3_bound *bd, uint64_t *off, uint
 	uint64_t prev, next, end, from;
 	s3_part *p = part_near(o, *off, &prev, &next);
 	tf_status rc;
-	size_t n;
+	size_t n, wide;
 
 	if (p) {
 		tf_lru_ref(&p->node);
+		atomic_store(&p->abandoned, false);	/* wanted again (if not cut already) */
 		if (p->state == P_QUEUED) {	/* ours now: no waiting behind the queue */
 			s3_object *by = p->o;
 			s3_queue_remove(s, p);
@@ -675,15 +703,18 @@ static tf_status read_step(s3_object *o, const s3_bound *bd, uint64_t *off, uint
 		}
 	} else {
 		n = next - *off < *len ? (size_t)(next - *off) : *len;
-		from = *off;
+		from = *off, wide = n;
 		if (n >= PART_KEEP && o->streaming)
-			grid_gap(o, &from, &n, prev, next);
-		if (n >= PART_KEEP && (p = part_new(o, from, n, P_LOADING))) {
+			grid_gap(o, &from, &wide, prev, next);
+		if (n >= PART_KEEP && ((p = part_new(o, from, wide, P_LOADING)) ||
+				       (wide != n && (p = part_new(o, *off, n, P_LOADING))))) {
 			tf_lru_ref(&p->node);
 			part_load(o, p, bd, true);
 		}
 	}
-	if (p && p->state == P_READY) {
+	/* A part loaded through another open is served to this one only if its
+	 * answers carried the date this open is pinned to (pinning it). */
+	if (p && p->state == P_READY && (!p->mtime_ns || pin_done(o, p->mtime_ns))) {
 		n = p->len - (size_t)(*off - p->off);
 		n = n < *len ? n : *len;
 		parts_front(s, p);
@@ -707,6 +738,8 @@ static tf_status read_step(s3_object *o, const s3_bound *bd, uint64_t *off, uint
 	s->fetched += n;
 	if (rc == TF_OK)
 		*off += n, *dst += n, *len -= n;
+	if (rc == TF_OK && o->streaming && *off > o->s_end && *off - o->s_end <= SEQ_SLACK)
+		o->s_end = *off;	/* fetched: no window goes back for it */
 	return rc;
 }
 
@@ -788,7 +821,8 @@ static void object_unref(s3_object *o)
 
 /* Parts fetched ahead for this open and wanted by no reader now are for
  * nobody: those still queued are cancelled, those a fetcher is loading cut
- * short (their GET ends at its next progress call, within 50 ms; the part
+ * short (their GET ends at its next progress call: within 50 ms while data
+ * flows, about a second when an answer is held back; the part
  * fails and goes, and a reader that comes for it later fetches it anew). */
 static void s3_close(tf_object *base)
 {

@@ -19,6 +19,8 @@ Honest, except in the buckets named after how they lie:
   liar     If-Match is ignored and answers keep KEY's first ETag, but after the first
            GET of KEY, KEY.v2 is served in its place (Last-Modified 10 s later); the
            first GET is answered 0.3 s late, after any sent at the same time
+  dated    as liar, but its listings carry each object's own date (as GET answers do),
+           so a client learns from a first object that answers agree with listings
   bare     no ETag anywhere: not in listings, not in answers
   nometa   GETs of __fragment_metadata.tdb files, and listings of __commits/
            directories (alone, or in arr/'s subtree listed whole), answer 503 SlowDown
@@ -154,8 +156,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if truncated:
             x.append("<NextContinuationToken>%s</NextContinuationToken>" % escape(token))
         for k, size, etag in entries:
-            x.append("<Contents><Key>%s</Key><LastModified>2024-01-02T03:04:05.000Z</LastModified>"
-                     "%s<Size>%d</Size></Contents>" % (escape(name(k)), "" if bucket == "bare" else
+            date = "2024-01-02T03:04:05.000Z"
+            if bucket == "dated":
+                date = time.strftime("%Y-%m-%dT%H:%M:%S.000Z",
+                                     time.gmtime(int(os.path.getmtime(os.path.join(A.root, bucket, k)))))
+            x.append("<Contents><Key>%s</Key><LastModified>%s</LastModified>"
+                     "%s<Size>%d</Size></Contents>" % (escape(name(k)), date, "" if bucket == "bare" else
                                                        "<ETag>&quot;%s&quot;</ETag>" % etag, size))
         for p in prefixes:
             x.append("<CommonPrefixes><Prefix>%s</Prefix></CommonPrefixes>" % escape(name(p)))
@@ -174,16 +180,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.error(503, "SlowDown")
         first_etag = etag_of(path)
         mtime = int(os.path.getmtime(path))
-        if bucket in ("noetag", "liar", "bare") and self.command == "GET":
+        if bucket in ("noetag", "liar", "dated", "bare") and self.command == "GET":
             with lock:
                 n = gets.get((bucket, key), 0)
                 gets[(bucket, key)] = n + 1
             if n and os.path.isfile(path + ".v2"):
                 path, mtime = path + ".v2", mtime + 10
-            elif bucket == "liar":
+            elif bucket in ("liar", "dated"):
                 time.sleep(0.3)     # the first answer last: GETs after it are answered first
         data = open(path, "rb").read()
-        honest = bucket not in ("noetag", "liar", "bare")
+        honest = bucket not in ("noetag", "liar", "dated", "bare")
         etag = etag_of(path) if honest else first_etag
         want = (self.headers.get("If-Match") or "").strip('"')
         if honest and want and want != etag:
