@@ -89,7 +89,7 @@ import collections, sys, urllib.parse
 lists = heads = schema = top = 0
 meta = collections.Counter()
 data = collections.Counter()
-spans, mspans, dspans, sspans = [], [], [], []
+spans, mspans, dspans = [], [], []
 for line in open(sys.argv[1]):
     f = line.split()
     if len(f) < 8:
@@ -103,7 +103,6 @@ for line in open(sys.argv[1]):
         top += "delimiter" in q and q.get("prefix", [""])[0] == urllib.parse.unquote(sys.argv[2])
     elif "/__schema/" in f[4]:
         schema += 1
-        sspans.append(spans[-1])
     elif f[4].endswith("/__fragment_metadata.tdb"):
         meta[f[4]] += 1
         mspans.append(spans[-1])
@@ -125,11 +124,8 @@ def with_first(sp):	# how many others were in flight with the first to start
     return sum(1 for s, e in sp if (s, e) != (s0, e0) and s < e0 and e > s0)
 a0 = sum(n for k, n in data.items() if k.endswith("/a0.tdb"))
 d0 = sum(n for k, n in data.items() if k.endswith("/d0.tdb"))
-def with_schema(sp):	# whether the schema's GET started before any of sp was answered
-    return int(bool(sspans and sp) and min(s for s, _ in sspans) < min(e for _, e in sp))
 print(lists, heads, schema, max(meta.values() or [0]), len(meta), peak(spans), peak(mspans),
-      max(data.values() or [0]), sum(data.values()), a0, d0, top, with_first(mspans), with_first(dspans),
-      with_schema(mspans))
+      max(data.values() or [0]), sum(data.values()), a0, d0, top, with_first(mspans), with_first(dspans))
 PY
 }
 
@@ -165,10 +161,6 @@ if timeout 120 "$TILEFS" -o config="$WORK/s3.ini",index_dir=none s3://frags "$WO
 	[ "$3" = 1 ] && [ "$4" -ge 4 ] &&
 		ok "ls -lR: the mount and the top's listing one LIST; the first metadata GET in flight with $4 others" ||
 		fail "ls -lR: $3 LISTs of the top (1: the mount's serves the listing), the first metadata GET in flight with $4 others (>= 4)"
-	# the array's schema is read beside the fragments' metadata (tf_array.c's
-	# batch), not after the first of them names it
-	[ "$6" = 1 ] && ok "ls -lR: the schema's GET sent before any metadata GET was answered" ||
-		fail "ls -lR: the schema's GET sent only once a fragment's metadata was answered"
 else
 	fail "mount s3://frags"
 fi
